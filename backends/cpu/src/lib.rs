@@ -1,0 +1,301 @@
+//! The CPU reference backend.
+//!
+//! Every op runs on a dedicated queue thread, in submission order, so
+//! launches and replays are asynchronous like a GPU stream and `synchronize`
+//! really waits: destroy-while-in-flight (C8) and cross-thread cases are
+//! exercised on every machine, not only on GPUs.
+//!
+//! Capture is Native: the recorded launch list is the graph, and a replay
+//! re-runs it over the buffers' current contents (C1). A graph is shared with
+//! the queue by reference count, so destroying it while a replay is queued
+//! or running only drops the handle; the replay finishes (C8).
+
+pub mod reference;
+
+use seam::{
+    Backend, CaptureSupport, DType, DeviceInfo, ErrorKind, Launch, OpKind, RawBuffer, RawGraph,
+    ReplayTarget, ResourceCounts,
+};
+use std::collections::HashMap;
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+type Memory = Arc<Mutex<HashMap<u64, Vec<u8>>>>;
+
+enum Command {
+    Run(Launch),
+    RunGraph(Arc<Vec<Launch>>),
+    Write {
+        buffer: u64,
+        offset: usize,
+        data: Vec<u8>,
+    },
+    Read {
+        buffer: u64,
+        offset: usize,
+        len: usize,
+        reply: Sender<Result<Vec<u8>, String>>,
+    },
+    Free {
+        buffer: u64,
+    },
+    Sync {
+        reply: Sender<Option<String>>,
+    },
+}
+
+/// The queue thread: runs commands in order; the first failure sticks and is
+/// reported by the next synchronize, like a GPU stream's sticky error.
+fn worker(mem: Memory, rx: Receiver<Command>) {
+    let mut sticky: Option<String> = None;
+    let run = |launch: &Launch, sticky: &mut Option<String>| {
+        let mut mem = mem.lock().unwrap_or_else(|p| p.into_inner());
+        let inputs: Option<Vec<&[u8]>> = launch
+            .buffers
+            .iter()
+            .map(|b| mem.get(&b.0).map(Vec::as_slice))
+            .collect();
+        let Some(inputs) = inputs else {
+            sticky.get_or_insert_with(|| format!("{}: a bound buffer is not allocated", launch.op));
+            return;
+        };
+        let (out, bytes) = reference::execute(launch, &inputs);
+        let dst = mem.get_mut(&launch.buffers[out].0).expect("checked above");
+        dst[..bytes.len()].copy_from_slice(&bytes);
+    };
+    for cmd in rx {
+        match cmd {
+            Command::Run(l) => run(&l, &mut sticky),
+            Command::RunGraph(g) => g.iter().for_each(|l| run(l, &mut sticky)),
+            Command::Write {
+                buffer,
+                offset,
+                data,
+            } => {
+                let mut mem = mem.lock().unwrap_or_else(|p| p.into_inner());
+                match mem.get_mut(&buffer) {
+                    Some(b) => b[offset..offset + data.len()].copy_from_slice(&data),
+                    None => {
+                        sticky
+                            .get_or_insert_with(|| format!("write to unallocated buffer {buffer}"));
+                    }
+                }
+            }
+            Command::Read {
+                buffer,
+                offset,
+                len,
+                reply,
+            } => {
+                let mem = mem.lock().unwrap_or_else(|p| p.into_inner());
+                let r = mem
+                    .get(&buffer)
+                    .map(|b| b[offset..offset + len].to_vec())
+                    .ok_or_else(|| format!("read of unallocated buffer {buffer}"));
+                let _ = reply.send(r);
+            }
+            Command::Free { buffer } => {
+                mem.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&buffer);
+            }
+            Command::Sync { reply } => {
+                let _ = reply.send(sticky.take());
+            }
+        }
+    }
+}
+
+/// The CPU reference device.
+pub struct CpuBackend {
+    info: DeviceInfo,
+    mem: Memory,
+    queue: Option<Sender<Command>>,
+    thread: Option<JoinHandle<()>>,
+    recording: Option<Vec<Launch>>,
+    current: Option<Arc<Vec<Launch>>>,
+    graphs: HashMap<u64, Arc<Vec<Launch>>>,
+    next: u64,
+    /// Buffers allocated and not yet freed (frees are queued, so count here).
+    live_buffers: usize,
+}
+
+impl CpuBackend {
+    pub fn new(index: usize) -> Self {
+        let mem: Memory = Arc::default();
+        let (tx, rx) = channel();
+        let worker_mem = mem.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("seam-cpu:{index}-queue"))
+            .spawn(move || worker(worker_mem, rx))
+            .expect("spawning the CPU queue thread");
+        CpuBackend {
+            info: DeviceInfo {
+                backend: "cpu".into(),
+                index,
+                name: "seam CPU reference".into(),
+                driver: format!("seam-cpu {}", env!("CARGO_PKG_VERSION")),
+            },
+            mem,
+            queue: Some(tx),
+            thread: Some(thread),
+            recording: None,
+            current: None,
+            graphs: HashMap::new(),
+            next: 1,
+            live_buffers: 0,
+        }
+    }
+
+    fn send(&self, cmd: Command) -> Result<(), ErrorKind> {
+        self.queue
+            .as_ref()
+            .and_then(|q| q.send(cmd).ok())
+            .ok_or_else(|| ErrorKind::driver("cpu queue send", "the queue thread has exited"))
+    }
+}
+
+impl Backend for CpuBackend {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn capture_support(&self) -> CaptureSupport {
+        CaptureSupport::Native
+    }
+
+    fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
+        let id = self.next;
+        self.next += 1;
+        // Contents are unspecified by the seam; a recognisable poison pattern
+        // makes a test that forgets to initialise a buffer fail loudly.
+        self.mem
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, vec![0xA5; bytes]);
+        self.live_buffers += 1;
+        Ok(RawBuffer(id))
+    }
+
+    fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
+        self.send(Command::Free { buffer: buffer.0 })?;
+        self.live_buffers -= 1;
+        Ok(())
+    }
+
+    fn write(&mut self, buffer: RawBuffer, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
+        self.send(Command::Write {
+            buffer: buffer.0,
+            offset,
+            data: data.to_vec(),
+        })
+    }
+
+    fn read(&mut self, buffer: RawBuffer, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
+        let (tx, rx) = channel();
+        self.send(Command::Read {
+            buffer: buffer.0,
+            offset,
+            len: out.len(),
+            reply: tx,
+        })?;
+        let bytes = rx
+            .recv()
+            .map_err(|_| ErrorKind::driver("cpu queue read", "the queue thread has exited"))?
+            .map_err(|m| ErrorKind::driver("cpu queue read", m))?;
+        out.copy_from_slice(&bytes);
+        Ok(())
+    }
+
+    fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
+        match &mut self.recording {
+            Some(list) => {
+                list.push(launch.clone());
+                Ok(())
+            }
+            None => self.send(Command::Run(launch.clone())),
+        }
+    }
+
+    fn synchronize(&mut self) -> Result<(), ErrorKind> {
+        let (tx, rx) = channel();
+        self.send(Command::Sync { reply: tx })?;
+        match rx.recv() {
+            Ok(None) => Ok(()),
+            Ok(Some(msg)) => Err(ErrorKind::driver("cpu queue", msg)),
+            Err(_) => Err(ErrorKind::driver(
+                "cpu queue sync",
+                "the queue thread has exited",
+            )),
+        }
+    }
+
+    fn prepare(&mut self, _ops: &[(OpKind, DType)]) -> Result<(), ErrorKind> {
+        // Nothing is lazy on the CPU: every op is plain code.
+        Ok(())
+    }
+
+    fn begin_capture(&mut self) -> Result<(), ErrorKind> {
+        self.recording = Some(Vec::new());
+        Ok(())
+    }
+
+    fn end_capture(&mut self) -> Result<(), ErrorKind> {
+        let list = self.recording.take().ok_or(ErrorKind::NotCapturing)?;
+        self.current = Some(Arc::new(list));
+        Ok(())
+    }
+
+    fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
+        let list = self.recording.take().ok_or(ErrorKind::NotCapturing)?;
+        let id = self.next;
+        self.next += 1;
+        self.graphs.insert(id, Arc::new(list));
+        Ok(RawGraph(id))
+    }
+
+    fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
+        let graph = match target {
+            ReplayTarget::Current => self.current.clone().ok_or(ErrorKind::NoCurrentExec)?,
+            ReplayTarget::Graph(g) => self
+                .graphs
+                .get(&g.0)
+                .cloned()
+                .ok_or(ErrorKind::UnknownGraph { id: g.0 })?,
+        };
+        self.send(Command::RunGraph(graph))
+    }
+
+    fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
+        // A queued replay holds its own reference: it completes (C8).
+        self.graphs
+            .remove(&graph.0)
+            .map(drop)
+            .ok_or(ErrorKind::UnknownGraph { id: graph.0 })
+    }
+
+    fn abort_capture(&mut self) -> Result<(), ErrorKind> {
+        self.recording
+            .take()
+            .map(drop)
+            .ok_or(ErrorKind::NotCapturing)
+    }
+
+    fn live_resources(&self) -> ResourceCounts {
+        ResourceCounts {
+            buffers: self.live_buffers,
+            graphs: self.graphs.len() + usize::from(self.current.is_some()),
+        }
+    }
+}
+
+impl Drop for CpuBackend {
+    fn drop(&mut self) {
+        // Closing the channel ends the worker after it drains the queue.
+        self.queue.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! Every seam backend, one cargo feature each, and device discovery.
+//!
+//! `discover()` lists every device of every compiled-in backend, and for a
+//! backend whose driver or hardware is missing, why: the conformance harness
+//! turns that into ignored trials that say what to install.
+
+use seam::{Backend, Device, ErrorKind};
+
+pub use seam_cpu::CpuBackend;
+
+/// Opens a fresh backend for one device.
+pub type Opener = Box<dyn Fn() -> Result<Box<dyn Backend>, ErrorKind> + Send + Sync>;
+
+/// A device that was found: its id and a way to open it.
+pub struct DeviceSlot {
+    /// `<backend>:<index>`.
+    pub id: String,
+    pub backend: &'static str,
+    pub open: Opener,
+}
+
+impl DeviceSlot {
+    /// Open the device behind the shared semantics.
+    pub fn device(&self) -> Result<Device, ErrorKind> {
+        (self.open)().map(Device::new)
+    }
+}
+
+/// A compiled-in backend that has no usable device here, and why.
+#[derive(Clone, Debug)]
+pub struct Missing {
+    pub backend: &'static str,
+    /// What was found and what to install, e.g. "no Vulkan loader: install mesa-vulkan-drivers".
+    pub reason: String,
+}
+
+/// What discovery found.
+#[derive(Default)]
+pub struct Discovery {
+    pub devices: Vec<DeviceSlot>,
+    pub missing: Vec<Missing>,
+}
+
+/// Every backend this build knows, compiled in or not, with the feature that enables it.
+pub const BACKENDS: &[(&str, &str)] = &[
+    ("cpu", "always on"),
+    ("cuda", "cuda"),
+    ("hip", "rocm"),
+    ("vulkan", "vulkan"),
+    ("metal", "metal"),
+    ("wgpu", "wgpu"),
+];
+
+/// Find every device of every compiled-in backend. Never panics: a backend
+/// whose driver is missing is reported in `missing`.
+pub fn discover() -> Discovery {
+    let mut d = Discovery::default();
+    d.devices.push(DeviceSlot {
+        id: "cpu:0".into(),
+        backend: "cpu",
+        open: Box::new(|| Ok(Box::new(CpuBackend::new(0)))),
+    });
+    #[cfg(feature = "cuda")]
+    probe(&mut d, "cuda", seam_cuda::device_count, seam_cuda::open);
+    #[cfg(feature = "vulkan")]
+    probe(
+        &mut d,
+        "vulkan",
+        seam_vulkan::device_count,
+        seam_vulkan::open,
+    );
+    for &(backend, feature) in BACKENDS.iter().skip(1) {
+        if !compiled_in(backend) {
+            d.missing.push(Missing {
+                backend,
+                reason: format!("not compiled in: build with `--features {feature}`"),
+            });
+        }
+    }
+    d
+}
+
+/// Add a backend's devices, or why it has none. Every backend crate exposes
+/// `device_count() -> Result<usize, String>` (the error says what is missing
+/// and what to install) and `open(index)`.
+#[allow(dead_code)]
+fn probe(
+    d: &mut Discovery,
+    backend: &'static str,
+    count: fn() -> Result<usize, String>,
+    open: fn(usize) -> Result<Box<dyn Backend>, ErrorKind>,
+) {
+    match count() {
+        Ok(0) => d.missing.push(Missing {
+            backend,
+            reason: "driver found, no device".into(),
+        }),
+        Ok(n) => {
+            for index in 0..n {
+                d.devices.push(DeviceSlot {
+                    id: format!("{backend}:{index}"),
+                    backend,
+                    open: Box::new(move || open(index)),
+                });
+            }
+        }
+        Err(reason) => d.missing.push(Missing { backend, reason }),
+    }
+}
+
+/// Whether this build includes the backend.
+pub fn compiled_in(backend: &str) -> bool {
+    match backend {
+        "cpu" => true,
+        "cuda" => cfg!(feature = "cuda"),
+        "vulkan" => cfg!(feature = "vulkan"),
+        _ => false,
+    }
+}

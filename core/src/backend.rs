@@ -1,0 +1,130 @@
+//! The seam: the one trait every backend implements. A backend author reads
+//! this file and nothing else in core.
+//!
+//! Backends are deliberately dumb. Core (`Device`) owns the capture state
+//! machine, argument validation, replay counting and tracing, and only calls
+//! a backend with arguments it has already checked and in an order it has
+//! already checked. A backend translates, it does not decide.
+
+use crate::dtype::DType;
+use crate::error::ErrorKind;
+use crate::ops::{Launch, OpKind};
+use serde::{Deserialize, Serialize};
+
+/// A backend's handle for an allocation. Opaque to core.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RawBuffer(pub u64);
+
+/// A backend's handle for a captured, instantiated graph. Opaque to core.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RawGraph(pub u64);
+
+/// What to replay: the exec made by [`Backend::end_capture`], or a handle
+/// made by [`Backend::end_capture_graph`]. The two never alias (C3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplayTarget {
+    Current,
+    Graph(RawGraph),
+}
+
+/// How a device supports graph capture (C9: the report must match behaviour).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "reason")]
+pub enum CaptureSupport {
+    /// A driver graph or reusable command buffer: replay skips per-launch host work.
+    Native,
+    /// Recorded dispatches re-encoded on every replay: same semantics, no launch-cost saving.
+    Emulated,
+    /// begin_capture is refused with [`ErrorKind::CaptureUnsupported`].
+    Unsupported(String),
+}
+
+impl CaptureSupport {
+    pub fn is_supported(&self) -> bool {
+        !matches!(self, CaptureSupport::Unsupported(_))
+    }
+}
+
+/// Who a device is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    /// Backend kind: `cpu`, `cuda`, `hip`, `vulkan`, `metal`, `wgpu`.
+    pub backend: String,
+    /// Index among this backend's devices.
+    pub index: usize,
+    /// Device name as the driver reports it.
+    pub name: String,
+    /// Driver / runtime version string.
+    pub driver: String,
+}
+
+impl DeviceInfo {
+    /// `<backend>:<index>`, e.g. `cuda:0`.
+    pub fn id(&self) -> String {
+        format!("{}:{}", self.backend, self.index)
+    }
+}
+
+/// Live resources a backend holds, for leak checks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceCounts {
+    pub buffers: usize,
+    pub graphs: usize,
+}
+
+/// The seam. Object-safe; core holds it as `Box<dyn Backend>` behind a lock,
+/// so methods take `&mut self` and are never called concurrently.
+///
+/// Ordering guarantees core gives every backend:
+/// - `alloc`, `free`, `write`, `read`, `synchronize`, `replay`, `destroy_graph`
+///   and `prepare` are never called while a capture is open;
+/// - `launch` is called while capturing only from the capturing thread;
+/// - `end_capture*`/`abort_capture` only follow a successful `begin_capture`;
+/// - every `RawBuffer`/`RawGraph` passed in is live and was made by this backend;
+/// - `free` is never called on a buffer a live graph or the current exec uses.
+pub trait Backend: Send {
+    fn info(&self) -> &DeviceInfo;
+
+    fn capture_support(&self) -> CaptureSupport;
+
+    /// Capture op 1 of 6: whether begin_capture can succeed.
+    fn supports_capture(&self) -> bool {
+        self.capture_support().is_supported()
+    }
+
+    // --- memory ---
+    /// Allocate `bytes` (> 0) of device memory. Contents are unspecified.
+    fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind>;
+    fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind>;
+    /// Ordered after all previously queued work; returns once `data` may be reused.
+    fn write(&mut self, buffer: RawBuffer, offset: usize, data: &[u8]) -> Result<(), ErrorKind>;
+    /// Ordered after all previously queued work; returns with `out` filled.
+    fn read(&mut self, buffer: RawBuffer, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind>;
+
+    // --- work ---
+    /// Queue one op (or record it, while capturing). May return before it runs.
+    fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind>;
+    /// Wait for all queued work.
+    fn synchronize(&mut self) -> Result<(), ErrorKind>;
+    /// Materialise every lazily-initialised resource these ops need (kernel
+    /// modules, vendor library handles, workspaces) so capturing them allocates nothing (C7).
+    fn prepare(&mut self, ops: &[(OpKind, DType)]) -> Result<(), ErrorKind>;
+
+    // --- capture: ops 2..6 ---
+    /// Capture op 2: start recording launches instead of running them.
+    fn begin_capture(&mut self) -> Result<(), ErrorKind>;
+    /// Capture op 3: stop recording; the result replaces the backend's current exec.
+    fn end_capture(&mut self) -> Result<(), ErrorKind>;
+    /// Capture op 4: stop recording; the result is a new, independent graph.
+    fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind>;
+    /// Capture op 5: queue one re-execution of the target over the buffers' current contents (C1).
+    fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind>;
+    /// Capture op 6: release a graph. A replay of it may still be running:
+    /// the backend waits or defers, but the replay completes correctly (C8).
+    fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind>;
+    /// Drop whatever was recorded since begin_capture; the device stays usable.
+    fn abort_capture(&mut self) -> Result<(), ErrorKind>;
+
+    /// Live allocations and graphs (the current exec counts as a graph), for leak checks.
+    fn live_resources(&self) -> ResourceCounts;
+}

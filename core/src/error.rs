@@ -1,0 +1,140 @@
+//! One error type for the whole seam. Every error names the backend, the
+//! device and the seam call it came from; the [`ErrorKind`] says what went
+//! wrong and is what tests match on.
+
+use crate::dtype::DType;
+use crate::ops::OpKind;
+use thiserror::Error;
+
+/// An error from a seam call: where it happened, and what.
+#[derive(Clone, Debug, Error, PartialEq)]
+#[error("{backend} device {device} ({device_name}): {call}: {kind}")]
+pub struct Error {
+    /// Backend kind, e.g. `cpu`, `cuda`.
+    pub backend: String,
+    /// Device id, e.g. `cuda:0`.
+    pub device: String,
+    /// Human-readable device name, e.g. `NVIDIA H200`.
+    pub device_name: String,
+    /// The seam call that failed, e.g. `begin_capture`.
+    pub call: &'static str,
+    pub kind: ErrorKind,
+}
+
+/// What went wrong. Backends return these; core adds the context.
+#[derive(Clone, Debug, Error, PartialEq)]
+pub enum ErrorKind {
+    // --- capture state machine (C5, C6, C9) ---
+    #[error("graph capture is not supported by this device: {reason}")]
+    CaptureUnsupported { reason: String },
+    #[error("a capture is already open on this device (nested begin_capture)")]
+    NestedCapture,
+    #[error("no capture is open on this device")]
+    NotCapturing,
+    #[error("allocation inside a capture region is refused (C5): allocate before begin_capture")]
+    AllocInCapture,
+    #[error("free inside a capture region is refused (C5): free after end_capture")]
+    FreeInCapture,
+    #[error("host {what} inside a capture region is refused: it would not be part of the graph")]
+    HostAccessInCapture { what: &'static str },
+    #[error("replay inside a capture region is refused")]
+    ReplayInCapture,
+    #[error("destroying a graph inside a capture region is refused")]
+    DestroyInCapture,
+    #[error("launch from another thread while a capture is open on thread {owner}")]
+    CrossThreadCapture { owner: String },
+    #[error("unknown or destroyed graph {id}")]
+    UnknownGraph { id: u64 },
+    #[error("no current exec: end_capture has not produced one (or it was destroyed)")]
+    NoCurrentExec,
+    #[error("op {op} with {dtype} needs prepare() before capture: its vendor resources are not initialised")]
+    NotPrepared { op: OpKind, dtype: DType },
+
+    // --- argument validation (C12) ---
+    #[error("unknown or freed buffer {id}")]
+    UnknownBuffer { id: u64 },
+    #[error("buffer {id} is referenced by live graph(s) {graphs:?}; destroy them first")]
+    BufferInUse { id: u64, graphs: Vec<u64> },
+    #[error("{op} takes {expected} buffers, got {found}")]
+    ArityMismatch {
+        op: OpKind,
+        expected: usize,
+        found: usize,
+    },
+    #[error("{op}: binding `{binding}` must be {expected}, buffer is {found}")]
+    DtypeMismatch {
+        op: OpKind,
+        binding: &'static str,
+        expected: DType,
+        found: DType,
+    },
+    #[error("{op} does not support {dtype}")]
+    UnsupportedDtype { op: OpKind, dtype: DType },
+    #[error("{what}: expected {expected} elements, got {found}")]
+    SizeMismatch {
+        what: &'static str,
+        expected: usize,
+        found: usize,
+    },
+    #[error("{what}: host data is {found}, buffer holds {expected}")]
+    HostDtypeMismatch {
+        what: &'static str,
+        expected: DType,
+        found: DType,
+    },
+    #[error("{op}: binding `{binding}` needs {needed} elements, buffer holds {len}")]
+    OutOfRange {
+        op: OpKind,
+        binding: &'static str,
+        needed: u64,
+        len: u64,
+    },
+    #[error("{what}: {count} elements at offset {offset} exceed the buffer's {len}")]
+    HostRange {
+        what: &'static str,
+        offset: usize,
+        count: usize,
+        len: usize,
+    },
+    #[error("{what} is zero-sized")]
+    ZeroSize { what: &'static str },
+    #[error("{what} is too large: {detail}")]
+    TooLarge { what: &'static str, detail: String },
+    #[error("{op}: invalid parameter `{name}`: {reason}")]
+    InvalidParam {
+        op: OpKind,
+        name: &'static str,
+        reason: String,
+    },
+    #[error("{op}: output `{output}` must not alias input `{input}`")]
+    AliasNotAllowed {
+        op: OpKind,
+        output: &'static str,
+        input: &'static str,
+    },
+
+    // --- backend / driver ---
+    #[error("{op} with {dtype} is not implemented by this backend")]
+    OpUnsupported { op: OpKind, dtype: DType },
+    #[error("driver call {driver_call} failed: {message}")]
+    Driver {
+        driver_call: String,
+        message: String,
+    },
+    #[error("backend unavailable: {reason}")]
+    Unavailable { reason: String },
+    #[error("injected fault in {call} (fault injection)")]
+    Injected { call: &'static str },
+}
+
+impl ErrorKind {
+    /// A driver failure, naming the driver call.
+    pub fn driver(driver_call: impl Into<String>, message: impl ToString) -> Self {
+        ErrorKind::Driver {
+            driver_call: driver_call.into(),
+            message: message.to_string(),
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

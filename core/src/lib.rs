@@ -1,0 +1,28 @@
+//! # seam
+//!
+//! One trait every GPU backend implements ([`Backend`]), including graph
+//! capture and replay, and one [`Device`] that implements the shared
+//! semantics once: the capture state machine, argument validation, replay
+//! counting and tracing. Backend authors read `backend.rs`; users touch
+//! [`Device`], [`Buffer`], [`Graph`] and [`CaptureScope`].
+//!
+//! The contract every backend is held to (C1–C12) is in `docs/contract.md`
+//! and pinned by the `seam-conformance` suite.
+
+pub mod backend;
+pub mod device;
+pub mod dtype;
+pub mod error;
+pub mod ops;
+pub mod trace;
+pub mod validate;
+
+pub use backend::{
+    Backend, CaptureSupport, DeviceInfo, RawBuffer, RawGraph, ReplayTarget, ResourceCounts,
+};
+pub use device::{Buffer, BufferId, CaptureScope, Device, Graph, GraphId, GraphRef, Live};
+pub use dtype::{DType, Element};
+pub use error::{Error, ErrorKind, Result};
+pub use half::{bf16, f16};
+pub use ops::{Launch, OpCall, OpKind, Params, Tolerance};
+pub use trace::{EventKind, TraceEvent};

@@ -1,0 +1,389 @@
+//! The op catalogue: every op a backend must implement, its binding/scalar
+//! signature, and the typed constructors users call.
+//!
+//! A launch reaches a backend as a [`Launch`]: the op, the element type of its
+//! inputs, its buffers in signature order and one fixed-layout [`Params`]
+//! block. The same 32-byte block is what GPU kernels receive as push constants
+//! or kernel arguments, so every backend lowers every op the same way.
+
+use crate::dtype::DType;
+use crate::BufferId;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Every op in the catalogue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpKind {
+    /// `dst[i] = value` (value given as the element's bit pattern).
+    Fill,
+    /// `dst[i] = src[i]`.
+    Copy,
+    /// `y[i] = fma(a, x[i], b)`.
+    ScaleAdd,
+    /// `out[i] = a[i] + b[i]` (wrapping for integers).
+    Add,
+    /// `out[i] = a[i] * b[i]` (wrapping for integers).
+    Mul,
+    /// `out[i] = x[i] / (1 + exp(-x[i]))`.
+    Silu,
+    /// `out[r, c] = x[r, c] / sqrt(mean_c(x[r, :]^2) + eps) * w[c]`, accumulated in f32.
+    RmsNorm,
+    /// Row-wise softmax, max-subtracted.
+    Softmax,
+    /// `c[m×n] = a[m×k] · b[k×n]`, row-major, f32 accumulation, f32 output.
+    Gemm,
+}
+
+impl OpKind {
+    pub const ALL: [OpKind; 9] = [
+        OpKind::Fill,
+        OpKind::Copy,
+        OpKind::ScaleAdd,
+        OpKind::Add,
+        OpKind::Mul,
+        OpKind::Silu,
+        OpKind::RmsNorm,
+        OpKind::Softmax,
+        OpKind::Gemm,
+    ];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            OpKind::Fill => "fill",
+            OpKind::Copy => "copy",
+            OpKind::ScaleAdd => "scale_add",
+            OpKind::Add => "add",
+            OpKind::Mul => "mul",
+            OpKind::Silu => "silu",
+            OpKind::RmsNorm => "rms_norm",
+            OpKind::Softmax => "softmax",
+            OpKind::Gemm => "gemm",
+        }
+    }
+
+    /// The op's bindings, in the order a [`Launch`] carries them.
+    pub fn signature(self) -> &'static [Binding] {
+        use Access::*;
+        use Role::*;
+        macro_rules! b {
+            ($name:literal, $access:ident, $role:ident) => {
+                Binding {
+                    name: $name,
+                    access: $access,
+                    role: $role,
+                }
+            };
+        }
+        match self {
+            OpKind::Fill => &[b!("dst", Write, Input)],
+            OpKind::Copy => &[b!("src", Read, Input), b!("dst", Write, Input)],
+            OpKind::ScaleAdd => &[b!("x", Read, Input), b!("y", Write, Input)],
+            OpKind::Add | OpKind::Mul => &[
+                b!("a", Read, Input),
+                b!("b", Read, Input),
+                b!("out", Write, Input),
+            ],
+            OpKind::Silu => &[b!("x", Read, Input), b!("out", Write, Input)],
+            OpKind::RmsNorm => &[
+                b!("x", Read, Input),
+                b!("w", Read, Input),
+                b!("out", Write, Input),
+            ],
+            OpKind::Softmax => &[b!("x", Read, Input), b!("out", Write, Input)],
+            OpKind::Gemm => &[
+                b!("a", Read, Input),
+                b!("b", Read, Input),
+                b!("c", Write, F32Only),
+            ],
+        }
+    }
+
+    /// Element types this op accepts for its inputs.
+    pub fn dtypes(self) -> &'static [DType] {
+        use DType::*;
+        match self {
+            OpKind::Fill | OpKind::Copy => &[F32, F16, Bf16, I32, U32],
+            OpKind::Add | OpKind::Mul => &[F32, I32, U32],
+            OpKind::ScaleAdd | OpKind::Silu | OpKind::Softmax => &[F32],
+            OpKind::RmsNorm => &[F32, F16],
+            OpKind::Gemm => &[F32, F16, Bf16],
+        }
+    }
+
+    /// Whether the op's output may be the same buffer as one of its inputs.
+    /// Elementwise ops may run in place; row ops and GEMM read a whole row or
+    /// tile before writing, so aliasing would race on a GPU.
+    pub const fn allows_aliasing(self) -> bool {
+        !matches!(self, OpKind::RmsNorm | OpKind::Softmax | OpKind::Gemm)
+    }
+
+    /// Whether a backend may route this op through a vendor library that
+    /// initialises lazily (C7): such ops need `prepare` before capture.
+    pub const fn is_vendor_op(self) -> bool {
+        matches!(self, OpKind::Gemm)
+    }
+
+    /// How closely a backend must agree with the CPU reference (C11).
+    pub fn tolerance(self, dtype: DType) -> Tolerance {
+        match (self, dtype) {
+            (OpKind::Fill | OpKind::Copy | OpKind::Add | OpKind::Mul | OpKind::ScaleAdd, _) => {
+                Tolerance::BitExact
+            }
+            (OpKind::Silu, _) => Tolerance::Relative {
+                rel: 1e-6,
+                abs: 1e-7,
+            },
+            (OpKind::Softmax, _) | (OpKind::RmsNorm, DType::F32) => Tolerance::Relative {
+                rel: 1e-5,
+                abs: 1e-6,
+            },
+            // f16 output: one f16 ulp (2^-10 relative) after f32 accumulation.
+            (OpKind::RmsNorm, _) => Tolerance::Relative {
+                rel: 1e-3,
+                abs: 1e-3,
+            },
+            (OpKind::Gemm, DType::F32) => Tolerance::Relative {
+                rel: 1e-4,
+                abs: 1e-4,
+            },
+            (OpKind::Gemm, _) => Tolerance::Relative {
+                rel: 1e-3,
+                abs: 1e-3,
+            },
+        }
+    }
+}
+
+impl fmt::Display for OpKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How a binding is used by an op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// Which element type a binding must have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The launch's element type (the type of the first binding).
+    Input,
+    /// Always f32 (GEMM's accumulator output).
+    F32Only,
+}
+
+/// One binding of an op's signature.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Binding {
+    pub name: &'static str,
+    pub access: Access,
+    pub role: Role,
+}
+
+/// Agreement bound against the CPU reference (C11).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tolerance {
+    BitExact,
+    /// `|x - ref| <= abs + rel * |ref|`, element by element.
+    Relative {
+        rel: f32,
+        abs: f32,
+    },
+}
+
+/// The scalar block every launch carries; 32 bytes, `#[repr(C)]`, identical
+/// to the push-constant / kernel-argument block in `seam-kernels`.
+///
+/// | op | d0 | d1 | d2 | s0 | s1 | bits |
+/// |---|---|---|---|---|---|---|
+/// | fill | n | | | | | value bits |
+/// | copy, add, mul, silu | n | | | | | |
+/// | scale_add | n | | | a | b | |
+/// | rms_norm | rows | cols | | eps | | |
+/// | softmax | rows | cols | | | | |
+/// | gemm | m | n | k | | | |
+#[repr(C)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    bytemuck::Pod,
+    bytemuck::Zeroable,
+    Serialize,
+    Deserialize,
+)]
+pub struct Params {
+    pub d0: u32,
+    pub d1: u32,
+    pub d2: u32,
+    pub bits: u32,
+    pub s0: f32,
+    pub s1: f32,
+    pub _pad: [u32; 2],
+}
+
+/// A launch as the user states it, over buffer ids. Core validates it and
+/// lowers it to a [`Launch`] over the backend's raw buffers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpCall {
+    pub op: OpKind,
+    pub buffers: Vec<BufferId>,
+    pub params: Params,
+}
+
+/// A validated launch as a backend receives it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Launch {
+    pub op: OpKind,
+    /// Element type of the inputs (selects the kernel variant).
+    pub dtype: DType,
+    /// Raw buffers, in signature order.
+    pub buffers: Vec<crate::RawBuffer>,
+    pub params: Params,
+}
+
+impl Launch {
+    /// Number of invocations the op needs along its parallel axis
+    /// (elements for elementwise ops, rows for row ops, m·n for GEMM).
+    pub fn work_items(&self) -> u64 {
+        let p = &self.params;
+        match self.op {
+            OpKind::RmsNorm | OpKind::Softmax => p.d0 as u64,
+            OpKind::Gemm => p.d0 as u64 * p.d1 as u64,
+            _ => p.d0 as u64,
+        }
+    }
+}
+
+fn call(op: OpKind, buffers: Vec<BufferId>, params: Params) -> OpCall {
+    OpCall {
+        op,
+        buffers,
+        params,
+    }
+}
+
+/// `dst[..n] = value`, where `value_bits` is the element's bit pattern
+/// (`f32::to_bits`, `f16::to_bits as u32`, `i32 as u32`, ...).
+pub fn fill(dst: BufferId, n: u32, value_bits: u32) -> OpCall {
+    call(
+        OpKind::Fill,
+        vec![dst],
+        Params {
+            d0: n,
+            bits: value_bits,
+            ..Params::default()
+        },
+    )
+}
+
+/// `dst[..n] = src[..n]`.
+pub fn copy(src: BufferId, dst: BufferId, n: u32) -> OpCall {
+    call(
+        OpKind::Copy,
+        vec![src, dst],
+        Params {
+            d0: n,
+            ..Default::default()
+        },
+    )
+}
+
+/// `y[..n] = fma(a, x, b)`.
+pub fn scale_add(x: BufferId, y: BufferId, n: u32, a: f32, b: f32) -> OpCall {
+    call(
+        OpKind::ScaleAdd,
+        vec![x, y],
+        Params {
+            d0: n,
+            s0: a,
+            s1: b,
+            ..Default::default()
+        },
+    )
+}
+
+/// `out[..n] = a + b`.
+pub fn add(a: BufferId, b: BufferId, out: BufferId, n: u32) -> OpCall {
+    call(
+        OpKind::Add,
+        vec![a, b, out],
+        Params {
+            d0: n,
+            ..Default::default()
+        },
+    )
+}
+
+/// `out[..n] = a * b`.
+pub fn mul(a: BufferId, b: BufferId, out: BufferId, n: u32) -> OpCall {
+    call(
+        OpKind::Mul,
+        vec![a, b, out],
+        Params {
+            d0: n,
+            ..Default::default()
+        },
+    )
+}
+
+/// `out[..n] = silu(x)`.
+pub fn silu(x: BufferId, out: BufferId, n: u32) -> OpCall {
+    call(
+        OpKind::Silu,
+        vec![x, out],
+        Params {
+            d0: n,
+            ..Default::default()
+        },
+    )
+}
+
+/// Row-wise RMS norm over a `rows × cols` matrix with weight `w[cols]`.
+pub fn rms_norm(x: BufferId, w: BufferId, out: BufferId, rows: u32, cols: u32, eps: f32) -> OpCall {
+    call(
+        OpKind::RmsNorm,
+        vec![x, w, out],
+        Params {
+            d0: rows,
+            d1: cols,
+            s0: eps,
+            ..Default::default()
+        },
+    )
+}
+
+/// Row-wise softmax over a `rows × cols` matrix.
+pub fn softmax(x: BufferId, out: BufferId, rows: u32, cols: u32) -> OpCall {
+    call(
+        OpKind::Softmax,
+        vec![x, out],
+        Params {
+            d0: rows,
+            d1: cols,
+            ..Default::default()
+        },
+    )
+}
+
+/// `c[m×n] = a[m×k] · b[k×n]` (row-major).
+pub fn gemm(a: BufferId, b: BufferId, c: BufferId, m: u32, n: u32, k: u32) -> OpCall {
+    call(
+        OpKind::Gemm,
+        vec![a, b, c],
+        Params {
+            d0: m,
+            d1: n,
+            d2: k,
+            ..Default::default()
+        },
+    )
+}

@@ -1,0 +1,153 @@
+//! Argument validation for launches (C12), done once in core: a launch that
+//! reaches a backend is well-formed.
+
+use crate::dtype::DType;
+use crate::error::ErrorKind;
+use crate::ops::{Access, Launch, OpCall, OpKind, Role};
+use crate::{BufferId, RawBuffer};
+
+/// Largest element count a single launch may address: GPU kernels index with u32.
+pub const MAX_ELEMENTS: u64 = u32::MAX as u64;
+
+/// What core knows about a live buffer.
+#[derive(Clone, Copy, Debug)]
+pub struct BufferMeta {
+    pub raw: RawBuffer,
+    pub dtype: DType,
+    pub len: usize,
+}
+
+/// Elements each binding needs, in signature order.
+fn needed(call: &OpCall) -> Vec<u64> {
+    let p = &call.params;
+    let (d0, d1, d2) = (p.d0 as u64, p.d1 as u64, p.d2 as u64);
+    match call.op {
+        OpKind::Fill => vec![d0],
+        OpKind::Copy | OpKind::ScaleAdd | OpKind::Silu => vec![d0, d0],
+        OpKind::Add | OpKind::Mul => vec![d0, d0, d0],
+        OpKind::RmsNorm => vec![d0 * d1, d1, d0 * d1],
+        OpKind::Softmax => vec![d0 * d1, d0 * d1],
+        OpKind::Gemm => vec![d0 * d2, d2 * d1, d0 * d1],
+    }
+}
+
+/// The dims an op uses, with their names, for zero-size checks.
+fn dims(call: &OpCall) -> Vec<(&'static str, u32)> {
+    let p = &call.params;
+    match call.op {
+        OpKind::RmsNorm | OpKind::Softmax => vec![("rows", p.d0), ("cols", p.d1)],
+        OpKind::Gemm => vec![("m", p.d0), ("n", p.d1), ("k", p.d2)],
+        _ => vec![("n", p.d0)],
+    }
+}
+
+/// Check `call` against the live buffers and lower it to a backend [`Launch`].
+/// Nothing is queued when this fails.
+pub fn lower(
+    call: &OpCall,
+    lookup: impl Fn(BufferId) -> Option<BufferMeta>,
+) -> Result<Launch, ErrorKind> {
+    let op = call.op;
+    let sig = op.signature();
+    if call.buffers.len() != sig.len() {
+        return Err(ErrorKind::ArityMismatch {
+            op,
+            expected: sig.len(),
+            found: call.buffers.len(),
+        });
+    }
+    let metas = call
+        .buffers
+        .iter()
+        .map(|&id| lookup(id).ok_or(ErrorKind::UnknownBuffer { id: id.0 }))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let dtype = metas[0].dtype;
+    if !op.dtypes().contains(&dtype) {
+        return Err(ErrorKind::UnsupportedDtype { op, dtype });
+    }
+    for (binding, meta) in sig.iter().zip(&metas) {
+        let expected = match binding.role {
+            Role::Input => dtype,
+            Role::F32Only => DType::F32,
+        };
+        if meta.dtype != expected {
+            return Err(ErrorKind::DtypeMismatch {
+                op,
+                binding: binding.name,
+                expected,
+                found: meta.dtype,
+            });
+        }
+    }
+
+    for (what, d) in dims(call) {
+        if d == 0 {
+            return Err(ErrorKind::ZeroSize { what });
+        }
+    }
+    for ((binding, meta), need) in sig.iter().zip(&metas).zip(needed(call)) {
+        if need > MAX_ELEMENTS {
+            return Err(ErrorKind::TooLarge {
+                what: binding.name,
+                detail: format!("{need} elements exceeds the per-launch limit {MAX_ELEMENTS}"),
+            });
+        }
+        if need > meta.len as u64 {
+            return Err(ErrorKind::OutOfRange {
+                op,
+                binding: binding.name,
+                needed: need,
+                len: meta.len as u64,
+            });
+        }
+    }
+
+    let p = &call.params;
+    match op {
+        OpKind::Fill if dtype.size() == 2 && p.bits > 0xFFFF => {
+            return Err(ErrorKind::InvalidParam {
+                op,
+                name: "value_bits",
+                reason: format!("{:#x} does not fit a 16-bit {dtype}", p.bits),
+            });
+        }
+        OpKind::RmsNorm if !(p.s0.is_finite() && p.s0 > 0.0) => {
+            return Err(ErrorKind::InvalidParam {
+                op,
+                name: "eps",
+                reason: format!("{} is not a finite positive number", p.s0),
+            });
+        }
+        _ => {}
+    }
+
+    if !op.allows_aliasing() {
+        for (wi, w) in sig
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.access == Access::Write)
+        {
+            for (ri, r) in sig
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.access == Access::Read)
+            {
+                if call.buffers[wi] == call.buffers[ri] {
+                    return Err(ErrorKind::AliasNotAllowed {
+                        op,
+                        output: w.name,
+                        input: r.name,
+                    });
+                }
+            }
+        }
+    }
+
+    Ok(Launch {
+        op,
+        dtype,
+        buffers: metas.iter().map(|m| m.raw).collect(),
+        params: call.params,
+    })
+}

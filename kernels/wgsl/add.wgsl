@@ -1,0 +1,21 @@
+// add: out[i] = a[i] + b[i]. Integers wrap; i32 and u32 share the u32 kernel
+// (two's complement addition gives the same bits).
+@group(0) @binding(0) var<storage, read> a: array<u32>;
+@group(0) @binding(1) var<storage, read> b: array<u32>;
+@group(0) @binding(2) var<storage, read_write> out: array<u32>;
+
+@compute @workgroup_size(64)
+fn add_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = gid.x + gid.y * nwg.x * 64u;
+    if (i < p.d0) {
+        out[i] = bitcast<u32>(bitcast<f32>(a[i]) + bitcast<f32>(b[i]));
+    }
+}
+
+@compute @workgroup_size(64)
+fn add_u32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = gid.x + gid.y * nwg.x * 64u;
+    if (i < p.d0) {
+        out[i] = a[i] + b[i];
+    }
+}
