@@ -1,6 +1,8 @@
 //! Validates every WGSL kernel with naga (parse + full validation), so a
-//! broken shader fails the build on every machine, GPU or not, and generates
-//! the source table `src/lib.rs` includes.
+//! broken shader fails the build on every machine, GPU or not; translates
+//! each one to SPIR-V (one module per op, every entry point in it, the
+//! `var<immediate>` block as Vulkan push constants); and generates the source
+//! and SPIR-V tables `src/lib.rs` includes.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -13,6 +15,7 @@ fn main() {
     println!("cargo:rerun-if-changed=cuda");
 
     let mut table = String::from("pub(crate) static SOURCES: &[(Language, &str, &str)] = &[\n");
+    let mut spirv = String::from("pub(crate) static SPIRV: &[(&str, &[u32])] = &[\n");
     for (lang, dir, ext) in [("Wgsl", "wgsl", "wgsl"), ("CudaC", "cuda", "cu")] {
         let mut files: Vec<_> = std::fs::read_dir(root.join(dir))
             .unwrap_or_else(|e| panic!("reading kernels/{dir}: {e}"))
@@ -35,7 +38,7 @@ fn main() {
                         e.emit_to_string(&full)
                     )
                 });
-                naga::valid::Validator::new(
+                let info = naga::valid::Validator::new(
                     naga::valid::ValidationFlags::all(),
                     naga::valid::Capabilities::all(),
                 )
@@ -47,6 +50,25 @@ fn main() {
                         e.emit_to_string(&full)
                     )
                 });
+                let words = to_spirv(&module, &info).unwrap_or_else(|e| {
+                    panic!("{}: SPIR-V generation failed: {e}", path.display())
+                });
+                let file = Path::new(&out).join(format!("{stem}.spv.rs"));
+                let mut lit = String::from("&[");
+                for (i, w) in words.iter().enumerate() {
+                    if i % 8 == 0 {
+                        lit.push('\n');
+                    }
+                    write!(lit, "{w:#010x},").unwrap();
+                }
+                lit.push_str("\n]");
+                std::fs::write(&file, lit).expect("writing SPIR-V table");
+                writeln!(
+                    spirv,
+                    "    ({stem:?}, include!({:?})),",
+                    file.display().to_string()
+                )
+                .unwrap();
             }
             writeln!(
                 table,
@@ -57,5 +79,24 @@ fn main() {
         }
     }
     table.push_str("];\n");
+    spirv.push_str("];\n");
+    table.push_str(&spirv);
     std::fs::write(Path::new(&out).join("sources.rs"), table).expect("writing sources.rs");
+}
+
+/// SPIR-V 1.0 (every Vulkan version accepts it) with all entry points.
+/// Workgroup memory is not zero-initialised (no kernel reads before it
+/// writes) and loops are not instrumented: both would only cost time.
+fn to_spirv(
+    module: &naga::Module,
+    info: &naga::valid::ModuleInfo,
+) -> Result<Vec<u32>, naga::back::spv::Error> {
+    let options = naga::back::spv::Options {
+        lang_version: (1, 0),
+        flags: naga::back::spv::WriterFlags::empty(),
+        zero_initialize_workgroup_memory: naga::back::spv::ZeroInitializeWorkgroupMemoryMode::None,
+        force_loop_bounding: false,
+        ..Default::default()
+    };
+    naga::back::spv::write_vec(module, info, &options, None)
 }

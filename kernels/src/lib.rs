@@ -3,6 +3,9 @@
 //! - `wgsl/<op>.wgsl`: WGSL for wgpu, turned into SPIR-V (Vulkan) and MSL
 //!   (Metal) by naga. Each is prefixed with `wgsl/params.wgsl` (the shared
 //!   `Params` push-constant block). Validated by naga at build time.
+//!   [`spirv`] gives the SPIR-V naga made from it at build time: one module
+//!   per op holding every entry point, `Params` as Vulkan push constants,
+//!   storage buffers at set 0 in signature order.
 //! - `cuda/<op>.cu`: CUDA C for the CUDA (NVRTC) and HIP (hipRTC) backends.
 //!
 //! Entry points are named `<op>_<variant>`; [`entry_point`] gives the
@@ -33,6 +36,15 @@ pub fn source(op: OpKind, lang: Language) -> Option<String> {
         Language::Wgsl => format!("{WGSL_PARAMS}\n{body}"),
         Language::CudaC => body.to_string(),
     })
+}
+
+/// The SPIR-V module of `op` (every entry point of its WGSL source), made by
+/// naga at build time. `None` if the op has no WGSL source.
+pub fn spirv(op: OpKind) -> Option<&'static [u32]> {
+    SPIRV
+        .iter()
+        .find(|(name, _)| *name == op.name())
+        .map(|(_, words)| *words)
 }
 
 /// Ops that have a source in `lang`.
@@ -90,6 +102,32 @@ mod tests {
                 assert!(
                     src.contains(&format!("fn {ep}(")),
                     "{op}/{dtype}: no entry point {ep}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_op_has_wgsl_and_spirv() {
+        for op in OpKind::ALL {
+            let src = source(op, Language::Wgsl).unwrap_or_else(|| panic!("{op}: no WGSL"));
+            assert!(
+                src.contains("var<immediate> p: Params"),
+                "{op}: params header missing"
+            );
+            let words = spirv(op).unwrap_or_else(|| panic!("{op}: no SPIR-V"));
+            assert_eq!(
+                words.first(),
+                Some(&0x0723_0203),
+                "{op}: not a SPIR-V module"
+            );
+            // Every entry point name appears as a nul-terminated literal string.
+            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            for dtype in op.dtypes() {
+                let ep = format!("{}\0", entry_point(op, *dtype));
+                assert!(
+                    bytes.windows(ep.len()).any(|w| w == ep.as_bytes()),
+                    "{op}/{dtype}: entry point {ep} missing from SPIR-V"
                 );
             }
         }

@@ -1,7 +1,10 @@
 // add: out[i] = a[i] + b[i]. Integers wrap; i32 and u32 share the u32 kernel
 // (two's complement addition gives the same bits).
-@group(0) @binding(0) var<storage, read> a: array<u32>;
-@group(0) @binding(1) var<storage, read> b: array<u32>;
+// Every binding is read_write: add may run in place (out == a), and WebGPU
+// only lets one buffer appear in two bindings of a dispatch when both are
+// writable storage.
+@group(0) @binding(0) var<storage, read_write> a: array<u32>;
+@group(0) @binding(1) var<storage, read_write> b: array<u32>;
 @group(0) @binding(2) var<storage, read_write> out: array<u32>;
 
 @compute @workgroup_size(64)

@@ -1,5 +1,8 @@
 // scale_add: y[i] = fma(a, x[i], b), fused so every backend rounds once (C11 bit-exact).
-@group(0) @binding(0) var<storage, read> x: array<f32>;
+// Both bindings are read_write: scale_add may run in place (x == y), and
+// WebGPU only lets one buffer appear in two bindings of a dispatch when both
+// are writable storage.
+@group(0) @binding(0) var<storage, read_write> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> y: array<f32>;
 
 @compute @workgroup_size(64)
