@@ -108,12 +108,16 @@ fn probe(
     }
 }
 
+/// Backends compiled into this build.
+pub const COMPILED_IN: &[&str] = &[
+    "cpu",
+    #[cfg(feature = "cuda")]
+    "cuda",
+    #[cfg(feature = "vulkan")]
+    "vulkan",
+];
+
 /// Whether this build includes the backend.
 pub fn compiled_in(backend: &str) -> bool {
-    match backend {
-        "cpu" => true,
-        "cuda" => cfg!(feature = "cuda"),
-        "vulkan" => cfg!(feature = "vulkan"),
-        _ => false,
-    }
+    COMPILED_IN.contains(&backend)
 }

@@ -7,7 +7,7 @@
 
 use crate::backend::{Backend, CaptureSupport, DeviceInfo, RawGraph, ReplayTarget, ResourceCounts};
 use crate::dtype::{DType, Element};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result, Site};
 use crate::ops::{OpCall, OpKind};
 use crate::trace::{EventKind, Trace, TraceEvent};
 use crate::validate::{self, BufferMeta};
@@ -73,6 +73,7 @@ struct State {
 
 struct Inner {
     info: DeviceInfo,
+    site: Arc<Site>,
     support: CaptureSupport,
     state: Mutex<State>,
 }
@@ -97,8 +98,14 @@ impl Device {
     pub fn new(backend: Box<dyn Backend>) -> Device {
         let info = backend.info().clone();
         let support = backend.capture_support();
+        let site = Arc::new(Site {
+            backend: info.backend.clone(),
+            device: info.id(),
+            device_name: info.name.clone(),
+        });
         Device {
             inner: Arc::new(Inner {
+                site,
                 info,
                 support,
                 state: Mutex::new(State {
@@ -134,9 +141,7 @@ impl Device {
 
     fn err(&self, call: &'static str, kind: ErrorKind) -> Error {
         Error {
-            backend: self.inner.info.backend.clone(),
-            device: self.inner.info.id(),
-            device_name: self.inner.info.name.clone(),
+            site: self.inner.site.clone(),
             call,
             kind,
         }
@@ -247,7 +252,7 @@ impl Device {
             call: "write_bytes",
             ..e
         })?;
-        if bytes.len() % dtype.size() != 0 {
+        if !bytes.len().is_multiple_of(dtype.size()) {
             return Err(self.err(
                 "write_bytes",
                 ErrorKind::SizeMismatch {

@@ -6,16 +6,23 @@ use crate::dtype::DType;
 use crate::ops::OpKind;
 use thiserror::Error;
 
-/// An error from a seam call: where it happened, and what.
-#[derive(Clone, Debug, Error, PartialEq)]
-#[error("{backend} device {device} ({device_name}): {call}: {kind}")]
-pub struct Error {
+/// Where an error happened: the backend and the device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Site {
     /// Backend kind, e.g. `cpu`, `cuda`.
     pub backend: String,
     /// Device id, e.g. `cuda:0`.
     pub device: String,
     /// Human-readable device name, e.g. `NVIDIA H200`.
     pub device_name: String,
+}
+
+/// An error from a seam call: where it happened, and what.
+#[derive(Clone, Debug, Error, PartialEq)]
+#[error("{} device {} ({}): {call}: {kind}", site.backend, site.device, site.device_name)]
+pub struct Error {
+    /// The backend and device (shared, so errors stay small).
+    pub site: std::sync::Arc<Site>,
     /// The seam call that failed, e.g. `begin_capture`.
     pub call: &'static str,
     pub kind: ErrorKind,

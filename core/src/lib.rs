@@ -22,7 +22,7 @@ pub use backend::{
 };
 pub use device::{Buffer, BufferId, CaptureScope, Device, Graph, GraphId, GraphRef, Live};
 pub use dtype::{DType, Element};
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorKind, Result, Site};
 pub use half::{bf16, f16};
 pub use ops::{Launch, OpCall, OpKind, Params, Tolerance};
 pub use trace::{EventKind, TraceEvent};

@@ -86,13 +86,16 @@ pub fn lower(
             return Err(ErrorKind::ZeroSize { what });
         }
     }
-    for ((binding, meta), need) in sig.iter().zip(&metas).zip(needed(call)) {
+    let needs = needed(call);
+    for (binding, &need) in sig.iter().zip(&needs) {
         if need > MAX_ELEMENTS {
             return Err(ErrorKind::TooLarge {
                 what: binding.name,
                 detail: format!("{need} elements exceeds the per-launch limit {MAX_ELEMENTS}"),
             });
         }
+    }
+    for ((binding, meta), need) in sig.iter().zip(&metas).zip(needs) {
         if need > meta.len as u64 {
             return Err(ErrorKind::OutOfRange {
                 op,

@@ -1,1 +1,146 @@
-fn main() {}
+//! `cargo xtask <command>`: the project's automation, in Rust so it runs
+//! wherever cargo does.
+//!
+//! - `conformance`: run the suite on every device found, print the matrix,
+//!   write the JSON report (default `target/conformance/report.json`).
+//! - `seam-guard`: compile-only check of every backend, also where the
+//!   hardware is missing, plus clippy `-D warnings`.
+//! - `ci`: what `.ci/run` calls after installing system packages.
+
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+mod guard;
+
+#[derive(Parser)]
+#[command(name = "cargo xtask")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the conformance suite on every device found.
+    Conformance {
+        /// Only these backends (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        backend: Vec<String>,
+        /// Only cases whose name contains this (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        case: Vec<String>,
+        /// Where to write the JSON report.
+        #[arg(long, default_value = "target/conformance/report.json")]
+        json: PathBuf,
+        /// Build the suite in debug mode (default: release, as users run it).
+        #[arg(long)]
+        debug: bool,
+        /// Print every trial as it finishes.
+        #[arg(long, short)]
+        verbose: bool,
+    },
+    /// Compile-only check of every backend, and clippy -D warnings.
+    SeamGuard,
+    /// fmt check, the test command, and the seam guard (what `.ci/run` calls).
+    Ci,
+}
+
+/// The workspace root (xtask lives one level below it).
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask is inside the workspace")
+        .to_path_buf()
+}
+
+/// Run a command in the workspace root, echoing it; Ok if it exited 0.
+pub fn run(program: &str, args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
+    let line = format!("{program} {}", args.join(" "));
+    eprintln!("$ {line}");
+    let start = Instant::now();
+    let status = Command::new(program)
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(root())
+        .status()
+        .map_err(|e| format!("`{line}` could not start: {e}"))?;
+    eprintln!("  ({:.1} s)", start.elapsed().as_secs_f64());
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`{line}` failed ({status})"))
+    }
+}
+
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
+
+fn conformance(
+    backend: &[String],
+    case: &[String],
+    json: &Path,
+    debug: bool,
+    verbose: bool,
+) -> Result<(), String> {
+    if let Some(dir) = root().join(json).parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
+    let cargo = cargo();
+    let json = root().join(json).display().to_string();
+    let backends = backend.join(",");
+    let cases = case.join(",");
+    let mut args = vec![
+        "run",
+        "--quiet",
+        "-p",
+        "seam-conformance",
+        "--bin",
+        "seam-conformance",
+    ];
+    if !debug {
+        args.push("--release");
+    }
+    args.extend(["--", "--json", &json]);
+    if !backends.is_empty() {
+        args.extend(["--backend", &backends]);
+    }
+    if !cases.is_empty() {
+        args.extend(["--case", &cases]);
+    }
+    if verbose {
+        args.push("--verbose");
+    }
+    run(&cargo, &args, &[])
+}
+
+fn ci() -> Result<(), String> {
+    let cargo = cargo();
+    run(&cargo, &["fmt", "--all", "--", "--check"], &[])?;
+    run(&cargo, &["test", "--workspace"], &[])?;
+    guard::seam_guard()
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Conformance {
+            backend,
+            case,
+            json,
+            debug,
+            verbose,
+        } => conformance(&backend, &case, &json, debug, verbose),
+        Cmd::SeamGuard => guard::seam_guard(),
+        Cmd::Ci => ci(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Runs the conformance suite on every device found, prints a device × case
+//! matrix and the summary line, writes the JSON report, and exits non-zero on
+//! any failure.
+
+use clap::Parser;
+use seam_conformance::report::{Report, Verdict};
+use seam_conformance::runner::{self, Filter};
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "seam-conformance",
+    about = "Run the seam conformance suite on every device found"
+)]
+struct Args {
+    /// Only these backends (cpu, cuda, hip, vulkan, metal, wgpu); repeatable or comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    backend: Vec<String>,
+    /// Only cases whose name contains this; repeatable or comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    case: Vec<String>,
+    /// Write the JSON report here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// List the planned trials and exit.
+    #[arg(long)]
+    list: bool,
+    /// Print every trial's verdict as it finishes.
+    #[arg(long, short)]
+    verbose: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let filter = Filter {
+        backends: args.backend.clone(),
+        cases: args.case.clone(),
+    };
+    let plan = runner::plan(&filter);
+    if args.list {
+        for t in &plan.trials {
+            println!("{}", t.name);
+        }
+        return ExitCode::SUCCESS;
+    }
+    for d in &plan.devices {
+        println!(
+            "device {}: {} — driver {} — capture {:?}",
+            d.id, d.name, d.driver, d.capture_support
+        );
+    }
+    for m in &plan.missing {
+        println!("missing {}: {}", m.backend, m.reason);
+    }
+    let total = plan.trials.len();
+    let tty = std::io::stderr().is_terminal();
+    let mut done = 0;
+    let report = runner::run_all(&plan, |t, out| {
+        done += 1;
+        if args.verbose || out.verdict.fails_run() {
+            eprintln!(
+                "[{done}/{total}] {} … {}{}",
+                t.name,
+                out.verdict.short(),
+                detail(&out.verdict)
+            );
+        } else if tty {
+            eprint!("\r[{done}/{total}] {:<70}", t.name);
+            let _ = std::io::stderr().flush();
+        }
+    });
+    if tty && !args.verbose {
+        eprintln!();
+    }
+    print_matrix(&report);
+    for t in report.trials.iter().filter(|t| t.verdict.fails_run()) {
+        println!(
+            "FAILED {}: {}",
+            t.name,
+            detail(&t.verdict).trim_start_matches(": ")
+        );
+    }
+    println!("{}", report.summary.line());
+    if let Some(path) = &args.json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(s) => {
+                if let Err(e) = std::fs::write(path, s) {
+                    eprintln!("error: writing {}: {e}", path.display());
+                    return ExitCode::FAILURE;
+                }
+                println!("report written to {}", path.display());
+            }
+            Err(e) => {
+                eprintln!("error: serialising the report: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    if report.summary.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn detail(v: &Verdict) -> String {
+    match v {
+        Verdict::Passed => String::new(),
+        Verdict::Failed(m)
+        | Verdict::Ignored(m)
+        | Verdict::ExpectedFailure(m)
+        | Verdict::UnexpectedPass(m)
+        | Verdict::TimedOut(m) => format!(": {m}"),
+    }
+}
+
+/// Rows are cases (with mode), columns are devices.
+fn print_matrix(report: &Report) {
+    let mut devices: Vec<&str> = Vec::new();
+    // Rows in contract order (the order trials were planned in).
+    let mut order: Vec<(String, String)> = Vec::new();
+    let mut rows: BTreeMap<(String, String), BTreeMap<&str, &'static str>> = BTreeMap::new();
+    for t in &report.trials {
+        if !devices.contains(&t.device.as_str()) {
+            devices.push(&t.device);
+        }
+        let mode = if t.name.ends_with("::eager") || t.name.ends_with("::captured") {
+            t.mode.clone()
+        } else {
+            String::new()
+        };
+        let key = (t.case.clone(), mode);
+        if !order.contains(&key) {
+            order.push(key.clone());
+        }
+        rows.entry(key)
+            .or_default()
+            .insert(&t.device, t.verdict.short());
+    }
+    let width = rows
+        .keys()
+        .map(|(c, m)| c.len() + m.len() + 3)
+        .max()
+        .unwrap_or(10);
+    print!("{:width$}", "case");
+    for d in &devices {
+        print!(" {:>12}", d);
+    }
+    println!();
+    for key in &order {
+        let ((case, mode), cells) = (key, &rows[key]);
+        let label = if mode.is_empty() {
+            case.clone()
+        } else {
+            format!("{case} [{mode}]")
+        };
+        print!("{label:width$}");
+        for d in &devices {
+            print!(" {:>12}", cells.get(d).copied().unwrap_or("-"));
+        }
+        println!();
+    }
+}

@@ -1,0 +1,301 @@
+//! C12 bad input: each a named error before any work is queued; nothing else changes.
+
+use crate::{check, check_eq, expect_err, Case, Ctx, Rule, BOTH, ONCE};
+use seam::{ops, BufferId, DType, ErrorKind, OpCall, OpKind, Params};
+
+/// The buffers every bad launch is aimed at, with known contents.
+struct Fixture {
+    f: BufferId,
+    g: BufferId,
+    out: BufferId,
+    i: BufferId,
+    h: BufferId,
+    small: BufferId,
+    freed: BufferId,
+}
+
+fn fixture(cx: &Ctx) -> seam::Result<Fixture> {
+    let d = &cx.dev;
+    let mk = |dtype, len: usize, byte: u8| -> seam::Result<BufferId> {
+        let id = d.alloc(dtype, len)?;
+        d.write_bytes(id, 0, &vec![byte; len * DType::size(dtype)])?;
+        Ok(id)
+    };
+    let fx = Fixture {
+        f: mk(DType::F32, 64, 0x11)?,
+        g: mk(DType::F32, 64, 0x22)?,
+        out: mk(DType::F32, 64, 0x33)?,
+        i: mk(DType::I32, 64, 0x44)?,
+        h: mk(DType::F16, 64, 0x55)?,
+        small: mk(DType::F32, 4, 0x66)?,
+        freed: d.alloc(DType::F32, 8)?,
+    };
+    d.free(fx.freed)?;
+    Ok(fx)
+}
+
+fn snapshot(cx: &Ctx, fx: &Fixture) -> seam::Result<Vec<Vec<u8>>> {
+    [fx.f, fx.g, fx.out, fx.i, fx.h, fx.small]
+        .iter()
+        .map(|id| cx.dev.read_bytes(*id))
+        .collect()
+}
+
+/// Every bad launch in the table is refused with its named error, in eager
+/// mode and inside a capture (where it must not be recorded either); no
+/// buffer changes and the device still runs a good launch.
+///
+/// Mutation: delete the out-of-range loop in `validate::lower` → red
+/// (the CPU reference panics or writes past `n`).
+pub const C12_BAD_LAUNCHES_REFUSED_BEFORE_WORK: Case = Case {
+    name: "c12_bad_launches_refused_before_work",
+    rule: Rule::C12,
+    tags: &[],
+    modes: BOTH,
+    body: |cx| {
+        let d = &cx.dev;
+        let fx = fixture(cx)?;
+        let before = snapshot(cx, &fx)?;
+        let raw = |op, buffers: Vec<BufferId>| OpCall {
+            op,
+            buffers,
+            params: Params {
+                d0: 4,
+                ..Default::default()
+            },
+        };
+        let table: Vec<(&str, OpCall, fn(&ErrorKind) -> bool)> = vec![
+            (
+                "unknown buffer",
+                ops::add(fx.f, BufferId(987_654), fx.out, 4),
+                |k| matches!(k, ErrorKind::UnknownBuffer { .. }),
+            ),
+            ("freed buffer", ops::copy(fx.freed, fx.out, 4), |k| {
+                matches!(k, ErrorKind::UnknownBuffer { .. })
+            }),
+            (
+                "dtype mismatch f32+i32",
+                ops::add(fx.f, fx.i, fx.out, 4),
+                |k| matches!(k, ErrorKind::DtypeMismatch { binding: "b", .. }),
+            ),
+            (
+                "dtype mismatch output",
+                ops::add(fx.f, fx.g, fx.i, 4),
+                |k| matches!(k, ErrorKind::DtypeMismatch { binding: "out", .. }),
+            ),
+            (
+                "gemm output not f32",
+                ops::gemm(fx.h, fx.h, fx.h, 2, 2, 2),
+                |k| matches!(k, ErrorKind::DtypeMismatch { binding: "c", .. }),
+            ),
+            (
+                "unsupported dtype silu/i32",
+                ops::silu(fx.i, fx.i, 4),
+                |k| matches!(k, ErrorKind::UnsupportedDtype { .. }),
+            ),
+            (
+                "unsupported dtype softmax/f16",
+                ops::softmax(fx.h, fx.h, 1, 4),
+                |k| matches!(k, ErrorKind::UnsupportedDtype { .. }),
+            ),
+            ("too few buffers", raw(OpKind::Add, vec![fx.f, fx.g]), |k| {
+                matches!(
+                    k,
+                    ErrorKind::ArityMismatch {
+                        expected: 3,
+                        found: 2,
+                        ..
+                    }
+                )
+            }),
+            (
+                "too many buffers",
+                raw(OpKind::Fill, vec![fx.f, fx.g]),
+                |k| matches!(k, ErrorKind::ArityMismatch { .. }),
+            ),
+            ("zero elements", ops::add(fx.f, fx.g, fx.out, 0), |k| {
+                matches!(k, ErrorKind::ZeroSize { .. })
+            }),
+            ("zero rows", ops::softmax(fx.f, fx.out, 0, 4), |k| {
+                matches!(k, ErrorKind::ZeroSize { what: "rows" })
+            }),
+            ("zero k", ops::gemm(fx.f, fx.g, fx.out, 2, 2, 0), |k| {
+                matches!(k, ErrorKind::ZeroSize { what: "k" })
+            }),
+            ("n past the end", ops::add(fx.f, fx.g, fx.out, 65), |k| {
+                matches!(k, ErrorKind::OutOfRange { .. })
+            }),
+            ("n past a small buffer", ops::copy(fx.f, fx.small, 8), |k| {
+                matches!(k, ErrorKind::OutOfRange { binding: "dst", .. })
+            }),
+            (
+                "rows x cols past the end",
+                ops::softmax(fx.f, fx.out, 9, 8),
+                |k| matches!(k, ErrorKind::OutOfRange { .. }),
+            ),
+            (
+                "rms weight too short",
+                ops::rms_norm(fx.f, fx.small, fx.out, 1, 8, 1e-5),
+                |k| matches!(k, ErrorKind::OutOfRange { binding: "w", .. }),
+            ),
+            (
+                "gemm k past b",
+                ops::gemm(fx.f, fx.g, fx.out, 1, 8, 16),
+                |k| matches!(k, ErrorKind::OutOfRange { binding: "b", .. }),
+            ),
+            (
+                "overflowing dims",
+                ops::gemm(fx.f, fx.g, fx.out, u32::MAX, u32::MAX, 1),
+                |k| matches!(k, ErrorKind::TooLarge { .. }),
+            ),
+            (
+                "eps zero",
+                ops::rms_norm(fx.f, fx.g, fx.out, 1, 8, 0.0),
+                |k| matches!(k, ErrorKind::InvalidParam { name: "eps", .. }),
+            ),
+            (
+                "eps NaN",
+                ops::rms_norm(fx.f, fx.g, fx.out, 1, 8, f32::NAN),
+                |k| matches!(k, ErrorKind::InvalidParam { .. }),
+            ),
+            (
+                "16-bit fill value too wide",
+                ops::fill(fx.h, 4, 0x1_0000),
+                |k| matches!(k, ErrorKind::InvalidParam { .. }),
+            ),
+            ("gemm in place", ops::gemm(fx.f, fx.g, fx.f, 2, 2, 2), |k| {
+                matches!(k, ErrorKind::AliasNotAllowed { .. })
+            }),
+            ("softmax in place", ops::softmax(fx.f, fx.f, 2, 4), |k| {
+                matches!(k, ErrorKind::AliasNotAllowed { .. })
+            }),
+        ];
+        for (what, call, pred) in &table {
+            let scope = match cx.mode {
+                crate::Mode::Captured => Some(d.capture()?),
+                crate::Mode::Eager => None,
+            };
+            match d.launch(call) {
+                Ok(()) => return Err(crate::Failure(format!("{what}: accepted"))),
+                Err(e) => {
+                    check!(pred(&e.kind), "{what}: wrong error kind: {e}");
+                    check!(
+                        e.call == "launch" && e.site.device == d.id(),
+                        "{what}: error does not name call and device: {e}"
+                    );
+                }
+            }
+            if let Some(s) = scope {
+                let g = s.end_graph()?;
+                g.replay()?;
+            }
+        }
+        d.synchronize()?;
+        check!(
+            snapshot(cx, &fx)? == before,
+            "a refused launch changed a buffer"
+        );
+        d.launch(&ops::add(fx.f, fx.g, fx.out, 64))?;
+        d.synchronize()?;
+        check!(
+            snapshot(cx, &fx)? != before,
+            "a good launch still runs afterwards"
+        );
+        check!(
+            table.len() >= 20,
+            "the catalogue covers at least 20 bad launches"
+        );
+        Ok(())
+    },
+};
+
+/// Bad host reads and writes: wrong host type, past the end, zero-length,
+/// unknown buffer, bytes not a whole element. Named errors, nothing written.
+///
+/// Mutation: drop the `offset + count > len` check in `State::host_access_check` → red.
+pub const C12_BAD_HOST_ACCESS_REFUSED: Case = Case {
+    name: "c12_bad_host_access_refused",
+    rule: Rule::C12,
+    tags: &[],
+    modes: ONCE,
+    body: |cx| {
+        let d = &cx.dev;
+        let fx = fixture(cx)?;
+        let before = snapshot(cx, &fx)?;
+        expect_err!(
+            d.write(fx.f, 0, &[1i32; 4]),
+            ErrorKind::HostDtypeMismatch { .. }
+        );
+        expect_err!(d.write(fx.f, 0, &[1.0f32; 65]), ErrorKind::HostRange { .. });
+        expect_err!(d.write(fx.f, 62, &[1.0f32; 3]), ErrorKind::HostRange { .. });
+        expect_err!(
+            d.write(fx.f, usize::MAX, &[1.0f32; 2]),
+            ErrorKind::HostRange { .. }
+        );
+        expect_err!(d.write::<f32>(fx.f, 0, &[]), ErrorKind::ZeroSize { .. });
+        expect_err!(
+            d.write(fx.freed, 0, &[1.0f32]),
+            ErrorKind::UnknownBuffer { .. }
+        );
+        expect_err!(
+            d.write_bytes(fx.h, 0, &[1, 2, 3]),
+            ErrorKind::SizeMismatch { .. }
+        );
+        expect_err!(d.read::<i32>(fx.f), ErrorKind::HostDtypeMismatch { .. });
+        expect_err!(
+            d.read_range::<f32>(fx.f, 60, 5),
+            ErrorKind::HostRange { .. }
+        );
+        expect_err!(
+            d.read::<f32>(BufferId(123_456)),
+            ErrorKind::UnknownBuffer { .. }
+        );
+        d.synchronize()?;
+        check!(
+            snapshot(cx, &fx)? == before,
+            "a refused host access changed a buffer"
+        );
+        Ok(())
+    },
+};
+
+/// Bad memory calls: zero-size and oversize allocations, double free, freeing
+/// a buffer a live graph reads. Named errors; counts unchanged.
+///
+/// Mutation: delete the `users_of` check in `Device::free` → red.
+pub const C12_BAD_MEMORY_CALLS_REFUSED: Case = Case {
+    name: "c12_bad_memory_calls_refused",
+    rule: Rule::C12,
+    tags: &[],
+    modes: ONCE,
+    body: |cx| {
+        let d = &cx.dev;
+        let fx = fixture(cx)?;
+        let live = d.live();
+        expect_err!(d.alloc(DType::F32, 0), ErrorKind::ZeroSize { .. });
+        expect_err!(d.alloc(DType::F32, usize::MAX), ErrorKind::TooLarge { .. });
+        expect_err!(d.free(fx.freed), ErrorKind::UnknownBuffer { .. });
+        expect_err!(
+            d.prepare(&[(OpKind::Softmax, DType::I32)]),
+            ErrorKind::UnsupportedDtype { .. }
+        );
+        check_eq!(
+            d.live(),
+            live,
+            "refused memory calls changed the live counts"
+        );
+        if d.supports_capture() {
+            d.begin_capture()?;
+            d.launch(&ops::copy(fx.f, fx.g, 4))?;
+            let g = d.end_capture_graph()?;
+            let e = expect_err!(d.free(fx.f), ErrorKind::BufferInUse { .. });
+            check!(
+                e.to_string().contains(&g.0.to_string()),
+                "the error names the graph: {e}"
+            );
+            d.destroy_graph(g)?;
+            d.free(fx.f)?;
+        }
+        Ok(())
+    },
+};

@@ -1,0 +1,77 @@
+//! Every case, written once. Each case's doc comment names the mutation of the
+//! implementation that turns it red (tried in a scratch copy; see
+//! docs/contract.md for the list and the red trial each gave).
+
+use crate::Case;
+
+mod bad_input;
+mod order;
+mod prewarm;
+mod reexecution;
+mod reporting;
+mod results;
+
+/// The whole suite, in contract order.
+pub static ALL: &[Case] = &[
+    reexecution::C1_REPLAY_REEXECUTES,
+    reexecution::C1_CURRENT_EXEC_REEXECUTES,
+    reexecution::C1_CAPTURE_DOES_NOT_EXECUTE,
+    reexecution::C1_DEPENDENT_CHAIN_REPLAYS_IN_ORDER,
+    reexecution::C2_HOST_WRITE_SEEN_BY_NEXT_REPLAY,
+    reexecution::C2_PARTIAL_WRITE_SEEN_BY_NEXT_REPLAY,
+    reexecution::C3_HANDLES_DO_NOT_ALIAS,
+    reexecution::C3_CURRENT_EXEC_AND_HANDLE_DISTINCT,
+    reexecution::C3_NEW_CURRENT_EXEC_REPLACES_OLD,
+    results::C4_EAGER_AND_CAPTURED_IDENTICAL,
+    results::C4_DECODE_STACK_EAGER_AND_CAPTURED_IDENTICAL,
+    order::C5_ALLOC_INSIDE_CAPTURE_REFUSED,
+    order::C5_FREE_INSIDE_CAPTURE_REFUSED,
+    order::C5_DROPPED_BUFFER_DEFERRED_UNTIL_SAFE,
+    order::C6_NESTED_BEGIN_REFUSED,
+    order::C6_END_WITHOUT_BEGIN_REFUSED,
+    order::C6_UNKNOWN_OR_DESTROYED_HANDLE_REFUSED,
+    order::C6_HOST_CALLS_INSIDE_CAPTURE_REFUSED,
+    order::C6_LAUNCH_FROM_OTHER_THREAD_REFUSED,
+    order::C6_CAPTURE_SCOPE_ABORTS_ON_EARLY_RETURN,
+    order::C6_NOTHING_LEAKS_AFTER_ERRORS,
+    prewarm::C7_PREPARED_GEMM_CAPTURES_AND_REPLAYS,
+    prewarm::C7_COLD_VENDOR_OP_FAILS_LOUDLY_OR_SUCCEEDS,
+    prewarm::C8_DESTROY_WHILE_REPLAY_IN_FLIGHT,
+    prewarm::C8_REPLACE_CURRENT_EXEC_WHILE_IN_FLIGHT,
+    reporting::C9_REPORT_MATCHES_BEHAVIOUR,
+    reporting::C10_EVERY_REPLAY_COUNTED,
+    reporting::C10_COUNTS_ARE_PER_HANDLE,
+    results::C11_EVERY_OP_AGREES_WITH_CPU,
+    results::C11_KNOWN_VALUES,
+    bad_input::C12_BAD_LAUNCHES_REFUSED_BEFORE_WORK,
+    bad_input::C12_BAD_HOST_ACCESS_REFUSED,
+    bad_input::C12_BAD_MEMORY_CALLS_REFUSED,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::ALL;
+    use std::collections::HashSet;
+
+    #[test]
+    fn case_names_are_unique_and_prefixed_by_rule() {
+        let mut seen = HashSet::new();
+        for c in ALL {
+            assert!(seen.insert(c.name), "duplicate case {}", c.name);
+            let prefix = format!("{}_", c.rule).to_lowercase();
+            assert!(
+                c.name.starts_with(&prefix),
+                "{} does not start with {prefix}",
+                c.name
+            );
+        }
+    }
+
+    #[test]
+    fn every_rule_has_a_case() {
+        use crate::Rule::*;
+        for r in [C1, C2, C3, C4, C5, C6, C7, C8, C9, C10, C11, C12] {
+            assert!(ALL.iter().any(|c| c.rule == r), "no case for {r}");
+        }
+    }
+}

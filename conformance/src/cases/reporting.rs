@@ -1,0 +1,150 @@
+//! C9 truthful reporting and C10 every replay counted.
+
+use crate::{check, check_eq, expect_err, Case, CaseResult, Ctx, Rule, Tag, ONCE};
+use seam::{ops, CaptureSupport, ErrorKind, EventKind, GraphRef};
+
+/// The capture report matches behaviour: Unsupported refuses begin_capture
+/// with CaptureUnsupported (and supports_capture() is false); Native or
+/// Emulated begins, ends and replays a capture. (That such a device also
+/// passes C1–C8 is the rest of this suite.)
+///
+/// Mutation: make the CPU backend report `Unsupported` while still capturing → red.
+pub const C9_REPORT_MATCHES_BEHAVIOUR: Case = Case {
+    name: "c9_report_matches_behaviour",
+    rule: Rule::C9,
+    tags: &[],
+    modes: ONCE,
+    body: |cx| {
+        let d = &cx.dev;
+        match d.capture_support().clone() {
+            CaptureSupport::Unsupported(reason) => {
+                check!(
+                    !d.supports_capture(),
+                    "supports_capture() disagrees with Unsupported"
+                );
+                check!(!reason.is_empty(), "Unsupported must say why");
+                expect_err!(d.begin_capture(), ErrorKind::CaptureUnsupported { .. });
+                check!(!d.capturing(), "a refused begin leaves no capture open");
+            }
+            CaptureSupport::Native | CaptureSupport::Emulated => {
+                check!(
+                    d.supports_capture(),
+                    "supports_capture() disagrees with the report"
+                );
+                let x = d.buffer_from(&[2.0f32; 4])?;
+                let y = d.buffer_from(&[0.0f32; 4])?;
+                let s = d.capture()?;
+                d.launch(&ops::scale_add(x.id(), y.id(), 4, 3.0, 0.5))?;
+                let g = s.end_graph()?;
+                g.replay()?;
+                check_eq!(
+                    y.read()?,
+                    vec![6.5f32; 4],
+                    "a reported-capable device replays"
+                );
+            }
+        }
+        Ok(())
+    },
+};
+
+/// A window of N replays records exactly N replay events, in order, with
+/// indices 0..N, for N in {1, 4, 32, 128}; the per-handle count is N; and the
+/// work really ran N times.
+///
+/// Mutation: make `Device::replay` record the trace event only for even
+/// indices (or not increment the count) → red.
+pub const C10_EVERY_REPLAY_COUNTED: Case = Case {
+    name: "c10_every_replay_counted",
+    rule: Rule::C10,
+    tags: &[Tag::NeedsCapture],
+    modes: ONCE,
+    body: |cx| {
+        for n in [1u64, 4, 32, 128] {
+            window(cx, n)?;
+        }
+        Ok(())
+    },
+};
+
+fn window(cx: &Ctx, n: u64) -> CaseResult {
+    let d = &cx.dev;
+    let one = d.buffer_from(&[1u32; 4])?;
+    let dst = d.buffer_from(&[0u32; 4])?;
+    let s = d.capture()?;
+    d.launch(&ops::add(one.id(), dst.id(), dst.id(), 4))?;
+    let g = s.end_graph()?;
+    d.set_tracing(true);
+    for _ in 0..n {
+        g.replay()?;
+    }
+    d.set_tracing(false);
+    let events = d.take_trace();
+    let replays: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Replay { graph, index } if graph == Some(g.id().0) => Some(index),
+            _ => None,
+        })
+        .collect();
+    check_eq!(replays.len() as u64, n, "replay events in a window of {n}");
+    check!(
+        replays.iter().enumerate().all(|(i, idx)| *idx == i as u64),
+        "replay indices out of order: {replays:?}"
+    );
+    check!(
+        events
+            .windows(2)
+            .all(|w| w[0].seq < w[1].seq && w[0].host_ns <= w[1].host_ns),
+        "events are not in order"
+    );
+    check_eq!(g.replay_count()?, n, "replay_count");
+    check_eq!(
+        dst.read()?,
+        vec![n as u32; 4],
+        "the work ran once per counted replay"
+    );
+    Ok(())
+}
+
+/// Counts are per handle: replays of A do not count for B or the current exec;
+/// tracing off records nothing.
+///
+/// Mutation: make `Device::replay` increment the first graph's count whatever
+/// the target → red.
+pub const C10_COUNTS_ARE_PER_HANDLE: Case = Case {
+    name: "c10_counts_are_per_handle",
+    rule: Rule::C10,
+    tags: &[Tag::NeedsCapture],
+    modes: ONCE,
+    body: |cx| {
+        let d = &cx.dev;
+        let one = d.buffer_from(&[1u32; 4])?;
+        let dst = d.buffer_from(&[0u32; 4])?;
+        let mk = || -> seam::Result<seam::Graph> {
+            let s = d.capture()?;
+            d.launch(&ops::add(one.id(), dst.id(), dst.id(), 4))?;
+            s.end_graph()
+        };
+        let (a, b) = (mk()?, mk()?);
+        let s = d.capture()?;
+        d.launch(&ops::add(one.id(), dst.id(), dst.id(), 4))?;
+        s.end_into_current()?;
+        for _ in 0..3 {
+            a.replay()?;
+        }
+        b.replay()?;
+        for _ in 0..5 {
+            d.replay(GraphRef::Current)?;
+        }
+        check_eq!(a.replay_count()?, 3, "A");
+        check_eq!(b.replay_count()?, 1, "B");
+        check_eq!(d.replay_count(GraphRef::Current)?, 5, "current exec");
+        check!(
+            d.take_trace().is_empty(),
+            "tracing is off by default and recorded nothing"
+        );
+        check_eq!(dst.read()?, vec![9u32; 4], "9 replays ran");
+        Ok(())
+    },
+};

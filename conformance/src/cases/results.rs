@@ -1,0 +1,215 @@
+//! C4 behaviour-neutral capture and C11 cross-device agreement, over the same
+//! workloads (`workloads.rs`) for every (op, dtype) of the catalogue.
+
+use crate::workloads::{self, all_pairs, compare};
+use crate::{check, check_eq, run_in_mode, Case, Failure, Mode, Rule, Tag, BOTH, ONCE};
+use seam::{ops, DType, Device, OpKind, Tolerance};
+
+/// Run one workload on `dev` in `mode`; the output bytes.
+fn run_pair(dev: &Device, mode: Mode, op: OpKind, dtype: DType) -> Result<Vec<u8>, Failure> {
+    let w = workloads::prepare(dev, op, dtype, 7)?;
+    run_in_mode(dev, mode, |d| d.launch(&w.call))
+        .map_err(|f| Failure(format!("{op}/{dtype}: {f}")))?;
+    let out = dev.read_bytes(w.buffers[w.output])?;
+    for id in w.buffers {
+        dev.free(id)?;
+    }
+    Ok(out)
+}
+
+/// Every op and dtype gives byte-identical output eager and captured on the
+/// same device.
+///
+/// Mutation: make the CPU backend record launches with `scale_add`'s scalars
+/// swapped (a ↔ b) while capturing → red at scale_add/f32.
+pub const C4_EAGER_AND_CAPTURED_IDENTICAL: Case = Case {
+    name: "c4_eager_and_captured_identical",
+    rule: Rule::C4,
+    tags: &[Tag::NeedsCapture, Tag::NeedsHalf, Tag::VendorGemm],
+    modes: ONCE,
+    body: |cx| {
+        let d = &cx.dev;
+        let pairs = all_pairs();
+        d.prepare(&pairs)?;
+        for (op, dtype) in pairs {
+            let eager = run_pair(d, Mode::Eager, op, dtype)?;
+            let captured = run_pair(d, Mode::Captured, op, dtype)?;
+            check!(
+                eager == captured,
+                "{op}/{dtype}: captured output differs from eager ({})",
+                compare(dtype, Tolerance::BitExact, &captured, &eager).unwrap_err()
+            );
+            cx.digest_bytes(&eager);
+        }
+        Ok(())
+    },
+};
+
+/// A decode-step stack (L layers of rms_norm → gemm → silu → add) is
+/// byte-identical eager and captured, on several layers and replays.
+///
+/// Mutation: make the CPU backend drop the last recorded launch at end of capture → red.
+pub const C4_DECODE_STACK_EAGER_AND_CAPTURED_IDENTICAL: Case = Case {
+    name: "c4_decode_stack_eager_and_captured_identical",
+    rule: Rule::C4,
+    tags: &[Tag::NeedsCapture, Tag::VendorGemm],
+    modes: ONCE,
+    body: |cx| {
+        let d = &cx.dev;
+        d.prepare(&[(OpKind::Gemm, DType::F32), (OpKind::RmsNorm, DType::F32)])?;
+        let eager = decode_stack(d, Mode::Eager)?;
+        let captured = decode_stack(d, Mode::Captured)?;
+        check!(
+            eager == captured,
+            "decode stack: captured output differs from eager"
+        );
+        cx.digest_bytes(&eager);
+        Ok(())
+    },
+};
+
+fn decode_stack(d: &Device, mode: Mode) -> Result<Vec<u8>, Failure> {
+    let (h, layers) = (64u32, 3);
+    let mut rng = workloads::Rng::new(11);
+    let mut f = |n: u32, r: f32| (0..n).map(|_| rng.next_f32(r)).collect::<Vec<f32>>();
+    let x = d.buffer_from(&f(h, 1.0))?;
+    let norm_w = d.buffer_from(&f(h, 1.0))?;
+    let weights: Vec<_> = (0..layers)
+        .map(|_| d.buffer_from(&f(h * h, 0.125)))
+        .collect::<Result<_, _>>()?;
+    let t = d.buffer::<f32>(h as usize)?;
+    let u = d.buffer::<f32>(h as usize)?;
+    let step = |d: &Device| -> seam::Result<()> {
+        for w in &weights {
+            d.launch(&ops::rms_norm(x.id(), norm_w.id(), t.id(), 1, h, 1e-5))?;
+            d.launch(&ops::gemm(t.id(), w.id(), u.id(), 1, h, h))?;
+            d.launch(&ops::silu(u.id(), u.id(), h))?;
+            d.launch(&ops::add(x.id(), u.id(), x.id(), h))?;
+        }
+        Ok(())
+    };
+    match mode {
+        Mode::Eager => {
+            step(d)?;
+            step(d)?;
+        }
+        Mode::Captured => {
+            let s = d.capture()?;
+            step(d)?;
+            let g = s.end_graph()?;
+            g.replay()?;
+            g.replay()?;
+        }
+    }
+    Ok(d.read_bytes(x.id())?)
+}
+
+/// Every op and dtype matches the CPU reference within its stated bound
+/// (`OpKind::tolerance`): bit-exact for elementwise and integer ops.
+///
+/// Mutation: change the CPU reference's silu to `x / (1 + exp(x))` → red
+/// on every non-CPU device; on cpu:0 itself C11_KNOWN_VALUES goes red.
+pub const C11_EVERY_OP_AGREES_WITH_CPU: Case = Case {
+    name: "c11_every_op_agrees_with_cpu",
+    rule: Rule::C11,
+    tags: &[Tag::NeedsHalf, Tag::VendorGemm],
+    modes: BOTH,
+    body: |cx| {
+        let d = &cx.dev;
+        let oracle = (cx.reference)();
+        let pairs = all_pairs();
+        d.prepare(&pairs)?;
+        for (op, dtype) in pairs {
+            let got = run_pair(d, cx.mode, op, dtype)?;
+            let want = run_pair(&oracle, Mode::Eager, op, dtype)?;
+            let out_dtype = if op == OpKind::Gemm {
+                DType::F32
+            } else {
+                dtype
+            };
+            compare(out_dtype, op.tolerance(dtype), &got, &want)
+                .map_err(|m| Failure(format!("{op}/{dtype} vs CPU reference: {m}")))?;
+            cx.digest_bytes(&got);
+        }
+        Ok(())
+    },
+};
+
+/// Hand-computed results, so the reference itself is checked against
+/// something other than itself.
+///
+/// Mutation: make the CPU reference's softmax skip the division by the row
+/// sum → red at "softmax".
+pub const C11_KNOWN_VALUES: Case = Case {
+    name: "c11_known_values",
+    rule: Rule::C11,
+    tags: &[],
+    modes: BOTH,
+    body: |cx| {
+        let d = &cx.dev;
+        let a = d.buffer_from(&[1.5f32, -2.0, 1e30, 3.0])?;
+        let b = d.buffer_from(&[2.25f32, 0.5, 1e30, -3.0])?;
+        let o = d.buffer::<f32>(4)?;
+        cx.run(|d| d.launch(&ops::add(a.id(), b.id(), o.id(), 4)))?;
+        check_eq!(o.read()?, vec![3.75f32, -1.5, 2e30, 0.0], "add");
+        cx.run(|d| d.launch(&ops::mul(a.id(), b.id(), o.id(), 4)))?;
+        check_eq!(o.read()?, vec![3.375f32, -1.0, f32::INFINITY, -9.0], "mul");
+
+        let ia = d.buffer_from(&[i32::MAX, -5, 7])?;
+        let ib = d.buffer_from(&[1i32, -6, -7])?;
+        let io = d.buffer::<i32>(3)?;
+        cx.run(|d| d.launch(&ops::add(ia.id(), ib.id(), io.id(), 3)))?;
+        check_eq!(io.read()?, vec![i32::MIN, -11, 0], "i32 add wraps");
+
+        let h = d.buffer::<seam::f16>(3)?;
+        cx.run(|d| {
+            d.launch(&ops::fill(
+                h.id(),
+                3,
+                seam::f16::from_f32(-0.5).to_bits() as u32,
+            ))
+        })?;
+        check_eq!(
+            h.read()?,
+            vec![seam::f16::from_f32(-0.5); 3],
+            "f16 fill, odd length"
+        );
+
+        let x = d.buffer_from(&[3.0f32, 4.0])?;
+        let w = d.buffer_from(&[1.0f32, 2.0])?;
+        let y = d.buffer::<f32>(2)?;
+        cx.run(|d| d.launch(&ops::rms_norm(x.id(), w.id(), y.id(), 1, 2, 1e-12)))?;
+        // mean square = 12.5; 3/sqrt(12.5) = 0.848528, 2*4/sqrt(12.5) = 2.262742
+        let got = y.read()?;
+        check!(
+            (got[0] - 0.848_528_1).abs() < 1e-6 && (got[1] - 2.262_741_7).abs() < 1e-6,
+            "rms_norm([3,4], w=[1,2]) = {got:?}"
+        );
+
+        let s = d.buffer_from(&[5.0f32; 4])?;
+        let so = d.buffer::<f32>(4)?;
+        cx.run(|d| d.launch(&ops::softmax(s.id(), so.id(), 1, 4)))?;
+        check_eq!(so.read()?, vec![0.25f32; 4], "softmax of equal values");
+
+        let ga = d.buffer_from(&[1.0f32, 2.0, 3.0, 4.0])?;
+        let gb = d.buffer_from(&[5.0f32, 6.0, 7.0, 8.0])?;
+        let gc = d.buffer::<f32>(4)?;
+        d.prepare(&[(OpKind::Gemm, DType::F32)])?;
+        cx.run(|d| d.launch(&ops::gemm(ga.id(), gb.id(), gc.id(), 2, 2, 2)))?;
+        check_eq!(
+            gc.read()?,
+            vec![19.0f32, 22.0, 43.0, 50.0],
+            "2x2 gemm, row-major"
+        );
+
+        let sx = d.buffer_from(&[0.0f32, 1.0])?;
+        let sy = d.buffer::<f32>(2)?;
+        cx.run(|d| d.launch(&ops::silu(sx.id(), sy.id(), 2)))?;
+        let got = sy.read()?;
+        check!(
+            got[0] == 0.0 && (got[1] - 0.731_058_6).abs() < 1e-6,
+            "silu([0,1]) = {got:?}"
+        );
+        Ok(())
+    },
+};

@@ -1,0 +1,281 @@
+//! Expands cases × devices × modes into trials, and runs one trial with a
+//! deadline, mapping its outcome through the expectations to a verdict.
+
+use crate::expectations;
+use crate::report::{DeviceRecord, MissingRecord, Report, Summary, TrialRecord, Verdict};
+use crate::{Case, Ctx, Mode, Tag};
+use seam_backends::{discover, DeviceSlot};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Which trials to plan.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    /// Only these backends (`cpu`, `cuda`, …); empty = all.
+    pub backends: Vec<String>,
+    /// Only cases whose name contains one of these; empty = all.
+    pub cases: Vec<String>,
+}
+
+impl Filter {
+    fn backend(&self, b: &str) -> bool {
+        self.backends.is_empty() || self.backends.iter().any(|x| x == b)
+    }
+    fn case(&self, c: &str) -> bool {
+        self.cases.is_empty() || self.cases.iter().any(|x| c.contains(x.as_str()))
+    }
+}
+
+/// Where a trial runs.
+#[derive(Clone)]
+pub enum Target {
+    Device(Arc<DeviceSlot>),
+    /// The backend is compiled in (or known) but has no device here.
+    Missing {
+        backend: &'static str,
+        reason: String,
+    },
+}
+
+/// One trial: a case on a device in a mode.
+#[derive(Clone)]
+pub struct Trial {
+    pub name: String,
+    pub device: String,
+    pub backend: &'static str,
+    pub case: &'static Case,
+    pub mode: Mode,
+    pub target: Target,
+}
+
+/// The plan: trials plus what discovery saw.
+pub struct Plan {
+    pub trials: Vec<Trial>,
+    pub devices: Vec<DeviceRecord>,
+    pub missing: Vec<MissingRecord>,
+}
+
+/// Discover devices and expand every case onto every device (and every
+/// missing backend, as ignored trials).
+pub fn plan(filter: &Filter) -> Plan {
+    let found = discover();
+    let mut trials = Vec::new();
+    let mut devices = Vec::new();
+    let cases: Vec<&'static Case> = crate::cases::ALL
+        .iter()
+        .filter(|c| filter.case(c.name))
+        .collect();
+    for slot in found
+        .devices
+        .into_iter()
+        .filter(|s| filter.backend(s.backend))
+    {
+        // Open once to describe the device; each trial opens its own.
+        match slot.device() {
+            Ok(dev) => devices.push(DeviceRecord {
+                id: slot.id.clone(),
+                backend: slot.backend.into(),
+                name: dev.info().name.clone(),
+                driver: dev.info().driver.clone(),
+                capture_support: dev.capture_support().clone(),
+            }),
+            Err(e) => devices.push(DeviceRecord {
+                id: slot.id.clone(),
+                backend: slot.backend.into(),
+                name: format!("<failed to open: {e}>"),
+                driver: String::new(),
+                capture_support: seam::CaptureSupport::Unsupported("device failed to open".into()),
+            }),
+        }
+        let slot = Arc::new(slot);
+        for case in &cases {
+            for &mode in case.modes {
+                trials.push(Trial {
+                    name: trial_name(&slot.id, case, mode),
+                    device: slot.id.clone(),
+                    backend: slot.backend,
+                    case,
+                    mode,
+                    target: Target::Device(slot.clone()),
+                });
+            }
+        }
+    }
+    let mut missing = Vec::new();
+    for m in found
+        .missing
+        .into_iter()
+        .filter(|m| filter.backend(m.backend))
+    {
+        missing.push(MissingRecord {
+            backend: m.backend.into(),
+            reason: m.reason.clone(),
+        });
+        let device = format!("{}:none", m.backend);
+        for case in &cases {
+            for &mode in case.modes {
+                trials.push(Trial {
+                    name: trial_name(&device, case, mode),
+                    device: device.clone(),
+                    backend: m.backend,
+                    case,
+                    mode,
+                    target: Target::Missing {
+                        backend: m.backend,
+                        reason: m.reason.clone(),
+                    },
+                });
+            }
+        }
+    }
+    Plan {
+        trials,
+        devices,
+        missing,
+    }
+}
+
+fn trial_name(device: &str, case: &Case, mode: Mode) -> String {
+    if case.modes.len() > 1 {
+        format!("{device}::{}::{mode}", case.name)
+    } else {
+        format!("{device}::{}", case.name)
+    }
+}
+
+/// Deadline for one trial (`SEAM_CASE_DEADLINE_S`, default 120 s): a hung
+/// case becomes a `TimedOut` verdict instead of a hung run.
+pub fn deadline() -> Duration {
+    std::env::var("SEAM_CASE_DEADLINE_S")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map(Duration::from_secs)
+        .unwrap_or(Duration::from_secs(120))
+}
+
+/// Result of running one trial.
+pub struct Outcome {
+    pub verdict: Verdict,
+    pub duration: Duration,
+    pub digest: Option<u64>,
+}
+
+/// Run one trial to a verdict. Never panics and never blocks past the deadline.
+pub fn run(trial: &Trial) -> Outcome {
+    let start = Instant::now();
+    let slot = match &trial.target {
+        Target::Missing { backend, reason } => {
+            return Outcome {
+                verdict: Verdict::Ignored(format!("no {backend} device: {reason}")),
+                duration: start.elapsed(),
+                digest: None,
+            }
+        }
+        Target::Device(slot) => slot.clone(),
+    };
+    if let Some(e) = expectations::unsupported(trial.backend, trial.case.name) {
+        return Outcome {
+            verdict: Verdict::Ignored(format!("unsupported on {}: {}", trial.backend, e.reason)),
+            duration: start.elapsed(),
+            digest: None,
+        };
+    }
+    let (tx, rx) = mpsc::channel();
+    let case = trial.case;
+    let mode = trial.mode;
+    let worker = std::thread::Builder::new()
+        .name(trial.name.clone())
+        .spawn(move || {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let dev = slot
+                    .device()
+                    .map_err(|e| format!("opening {}: {e}", slot.id))?;
+                if case.tags.contains(&Tag::NeedsCapture) || mode == Mode::Captured {
+                    if let seam::CaptureSupport::Unsupported(reason) = dev.capture_support() {
+                        return Ok((Some(format!("capture unsupported: {reason}")), None));
+                    }
+                }
+                let ctx = Ctx::new(dev, mode);
+                (case.body)(&ctx).map_err(|f| f.0)?;
+                Ok((None, ctx.digest()))
+            }));
+            let r = match result {
+                Ok(r) => r,
+                Err(p) => Err(format!(
+                    "panicked: {}",
+                    p.downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default()
+                )),
+            };
+            let _ = tx.send(r);
+        });
+    if let Err(e) = worker {
+        return Outcome {
+            verdict: Verdict::Failed(format!("could not start the trial thread: {e}")),
+            duration: start.elapsed(),
+            digest: None,
+        };
+    }
+    let limit = deadline();
+    let (raw, digest) = match rx.recv_timeout(limit) {
+        Ok(Ok((Some(ignored), _))) => (Verdict::Ignored(ignored), None),
+        Ok(Ok((None, digest))) => (Verdict::Passed, digest),
+        Ok(Err(msg)) => (Verdict::Failed(msg), None),
+        Err(_) => {
+            // The thread is abandoned; the process exits at the end of the run.
+            return Outcome {
+                verdict: Verdict::TimedOut(format!("no result within {limit:?}")),
+                duration: start.elapsed(),
+                digest: None,
+            };
+        }
+    };
+    let verdict = match (
+        expectations::expected_failure(trial.backend, trial.case.name),
+        raw,
+    ) {
+        (Some(e), Verdict::Failed(msg)) => Verdict::ExpectedFailure(format!("{}: {msg}", e.reason)),
+        (Some(e), Verdict::Passed) => Verdict::UnexpectedPass(format!(
+            "listed as an expected failure ({}), but passed: remove it from expectations",
+            e.reason
+        )),
+        (_, v) => v,
+    };
+    Outcome {
+        verdict,
+        duration: start.elapsed(),
+        digest,
+    }
+}
+
+/// Run every planned trial in order and build the report.
+pub fn run_all(plan: &Plan, mut progress: impl FnMut(&Trial, &Outcome)) -> Report {
+    let mut records = Vec::new();
+    let mut summary = Summary::default();
+    for trial in &plan.trials {
+        let out = run(trial);
+        progress(trial, &out);
+        summary.add(&out.verdict);
+        records.push(TrialRecord {
+            name: trial.name.clone(),
+            device: trial.device.clone(),
+            case: trial.case.name.into(),
+            rule: trial.case.rule.to_string(),
+            mode: trial.mode.to_string(),
+            verdict: out.verdict,
+            duration_ms: out.duration.as_secs_f64() * 1e3,
+            digest: out.digest.map(|d| format!("{d:016x}")),
+        });
+    }
+    Report {
+        seam_version: env!("CARGO_PKG_VERSION").into(),
+        machine: crate::report::Machine::here(),
+        devices: plan.devices.clone(),
+        missing: plan.missing.clone(),
+        trials: records,
+        summary,
+    }
+}

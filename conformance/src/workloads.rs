@@ -1,0 +1,180 @@
+//! One deterministic workload per (op, dtype): inputs, the launch, and which
+//! buffer holds the result. Shared by C4 (eager vs captured) and C11 (every
+//! device vs the CPU reference), so both compare exactly the same work.
+
+use seam::{ops, BufferId, DType, Device, OpCall, OpKind, Tolerance};
+
+/// Every (op, dtype) pair of the catalogue.
+pub fn all_pairs() -> Vec<(OpKind, DType)> {
+    OpKind::ALL
+        .into_iter()
+        .flat_map(|op| op.dtypes().iter().map(move |d| (op, *d)))
+        .collect()
+}
+
+/// A small xorshift generator: the same inputs on every machine.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn next_u32(&mut self) -> u32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 16) as u32
+    }
+    /// Uniform in [-range, range), on a 2^-12 grid so f16/bf16 hold it well.
+    pub fn next_f32(&mut self, range: f32) -> f32 {
+        let unit = (self.next_u32() >> 8) as f32 / (1u32 << 24) as f32;
+        (((unit * 2.0 - 1.0) * range) * 4096.0).round() / 4096.0
+    }
+}
+
+/// Host bytes of `n` random elements of `dtype`.
+pub fn random_bytes(rng: &mut Rng, dtype: DType, n: usize, range: f32) -> Vec<u8> {
+    (0..n)
+        .flat_map(|_| match dtype {
+            DType::F32 => rng.next_f32(range).to_le_bytes().to_vec(),
+            DType::F16 => half::f16::from_f32(rng.next_f32(range))
+                .to_le_bytes()
+                .to_vec(),
+            DType::Bf16 => half::bf16::from_f32(rng.next_f32(range))
+                .to_le_bytes()
+                .to_vec(),
+            DType::I32 | DType::U32 => rng.next_u32().to_le_bytes().to_vec(),
+        })
+        .collect()
+}
+
+/// Buffers allocated and filled for one workload, and its launch.
+pub struct Prepared {
+    pub buffers: Vec<BufferId>,
+    pub call: OpCall,
+    /// Index (into `buffers`) of the output.
+    pub output: usize,
+    pub output_dtype: DType,
+}
+
+/// Sizes chosen to hit odd tails (16-bit packing, partial workgroups, rows
+/// that are not a power of two).
+const N: u32 = 1001;
+const ROWS: u32 = 5;
+const COLS: u32 = 257;
+const M: u32 = 17;
+const GN: u32 = 33;
+const K: u32 = 65;
+
+/// Allocate and initialise the buffers for `(op, dtype)` on `dev`. The output
+/// buffer starts as a 0x5A pattern, so an op that writes nothing is caught.
+pub fn prepare(dev: &Device, op: OpKind, dtype: DType, seed: u64) -> seam::Result<Prepared> {
+    let mut rng = Rng::new(seed ^ (op as u64) << 8 ^ dtype.size() as u64);
+    let sig = op.signature();
+    let lens: Vec<u32> = match op {
+        OpKind::RmsNorm => vec![ROWS * COLS, COLS, ROWS * COLS],
+        OpKind::Softmax => vec![ROWS * COLS; 2],
+        OpKind::Gemm => vec![M * K, K * GN, M * GN],
+        _ => vec![N; sig.len()],
+    };
+    let mut buffers = Vec::new();
+    for (b, &len) in sig.iter().zip(&lens) {
+        let bd = match b.role {
+            seam::ops::Role::Input => dtype,
+            seam::ops::Role::F32Only => DType::F32,
+        };
+        let id = dev.alloc(bd, len as usize)?;
+        let bytes = match b.access {
+            seam::ops::Access::Read => random_bytes(&mut rng, bd, len as usize, 2.0),
+            seam::ops::Access::Write => vec![0x5A; len as usize * bd.size()],
+        };
+        dev.write_bytes(id, 0, &bytes)?;
+        buffers.push(id);
+    }
+    let b = &buffers;
+    let call = match op {
+        OpKind::Fill => {
+            let bits = rng.next_u32() & if dtype.size() == 2 { 0xFFFF } else { !0 };
+            ops::fill(b[0], N, bits)
+        }
+        OpKind::Copy => ops::copy(b[0], b[1], N),
+        OpKind::ScaleAdd => ops::scale_add(b[0], b[1], N, 1.75, -0.3),
+        OpKind::Add => ops::add(b[0], b[1], b[2], N),
+        OpKind::Mul => ops::mul(b[0], b[1], b[2], N),
+        OpKind::Silu => ops::silu(b[0], b[1], N),
+        OpKind::RmsNorm => ops::rms_norm(b[0], b[1], b[2], ROWS, COLS, 1e-5),
+        OpKind::Softmax => ops::softmax(b[0], b[1], ROWS, COLS),
+        OpKind::Gemm => ops::gemm(b[0], b[1], b[2], M, GN, K),
+    };
+    let output = sig
+        .iter()
+        .position(|b| b.access == seam::ops::Access::Write)
+        .expect("every op writes one buffer");
+    let output_dtype = if op == OpKind::Gemm {
+        DType::F32
+    } else {
+        dtype
+    };
+    Ok(Prepared {
+        buffers,
+        call,
+        output,
+        output_dtype,
+    })
+}
+
+/// Decode bytes of `dtype` into f64 for tolerance comparison.
+fn decode(dtype: DType, bytes: &[u8]) -> Vec<f64> {
+    match dtype {
+        DType::F32 => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)
+            .collect(),
+        DType::F16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f64())
+            .collect(),
+        DType::Bf16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f64())
+            .collect(),
+        DType::I32 | DType::U32 => bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)
+            .collect(),
+    }
+}
+
+/// Compare `got` with the reference `want` under `tol`; the first mismatch, if any.
+pub fn compare(dtype: DType, tol: Tolerance, got: &[u8], want: &[u8]) -> Result<(), String> {
+    if got.len() != want.len() {
+        return Err(format!("length {} != reference {}", got.len(), want.len()));
+    }
+    match tol {
+        Tolerance::BitExact => match got.iter().zip(want).position(|(a, b)| a != b) {
+            None => Ok(()),
+            Some(i) => {
+                let e = i / dtype.size();
+                let s = e * dtype.size();
+                Err(format!(
+                    "bit-exact mismatch at element {e}: {:02x?} != reference {:02x?}",
+                    &got[s..s + dtype.size()],
+                    &want[s..s + dtype.size()]
+                ))
+            }
+        },
+        Tolerance::Relative { rel, abs } => {
+            let (g, w) = (decode(dtype, got), decode(dtype, want));
+            for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+                let bound = abs as f64 + rel as f64 * b.abs();
+                if !((a - b).abs() <= bound) {
+                    return Err(format!(
+                        "element {i}: {a} vs reference {b} (|diff| {} > bound {bound})",
+                        (a - b).abs()
+                    ));
+                }
+            }
+            Ok(())
+        }
+    }
+}
