@@ -1,12 +1,71 @@
-//! Placeholder until this backend lands: reports itself unavailable.
+//! The CUDA backend of seam, on cudarc (driver API, NVRTC, cuBLAS).
+//!
+//! - Libraries are loaded at run time: this crate builds, and a binary using
+//!   it starts, on a machine with no CUDA at all; [`device_count`] then says
+//!   what is missing instead of panicking.
+//! - Kernels are the CUDA C of `seam-kernels`, compiled by NVRTC for the
+//!   device's architecture once per process and loaded once per backend.
+//! - Capture is native: stream capture (thread-local mode) → instantiate →
+//!   upload; replay is `cuGraphLaunch`.
+//! - GEMM goes through cuBLAS (`cublasGemmEx`, f32 compute) with a workspace
+//!   set at `prepare`, so a prepared GEMM can be captured (C7).
+//!
+//! All `unsafe` lives in [`sys`]; the rest is safe Rust.
+
+mod backend;
+mod compile;
+mod sys;
+
+pub use backend::{CudaBackend, GemmRoute};
+
 use seam::{Backend, ErrorKind};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
+/// Number of CUDA devices, or what is missing and what to install.
+///
+/// Never panics: a missing libcuda / libnvrtc is detected before cudarc would
+/// panic on it, and any panic from the bindings is caught and reported.
 pub fn device_count() -> Result<usize, String> {
-    Err("backend not implemented yet".into())
-}
-
-pub fn open(index: usize) -> Result<Box<dyn Backend>, ErrorKind> {
-    Err(ErrorKind::Unavailable {
-        reason: format!("device {index}: backend not implemented yet"),
+    catch_unwind(|| {
+        sys::driver()?;
+        sys::nvrtc()?;
+        sys::device_count().map_err(|e| e.to_string())
+    })
+    .unwrap_or_else(|panic| {
+        Err(format!(
+            "no usable CUDA driver: the CUDA bindings panicked while probing ({}); install the NVIDIA driver",
+            panic_text(&*panic)
+        ))
     })
 }
+
+/// Open CUDA device `index` (`cuda:<index>`).
+pub fn open(index: usize) -> Result<Box<dyn Backend>, ErrorKind> {
+    catch_unwind(AssertUnwindSafe(|| CudaBackend::open(index)))
+        .unwrap_or_else(|panic| {
+            Err(ErrorKind::Unavailable {
+                reason: format!(
+                    "cuda:{index}: the CUDA bindings panicked while opening the device ({})",
+                    panic_text(&*panic)
+                ),
+            })
+        })
+        .map(|b| Box::new(b) as Box<dyn Backend>)
+}
+
+/// How many NVRTC compilations this process has run: one per (architecture,
+/// op) at most, however many devices or launches (the cache's contract).
+pub fn nvrtc_compiles() -> usize {
+    compile::compile_count()
+}
+
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+#[cfg(test)]
+mod tests;

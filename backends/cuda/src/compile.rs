@@ -1,0 +1,91 @@
+//! NVRTC compilation of the seam-kernels CUDA C sources: once per process per
+//! (architecture, op), never per launch. Devices of the same architecture
+//! share one image; each backend loads its own module from it.
+
+use crate::sys::{self, ImageKind};
+use seam::{DType, ErrorKind, OpKind};
+use seam_kernels::Language;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// What NVRTC is asked to produce for one device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// `sm_90` (a cubin) or `compute_90` (PTX the driver JITs).
+    pub arch: String,
+    pub kind: ImageKind,
+}
+
+impl Target {
+    /// The best target for a device of compute capability `cc`: a cubin for
+    /// its own `sm_XY` when this NVRTC supports it, else PTX for the newest
+    /// older architecture NVRTC knows (the driver JITs PTX forward).
+    pub fn for_device(cc: (i32, i32)) -> Result<Target, ErrorKind> {
+        let want = cc.0 * 10 + cc.1;
+        let archs = sys::nvrtc_supported_archs()?;
+        if archs.contains(&want) {
+            return Ok(Target {
+                arch: format!("sm_{want}"),
+                kind: ImageKind::Cubin,
+            });
+        }
+        match archs.iter().copied().filter(|&a| a <= want).max() {
+            Some(a) => Ok(Target {
+                arch: format!("compute_{a}"),
+                kind: ImageKind::Ptx,
+            }),
+            None => Err(ErrorKind::Unavailable {
+                reason: format!(
+                    "NVRTC cannot target compute capability {}.{} (it supports {archs:?}); \
+                     use a CUDA toolkit that still supports this GPU",
+                    cc.0, cc.1
+                ),
+            }),
+        }
+    }
+
+    /// NVRTC options. `--fmad=false`: no contraction anywhere, like the CPU
+    /// reference (the kernels also spell their roundings with _rn intrinsics).
+    fn options(&self) -> Vec<String> {
+        vec![
+            format!("--gpu-architecture={}", self.arch),
+            "--fmad=false".into(),
+        ]
+    }
+}
+
+type ImageCache = Mutex<HashMap<(String, OpKind), Arc<Vec<u8>>>>;
+
+static IMAGES: OnceLock<ImageCache> = OnceLock::new();
+static COMPILES: AtomicUsize = AtomicUsize::new(0);
+
+/// How many NVRTC compilations this process has run (for the once-per-process check).
+pub fn compile_count() -> usize {
+    COMPILES.load(Ordering::Relaxed)
+}
+
+/// The compiled image of `op`'s CUDA C for `target`, compiling it on first use.
+/// `dtype` only names the launch in the error if the op has no CUDA C source.
+pub fn image(target: &Target, op: OpKind, dtype: DType) -> Result<Arc<Vec<u8>>, ErrorKind> {
+    let cache = IMAGES.get_or_init(Default::default);
+    // Compiling under the lock keeps it to one compile per key even when
+    // several devices open at once; a poisoned lock still holds valid images.
+    let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
+    let key = (target.arch.clone(), op);
+    if let Some(img) = map.get(&key) {
+        return Ok(img.clone());
+    }
+    let source =
+        seam_kernels::source(op, Language::CudaC).ok_or(ErrorKind::OpUnsupported { op, dtype })?;
+    let name = format!("{}.cu", op.name());
+    let img = Arc::new(sys::nvrtc_compile(
+        &source,
+        &name,
+        &target.options(),
+        target.kind,
+    )?);
+    COMPILES.fetch_add(1, Ordering::Relaxed);
+    map.insert(key, img.clone());
+    Ok(img)
+}
