@@ -13,6 +13,27 @@ pub struct Expectation {
     pub reason: &'static str,
 }
 
+/// The capture support each backend declares (C9). A device whose report
+/// differs fails `c9_report_matches_behaviour`: a backend that silently
+/// regresses to `Unsupported` would otherwise turn every capture case into
+/// an ignored trial instead of a failure.
+pub const DECLARED_CAPTURE: &[(&str, &str)] = &[
+    ("cpu", "native"),
+    ("cuda", "native"),
+    ("hip", "native"),
+    ("vulkan", "native"),
+    ("metal", "native or emulated"),
+    ("wgpu", "emulated"),
+];
+
+/// What `backend` declares, if it is listed.
+pub fn declared_capture(backend: &str) -> Option<&'static str> {
+    DECLARED_CAPTURE
+        .iter()
+        .find(|(b, _)| *b == backend)
+        .map(|(_, d)| *d)
+}
+
 pub const UNSUPPORTED: &[Expectation] = &[];
 
 pub const EXPECTED_FAILURES: &[Expectation] = &[];

@@ -13,6 +13,7 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 mod guard;
+mod mutations;
 
 #[derive(Parser)]
 #[command(name = "cargo xtask")]
@@ -45,6 +46,11 @@ enum Cmd {
     SeamGuard,
     /// fmt check, the test command, and the seam guard (what `.ci/run` calls).
     Ci,
+    /// Apply each case's named mutation to a scratch copy and check the case goes red.
+    Mutations {
+        /// Only mutations whose case name contains this.
+        filter: Option<String>,
+    },
 }
 
 /// The workspace root (xtask lives one level below it).
@@ -135,6 +141,7 @@ fn main() -> ExitCode {
         } => conformance(&backend, &case, &json, debug, verbose),
         Cmd::SeamGuard => guard::seam_guard(),
         Cmd::Ci => ci(),
+        Cmd::Mutations { filter } => mutations::run(filter.as_deref()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -45,8 +45,8 @@ fn snapshot(cx: &Ctx, fx: &Fixture) -> seam::Result<Vec<Vec<u8>>> {
 /// mode and inside a capture (where it must not be recorded either); no
 /// buffer changes and the device still runs a good launch.
 ///
-/// Mutation: delete the out-of-range loop in `validate::lower` → red
-/// (the CPU reference panics or writes past `n`).
+/// Mutation: skip the `need > meta.len` check in `validate::lower` → red at
+/// "n past the end: accepted".
 pub const C12_BAD_LAUNCHES_REFUSED_BEFORE_WORK: Case = Case {
     name: "c12_bad_launches_refused_before_work",
     rule: Rule::C12,

@@ -75,3 +75,21 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod docs {
+    /// docs/contract.md must list every case, so the documented contract matches the suite.
+    #[test]
+    fn contract_doc_lists_every_case() {
+        let doc =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/contract.md"))
+                .expect("docs/contract.md");
+        for c in super::ALL {
+            assert!(
+                doc.contains(&format!("`{}`", c.name)),
+                "docs/contract.md does not list {}",
+                c.name
+            );
+        }
+    }
+}

@@ -142,8 +142,9 @@ pub const C6_NESTED_BEGIN_REFUSED: Case = Case {
 
 /// end_capture, end_capture_graph and abort_capture without a begin are each NotCapturing.
 ///
-/// Mutation: make `Device::end_capture_graph` skip `take_capture` and call the
-/// backend directly → red.
+/// Mutation: make `Device::take_capture` return a copy of the open capture
+/// instead of taking it (ending does not close the capture in core) → red at
+/// "no capture left open".
 pub const C6_END_WITHOUT_BEGIN_REFUSED: Case = Case {
     name: "c6_end_without_begin_refused",
     rule: Rule::C6,
@@ -166,7 +167,7 @@ pub const C6_END_WITHOUT_BEGIN_REFUSED: Case = Case {
 /// of the current exec before any end_capture is NoCurrentExec.
 ///
 /// Mutation: make `Device::destroy_graph` leave the entry in core's table → red
-/// (the replay after destroy reaches the backend).
+/// at "no handle left" (the backend's own check still refuses the replay).
 pub const C6_UNKNOWN_OR_DESTROYED_HANDLE_REFUSED: Case = Case {
     name: "c6_unknown_or_destroyed_handle_refused",
     rule: Rule::C6,
@@ -319,7 +320,7 @@ pub const C6_CAPTURE_SCOPE_ABORTS_ON_EARLY_RETURN: Case = Case {
 /// After a run of refused calls, the device still works and nothing leaks:
 /// core's and the backend's counts both return to zero.
 ///
-/// Mutation: make `Device::free` skip `st.buffers.remove` → red (core count stays 1).
+/// Mutation: make `State::sweep` never free released buffers → red at "core buffers".
 pub const C6_NOTHING_LEAKS_AFTER_ERRORS: Case = Case {
     name: "c6_nothing_leaks_after_errors",
     rule: Rule::C6,

@@ -53,8 +53,8 @@ pub const C7_PREPARED_GEMM_CAPTURES_AND_REPLAYS: Case = Case {
 /// with correct results. It must not silently corrupt. (A capture-safe
 /// allocator may make the cold path succeed; the case does not demand failure.)
 ///
-/// Mutation: make the CPU backend's `launch` while recording a GEMM write
-/// zeros into the output buffer (corrupting outside the graph) → red.
+/// Mutation: make the CPU backend's `launch` zero a GEMM's input `a` while
+/// recording it (corruption outside the graph) → red at "an input was corrupted".
 pub const C7_COLD_VENDOR_OP_FAILS_LOUDLY_OR_SUCCEEDS: Case = Case {
     name: "c7_cold_vendor_op_fails_loudly_or_succeeds",
     rule: Rule::C7,
@@ -136,8 +136,8 @@ const STEPS: usize = 48;
 /// Destroying a handle whose replays are still queued or running: every
 /// replay completes with correct outputs and destroy returns without error.
 ///
-/// Mutation: make the CPU backend's `destroy_graph` clear the recorded list in
-/// place (`Arc::get_mut`-style, ignoring queued replays) → red.
+/// Mutation: make the CPU queue drop queued replays of a graph whose handle is
+/// gone (`Arc::strong_count == 1`) → red (96 of 144 adds ran).
 pub const C8_DESTROY_WHILE_REPLAY_IN_FLIGHT: Case = Case {
     name: "c8_destroy_while_replay_in_flight",
     rule: Rule::C8,
@@ -170,7 +170,8 @@ pub const C8_DESTROY_WHILE_REPLAY_IN_FLIGHT: Case = Case {
 /// Replacing the current exec (a new end_capture) while the old one's replay
 /// is in flight: the old replay completes correctly, the new exec runs next.
 ///
-/// Mutation: make the CPU backend's `end_capture` clear the old list in place → red.
+/// Mutation: the same queue mutation as C8_DESTROY_WHILE_REPLAY_IN_FLIGHT
+/// (queued replays of a replaced exec are dropped) → red (49 of 97).
 pub const C8_REPLACE_CURRENT_EXEC_WHILE_IN_FLIGHT: Case = Case {
     name: "c8_replace_current_exec_while_in_flight",
     rule: Rule::C8,

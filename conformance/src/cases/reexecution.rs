@@ -8,8 +8,8 @@ const CAP: &[Tag] = &[Tag::NeedsCapture];
 /// dst += a, captured once into a graph handle: 17, then 34 after the second
 /// replay, then 35 after a host write of a = 1 (ARCHITECTURE.md, C1).
 ///
-/// Mutation: make the CPU backend's `end_capture_graph` run the recorded list
-/// once and store its output bytes, replaying a snapshot → red at "34".
+/// Mutation: make the CPU backend's `replay` run a graph only the first time
+/// and serve that result afterwards (a snapshot) → red at "34".
 pub const C1_REPLAY_REEXECUTES: Case = Case {
     name: "c1_replay_reexecutes",
     rule: Rule::C1,
@@ -114,7 +114,7 @@ pub const C1_DEPENDENT_CHAIN_REPLAYS_IN_ORDER: Case = Case {
 
 /// Host writes between replays are seen by the next replay, round after round.
 ///
-/// Mutation: make the CPU backend's `write` a no-op when a graph exists → red.
+/// Mutation: make the CPU backend's `write` a no-op once a graph exists → red at round 0.
 pub const C2_HOST_WRITE_SEEN_BY_NEXT_REPLAY: Case = Case {
     name: "c2_host_write_seen_by_next_replay",
     rule: Rule::C2,

@@ -8,7 +8,13 @@ use seam::{ops, CaptureSupport, ErrorKind, EventKind, GraphRef};
 /// Emulated begins, ends and replays a capture. (That such a device also
 /// passes C1–C8 is the rest of this suite.)
 ///
-/// Mutation: make the CPU backend report `Unsupported` while still capturing → red.
+/// The report must also match what the backend declares in
+/// `expectations::DECLARED_CAPTURE`, so a silent regression to `Unsupported`
+/// (which would turn every capture case into an ignored trial) is a failure.
+///
+/// Mutations: make the CPU backend report `Unsupported` → red (declared
+/// native); make the CPU backend's `begin_capture` return an error while
+/// reporting Native → red.
 pub const C9_REPORT_MATCHES_BEHAVIOUR: Case = Case {
     name: "c9_report_matches_behaviour",
     rule: Rule::C9,
@@ -16,6 +22,23 @@ pub const C9_REPORT_MATCHES_BEHAVIOUR: Case = Case {
     modes: ONCE,
     body: |cx| {
         let d = &cx.dev;
+        let reported = match d.capture_support() {
+            CaptureSupport::Native => "native",
+            CaptureSupport::Emulated => "emulated",
+            CaptureSupport::Unsupported(_) => "unsupported",
+        };
+        let backend = d.info().backend.clone();
+        match crate::expectations::declared_capture(&backend) {
+            Some(declared) => check!(
+                declared.split(" or ").any(|x| x == reported),
+                "{backend} declares capture `{declared}` but the device reports `{reported}`"
+            ),
+            None => {
+                return Err(crate::Failure(format!(
+                    "{backend} has no DECLARED_CAPTURE entry"
+                )))
+            }
+        }
         match d.capture_support().clone() {
             CaptureSupport::Unsupported(reason) => {
                 check!(
