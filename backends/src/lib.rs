@@ -115,6 +115,10 @@ pub const COMPILED_IN: &[&str] = &[
     "cuda",
     #[cfg(feature = "vulkan")]
     "vulkan",
+    #[cfg(feature = "metal")]
+    "metal",
+    #[cfg(feature = "wgpu")]
+    "wgpu",
 ];
 
 /// Whether this build includes the backend.
