@@ -1,12 +1,72 @@
-//! Placeholder until this backend lands: reports itself unavailable.
+//! The Vulkan backend, on ash with the loader opened at run time (it builds
+//! with no Vulkan SDK and reports a missing loader or driver as a reason).
+//! Kernels are the WGSL sources of `seam-kernels`, turned into SPIR-V by naga
+//! at build time: one module per op, `Params` as push constants.
+//!
+//! Decisions, each made once:
+//! - **Devices.** Every physical device with a compute queue is a device,
+//!   `vulkan:0`… in enumeration order, named with its driver (driver
+//!   properties where Vulkan 1.2 has them). One queue per device.
+//! - **Memory.** On a CPU or integrated device (lavapipe, UMA) buffers live in
+//!   host-visible, coherent memory, mapped once; write/read wait for queued
+//!   work, then copy. On a discrete device buffers are device-local and
+//!   write/read go through one staging buffer (64 MiB chunks) with a copy on
+//!   the queue. `SEAM_VULKAN_STAGING=1` forces the staging path anywhere (to
+//!   test it on lavapipe). Buffer sizes round up to whole 32-bit words, since
+//!   kernels see every buffer as `array<u32>`.
+//! - **Descriptors.** One descriptor set per launch, allocated at launch (or
+//!   record) time from pools owned by the command buffer it is recorded into:
+//!   an eager batch resets its pools when its submission completes, a graph
+//!   frees them when it is destroyed. No push descriptors, so nothing beyond
+//!   Vulkan 1.0 is required.
+//! - **Eager launches** are recorded into one command buffer (ONE_TIME_SUBMIT)
+//!   that is submitted at the next write, read, synchronize, replay, or after
+//!   256 launches. Every dispatch is preceded by a global compute/transfer
+//!   memory barrier, which also orders it after every earlier submission.
+//! - **Capture is Native.** begin/end capture record a command buffer without
+//!   ONE_TIME_SUBMIT, with the same barrier before every dispatch; a replay is
+//!   one `vkQueueSubmit` with a fence. Graph command buffers are recorded with
+//!   SIMULTANEOUS_USE, so a replay never waits for the previous replay of the
+//!   same graph: the leading barrier and the in-order queue make it start
+//!   after everything submitted before it. The current exec and graph handles
+//!   are separate command buffers (C3).
+//! - **Lifetimes.** Every submission gets a serial and a fence. A freed buffer,
+//!   a destroyed graph (C8: destroy while its replay is in flight) or a
+//!   replaced current exec is retired with the serial of the last submission
+//!   that may use it and destroyed once that fence has signalled, so a
+//!   pending command buffer is never freed.
+//! - **Waits** are bounded: a fence that has not signalled after 20 s is an
+//!   error naming `vkWaitForFences`.
+//! - **Pipelines** are created lazily per (op, variant) and cached; `prepare`
+//!   creates them ahead of a capture (C7).
+//!
+//! `unsafe` lives only in `raw`, each block with its `SAFETY` reason.
+#![deny(unsafe_code)]
+
+mod backend;
+mod dispatch;
+#[allow(unsafe_code)]
+mod raw;
+
+pub use backend::VulkanBackend;
+
 use seam::{Backend, ErrorKind};
 
+/// How many Vulkan devices with a compute queue this machine has, or why
+/// there are none (with what to install).
 pub fn device_count() -> Result<usize, String> {
-    Err("backend not implemented yet".into())
+    let instance = raw::Instance::new()?;
+    let adapters = instance.adapters()?;
+    if adapters.is_empty() {
+        return Err(format!(
+            "{} (the loader found no device with a compute queue)",
+            raw::INSTALL_HINT
+        ));
+    }
+    Ok(adapters.len())
 }
 
+/// Open `vulkan:<index>`.
 pub fn open(index: usize) -> Result<Box<dyn Backend>, ErrorKind> {
-    Err(ErrorKind::Unavailable {
-        reason: format!("device {index}: backend not implemented yet"),
-    })
+    Ok(Box::new(VulkanBackend::open(index)?))
 }

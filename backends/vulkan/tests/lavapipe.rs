@@ -1,0 +1,266 @@
+//! Runs on whatever Vulkan device is here (lavapipe in CI): C1 and every op,
+//! eager and captured, against the CPU reference. Skips, saying why, where
+//! there is no Vulkan device. The conformance suite is the full check; this
+//! is the backend's own smoke test.
+
+use seam::{ops, DType, Device, GraphRef, OpCall, OpKind, Tolerance};
+
+fn vulkan() -> Option<Device> {
+    match seam_vulkan::device_count() {
+        Ok(_) => Some(Device::new(seam_vulkan::open(0).expect("open vulkan:0"))),
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            None
+        }
+    }
+}
+
+#[test]
+fn c1_replay_reexecutes() {
+    let Some(dev) = vulkan() else { return };
+    eprintln!("{:?}", dev.info());
+    let a = dev.buffer_from(&[17.0f32]).unwrap();
+    let dst = dev.buffer_from(&[0.0f32]).unwrap();
+    let cap = dev.capture().unwrap();
+    dev.launch(&ops::add(a.id(), dst.id(), dst.id(), 1))
+        .unwrap();
+    let g = cap.end_graph().unwrap();
+    g.replay().unwrap();
+    assert_eq!(dst.read().unwrap(), [17.0]);
+    g.replay().unwrap();
+    assert_eq!(dst.read().unwrap(), [34.0]);
+    a.write(&[1.0]).unwrap();
+    g.replay().unwrap();
+    assert_eq!(dst.read().unwrap(), [35.0]);
+    // The current exec is separate from the handle (C3).
+    let other = dev.buffer_from(&[0.0f32]).unwrap();
+    let cap = dev.capture().unwrap();
+    dev.launch(&ops::add(a.id(), other.id(), other.id(), 1))
+        .unwrap();
+    cap.end_into_current().unwrap();
+    dev.replay(GraphRef::Current).unwrap();
+    g.replay().unwrap();
+    assert_eq!(other.read().unwrap(), [1.0]);
+    assert_eq!(dst.read().unwrap(), [36.0]);
+    // C8: destroy while a replay is queued.
+    for _ in 0..10 {
+        g.replay().unwrap();
+    }
+    drop(g);
+    assert_eq!(dst.read().unwrap(), [46.0]);
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 16) as u32
+    }
+    fn f(&mut self) -> f32 {
+        ((self.next() >> 8) as f32 / (1u32 << 24) as f32 * 4.0 - 2.0) * 4096.0 / 4096.0
+    }
+}
+
+fn bytes(rng: &mut Rng, dtype: DType, n: usize) -> Vec<u8> {
+    (0..n)
+        .flat_map(|_| match dtype {
+            DType::F32 => rng.f().to_le_bytes().to_vec(),
+            DType::F16 => half::f16::from_f32(rng.f()).to_le_bytes().to_vec(),
+            DType::Bf16 => half::bf16::from_f32(rng.f()).to_le_bytes().to_vec(),
+            _ => rng.next().to_le_bytes().to_vec(),
+        })
+        .collect()
+}
+
+/// Run one workload; returns the output bytes.
+fn run(dev: &Device, op: OpKind, dtype: DType, dims: (u32, u32, u32), captured: bool) -> Vec<u8> {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ op as u64);
+    let (n, rows, cols) = dims;
+    let (m, gn, k) = dims;
+    let sig = op.signature();
+    let lens: Vec<u32> = match op {
+        OpKind::RmsNorm => vec![rows * cols, cols, rows * cols],
+        OpKind::Softmax => vec![rows * cols; 2],
+        OpKind::Gemm => vec![m * k, k * gn, m * gn],
+        _ => vec![n; sig.len()],
+    };
+    let mut ids = Vec::new();
+    for (b, &len) in sig.iter().zip(&lens) {
+        let bd = if b.role == seam::ops::Role::F32Only {
+            DType::F32
+        } else {
+            dtype
+        };
+        let id = dev.alloc(bd, len as usize).unwrap();
+        let data = if b.access == seam::ops::Access::Read {
+            bytes(&mut rng, bd, len as usize)
+        } else {
+            vec![0x5A; len as usize * bd.size()]
+        };
+        dev.write_bytes(id, 0, &data).unwrap();
+        ids.push(id);
+    }
+    let b = &ids;
+    let call: OpCall = match op {
+        OpKind::Fill => ops::fill(
+            b[0],
+            n,
+            rng.next() & if dtype.size() == 2 { 0xFFFF } else { !0 },
+        ),
+        OpKind::Copy => ops::copy(b[0], b[1], n),
+        OpKind::ScaleAdd => ops::scale_add(b[0], b[1], n, 1.75, -0.3),
+        OpKind::Add => ops::add(b[0], b[1], b[2], n),
+        OpKind::Mul => ops::mul(b[0], b[1], b[2], n),
+        OpKind::Silu => ops::silu(b[0], b[1], n),
+        OpKind::RmsNorm => ops::rms_norm(b[0], b[1], b[2], rows, cols, 1e-5),
+        OpKind::Softmax => ops::softmax(b[0], b[1], rows, cols),
+        OpKind::Gemm => ops::gemm(b[0], b[1], b[2], m, gn, k),
+    };
+    if captured {
+        let cap = dev.capture().unwrap();
+        dev.launch(&call).unwrap();
+        let g = cap.end_graph().unwrap();
+        g.replay().unwrap();
+    } else {
+        dev.launch(&call).unwrap();
+    }
+    let out = sig
+        .iter()
+        .position(|b| b.access == seam::ops::Access::Write)
+        .unwrap();
+    let bytes = dev.read_bytes(ids[out]).unwrap();
+    for id in ids {
+        dev.free(id).unwrap();
+    }
+    bytes
+}
+
+fn compare(op: OpKind, dtype: DType, got: &[u8], want: &[u8]) -> Result<(), String> {
+    let out = if op == OpKind::Gemm {
+        DType::F32
+    } else {
+        dtype
+    };
+    let dec = |b: &[u8]| -> Vec<f64> {
+        match out {
+            DType::F32 => b
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64)
+                .collect(),
+            DType::F16 => b
+                .chunks_exact(2)
+                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f64())
+                .collect(),
+            DType::Bf16 => b
+                .chunks_exact(2)
+                .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f64())
+                .collect(),
+            _ => b
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes(c.try_into().unwrap()) as f64)
+                .collect(),
+        }
+    };
+    match op.tolerance(dtype) {
+        Tolerance::BitExact => match got.iter().zip(want).position(|(a, b)| a != b) {
+            None => Ok(()),
+            Some(i) => Err(format!("byte {i} differs")),
+        },
+        Tolerance::Relative { rel, abs } => {
+            for (i, (a, b)) in dec(got).iter().zip(dec(want)).enumerate() {
+                let within = (a - b).abs() <= abs as f64 + rel as f64 * b.abs();
+                if !within {
+                    return Err(format!("element {i}: {a} vs {b}"));
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+#[test]
+fn every_op_matches_the_cpu_eager_and_captured() {
+    let Some(dev) = vulkan() else { return };
+    let cpu = Device::new(Box::new(seam_cpu::CpuBackend::new(0)));
+    let mut failures = Vec::new();
+    for op in OpKind::ALL {
+        for &dtype in op.dtypes() {
+            let shapes: &[(u32, u32, u32)] = match op {
+                OpKind::RmsNorm | OpKind::Softmax => &[(5, 5, 257), (3, 3, 1), (70_000, 70_000, 3)],
+                OpKind::Gemm => &[(17, 33, 65), (1, 1, 1), (64, 48, 16)],
+                _ => &[(1001, 0, 0), (1, 0, 0), (300_000, 0, 0)],
+            };
+            for &dims in shapes {
+                let want = run(&cpu, op, dtype, dims, false);
+                for captured in [false, true] {
+                    let got = run(&dev, op, dtype, dims, captured);
+                    if let Err(e) = compare(op, dtype, &got, &want) {
+                        failures.push(format!("{op}/{dtype} {dims:?} captured={captured}: {e}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+    let live = dev.live();
+    assert_eq!(live.backend.buffers, 0);
+}
+
+/// scale_add is fused on every driver (lavapipe's own fma is not): random
+/// bit patterns, subnormals, cancellations and overflow against mul_add.
+#[test]
+fn scale_add_is_fused_exactly() {
+    let Some(dev) = vulkan() else { return };
+    let mut rng = Rng(12345);
+    let mut xs: Vec<f32> = (0..20_000)
+        .map(|i| match i % 4 {
+            0 => f32::from_bits(rng.next() << 16 | rng.next() & 0xFFFF),
+            1 => f32::from_bits((rng.next() & 0x807F_FFFF) | ((rng.next() % 40 + 100) << 23)),
+            2 => f32::from_bits(rng.next() & 0x807F_FFFF), // subnormal
+            _ => rng.f(),
+        })
+        .filter(|v| !v.is_nan())
+        .collect();
+    xs.extend([
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::MAX,
+        f32::MIN_POSITIVE,
+        1.0,
+        -1.0,
+    ]);
+    let pairs = [
+        (1.75f32, -0.3f32),
+        (3.0, 0.0),
+        (-1.0, 1.0),
+        (1.0e-30, 1.0e-38),
+        (f32::MAX, -f32::MAX),
+        (0.1, -0.1),
+        (1.0 + f32::EPSILON, -1.0),
+        (0.0, -0.0),
+        (-0.0, -0.0),
+        (2.5e-40, 3.0e-39),
+        (1.0e30, 1.0e38),
+    ];
+    let n = xs.len() as u32;
+    let x = dev.buffer_from(&xs).unwrap();
+    let y = dev.buffer::<f32>(xs.len()).unwrap();
+    for (a, b) in pairs {
+        dev.launch(&ops::scale_add(x.id(), y.id(), n, a, b))
+            .unwrap();
+        let got = y.read().unwrap();
+        for (v, g) in xs.iter().zip(&got) {
+            let want = a.mul_add(*v, b);
+            assert!(
+                want.to_bits() == g.to_bits() || (want.is_nan() && g.is_nan()),
+                "fma({a:e}, {v:e}, {b:e}) = {want:e} ({:#x}), got {g:e} ({:#x})",
+                want.to_bits(),
+                g.to_bits()
+            );
+        }
+    }
+}
