@@ -3,14 +3,13 @@
 //! cuBLAS. Safe Rust only: every driver call goes through `sys`.
 
 use crate::compile::{self, Target};
-use crate::sys::{
-    self, Blas, Context, DeviceMemory, Function, GemmInput, GraphExec, Module, Stream,
-};
+use crate::sys::{self, Blas, Context, DeviceMemory, Function, GemmInput, GraphExec, Stream};
 use seam::{
     Backend, CaptureSupport, DType, DeviceInfo, ErrorKind, Launch, OpKind, RawBuffer, RawGraph,
     ReplayTarget, ResourceCounts,
 };
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// cuBLAS workspace: NVIDIA's recommended size for Hopper. Set once at
 /// prepare so a captured GEMM never allocates (C7).
@@ -60,7 +59,8 @@ pub struct CudaBackend {
     kernels: HashMap<(OpKind, DType), Function>,
     buffers: HashMap<u64, DeviceMemory>,
     stream: Stream,
-    context: Context,
+    /// Shared with every backend on this device; retained for the process.
+    context: Arc<Context>,
 }
 
 impl CudaBackend {
@@ -71,7 +71,7 @@ impl CudaBackend {
                 reason: format!("no CUDA device {index}: {count} found"),
             });
         }
-        let context = Context::retain_primary(index)?;
+        let context = compile::context(index)?;
         context.make_current()?;
         let stream = Stream::new()?;
         let name = sys::device_name(index)?;
@@ -111,14 +111,14 @@ impl CudaBackend {
     /// Load `op`'s module (compiling it once per process) and look up every
     /// entry point it has, one per dtype the op accepts.
     fn load_kernels(&mut self, op: OpKind) -> Result<(), ErrorKind> {
-        let dtypes = op.dtypes();
-        if dtypes.iter().all(|d| self.kernels.contains_key(&(op, *d))) {
+        if op
+            .dtypes()
+            .iter()
+            .all(|d| self.kernels.contains_key(&(op, *d)))
+        {
             return Ok(());
         }
-        let image = compile::image(&self.target, op, dtypes[0])?;
-        let module = Module::load(&image)?;
-        for &dtype in dtypes {
-            let f = module.function(&seam_kernels::entry_point(op, dtype))?;
+        for (dtype, f) in compile::kernels(self.info.index, &self.target, op)? {
             self.kernels.insert((op, dtype), f);
         }
         Ok(())

@@ -1,8 +1,9 @@
 //! NVRTC compilation of the seam-kernels CUDA C sources: once per process per
-//! (architecture, op), never per launch. Devices of the same architecture
-//! share one image; each backend loads its own module from it.
+//! (architecture, op), never per launch, and each image loaded once per
+//! device into its primary context, which stays retained for the life of the
+//! process (like the CUDA runtime's), so backends opened later reuse both.
 
-use crate::sys::{self, ImageKind};
+use crate::sys::{self, Context, Function, ImageKind, Module};
 use seam::{DType, ErrorKind, OpKind};
 use seam_kernels::Language;
 use std::collections::HashMap;
@@ -88,4 +89,49 @@ pub fn image(target: &Target, op: OpKind, dtype: DType) -> Result<Arc<Vec<u8>>, 
     COMPILES.fetch_add(1, Ordering::Relaxed);
     map.insert(key, img.clone());
     Ok(img)
+}
+
+type FunctionCache = Mutex<HashMap<(usize, OpKind), Vec<(DType, Function)>>>;
+
+static FUNCTIONS: OnceLock<FunctionCache> = OnceLock::new();
+
+/// Every entry point of `op` (one per dtype it accepts), loaded into device
+/// `ordinal`'s primary context. The context must be current.
+pub fn kernels(
+    ordinal: usize,
+    target: &Target,
+    op: OpKind,
+) -> Result<Vec<(DType, Function)>, ErrorKind> {
+    let cache = FUNCTIONS.get_or_init(Default::default);
+    let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(fs) = map.get(&(ordinal, op)) {
+        return Ok(fs.clone());
+    }
+    let dtypes = op.dtypes();
+    let img = image(target, op, dtypes[0])?;
+    let module = Module::load(&img)?;
+    let fs = dtypes
+        .iter()
+        .map(|&d| Ok((d, module.function(&seam_kernels::entry_point(op, d))?)))
+        .collect::<Result<Vec<_>, ErrorKind>>()?;
+    map.insert((ordinal, op), fs.clone());
+    Ok(fs)
+}
+
+type ContextCache = Mutex<HashMap<usize, Arc<Context>>>;
+
+static CONTEXTS: OnceLock<ContextCache> = OnceLock::new();
+
+/// Device `ordinal`'s primary context, retained once and kept for the life of
+/// the process: the modules above live in it, and reopening a device (the
+/// conformance suite opens one per trial) does not re-create it.
+pub fn context(ordinal: usize) -> Result<Arc<Context>, ErrorKind> {
+    let cache = CONTEXTS.get_or_init(Default::default);
+    let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(c) = map.get(&ordinal) {
+        return Ok(c.clone());
+    }
+    let c = Arc::new(Context::retain_primary(ordinal)?);
+    map.insert(ordinal, c.clone());
+    Ok(c)
 }

@@ -277,8 +277,10 @@ pub struct Context {
 }
 
 // SAFETY: a CUcontext is a process-wide handle that may be made current on
-// any thread; core serialises every call into the backend.
+// any thread, by several threads at once.
 unsafe impl Send for Context {}
+// SAFETY: as above; `make_current` only reads the handle.
+unsafe impl Sync for Context {}
 
 impl Context {
     pub fn retain_primary(ordinal: usize) -> Result<Self, ErrorKind> {
@@ -510,6 +512,7 @@ impl Module {
 }
 
 /// A kernel; keeps its module loaded.
+#[derive(Clone)]
 pub struct Function {
     _module: Arc<ModuleHandle>,
     f: cu::CUfunction,
