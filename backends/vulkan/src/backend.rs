@@ -311,6 +311,14 @@ impl VulkanBackend {
         cmd: vk::CommandBuffer,
         eager: Option<Recording>,
     ) -> Result<u64, ErrorKind> {
+        // Recycle what has completed, so replays without a synchronize
+        // between them reuse fences instead of creating one per replay.
+        if let Err(e) = self.poll() {
+            if let Some(rec) = eager {
+                self.destroy_recording(rec);
+            }
+            return Err(e);
+        }
         let fence = match self.free_fences.pop() {
             Some(f) => f,
             None => match self.gpu.create_fence() {
