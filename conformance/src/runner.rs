@@ -159,10 +159,25 @@ pub struct Outcome {
     pub verdict: Verdict,
     pub duration: Duration,
     pub digest: Option<u64>,
+    /// The trial device's trace, when tracing was asked for.
+    pub trace: Option<seam::TraceLog>,
+}
+
+/// How to run trials.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunOptions {
+    /// Record every launch, capture and replay of each trial (with device
+    /// spans where the backend can time the device).
+    pub trace: bool,
 }
 
 /// Run one trial to a verdict. Never panics and never blocks past the deadline.
 pub fn run(trial: &Trial) -> Outcome {
+    run_with(trial, RunOptions::default())
+}
+
+/// [`run`], with options.
+pub fn run_with(trial: &Trial, opts: RunOptions) -> Outcome {
     let start = Instant::now();
     let slot = match &trial.target {
         Target::Missing { backend, reason } => {
@@ -170,6 +185,7 @@ pub fn run(trial: &Trial) -> Outcome {
                 verdict: Verdict::Ignored(format!("no {backend} device: {reason}")),
                 duration: start.elapsed(),
                 digest: None,
+                trace: None,
             }
         }
         Target::Device(slot) => slot.clone(),
@@ -179,11 +195,13 @@ pub fn run(trial: &Trial) -> Outcome {
             verdict: Verdict::Ignored(format!("unsupported on {}: {}", trial.backend, e.reason)),
             duration: start.elapsed(),
             digest: None,
+            trace: None,
         };
     }
     let (tx, rx) = mpsc::channel();
     let case = trial.case;
     let mode = trial.mode;
+    let label = trial.name.clone();
     let worker = std::thread::Builder::new()
         .name(trial.name.clone())
         .spawn(move || {
@@ -193,12 +211,20 @@ pub fn run(trial: &Trial) -> Outcome {
                     .map_err(|e| format!("opening {}: {e}", slot.id))?;
                 if case.tags.contains(&Tag::NeedsCapture) || mode == Mode::Captured {
                     if let seam::CaptureSupport::Unsupported(reason) = dev.capture_support() {
-                        return Ok((Some(format!("capture unsupported: {reason}")), None));
+                        return Ok((Some(format!("capture unsupported: {reason}")), None, None));
                     }
+                }
+                if opts.trace {
+                    dev.set_tracing(true);
                 }
                 let ctx = Ctx::new(dev, mode);
                 (case.body)(&ctx).map_err(|f| f.0)?;
-                Ok((None, ctx.digest()))
+                let trace = if opts.trace {
+                    ctx.dev.take_trace_log(&label).ok()
+                } else {
+                    None
+                };
+                Ok((None, ctx.digest(), trace))
             }));
             let r = match result {
                 Ok(r) => r,
@@ -217,19 +243,21 @@ pub fn run(trial: &Trial) -> Outcome {
             verdict: Verdict::Failed(format!("could not start the trial thread: {e}")),
             duration: start.elapsed(),
             digest: None,
+            trace: None,
         };
     }
     let limit = deadline();
-    let (raw, digest) = match rx.recv_timeout(limit) {
-        Ok(Ok((Some(ignored), _))) => (Verdict::Ignored(ignored), None),
-        Ok(Ok((None, digest))) => (Verdict::Passed, digest),
-        Ok(Err(msg)) => (Verdict::Failed(msg), None),
+    let (raw, digest, trace) = match rx.recv_timeout(limit) {
+        Ok(Ok((Some(ignored), _, _))) => (Verdict::Ignored(ignored), None, None),
+        Ok(Ok((None, digest, trace))) => (Verdict::Passed, digest, trace),
+        Ok(Err(msg)) => (Verdict::Failed(msg), None, None),
         Err(_) => {
             // The thread is abandoned; the process exits at the end of the run.
             return Outcome {
                 verdict: Verdict::TimedOut(format!("no result within {limit:?}")),
                 duration: start.elapsed(),
                 digest: None,
+                trace: None,
             };
         }
     };
@@ -248,15 +276,23 @@ pub fn run(trial: &Trial) -> Outcome {
         verdict,
         duration: start.elapsed(),
         digest,
+        trace,
     }
 }
 
-/// Run every planned trial in order and build the report.
-pub fn run_all(plan: &Plan, mut progress: impl FnMut(&Trial, &Outcome)) -> Report {
+/// Run every planned trial in order and build the report (and the traces,
+/// when asked for).
+pub fn run_all(
+    plan: &Plan,
+    opts: RunOptions,
+    mut progress: impl FnMut(&Trial, &Outcome),
+) -> (Report, Vec<seam::TraceLog>) {
     let mut records = Vec::new();
+    let mut traces = Vec::new();
     let mut summary = Summary::default();
     for trial in &plan.trials {
-        let out = run(trial);
+        let mut out = run_with(trial, opts);
+        traces.extend(out.trace.take());
         progress(trial, &out);
         summary.add(&out.verdict);
         records.push(TrialRecord {
@@ -270,12 +306,13 @@ pub fn run_all(plan: &Plan, mut progress: impl FnMut(&Trial, &Outcome)) -> Repor
             digest: out.digest.map(|d| format!("{d:016x}")),
         });
     }
-    Report {
+    let report = Report {
         seam_version: env!("CARGO_PKG_VERSION").into(),
         machine: crate::report::Machine::here(),
         devices: plan.devices.clone(),
         missing: plan.missing.clone(),
         trials: records,
         summary,
-    }
+    };
+    (report, traces)
 }

@@ -127,4 +127,41 @@ pub trait Backend: Send {
 
     /// Live allocations and graphs (the current exec counts as a graph), for leak checks.
     fn live_resources(&self) -> ResourceCounts;
+
+    // --- device timing (optional; every replay on the record) ---
+    /// Whether this device can time work on the device itself; `Err` says why not.
+    fn device_timing(&self) -> Result<(), String> {
+        Err(format!(
+            "the {} backend does not time the device",
+            self.info().backend
+        ))
+    }
+    /// Turn device timing on or off. Core calls this when tracing is switched.
+    fn set_device_timing(&mut self, _on: bool) -> Result<(), ErrorKind> {
+        Ok(())
+    }
+    /// Queue a start marker tagged `tag` (like recording a CUDA event or
+    /// writing a Vulkan timestamp): core brackets each traced replay and
+    /// eager launch with `begin_timed`/`end_timed`. Never called while capturing.
+    fn begin_timed(&mut self, _tag: u64) -> Result<(), ErrorKind> {
+        Ok(())
+    }
+    /// Queue the matching end marker.
+    fn end_timed(&mut self, _tag: u64) -> Result<(), ErrorKind> {
+        Ok(())
+    }
+    /// Spans of every bracketed piece of work that has finished, oldest first,
+    /// in nanoseconds of the device's clock. May wait for queued work.
+    fn take_device_spans(&mut self) -> Result<Vec<DeviceSpan>, ErrorKind> {
+        Ok(Vec::new())
+    }
+}
+
+/// The device-side start and end of one traced replay or launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceSpan {
+    /// The `seq` of the trace event it belongs to.
+    pub tag: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
 }

@@ -9,7 +9,7 @@ use crate::backend::{Backend, CaptureSupport, DeviceInfo, RawGraph, ReplayTarget
 use crate::dtype::{DType, Element};
 use crate::error::{Error, ErrorKind, Result, Site};
 use crate::ops::{OpCall, OpKind};
-use crate::trace::{EventKind, Trace, TraceEvent};
+use crate::trace::{EventKind, Trace, TraceEvent, TraceLog};
 use crate::validate::{self, BufferMeta};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -339,7 +339,15 @@ impl Device {
                 }
             }
             let launch = validate::lower(call, |id| st.live_meta(id))?;
+            let timed = st.trace.enabled() && st.capture.is_none();
+            let tag = st.trace.next_seq();
+            if timed {
+                st.backend.begin_timed(tag)?;
+            }
             st.backend.launch(&launch)?;
+            if timed {
+                st.backend.end_timed(tag)?;
+            }
             let captured = if let Some(cap) = &mut st.capture {
                 cap.uses.extend(call.buffers.iter().copied());
                 cap.launches += 1;
@@ -501,7 +509,15 @@ impl Device {
                     ReplayTarget::Graph(g.raw.expect("handles always carry a raw graph"))
                 }
             };
+            let timed = st.trace.enabled();
+            let tag = st.trace.next_seq();
+            if timed {
+                st.backend.begin_timed(tag)?;
+            }
             st.backend.replay(raw_target)?;
+            if timed {
+                st.backend.end_timed(tag)?;
+            }
             let entry = match target {
                 GraphRef::Current => st.current.as_mut(),
                 GraphRef::Handle(id) => st.graphs.get_mut(&id),
@@ -576,9 +592,43 @@ impl Device {
         }
     }
 
-    /// Turn event recording on or off (off by default; C10).
+    /// Turn event recording on or off (off by default; C10). Where the
+    /// backend can time the device, replays and eager launches also get
+    /// device spans (see [`Device::take_trace_log`]).
     pub fn set_tracing(&self, on: bool) {
-        self.state().trace.set_enabled(on);
+        let mut st = self.state();
+        st.trace.set_enabled(on);
+        if st.backend.device_timing().is_ok() {
+            // A backend that fails to switch timing still records host events.
+            let _ = st.backend.set_device_timing(on);
+        }
+    }
+
+    /// Host events and device spans recorded so far, for export
+    /// ([`crate::trace::chrome_trace`]). Waits for queued work so every
+    /// finished span is included; refused inside a capture.
+    pub fn take_trace_log(&self, label: &str) -> Result<TraceLog> {
+        self.with("take_trace_log", |st| {
+            if st.capture.is_some() {
+                return Err(ErrorKind::HostAccessInCapture {
+                    what: "take_trace_log",
+                });
+            }
+            let timing = st.backend.device_timing();
+            let device_spans = if timing.is_ok() {
+                st.backend.take_device_spans()?
+            } else {
+                Vec::new()
+            };
+            Ok(TraceLog {
+                device: self.inner.info.id(),
+                device_name: self.inner.info.name.clone(),
+                label: label.to_string(),
+                events: st.trace.take(),
+                device_spans,
+                device_timing_unavailable: timing.err(),
+            })
+        })
     }
 
     /// Take the events recorded so far.
@@ -825,5 +875,108 @@ impl Drop for CaptureScope<'_> {
         if self.open {
             let _ = self.dev.abort_capture();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::ResourceCounts;
+
+    /// A backend that records nothing and runs nothing: enough to test core's own bookkeeping.
+    struct Null(DeviceInfo);
+    impl Backend for Null {
+        fn info(&self) -> &DeviceInfo {
+            &self.0
+        }
+        fn capture_support(&self) -> CaptureSupport {
+            CaptureSupport::Native
+        }
+        fn alloc(&mut self, _: usize) -> std::result::Result<crate::RawBuffer, ErrorKind> {
+            Ok(crate::RawBuffer(1))
+        }
+        fn free(&mut self, _: crate::RawBuffer) -> std::result::Result<(), ErrorKind> {
+            Ok(())
+        }
+        fn write(
+            &mut self,
+            _: crate::RawBuffer,
+            _: usize,
+            _: &[u8],
+        ) -> std::result::Result<(), ErrorKind> {
+            Ok(())
+        }
+        fn read(
+            &mut self,
+            _: crate::RawBuffer,
+            _: usize,
+            _: &mut [u8],
+        ) -> std::result::Result<(), ErrorKind> {
+            Ok(())
+        }
+        fn launch(&mut self, _: &crate::Launch) -> std::result::Result<(), ErrorKind> {
+            Ok(())
+        }
+        fn synchronize(&mut self) -> std::result::Result<(), ErrorKind> {
+            Ok(())
+        }
+        fn prepare(&mut self, _: &[(OpKind, DType)]) -> std::result::Result<(), ErrorKind> {
+            Ok(())
+        }
+        fn begin_capture(&mut self) -> std::result::Result<(), ErrorKind> {
+            Ok(())
+        }
+        fn end_capture(&mut self) -> std::result::Result<(), ErrorKind> {
+            Ok(())
+        }
+        fn end_capture_graph(&mut self) -> std::result::Result<RawGraph, ErrorKind> {
+            Ok(RawGraph(1))
+        }
+        fn replay(&mut self, _: ReplayTarget) -> std::result::Result<(), ErrorKind> {
+            Ok(())
+        }
+        fn destroy_graph(&mut self, _: RawGraph) -> std::result::Result<(), ErrorKind> {
+            Ok(())
+        }
+        fn abort_capture(&mut self) -> std::result::Result<(), ErrorKind> {
+            Ok(())
+        }
+        fn live_resources(&self) -> ResourceCounts {
+            ResourceCounts::default()
+        }
+    }
+
+    fn device() -> Device {
+        Device::new(Box::new(Null(DeviceInfo {
+            backend: "null".into(),
+            index: 0,
+            name: "null".into(),
+            driver: "0".into(),
+        })))
+    }
+
+    #[test]
+    fn tracing_is_off_by_default_and_records_nothing() {
+        let d = device();
+        let b = d.alloc(DType::U32, 4).unwrap();
+        d.launch(&crate::ops::fill(b, 4, 1)).unwrap();
+        d.begin_capture().unwrap();
+        let g = d.end_capture_graph().unwrap();
+        d.replay(GraphRef::Handle(g)).unwrap();
+        assert!(d.take_trace().is_empty());
+        let log = d.take_trace_log("t").unwrap();
+        assert!(log.events.is_empty() && log.device_spans.is_empty());
+        assert!(log.device_timing_unavailable.unwrap().contains("null"));
+    }
+
+    #[test]
+    fn errors_name_backend_device_and_call() {
+        let d = device();
+        let e = d.alloc(DType::F32, 0).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("null device null:0 (null): alloc: "),
+            "{msg}"
+        );
     }
 }

@@ -18,11 +18,12 @@ pub mod trace;
 pub mod validate;
 
 pub use backend::{
-    Backend, CaptureSupport, DeviceInfo, RawBuffer, RawGraph, ReplayTarget, ResourceCounts,
+    Backend, CaptureSupport, DeviceInfo, DeviceSpan, RawBuffer, RawGraph, ReplayTarget,
+    ResourceCounts,
 };
 pub use device::{Buffer, BufferId, CaptureScope, Device, Graph, GraphId, GraphRef, Live};
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result, Site};
 pub use half::{bf16, f16};
 pub use ops::{Launch, OpCall, OpKind, Params, Tolerance};
-pub use trace::{EventKind, TraceEvent};
+pub use trace::{chrome_trace, EventKind, TraceEvent, TraceLog};

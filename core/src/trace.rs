@@ -1,6 +1,7 @@
 //! Every launch, capture and replay on the record (C10). Off by default; when
 //! off, recording is one branch on a bool and allocates nothing.
 
+use crate::backend::DeviceSpan;
 use crate::ops::OpKind;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
@@ -78,7 +79,120 @@ impl Trace {
         self.seq += 1;
     }
 
+    pub(crate) fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// The `seq` the next recorded event will get.
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.seq
+    }
+
     pub(crate) fn take(&mut self) -> Vec<TraceEvent> {
         std::mem::take(&mut self.events)
+    }
+}
+
+/// Everything one device recorded: host events, and device spans where the
+/// backend can time the device.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceLog {
+    /// `<backend>:<index>`.
+    pub device: String,
+    pub device_name: String,
+    /// A label for the track group, e.g. the conformance trial.
+    pub label: String,
+    pub events: Vec<TraceEvent>,
+    pub device_spans: Vec<DeviceSpan>,
+    /// `None` where the device is timed; otherwise why it is not.
+    pub device_timing_unavailable: Option<String>,
+}
+
+/// Chrome trace-event JSON (opens in ui.perfetto.dev and chrome://tracing):
+/// one process per device, and per log a host track (launches, capture
+/// begin/end, replay submissions, destroys) and a device track (device-timed
+/// replays and eager launches as slices, named with graph and replay index).
+///
+/// Device clocks differ from the host's: each log's device track is shifted
+/// so that its first span starts at the host time of the event it belongs to.
+pub fn chrome_trace(logs: &[TraceLog]) -> serde_json::Value {
+    use serde_json::json;
+    let mut out = Vec::new();
+    let mut pids: Vec<&str> = Vec::new();
+    for (k, log) in logs.iter().enumerate() {
+        let pid = match pids.iter().position(|d| *d == log.device) {
+            Some(i) => i,
+            None => {
+                pids.push(&log.device);
+                out.push(
+                    json!({"ph": "M", "name": "process_name", "pid": pids.len() - 1,
+                    "args": {"name": format!("{} ({})", log.device, log.device_name)}}),
+                );
+                pids.len() - 1
+            }
+        };
+        let (host_tid, dev_tid) = (2 * k, 2 * k + 1);
+        out.push(
+            json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": host_tid,
+            "args": {"name": format!("{} host", log.label)}}),
+        );
+        let dev_name = match &log.device_timing_unavailable {
+            None => format!("{} device", log.label),
+            Some(why) => format!("{} device (not timed: {why})", log.label),
+        };
+        out.push(
+            json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": dev_tid,
+            "args": {"name": dev_name}}),
+        );
+        let us = |ns: u64| ns as f64 / 1e3;
+        let by_seq: std::collections::HashMap<u64, &TraceEvent> =
+            log.events.iter().map(|e| (e.seq, e)).collect();
+        for e in &log.events {
+            let (name, args) = event_name(&e.kind);
+            out.push(
+                json!({"ph": "i", "s": "t", "name": name, "pid": pid, "tid": host_tid,
+                "ts": us(e.host_ns), "args": args}),
+            );
+        }
+        let offset = log.device_spans.first().and_then(|s| {
+            by_seq
+                .get(&s.tag)
+                .map(|e| e.host_ns as i128 - s.start_ns as i128)
+        });
+        for s in &log.device_spans {
+            let (name, args) = by_seq
+                .get(&s.tag)
+                .map(|e| event_name(&e.kind))
+                .unwrap_or_else(|| ("unmatched span".into(), json!({})));
+            let start = (s.start_ns as i128 + offset.unwrap_or(0)).max(0) as u64;
+            out.push(json!({"ph": "X", "name": name, "pid": pid, "tid": dev_tid,
+                "ts": us(start), "dur": us(s.end_ns.saturating_sub(s.start_ns)), "args": args}));
+        }
+    }
+    json!({"traceEvents": out, "displayTimeUnit": "ns"})
+}
+
+fn event_name(kind: &EventKind) -> (String, serde_json::Value) {
+    use serde_json::json;
+    match kind {
+        EventKind::Launch { op, captured } => (
+            format!("{op}{}", if *captured { " (captured)" } else { "" }),
+            json!({"op": op.name(), "captured": captured}),
+        ),
+        EventKind::BeginCapture => ("begin_capture".into(), json!({})),
+        EventKind::EndCapture { launches } => ("end_capture".into(), json!({"launches": launches})),
+        EventKind::EndCaptureGraph { graph, launches } => (
+            format!("end_capture_graph g{graph}"),
+            json!({"graph": graph, "launches": launches}),
+        ),
+        EventKind::AbortCapture => ("abort_capture".into(), json!({})),
+        EventKind::Replay { graph, index } => (
+            match graph {
+                Some(g) => format!("replay g{g} #{index}"),
+                None => format!("replay current #{index}"),
+            },
+            json!({"graph": graph, "replay_index": index}),
+        ),
+        EventKind::Destroy { graph } => (format!("destroy g{graph}"), json!({"graph": graph})),
     }
 }

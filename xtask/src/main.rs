@@ -41,6 +41,9 @@ enum Cmd {
         /// Print every trial as it finishes.
         #[arg(long, short)]
         verbose: bool,
+        /// Write a Chrome trace-event JSON (Perfetto) of every trial here.
+        #[arg(long)]
+        trace: Option<PathBuf>,
     },
     /// Compile-only check of every backend, and clippy -D warnings.
     SeamGuard,
@@ -90,6 +93,7 @@ fn conformance(
     json: &Path,
     debug: bool,
     verbose: bool,
+    trace: Option<&Path>,
 ) -> Result<(), String> {
     if let Some(dir) = root().join(json).parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
@@ -119,6 +123,10 @@ fn conformance(
     if verbose {
         args.push("--verbose");
     }
+    let trace = trace.map(|t| root().join(t).display().to_string());
+    if let Some(t) = &trace {
+        args.extend(["--trace", t]);
+    }
     run(&cargo, &args, &[])
 }
 
@@ -138,7 +146,8 @@ fn main() -> ExitCode {
             json,
             debug,
             verbose,
-        } => conformance(&backend, &case, &json, debug, verbose),
+            trace,
+        } => conformance(&backend, &case, &json, debug, verbose, trace.as_deref()),
         Cmd::SeamGuard => guard::seam_guard(),
         Cmd::Ci => ci(),
         Cmd::Mutations { filter } => mutations::run(filter.as_deref()),

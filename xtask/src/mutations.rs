@@ -226,6 +226,13 @@ pub const MUTATIONS: &[Mutation] = &[
         what: "every handle's replay is counted on the first graph",
     },
     Mutation {
+        case: "c10_device_spans_match_replays",
+        file: CPU,
+        find: "        Ok(spans)\n    }",
+        replace: "        spans.pop();\n        Ok(spans)\n    }",
+        what: "the CPU backend drops the last device span",
+    },
+    Mutation {
         case: "c11_every_op_agrees_with_cpu",
         file: CPU,
         find: "                list.push(launch.clone());\n                Ok(())",

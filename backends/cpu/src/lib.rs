@@ -13,13 +13,14 @@
 pub mod reference;
 
 use seam::{
-    Backend, CaptureSupport, DType, DeviceInfo, ErrorKind, Launch, OpKind, RawBuffer, RawGraph,
-    ReplayTarget, ResourceCounts,
+    Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, Launch, OpKind, RawBuffer,
+    RawGraph, ReplayTarget, ResourceCounts,
 };
 use std::collections::HashMap;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 type Memory = Arc<Mutex<HashMap<u64, Vec<u8>>>>;
 
@@ -43,11 +44,19 @@ enum Command {
     Sync {
         reply: Sender<Option<String>>,
     },
+    /// A timing marker, stamped when the queue reaches it (like a GPU event).
+    Mark {
+        tag: u64,
+        begin: bool,
+    },
 }
+
+/// Markers the queue has stamped: (tag, begin?, ns since the device opened).
+type Marks = Arc<Mutex<Vec<(u64, bool, u64)>>>;
 
 /// The queue thread: runs commands in order; the first failure sticks and is
 /// reported by the next synchronize, like a GPU stream's sticky error.
-fn worker(mem: Memory, rx: Receiver<Command>) {
+fn worker(mem: Memory, rx: Receiver<Command>, marks: Marks, epoch: Instant) {
     let mut sticky: Option<String> = None;
     let run = |launch: &Launch, sticky: &mut Option<String>| {
         let mut mem = mem.lock().unwrap_or_else(|p| p.into_inner());
@@ -103,6 +112,13 @@ fn worker(mem: Memory, rx: Receiver<Command>) {
             Command::Sync { reply } => {
                 let _ = reply.send(sticky.take());
             }
+            Command::Mark { tag, begin } => {
+                let ns = epoch.elapsed().as_nanos() as u64;
+                marks
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((tag, begin, ns));
+            }
         }
     }
 }
@@ -119,6 +135,8 @@ pub struct CpuBackend {
     next: u64,
     /// Buffers allocated and not yet freed (frees are queued, so count here).
     live_buffers: usize,
+    timing: bool,
+    marks: Marks,
 }
 
 impl CpuBackend {
@@ -126,9 +144,12 @@ impl CpuBackend {
         let mem: Memory = Arc::default();
         let (tx, rx) = channel();
         let worker_mem = mem.clone();
+        let marks: Marks = Arc::default();
+        let worker_marks = marks.clone();
+        let epoch = Instant::now();
         let thread = std::thread::Builder::new()
             .name(format!("seam-cpu:{index}-queue"))
-            .spawn(move || worker(worker_mem, rx))
+            .spawn(move || worker(worker_mem, rx, worker_marks, epoch))
             .expect("spawning the CPU queue thread");
         CpuBackend {
             info: DeviceInfo {
@@ -145,6 +166,8 @@ impl CpuBackend {
             graphs: HashMap::new(),
             next: 1,
             live_buffers: 0,
+            timing: false,
+            marks,
         }
     }
 
@@ -287,6 +310,49 @@ impl Backend for CpuBackend {
             buffers: self.live_buffers,
             graphs: self.graphs.len() + usize::from(self.current.is_some()),
         }
+    }
+
+    fn device_timing(&self) -> Result<(), String> {
+        // The queue thread stamps markers as it reaches them: the "device" clock.
+        Ok(())
+    }
+
+    fn set_device_timing(&mut self, on: bool) -> Result<(), ErrorKind> {
+        self.timing = on;
+        Ok(())
+    }
+
+    fn begin_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
+        if self.timing {
+            self.send(Command::Mark { tag, begin: true })?;
+        }
+        Ok(())
+    }
+
+    fn end_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
+        if self.timing {
+            self.send(Command::Mark { tag, begin: false })?;
+        }
+        Ok(())
+    }
+
+    fn take_device_spans(&mut self) -> Result<Vec<DeviceSpan>, ErrorKind> {
+        self.synchronize()?;
+        let marks = std::mem::take(&mut *self.marks.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut open = HashMap::new();
+        let mut spans = Vec::new();
+        for (tag, begin, ns) in marks {
+            if begin {
+                open.insert(tag, ns);
+            } else if let Some(start_ns) = open.remove(&tag) {
+                spans.push(DeviceSpan {
+                    tag,
+                    start_ns,
+                    end_ns: ns,
+                });
+            }
+        }
+        Ok(spans)
     }
 }
 

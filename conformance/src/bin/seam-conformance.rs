@@ -25,6 +25,9 @@ struct Args {
     /// Write the JSON report here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Write a Chrome trace-event JSON of every trial here (opens in ui.perfetto.dev).
+    #[arg(long)]
+    trace: Option<PathBuf>,
     /// List the planned trials and exit.
     #[arg(long)]
     list: bool,
@@ -58,7 +61,10 @@ fn main() -> ExitCode {
     let total = plan.trials.len();
     let tty = std::io::stderr().is_terminal();
     let mut done = 0;
-    let report = runner::run_all(&plan, |t, out| {
+    let opts = runner::RunOptions {
+        trace: args.trace.is_some(),
+    };
+    let (report, traces) = runner::run_all(&plan, opts, |t, out| {
         done += 1;
         if args.verbose || out.verdict.fails_run() {
             eprintln!(
@@ -98,6 +104,19 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         }
+    }
+    if let Some(path) = &args.trace {
+        let trace = seam::chrome_trace(&traces).to_string();
+        if let Err(e) = std::fs::write(path, trace) {
+            eprintln!("error: writing {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+        let spans: usize = traces.iter().map(|t| t.device_spans.len()).sum();
+        let events: usize = traces.iter().map(|t| t.events.len()).sum();
+        println!(
+            "trace written to {} ({events} host events, {spans} device spans)",
+            path.display()
+        );
     }
     if report.summary.ok() {
         ExitCode::SUCCESS

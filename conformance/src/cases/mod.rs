@@ -41,6 +41,7 @@ pub static ALL: &[Case] = &[
     reporting::C9_REPORT_MATCHES_BEHAVIOUR,
     reporting::C10_EVERY_REPLAY_COUNTED,
     reporting::C10_COUNTS_ARE_PER_HANDLE,
+    reporting::C10_DEVICE_SPANS_MATCH_REPLAYS,
     results::C11_EVERY_OP_AGREES_WITH_CPU,
     results::C11_KNOWN_VALUES,
     bad_input::C12_BAD_LAUNCHES_REFUSED_BEFORE_WORK,

@@ -2,6 +2,7 @@
 
 use crate::{check, check_eq, expect_err, Case, CaseResult, Ctx, Rule, Tag, ONCE};
 use seam::{ops, CaptureSupport, ErrorKind, EventKind, GraphRef};
+use std::collections::HashMap;
 
 /// The capture report matches behaviour: Unsupported refuses begin_capture
 /// with CaptureUnsupported (and supports_capture() is false); Native or
@@ -131,7 +132,8 @@ fn window(cx: &Ctx, n: u64) -> CaseResult {
 }
 
 /// Counts are per handle: replays of A do not count for B or the current exec;
-/// tracing off records nothing.
+/// tracing switched off records nothing (that it is off by default is a unit
+/// test in core).
 ///
 /// Mutation: make `Device::replay` increment the first graph's count whatever
 /// the target → red.
@@ -149,6 +151,9 @@ pub const C10_COUNTS_ARE_PER_HANDLE: Case = Case {
             d.launch(&ops::add(one.id(), dst.id(), dst.id(), 4))?;
             s.end_graph()
         };
+        // The harness may be tracing (`--trace`); this case checks that off means off.
+        d.set_tracing(false);
+        d.take_trace();
         let (a, b) = (mk()?, mk()?);
         let s = d.capture()?;
         d.launch(&ops::add(one.id(), dst.id(), dst.id(), 4))?;
@@ -163,11 +168,105 @@ pub const C10_COUNTS_ARE_PER_HANDLE: Case = Case {
         check_eq!(a.replay_count()?, 3, "A");
         check_eq!(b.replay_count()?, 1, "B");
         check_eq!(d.replay_count(GraphRef::Current)?, 5, "current exec");
-        check!(
-            d.take_trace().is_empty(),
-            "tracing is off by default and recorded nothing"
-        );
+        check!(d.take_trace().is_empty(), "tracing off recorded nothing");
         check_eq!(dst.read()?, vec![9u32; 4], "9 replays ran");
         Ok(())
     },
 };
+
+/// Every replay on the record with its device time: for N in {1, 4, 32, 128},
+/// a traced window gives exactly N device spans tagged with the N replay
+/// events (plus one for a traced eager launch), each with end ≥ start, in
+/// queue order; the Chrome trace export of the window parses back with N
+/// replay slices. A device that cannot time itself must say why, and then
+/// records no spans.
+///
+/// Mutation: make the CPU backend's `take_device_spans` drop the last span → red.
+pub const C10_DEVICE_SPANS_MATCH_REPLAYS: Case = Case {
+    name: "c10_device_spans_match_replays",
+    rule: Rule::C10,
+    tags: &[Tag::NeedsCapture],
+    modes: ONCE,
+    body: |cx| {
+        for n in [1usize, 4, 32, 128] {
+            spans_window(cx, n)?;
+        }
+        Ok(())
+    },
+};
+
+fn spans_window(cx: &Ctx, n: usize) -> CaseResult {
+    let d = &cx.dev;
+    let one = d.buffer_from(&[1u32; 64])?;
+    let dst = d.buffer_from(&[0u32; 64])?;
+    let s = d.capture()?;
+    d.launch(&ops::add(one.id(), dst.id(), dst.id(), 64))?;
+    let g = s.end_graph()?;
+    d.set_tracing(true);
+    for _ in 0..n {
+        g.replay()?;
+    }
+    d.launch(&ops::add(one.id(), dst.id(), dst.id(), 64))?;
+    d.set_tracing(false);
+    let log = d.take_trace_log("c10")?;
+    let replay_tags: Vec<u64> = log
+        .events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Replay { .. }))
+        .map(|e| e.seq)
+        .collect();
+    check_eq!(replay_tags.len(), n, "replay events");
+    let trace = seam::chrome_trace(std::slice::from_ref(&log));
+    let parsed: serde_json::Value = serde_json::from_str(&trace.to_string())
+        .map_err(|e| crate::Failure(format!("the exported trace does not parse: {e}")))?;
+    let slices = parsed["traceEvents"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|e| {
+                    e["ph"] == "X" && e["name"].as_str().is_some_and(|s| s.starts_with("replay"))
+                })
+                .count()
+        })
+        .unwrap_or(0);
+    match &log.device_timing_unavailable {
+        None => {
+            let by_tag: HashMap<u64, &seam::DeviceSpan> =
+                log.device_spans.iter().map(|s| (s.tag, s)).collect();
+            check_eq!(
+                log.device_spans.len(),
+                n + 1,
+                "device spans (N replays + 1 eager launch)"
+            );
+            let mut last_start = 0;
+            for (i, tag) in replay_tags.iter().enumerate() {
+                let span = by_tag.get(tag).ok_or_else(|| {
+                    crate::Failure(format!("replay #{i} (seq {tag}) has no device span"))
+                })?;
+                check!(
+                    span.end_ns >= span.start_ns,
+                    "replay #{i}: span ends before it starts"
+                );
+                check!(
+                    span.start_ns >= last_start,
+                    "replay #{i}: spans out of queue order"
+                );
+                last_start = span.start_ns;
+            }
+            check_eq!(slices, n, "replay slices in the exported trace");
+        }
+        Some(why) => {
+            check!(!why.is_empty(), "an untimed device must say why");
+            check!(
+                log.device_spans.is_empty(),
+                "an untimed device recorded spans"
+            );
+        }
+    }
+    check_eq!(
+        dst.read()?,
+        vec![n as u32 + 1; 64],
+        "every traced replay ran"
+    );
+    Ok(())
+}
