@@ -1,8 +1,12 @@
 //! `VulkanBackend`: the seam over the `raw` layer. Safe Rust only; the
 //! decisions it implements are listed in the crate documentation.
 
+mod arena;
+mod staging;
+
 use crate::dispatch;
 use crate::raw::{Gpu, Instance, RawBuf, PUSH_CONSTANT_BYTES};
+use arena::Arena;
 use ash::vk;
 use seam::{
     Backend, CaptureSupport, DType, DeviceInfo, ErrorKind, Launch, OpKind, Params, RawBuffer,
@@ -13,53 +17,6 @@ use std::ffi::CString;
 
 /// Eager launches recorded before the batch is submitted on its own.
 const EAGER_BATCH: usize = 256;
-/// Largest staging buffer; bigger writes and reads go in chunks.
-const STAGING_MAX: u64 = 64 << 20;
-/// Descriptor sets in an arena's first pool; each further pool doubles, up to the max.
-const POOL_FIRST: u32 = 16;
-const POOL_MAX: u32 = 1024;
-
-/// Descriptor sets for one command buffer, from pools that grow on demand.
-#[derive(Default)]
-struct Arena {
-    pools: Vec<vk::DescriptorPool>,
-    /// Pool sets are being allocated from; earlier ones are full.
-    current: usize,
-}
-
-impl Arena {
-    fn set(
-        &mut self,
-        gpu: &Gpu,
-        layout: vk::DescriptorSetLayout,
-        buffers: &[vk::Buffer],
-    ) -> Result<vk::DescriptorSet, ErrorKind> {
-        loop {
-            if self.current == self.pools.len() {
-                let size = (POOL_FIRST << self.pools.len().min(6)).min(POOL_MAX);
-                self.pools.push(gpu.create_descriptor_pool(size)?);
-            }
-            if let Some(set) = gpu.descriptor_set(self.pools[self.current], layout, buffers)? {
-                return Ok(set);
-            }
-            self.current += 1;
-        }
-    }
-
-    fn reset(&mut self, gpu: &Gpu) -> Result<(), ErrorKind> {
-        for &pool in &self.pools[..self.pools.len().min(self.current + 1)] {
-            gpu.reset_descriptor_pool(pool)?;
-        }
-        self.current = 0;
-        Ok(())
-    }
-
-    fn destroy(self, gpu: &Gpu) {
-        for pool in self.pools {
-            gpu.destroy_descriptor_pool(pool);
-        }
-    }
-}
 
 /// A command buffer being recorded, or recorded, with its descriptor sets.
 struct Recording {
@@ -222,18 +179,6 @@ impl VulkanBackend {
             DEVICE
         }
     }
-
-    const STAGING_MEMORY: &'static [vk::MemoryPropertyFlags] = &[
-        vk::MemoryPropertyFlags::from_raw(
-            vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw()
-                | vk::MemoryPropertyFlags::HOST_COHERENT.as_raw()
-                | vk::MemoryPropertyFlags::HOST_CACHED.as_raw(),
-        ),
-        vk::MemoryPropertyFlags::from_raw(
-            vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw()
-                | vk::MemoryPropertyFlags::HOST_COHERENT.as_raw(),
-        ),
-    ];
 
     fn buffer(&self, id: RawBuffer) -> Result<&RawBuf, ErrorKind> {
         self.buffers
@@ -423,90 +368,6 @@ impl VulkanBackend {
         let p = self.gpu.create_compute_pipeline(layout, module, &entry)?;
         self.pipelines.insert(key, p);
         Ok((p, set_layout, layout))
-    }
-
-    // ----- staging -----
-
-    /// The staging buffer, at least `size` bytes. Only called with the queue idle.
-    fn staging(&mut self, size: u64) -> Result<&RawBuf, ErrorKind> {
-        if self.staging.as_ref().is_some_and(|s| s.size < size) {
-            if let Some(old) = self.staging.take() {
-                let serial = self.pending_serial();
-                self.retire(serial, Garbage::Buffer(old));
-            }
-        }
-        if self.staging.is_none() {
-            let s = self
-                .gpu
-                .create_buffer(size.clamp(1 << 20, STAGING_MAX), Self::STAGING_MEMORY)?;
-            if s.mapped.is_none() {
-                self.gpu.destroy_buffer(s);
-                return Err(ErrorKind::driver(
-                    "vkMapMemory",
-                    "staging memory is not mappable",
-                ));
-            }
-            self.staging = Some(s);
-        }
-        self.staging
-            .as_ref()
-            .ok_or_else(|| ErrorKind::driver("vkCreateBuffer", "no staging buffer"))
-    }
-
-    /// Record a copy between two buffers into the eager batch, after a barrier.
-    fn record_copy(
-        &mut self,
-        src: vk::Buffer,
-        src_offset: u64,
-        dst: vk::Buffer,
-        dst_offset: u64,
-        size: u64,
-    ) -> Result<(), ErrorKind> {
-        let cmd = self.eager()?.cmd;
-        self.gpu.barrier(cmd);
-        self.gpu.copy(cmd, src, src_offset, dst, dst_offset, size);
-        Ok(())
-    }
-
-    fn staged_write(&mut self, id: RawBuffer, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
-        let dst = self.buffer(id)?.buffer;
-        // Each chunk is copied to staging, copied on the queue after a barrier
-        // (so after queued work), and waited for before staging is reused;
-        // on return `data` may be reused.
-        for (i, chunk) in data.chunks(STAGING_MAX as usize).enumerate() {
-            let staging = self.staging(chunk.len() as u64)?;
-            let src = staging.buffer;
-            staging
-                .mapped
-                .as_ref()
-                .ok_or_else(|| ErrorKind::driver("vkMapMemory", "staging is not mapped"))?
-                .write(0, chunk)?;
-            let at = (offset + i * STAGING_MAX as usize) as u64;
-            self.record_copy(src, 0, dst, at, chunk.len() as u64)?;
-            self.wait_all()?;
-        }
-        Ok(())
-    }
-
-    fn staged_read(
-        &mut self,
-        id: RawBuffer,
-        offset: usize,
-        out: &mut [u8],
-    ) -> Result<(), ErrorKind> {
-        let src = self.buffer(id)?.buffer;
-        for (i, chunk) in out.chunks_mut(STAGING_MAX as usize).enumerate() {
-            let dst = self.staging(chunk.len() as u64)?.buffer;
-            let at = (offset + i * STAGING_MAX as usize) as u64;
-            self.record_copy(src, at, dst, 0, chunk.len() as u64)?;
-            self.wait_all()?;
-            self.staging
-                .as_ref()
-                .and_then(|s| s.mapped.as_ref())
-                .ok_or_else(|| ErrorKind::driver("vkMapMemory", "staging is not mapped"))?
-                .read(0, chunk)?;
-        }
-        Ok(())
     }
 }
 

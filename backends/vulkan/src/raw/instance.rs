@@ -1,0 +1,160 @@
+//! The loader, the instance and device discovery.
+
+use super::INSTALL_HINT;
+use ash::vk;
+use std::ffi::{c_char, CStr};
+/// The loader and one instance.
+pub struct Instance {
+    entry: ash::Entry,
+    pub(super) instance: ash::Instance,
+    /// Instance API version actually requested (≥ 1.1 enables properties2).
+    api: u32,
+    /// Never destroy: a device made from it may still be running work.
+    pub(super) leak: bool,
+}
+
+/// A physical device with a compute queue, as discovery sees it.
+#[derive(Clone, Debug)]
+pub struct Adapter {
+    pub phys: vk::PhysicalDevice,
+    pub name: String,
+    pub driver: String,
+    pub device_type: vk::PhysicalDeviceType,
+    pub queue_family: u32,
+    pub memory: vk::PhysicalDeviceMemoryProperties,
+    pub max_storage_buffer_range: u64,
+    pub max_group_count: [u32; 3],
+}
+
+impl Instance {
+    /// Open the loader and create an instance. Set `SEAM_VULKAN_VALIDATION=1`
+    /// to enable the Khronos validation layer when it is installed.
+    pub fn new() -> Result<Instance, String> {
+        // SAFETY: loading libvulkan runs its initialisers; the Vulkan loader is
+        // designed to be dlopen'ed and has no preconditions.
+        let entry = unsafe { ash::Entry::load() }
+            .map_err(|e| format!("{INSTALL_HINT} (loading libvulkan.so.1: {e})"))?;
+        // SAFETY: `entry` holds a loaded loader; this global query has no inputs.
+        let loader_api = match unsafe { entry.try_enumerate_instance_version() } {
+            Ok(Some(v)) => v,
+            Ok(None) => vk::API_VERSION_1_0,
+            Err(e) => return Err(format!("{INSTALL_HINT} (vkEnumerateInstanceVersion: {e})")),
+        };
+        let api = loader_api.min(vk::API_VERSION_1_3);
+        let app = vk::ApplicationInfo::default()
+            .application_name(c"seam")
+            .engine_name(c"seam-vulkan")
+            .api_version(api);
+        let validation = c"VK_LAYER_KHRONOS_validation";
+        let want_validation = std::env::var_os("SEAM_VULKAN_VALIDATION").is_some_and(|v| v == "1");
+        // SAFETY: global query on a loaded loader.
+        let layers_available = unsafe { entry.enumerate_instance_layer_properties() }
+            .unwrap_or_default()
+            .iter()
+            .any(|l| l.layer_name_as_c_str().is_ok_and(|n| n == validation));
+        let layers: Vec<*const c_char> = if want_validation && layers_available {
+            vec![validation.as_ptr()]
+        } else {
+            Vec::new()
+        };
+        let info = vk::InstanceCreateInfo::default()
+            .application_info(&app)
+            .enabled_layer_names(&layers);
+        // SAFETY: `info` and everything it points to (app, layer names) live
+        // until the call returns.
+        let instance = unsafe { entry.create_instance(&info, None) }
+            .map_err(|e| format!("{INSTALL_HINT} (vkCreateInstance: {e})"))?;
+        Ok(Instance {
+            entry,
+            instance,
+            api,
+            leak: false,
+        })
+    }
+
+    /// Every physical device that has a compute queue, in enumeration order.
+    pub fn adapters(&self) -> Result<Vec<Adapter>, String> {
+        // SAFETY: the instance is live.
+        let phys = unsafe { self.instance.enumerate_physical_devices() }
+            .map_err(|e| format!("{INSTALL_HINT} (vkEnumeratePhysicalDevices: {e})"))?;
+        let mut out = Vec::new();
+        for pd in phys {
+            // SAFETY: `pd` was just enumerated from this live instance.
+            let families = unsafe {
+                self.instance
+                    .get_physical_device_queue_family_properties(pd)
+            };
+            let Some(queue_family) = families
+                .iter()
+                .position(|f| f.queue_flags.contains(vk::QueueFlags::COMPUTE) && f.queue_count > 0)
+            else {
+                continue;
+            };
+            // SAFETY: as above.
+            let props = unsafe { self.instance.get_physical_device_properties(pd) };
+            // SAFETY: as above.
+            let memory = unsafe { self.instance.get_physical_device_memory_properties(pd) };
+            let name = props
+                .device_name_as_c_str()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| "unnamed Vulkan device".into());
+            let api = format!(
+                "Vulkan {}.{}.{}",
+                vk::api_version_major(props.api_version),
+                vk::api_version_minor(props.api_version),
+                vk::api_version_patch(props.api_version)
+            );
+            let driver = match self.driver_properties(pd, props.api_version) {
+                Some((name, info)) => format!("{name} {info}, {api}"),
+                None => format!("driver version {:#x}, {api}", props.driver_version),
+            };
+            out.push(Adapter {
+                phys: pd,
+                name,
+                driver,
+                device_type: props.device_type,
+                queue_family: queue_family as u32,
+                memory,
+                max_storage_buffer_range: props.limits.max_storage_buffer_range as u64,
+                max_group_count: props.limits.max_compute_work_group_count,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Driver name and info (Vulkan 1.2 driver properties), where available.
+    fn driver_properties(
+        &self,
+        pd: vk::PhysicalDevice,
+        device_api: u32,
+    ) -> Option<(String, String)> {
+        if self.api < vk::API_VERSION_1_1 || device_api < vk::API_VERSION_1_2 {
+            return None;
+        }
+        let mut driver = vk::PhysicalDeviceDriverProperties::default();
+        let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut driver);
+        // SAFETY: the instance is ≥ 1.1 (properties2 is core) and the device
+        // ≥ 1.2 (driver properties are core); the chain lives across the call.
+        unsafe {
+            self.instance
+                .get_physical_device_properties2(pd, &mut props2)
+        };
+        let s = |r: Result<&CStr, _>| r.map(|c: &CStr| c.to_string_lossy().into_owned()).ok();
+        Some((
+            s(driver.driver_name_as_c_str())?,
+            s(driver.driver_info_as_c_str())?,
+        ))
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        if self.leak {
+            return;
+        }
+        // SAFETY: every device made from this instance is destroyed first
+        // (`Gpu` owns its `Instance` and destroys the device before it).
+        unsafe { self.instance.destroy_instance(None) };
+        let _ = &self.entry;
+    }
+}
