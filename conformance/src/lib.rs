@@ -8,6 +8,7 @@
 
 pub mod cases;
 pub mod expectations;
+pub mod isolate;
 pub mod report;
 pub mod runner;
 pub mod workloads;

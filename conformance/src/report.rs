@@ -16,6 +16,11 @@ pub enum Verdict {
     UnexpectedPass(String),
     /// The case did not finish within its deadline.
     TimedOut(String),
+    /// The isolated process running this trial died from a signal.
+    Crashed(String),
+    /// The isolated process printed its summary but did not exit within its
+    /// deadline (a runtime's teardown deadlocked).
+    TeardownHang(String),
 }
 
 impl Verdict {
@@ -33,6 +38,8 @@ impl Verdict {
             Verdict::ExpectedFailure(_) => "xfail",
             Verdict::UnexpectedPass(_) => "XPASS",
             Verdict::TimedOut(_) => "TIMEOUT",
+            Verdict::Crashed(_) => "CRASH",
+            Verdict::TeardownHang(_) => "HANG",
         }
     }
 }
@@ -75,6 +82,10 @@ pub struct Summary {
     pub expected_failures: usize,
     pub unexpected_passes: usize,
     pub timed_out: usize,
+    #[serde(default)]
+    pub crashed: usize,
+    #[serde(default)]
+    pub teardown_hangs: usize,
 }
 
 impl Summary {
@@ -86,21 +97,26 @@ impl Summary {
             Verdict::ExpectedFailure(_) => self.expected_failures += 1,
             Verdict::UnexpectedPass(_) => self.unexpected_passes += 1,
             Verdict::TimedOut(_) => self.timed_out += 1,
+            Verdict::Crashed(_) => self.crashed += 1,
+            Verdict::TeardownHang(_) => self.teardown_hangs += 1,
         }
     }
     pub fn ok(&self) -> bool {
-        self.failed + self.unexpected_passes + self.timed_out == 0
+        self.failed + self.unexpected_passes + self.timed_out + self.crashed + self.teardown_hangs
+            == 0
     }
     /// One line, for logs and closing notes.
     pub fn line(&self) -> String {
         format!(
-            "conformance: {} passed, {} failed, {} ignored, {} expected failures, {} unexpected passes, {} timed out",
+            "conformance: {} passed, {} failed, {} ignored, {} expected failures, {} unexpected passes, {} timed out, {} crashed, {} teardown hangs",
             self.passed,
             self.failed,
             self.ignored,
             self.expected_failures,
             self.unexpected_passes,
-            self.timed_out
+            self.timed_out,
+            self.crashed,
+            self.teardown_hangs
         )
     }
 }

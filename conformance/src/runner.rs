@@ -16,6 +16,9 @@ pub struct Filter {
     pub backends: Vec<String>,
     /// Only cases whose name contains one of these; empty = all.
     pub cases: Vec<String>,
+    /// Only these device ids (`cuda:1`); empty = all. Missing backends are
+    /// planned only when this is empty.
+    pub devices: Vec<String>,
 }
 
 impl Filter {
@@ -70,6 +73,7 @@ pub fn plan(filter: &Filter) -> Plan {
         .devices
         .into_iter()
         .filter(|s| filter.backend(s.backend))
+        .filter(|s| filter.devices.is_empty() || filter.devices.contains(&s.id))
     {
         // Open once to describe the device; each trial opens its own.
         match slot.device() {
@@ -106,7 +110,7 @@ pub fn plan(filter: &Filter) -> Plan {
     for m in found
         .missing
         .into_iter()
-        .filter(|m| filter.backend(m.backend))
+        .filter(|m| filter.backend(m.backend) && filter.devices.is_empty())
     {
         missing.push(MissingRecord {
             backend: m.backend.into(),
@@ -285,12 +289,23 @@ pub fn run_with(trial: &Trial, opts: RunOptions) -> Outcome {
 pub fn run_all(
     plan: &Plan,
     opts: RunOptions,
+    progress: impl FnMut(&Trial, &Outcome),
+) -> (Report, Vec<seam::TraceLog>) {
+    run_all_observed(plan, opts, |_| {}, progress)
+}
+
+/// [`run_all`], calling `started` before each trial.
+pub fn run_all_observed(
+    plan: &Plan,
+    opts: RunOptions,
+    mut started: impl FnMut(&Trial),
     mut progress: impl FnMut(&Trial, &Outcome),
 ) -> (Report, Vec<seam::TraceLog>) {
     let mut records = Vec::new();
     let mut traces = Vec::new();
     let mut summary = Summary::default();
     for trial in &plan.trials {
+        started(trial);
         let mut out = run_with(trial, opts);
         traces.extend(out.trace.take());
         progress(trial, &out);

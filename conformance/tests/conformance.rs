@@ -20,9 +20,11 @@ fn main() {
                     "expected failure: {reason}"
                 ))),
                 Verdict::Ignored(reason) => Ok(Completion::ignored_with(reason)),
-                Verdict::Failed(m) | Verdict::UnexpectedPass(m) | Verdict::TimedOut(m) => {
-                    Err(Failed::from(m))
-                }
+                Verdict::Failed(m)
+                | Verdict::UnexpectedPass(m)
+                | Verdict::TimedOut(m)
+                | Verdict::Crashed(m)
+                | Verdict::TeardownHang(m) => Err(Failed::from(m)),
             })
             .with_kind(kind)
         })

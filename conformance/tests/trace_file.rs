@@ -8,6 +8,7 @@ fn a_traced_run_writes_a_trace_that_parses_back_with_every_replay() {
     let p = plan(&Filter {
         backends: vec!["cpu".into()],
         cases: vec!["c1_".into()],
+        devices: vec![],
     });
     let (report, traces) = run_all(&p, RunOptions { trace: true }, |_, _| {});
     assert!(report.summary.ok(), "{}", report.summary.line());
@@ -15,7 +16,8 @@ fn a_traced_run_writes_a_trace_that_parses_back_with_every_replay() {
 
     let path = std::env::temp_dir().join(format!("seam-trace-{}.json", std::process::id()));
     std::fs::write(&path, seam::chrome_trace(&traces).to_string()).unwrap();
-    let parsed: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let parsed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     std::fs::remove_file(&path).ok();
 
     let events = parsed["traceEvents"].as_array().expect("traceEvents");
@@ -26,7 +28,9 @@ fn a_traced_run_writes_a_trace_that_parses_back_with_every_replay() {
     // C1's cases replay 3 + 3 + 1 + 2 times (cases that take their own
     // trace, like C10's, empty the harness's trace for their part).
     assert_eq!(replay_slices.len(), 3 + 3 + 1 + 2);
-    assert!(replay_slices.iter().all(|e| e["dur"].as_f64().unwrap() >= 0.0));
+    assert!(replay_slices
+        .iter()
+        .all(|e| e["dur"].as_f64().unwrap() >= 0.0));
     let named = events
         .iter()
         .filter(|e| e["ph"] == "M" && e["name"] == "process_name")

@@ -3,6 +3,7 @@
 //! any failure.
 
 use clap::Parser;
+use seam_conformance::isolate;
 use seam_conformance::report::{Report, Verdict};
 use seam_conformance::runner::{self, Filter};
 use std::collections::BTreeMap;
@@ -34,6 +35,19 @@ struct Args {
     /// Print every trial's verdict as it finishes.
     #[arg(long, short)]
     verbose: bool,
+    /// Only these device ids (e.g. cuda:1); comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    device: Vec<String>,
+    /// Run every trial in this process (default: each device in its own
+    /// child process with a deadline, so crashes and teardown hangs are verdicts).
+    #[arg(long)]
+    in_process: bool,
+    /// Internal: this process is a device child of an isolated run.
+    #[arg(long, hide = true)]
+    child: bool,
+    /// Internal: write the raw trace logs (JSON) here, for the parent to merge.
+    #[arg(long, hide = true)]
+    trace_logs: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -41,6 +55,7 @@ fn main() -> ExitCode {
     let filter = Filter {
         backends: args.backend.clone(),
         cases: args.case.clone(),
+        devices: args.device.clone(),
     };
     let plan = runner::plan(&filter);
     if args.list {
@@ -58,28 +73,72 @@ fn main() -> ExitCode {
     for m in &plan.missing {
         println!("missing {}: {}", m.backend, m.reason);
     }
-    let total = plan.trials.len();
-    let tty = std::io::stderr().is_terminal();
-    let mut done = 0;
-    let opts = runner::RunOptions {
-        trace: args.trace.is_some(),
-    };
-    let (report, traces) = runner::run_all(&plan, opts, |t, out| {
-        done += 1;
-        if args.verbose || out.verdict.fails_run() {
+    let tty = std::io::stderr().is_terminal() && !args.child;
+    let trace = args.trace.is_some() || args.trace_logs.is_some();
+    let (report, traces) = if args.in_process {
+        let total = plan.trials.len();
+        let mut done = 0;
+        let opts = runner::RunOptions { trace };
+        let child = args.child;
+        runner::run_all_observed(
+            &plan,
+            opts,
+            |t| {
+                if child {
+                    eprintln!("{}{}", isolate::START_PREFIX, t.name);
+                }
+            },
+            |t, out| {
+                done += 1;
+                if args.verbose || out.verdict.fails_run() {
+                    eprintln!(
+                        "[{done}/{total}] {} … {}{}",
+                        t.name,
+                        out.verdict.short(),
+                        detail(&out.verdict)
+                    );
+                } else if tty {
+                    eprint!("\r[{done}/{total}] {:<70}", t.name);
+                    let _ = std::io::stderr().flush();
+                }
+            },
+        )
+    } else {
+        let n = plan.devices.len();
+        let mut k = 0;
+        isolate::run_isolated(&plan, &args.case, trace, |device, run| {
+            k += 1;
+            let how = match &run.end {
+                isolate::ChildEnd::Exited(code) => format!("exited {code}"),
+                isolate::ChildEnd::Signaled(why) => why.clone(),
+                isolate::ChildEnd::TeardownHang => "TEARDOWN HANG".into(),
+                isolate::ChildEnd::TimedOut => "TIMED OUT".into(),
+            };
+            let summary = run
+                .log
+                .lines()
+                .find(|l| l.starts_with(isolate::SUMMARY_PREFIX))
+                .unwrap_or("no summary");
             eprintln!(
-                "[{done}/{total}] {} … {}{}",
-                t.name,
-                out.verdict.short(),
-                detail(&out.verdict)
+                "[device {k}/{n}] {device}: {how} in {:.1} s — {summary}",
+                run.elapsed.as_secs_f64()
             );
-        } else if tty {
-            eprint!("\r[{done}/{total}] {:<70}", t.name);
-            let _ = std::io::stderr().flush();
-        }
-    });
-    if tty && !args.verbose {
+            if args.verbose {
+                eprintln!("{}", run.log);
+            }
+        })
+    };
+    if tty && args.in_process && !args.verbose {
         eprintln!();
+    }
+    if let Some(path) = &args.trace_logs {
+        if let Err(e) = serde_json::to_string(&traces)
+            .map_err(|e| e.to_string())
+            .and_then(|s| std::fs::write(path, s).map_err(|e| e.to_string()))
+        {
+            eprintln!("error: writing {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
     }
     print_matrix(&report);
     for t in report.trials.iter().filter(|t| t.verdict.fails_run()) {
@@ -129,6 +188,8 @@ fn detail(v: &Verdict) -> String {
     match v {
         Verdict::Passed => String::new(),
         Verdict::Failed(m)
+        | Verdict::Crashed(m)
+        | Verdict::TeardownHang(m)
         | Verdict::Ignored(m)
         | Verdict::ExpectedFailure(m)
         | Verdict::UnexpectedPass(m)
