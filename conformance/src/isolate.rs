@@ -276,13 +276,6 @@ pub fn run_isolated(
     } else {
         eprintln!("child logs kept in {}", dir.display());
     }
-    let report = Report {
-        seam_version: env!("CARGO_PKG_VERSION").into(),
-        machine: crate::report::Machine::here(),
-        devices: plan.devices.clone(),
-        missing: plan.missing.clone(),
-        trials,
-        summary,
-    };
+    let report = Report::new(plan.devices.clone(), plan.missing.clone(), trials, summary);
     (report, traces)
 }

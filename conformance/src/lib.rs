@@ -9,6 +9,9 @@
 pub mod cases;
 pub mod expectations;
 pub mod isolate;
+pub mod junit;
+pub mod matrix;
+pub mod merge;
 pub mod report;
 pub mod runner;
 pub mod workloads;

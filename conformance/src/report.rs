@@ -121,31 +121,250 @@ impl Summary {
     }
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// The report format this build writes. 1: before run metadata (no
+/// `format_version`, `git_commit`, `started_at`, OS pretty name); 2: with them.
+pub const REPORT_FORMAT_VERSION: u32 = 2;
+
+fn legacy_format() -> u32 {
+    1
+}
+
+/// Where the suite ran.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Machine {
+    /// `std::env::consts::OS` (`linux`, `macos`).
     pub os: String,
     pub arch: String,
     pub hostname: String,
+    /// `PRETTY_NAME` from /etc/os-release (`Debian GNU/Linux 12 (bookworm)`).
+    #[serde(default)]
+    pub os_pretty: String,
+    /// Kernel release (/proc/sys/kernel/osrelease), where there is one.
+    #[serde(default)]
+    pub kernel: String,
+    /// CPU model (/proc/cpuinfo), where there is one.
+    #[serde(default)]
+    pub cpu: String,
+    /// A name for this machine in merged matrices (`SEAM_MACHINE_NAME`, e.g.
+    /// a CI runner's name); the hostname when unset.
+    #[serde(default)]
+    pub label: String,
 }
 
 impl Machine {
     pub fn here() -> Self {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default()
+        };
+        let hostname = read("/etc/hostname");
         Machine {
             os: std::env::consts::OS.into(),
             arch: std::env::consts::ARCH.into(),
-            hostname: std::fs::read_to_string("/etc/hostname")
-                .map(|s| s.trim().to_string())
+            os_pretty: os_pretty_name(&read("/etc/os-release")).unwrap_or_default(),
+            kernel: read("/proc/sys/kernel/osrelease"),
+            cpu: read("/proc/cpuinfo")
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    (k.trim() == "model name").then(|| v.trim().to_string())
+                })
                 .unwrap_or_default(),
+            label: std::env::var("SEAM_MACHINE_NAME")
+                .ok()
+                .filter(|s| !s.trim().is_empty())
+                .unwrap_or_else(|| hostname.clone()),
+            hostname,
+        }
+    }
+
+    /// What a merged matrix calls this machine.
+    pub fn display_name(&self) -> &str {
+        if !self.label.is_empty() {
+            &self.label
+        } else if !self.hostname.is_empty() {
+            &self.hostname
+        } else {
+            "unknown machine"
+        }
+    }
+
+    /// The OS as a person reads it: the pretty name, else `os/arch`.
+    pub fn os_line(&self) -> String {
+        if self.os_pretty.is_empty() {
+            format!("{} {}", self.os, self.arch)
+        } else {
+            format!("{} ({})", self.os_pretty, self.arch)
         }
     }
 }
 
+/// `PRETTY_NAME` of an os-release file, unquoted.
+pub fn os_pretty_name(os_release: &str) -> Option<String> {
+    os_release.lines().find_map(|l| {
+        let v = l.trim().strip_prefix("PRETTY_NAME=")?;
+        let v = v.trim();
+        let v = v
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .or_else(|| v.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+            .unwrap_or(v);
+        Some(v.to_string())
+    })
+}
+
+/// The commit the suite was built from: `git rev-parse HEAD` in the source
+/// checkout (when it is still there), else `SEAM_GIT_COMMIT`, else "unknown".
+/// A copied binary on a machine without the checkout needs the env var.
+pub fn git_commit() -> String {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let head = std::process::Command::new("git")
+        .args(["-C", dir, "rev-parse", "HEAD"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|s| !s.is_empty());
+    head.or_else(|| {
+        std::env::var("SEAM_GIT_COMMIT")
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+    })
+    .unwrap_or_else(|| "unknown".into())
+}
+
+static STARTED: std::sync::OnceLock<std::time::SystemTime> = std::sync::OnceLock::new();
+
+/// Note now as the run's start (the first call wins); the binary calls it
+/// first thing, so a report built at the end still says when the run began.
+pub fn mark_started() -> std::time::SystemTime {
+    *STARTED.get_or_init(std::time::SystemTime::now)
+}
+
+/// RFC 3339 UTC, second precision: `2025-01-31T23:59:07Z`.
+pub fn rfc3339(t: std::time::SystemTime) -> String {
+    let secs = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
+    /// [`REPORT_FORMAT_VERSION`] of the writer; 1 for reports written before it existed.
+    #[serde(default = "legacy_format")]
+    pub format_version: u32,
     pub seam_version: String,
+    /// See [`git_commit`]; empty in format 1.
+    #[serde(default)]
+    pub git_commit: String,
+    /// When the run started, RFC 3339 UTC; empty in format 1.
+    #[serde(default)]
+    pub started_at: String,
     pub machine: Machine,
+    /// Each device's name, driver/runtime version and capture support.
     pub devices: Vec<DeviceRecord>,
     pub missing: Vec<MissingRecord>,
     pub trials: Vec<TrialRecord>,
     pub summary: Summary,
+}
+
+impl Report {
+    /// A report of this build, on this machine, with its run metadata.
+    pub fn new(
+        devices: Vec<DeviceRecord>,
+        missing: Vec<MissingRecord>,
+        trials: Vec<TrialRecord>,
+        summary: Summary,
+    ) -> Self {
+        Report {
+            format_version: REPORT_FORMAT_VERSION,
+            seam_version: env!("CARGO_PKG_VERSION").into(),
+            git_commit: git_commit(),
+            started_at: rfc3339(mark_started()),
+            machine: Machine::here(),
+            devices,
+            missing,
+            trials,
+            summary,
+        }
+    }
+
+    /// Read a JSON report written by any format version.
+    pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn rfc3339_known_instants() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        // 2000-02-29 (a leap day of a century leap year) 12:34:56.
+        let t = UNIX_EPOCH + Duration::from_secs(951_827_696);
+        assert_eq!(rfc3339(t), "2000-02-29T12:34:56Z");
+        let t = UNIX_EPOCH + Duration::from_secs(1_735_689_599);
+        assert_eq!(rfc3339(t), "2024-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn pretty_name_is_unquoted() {
+        let f = "NAME=\"Debian GNU/Linux\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nID=debian\n";
+        assert_eq!(
+            os_pretty_name(f).as_deref(),
+            Some("Debian GNU/Linux 12 (bookworm)")
+        );
+        assert_eq!(
+            os_pretty_name("PRETTY_NAME=Alpine").as_deref(),
+            Some("Alpine")
+        );
+        assert_eq!(os_pretty_name("ID=x"), None);
+    }
+
+    /// A format-1 report (before run metadata) still reads, with defaults.
+    #[test]
+    fn format_1_report_still_reads() {
+        let old = r#"{"seam_version":"0.1.0",
+            "machine":{"os":"linux","arch":"x86_64","hostname":"h"},
+            "devices":[],"missing":[],"trials":[],
+            "summary":{"passed":0,"failed":0,"ignored":0,"expected_failures":0,"unexpected_passes":0,"timed_out":0}}"#;
+        let r = Report::from_json(old).unwrap();
+        assert_eq!(r.format_version, 1);
+        assert_eq!(r.git_commit, "");
+        assert_eq!(r.machine.display_name(), "h");
+    }
+
+    #[test]
+    fn new_report_carries_metadata() {
+        let r = Report::new(vec![], vec![], vec![], Summary::default());
+        assert_eq!(r.format_version, REPORT_FORMAT_VERSION);
+        assert_eq!(r.seam_version, env!("CARGO_PKG_VERSION"));
+        assert!(!r.git_commit.is_empty());
+        assert_eq!(r.started_at.len(), 20, "{}", r.started_at);
+        let back = Report::from_json(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back.started_at, r.started_at);
+    }
 }

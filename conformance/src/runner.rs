@@ -321,13 +321,6 @@ pub fn run_all_observed(
             digest: out.digest.map(|d| format!("{d:016x}")),
         });
     }
-    let report = Report {
-        seam_version: env!("CARGO_PKG_VERSION").into(),
-        machine: crate::report::Machine::here(),
-        devices: plan.devices.clone(),
-        missing: plan.missing.clone(),
-        trials: records,
-        summary,
-    };
+    let report = Report::new(plan.devices.clone(), plan.missing.clone(), records, summary);
     (report, traces)
 }

@@ -3,9 +3,9 @@
 //! any failure.
 
 use clap::Parser;
-use seam_conformance::isolate;
 use seam_conformance::report::{Report, Verdict};
 use seam_conformance::runner::{self, Filter};
+use seam_conformance::{isolate, junit, matrix, merge};
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -26,6 +26,12 @@ struct Args {
     /// Write the JSON report here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Write a JUnit XML report here (one testsuite per device).
+    #[arg(long)]
+    junit: Option<PathBuf>,
+    /// Write the device × case matrix as Markdown here.
+    #[arg(long)]
+    markdown: Option<PathBuf>,
     /// Write a Chrome trace-event JSON of every trial here (opens in ui.perfetto.dev).
     #[arg(long)]
     trace: Option<PathBuf>,
@@ -51,6 +57,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    seam_conformance::report::mark_started();
     let args = Args::parse();
     let filter = Filter {
         backends: args.backend.clone(),
@@ -163,6 +170,24 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         }
+    }
+    if let Some(path) = &args.junit {
+        if let Err(e) = std::fs::write(path, junit::junit(&report)) {
+            eprintln!("error: writing {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+        println!("JUnit XML written to {}", path.display());
+    }
+    if let Some(path) = &args.markdown {
+        let text = merge::merge(&[("this run".into(), report.clone())])
+            .map(|m| matrix::markdown(&m))
+            .map_err(|e| e.to_string())
+            .and_then(|md| std::fs::write(path, md).map_err(|e| e.to_string()));
+        if let Err(e) = text {
+            eprintln!("error: writing {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+        println!("Markdown matrix written to {}", path.display());
     }
     if let Some(path) = &args.trace {
         let trace = seam::chrome_trace(&traces).to_string();
