@@ -84,7 +84,7 @@ impl Digests {
                     .collect();
                 format!("DIGESTS DISAGREE: {}", parts.join("; "))
             }
-            Digests::NotCompared { distinct, why } if *distinct > 1 => {
+            Digests::NotCompared { distinct, why, .. } if *distinct > 1 => {
                 format!("digest differs ({why}; not compared)")
             }
             Digests::NotCompared { why, .. } => format!("digests identical ({why}; not compared)"),
