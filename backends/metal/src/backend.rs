@@ -1,0 +1,516 @@
+//! `MetalBackend`: the seam over the `mtl` layer. Safe Rust only; the
+//! decisions it implements are listed in the crate documentation.
+
+use crate::dispatch;
+use crate::msl::{self, EntryPoint, Library as MslLibrary};
+use crate::mtl::{self, Buffer, CommandBuffer, Device, Dispatch, Encoder, Icb, Pipeline, Queue};
+use seam::{
+    Backend, CaptureSupport, DType, DeviceInfo, ErrorKind, Launch, OpKind, Params, RawBuffer,
+    RawGraph, ReplayTarget, ResourceCounts,
+};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+/// Eager launches encoded before the batch is committed on its own.
+const EAGER_BATCH: usize = 256;
+/// Committed command buffers before the oldest is waited for, so a replay
+/// loop without synchronize cannot queue without bound.
+const MAX_IN_FLIGHT: usize = 64;
+/// `SEAM_METAL_CAPTURE=emulated` forces Emulated capture on a device that
+/// supports indirect command buffers (to run that path on any Mac).
+const CAPTURE_ENV: &str = "SEAM_METAL_CAPTURE";
+
+/// One launch, resolved: what the eager path encodes at once and capture records.
+struct Recorded {
+    pipeline: Arc<Pipeline>,
+    buffers: Vec<Arc<Buffer>>,
+    params: [u8; 32],
+    sizes: Vec<u32>,
+    threadgroup_memory: &'static [u32],
+    groups: (u32, u32),
+    threads: [u32; 3],
+}
+
+impl Recorded {
+    fn dispatch(&self) -> Dispatch<'_> {
+        Dispatch {
+            pipeline: &self.pipeline,
+            buffers: self.buffers.iter().map(|b| &**b).collect(),
+            params: self.params,
+            sizes: self.sizes.clone(),
+            threadgroup_memory: self.threadgroup_memory,
+            groups: self.groups,
+            threads: self.threads,
+        }
+    }
+}
+
+/// A captured graph: the current exec or a handle (C3: never shared).
+enum Graph {
+    /// Nothing was launched between begin and end.
+    Empty,
+    /// An indirect command buffer; `launches` keeps every pipeline and buffer
+    /// its commands reference alive, `buffers` lists each buffer once for
+    /// `useResource`.
+    Native {
+        icb: Icb,
+        _launches: Vec<Recorded>,
+        buffers: Vec<Arc<Buffer>>,
+    },
+    /// Re-encoded on every replay.
+    Emulated { launches: Vec<Recorded> },
+}
+
+/// The command buffer eager launches and replays are encoded into.
+struct Batch {
+    cb: CommandBuffer,
+    encoder: Option<Encoder>,
+    launches: usize,
+    /// Graphs replayed in this batch, held until it completes (C8).
+    keep: Vec<Arc<Graph>>,
+}
+
+impl Batch {
+    fn encoder(&mut self) -> Result<&Encoder, ErrorKind> {
+        if self.encoder.is_none() {
+            self.encoder = Some(self.cb.encoder()?);
+        }
+        self.encoder
+            .as_ref()
+            .ok_or_else(|| ErrorKind::driver("computeCommandEncoder", "no encoder"))
+    }
+
+    fn end_encoder(&mut self) {
+        if let Some(enc) = self.encoder.take() {
+            enc.end();
+        }
+    }
+}
+
+/// A committed command buffer and what must outlive it.
+struct Submitted {
+    cb: CommandBuffer,
+    _keep: Vec<Arc<Graph>>,
+}
+
+/// One Metal device behind the seam.
+pub struct MetalBackend {
+    info: DeviceInfo,
+    /// Capture through indirect command buffers (else Emulated).
+    native: bool,
+    libraries: HashMap<OpKind, mtl::Library>,
+    /// Keyed by MSL entry point name.
+    pipelines: HashMap<&'static str, Arc<Pipeline>>,
+    buffers: HashMap<u64, Arc<Buffer>>,
+    next_id: u64,
+    batch: Option<Batch>,
+    in_flight: VecDeque<Submitted>,
+    capture: Option<Vec<Recorded>>,
+    current: Option<Arc<Graph>>,
+    graphs: HashMap<u64, Arc<Graph>>,
+    queue: Queue,
+    device: Device,
+}
+
+fn params_bytes(p: &Params) -> [u8; 32] {
+    let words = [
+        p.d0,
+        p.d1,
+        p.d2,
+        p.bits,
+        p.s0.to_bits(),
+        p.s1.to_bits(),
+        p._pad[0],
+        p._pad[1],
+    ];
+    let mut out = [0u8; 32];
+    for (chunk, w) in out.chunks_exact_mut(4).zip(words) {
+        chunk.copy_from_slice(&w.to_ne_bytes());
+    }
+    out
+}
+
+/// A command buffer that ended in `MTLCommandBufferStatusError`.
+fn failed(message: String) -> ErrorKind {
+    ErrorKind::driver("MTLCommandBuffer.status (Error)", message)
+}
+
+impl MetalBackend {
+    /// Open `metal:<index>`: the index-th device of `MTLCopyAllDevices`.
+    pub fn open(index: usize) -> Result<MetalBackend, ErrorKind> {
+        mtl::pool(|| {
+            let device = Device::open(index).map_err(|reason| ErrorKind::Unavailable { reason })?;
+            let forced = std::env::var(CAPTURE_ENV).is_ok_and(|v| v == "emulated");
+            let native = device.supports_compute_icb() && !forced;
+            let info = DeviceInfo {
+                backend: "metal".into(),
+                index,
+                name: device.name(),
+                driver: format!(
+                    "Metal, {}; MSL {}.{} from naga",
+                    mtl::os_version(),
+                    msl::MSL_VERSION.0,
+                    msl::MSL_VERSION.1
+                ),
+            };
+            Ok(MetalBackend {
+                info,
+                native,
+                libraries: HashMap::new(),
+                pipelines: HashMap::new(),
+                buffers: HashMap::new(),
+                next_id: 1,
+                batch: None,
+                in_flight: VecDeque::new(),
+                capture: None,
+                current: None,
+                graphs: HashMap::new(),
+                queue: device.new_queue()?,
+                device,
+            })
+        })
+    }
+
+    /// The pipeline of an (op, entry point), compiling the op's library and
+    /// the pipeline on first use. Pipelines are made ICB-capable when
+    /// capture is Native, so one pipeline serves eager and captured launches.
+    fn pipeline(
+        &mut self,
+        op: OpKind,
+        lib: &'static MslLibrary,
+        ep: &'static EntryPoint,
+    ) -> Result<Arc<Pipeline>, ErrorKind> {
+        if let Some(p) = self.pipelines.get(ep.msl) {
+            return Ok(p.clone());
+        }
+        if !self.libraries.contains_key(&op) {
+            let library = self.device.new_library(lib.source)?;
+            self.libraries.insert(op, library);
+        }
+        let library = self.libraries.get(&op).ok_or_else(|| {
+            ErrorKind::driver("newLibraryWithSource:options:error:", "no library")
+        })?;
+        let pipeline = Arc::new(self.device.new_pipeline(
+            library,
+            ep.msl,
+            ep.threads_per_group(),
+            self.native,
+        )?);
+        self.pipelines.insert(ep.msl, pipeline.clone());
+        Ok(pipeline)
+    }
+
+    fn buffer(&self, raw: RawBuffer) -> Result<Arc<Buffer>, ErrorKind> {
+        self.buffers
+            .get(&raw.0)
+            .cloned()
+            .ok_or(ErrorKind::UnknownBuffer { id: raw.0 })
+    }
+
+    /// Resolve a launch into a dispatch: kernel, pipeline, buffers, grid.
+    fn resolve(&mut self, launch: &Launch) -> Result<Recorded, ErrorKind> {
+        let (lib, ep) = msl::kernel(launch.op, launch.dtype).ok_or(ErrorKind::OpUnsupported {
+            op: launch.op,
+            dtype: launch.dtype,
+        })?;
+        let buffers = launch
+            .buffers
+            .iter()
+            .map(|&b| self.buffer(b))
+            .collect::<Result<Vec<_>, _>>()?;
+        let sizes = lib
+            .sizes
+            .iter()
+            .map(|&binding| {
+                buffers
+                    .get(binding as usize)
+                    .map_or(0, |b| u32::try_from(b.len()).unwrap_or(u32::MAX))
+            })
+            .collect();
+        let groups = dispatch::grid(dispatch::threadgroups(launch, ep))?;
+        Ok(Recorded {
+            pipeline: self.pipeline(launch.op, lib, ep)?,
+            buffers,
+            params: params_bytes(&launch.params),
+            sizes,
+            threadgroup_memory: ep.threadgroup_memory,
+            groups,
+            threads: ep.threads,
+        })
+    }
+
+    fn batch(&mut self) -> Result<&mut Batch, ErrorKind> {
+        if self.batch.is_none() {
+            self.batch = Some(Batch {
+                cb: self.queue.command_buffer()?,
+                encoder: None,
+                launches: 0,
+                keep: Vec::new(),
+            });
+        }
+        self.batch
+            .as_mut()
+            .ok_or_else(|| ErrorKind::driver("commandBuffer", "no batch"))
+    }
+
+    /// Commit the batch, if any, then forget command buffers that completed.
+    fn submit(&mut self) -> Result<(), ErrorKind> {
+        if let Some(mut batch) = self.batch.take() {
+            batch.end_encoder();
+            batch.cb.commit();
+            self.in_flight.push_back(Submitted {
+                cb: batch.cb,
+                _keep: batch.keep,
+            });
+        }
+        while self.in_flight.len() > MAX_IN_FLIGHT {
+            self.wait_oldest()?;
+        }
+        self.reap()
+    }
+
+    /// Drop completed submissions from the front; a failed one is an error.
+    fn reap(&mut self) -> Result<(), ErrorKind> {
+        while let Some(s) = self.in_flight.front() {
+            match s.cb.status() {
+                mtl::Status::Pending => break,
+                mtl::Status::Completed => {
+                    self.in_flight.pop_front();
+                }
+                mtl::Status::Failed(message) => {
+                    self.in_flight.pop_front();
+                    return Err(failed(message));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait for the oldest submission; a failed one is an error. One that
+    /// is still running after the wait limit stays in flight.
+    fn wait_oldest(&mut self) -> Result<(), ErrorKind> {
+        let Some(s) = self.in_flight.front() else {
+            return Ok(());
+        };
+        let status = s.cb.wait()?;
+        self.in_flight.pop_front();
+        match status {
+            mtl::Status::Failed(message) => Err(failed(message)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Commit everything queued and wait for all of it (bounded).
+    fn wait_idle(&mut self) -> Result<(), ErrorKind> {
+        self.submit()?;
+        while !self.in_flight.is_empty() {
+            self.wait_oldest()?;
+        }
+        Ok(())
+    }
+
+    fn graph(&self, target: ReplayTarget) -> Result<Arc<Graph>, ErrorKind> {
+        match target {
+            ReplayTarget::Current => self.current.clone().ok_or(ErrorKind::NoCurrentExec),
+            ReplayTarget::Graph(g) => self
+                .graphs
+                .get(&g.0)
+                .cloned()
+                .ok_or(ErrorKind::UnknownGraph { id: g.0 }),
+        }
+    }
+
+    /// Turn the recorded launches into a graph: an indirect command buffer
+    /// when capture is Native, the list itself when Emulated.
+    fn finish_capture(&mut self) -> Result<Graph, ErrorKind> {
+        let launches = self.capture.take().ok_or(ErrorKind::NotCapturing)?;
+        if launches.is_empty() {
+            return Ok(Graph::Empty);
+        }
+        if !self.native {
+            return Ok(Graph::Emulated { launches });
+        }
+        let icb = {
+            let dispatches: Vec<Dispatch<'_>> = launches.iter().map(Recorded::dispatch).collect();
+            mtl::pool(|| self.device.new_icb(&dispatches))?
+        };
+        let mut buffers: Vec<Arc<Buffer>> = Vec::new();
+        for b in launches.iter().flat_map(|l| &l.buffers) {
+            if !buffers.iter().any(|x| Arc::ptr_eq(x, b)) {
+                buffers.push(b.clone());
+            }
+        }
+        Ok(Graph::Native {
+            icb,
+            _launches: launches,
+            buffers,
+        })
+    }
+}
+
+impl Backend for MetalBackend {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn capture_support(&self) -> CaptureSupport {
+        if self.native {
+            CaptureSupport::Native
+        } else {
+            CaptureSupport::Emulated
+        }
+    }
+
+    fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
+        // Kernels see every buffer as whole 32-bit words.
+        let rounded = bytes
+            .checked_next_multiple_of(4)
+            .ok_or(ErrorKind::TooLarge {
+                what: "allocation",
+                detail: format!("{bytes} bytes"),
+            })?;
+        let buffer = mtl::pool(|| self.device.new_buffer(rounded))?;
+        let id = self.next_id;
+        self.next_id += 1;
+        self.buffers.insert(id, Arc::new(buffer));
+        Ok(RawBuffer(id))
+    }
+
+    fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
+        // Queued eager work retains the MTLBuffer in its command buffer, and a
+        // graph holds its own reference, so this releases only ours.
+        self.buffers
+            .remove(&buffer.0)
+            .map(drop)
+            .ok_or(ErrorKind::UnknownBuffer { id: buffer.0 })
+    }
+
+    fn write(&mut self, buffer: RawBuffer, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
+        let buf = self.buffer(buffer)?;
+        mtl::pool(|| self.wait_idle())?;
+        buf.write(offset, data)
+    }
+
+    fn read(&mut self, buffer: RawBuffer, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
+        let buf = self.buffer(buffer)?;
+        mtl::pool(|| self.wait_idle())?;
+        buf.read(offset, out)
+    }
+
+    fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
+        mtl::pool(|| {
+            let rec = self.resolve(launch)?;
+            if let Some(capture) = &mut self.capture {
+                capture.push(rec);
+                return Ok(());
+            }
+            let batch = self.batch()?;
+            batch.encoder()?.dispatch(&rec.dispatch())?;
+            batch.launches += 1;
+            if batch.launches >= EAGER_BATCH {
+                self.submit()?;
+            }
+            Ok(())
+        })
+    }
+
+    fn synchronize(&mut self) -> Result<(), ErrorKind> {
+        mtl::pool(|| self.wait_idle())
+    }
+
+    fn prepare(&mut self, ops: &[(OpKind, DType)]) -> Result<(), ErrorKind> {
+        mtl::pool(|| {
+            for &(op, dtype) in ops {
+                let (lib, ep) =
+                    msl::kernel(op, dtype).ok_or(ErrorKind::OpUnsupported { op, dtype })?;
+                self.pipeline(op, lib, ep)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn begin_capture(&mut self) -> Result<(), ErrorKind> {
+        if self.capture.is_some() {
+            return Err(ErrorKind::NestedCapture);
+        }
+        self.capture = Some(Vec::new());
+        Ok(())
+    }
+
+    fn end_capture(&mut self) -> Result<(), ErrorKind> {
+        let graph = self.finish_capture()?;
+        // A replaced exec still in flight is held by its command buffer (C8).
+        self.current = Some(Arc::new(graph));
+        Ok(())
+    }
+
+    fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
+        let graph = self.finish_capture()?;
+        let id = self.next_id;
+        self.next_id += 1;
+        self.graphs.insert(id, Arc::new(graph));
+        Ok(RawGraph(id))
+    }
+
+    fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
+        let graph = self.graph(target)?;
+        if matches!(*graph, Graph::Empty) {
+            return Ok(());
+        }
+        mtl::pool(|| {
+            let batch = self.batch()?;
+            match &*graph {
+                Graph::Empty => {}
+                Graph::Emulated { launches } => {
+                    let enc = batch.encoder()?;
+                    for l in launches {
+                        enc.dispatch(&l.dispatch())?;
+                    }
+                    batch.launches += launches.len();
+                }
+                Graph::Native { icb, buffers, .. } => {
+                    // Its own encoder: useResource orders it after the eager
+                    // dispatches before it and before the ones after it.
+                    batch.end_encoder();
+                    let enc = batch.cb.encoder()?;
+                    let refs: Vec<&Buffer> = buffers.iter().map(|b| &**b).collect();
+                    enc.execute(icb, &refs)?;
+                    enc.end();
+                    batch.launches += 1;
+                }
+            }
+            // Held until the command buffer completes: destroy_graph while
+            // this replay runs only drops the backend's reference (C8).
+            batch.keep.push(graph.clone());
+            self.submit()
+        })
+    }
+
+    fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
+        // In-flight replays hold their own reference; release happens when
+        // their command buffer completes (C8).
+        self.graphs
+            .remove(&graph.0)
+            .map(drop)
+            .ok_or(ErrorKind::UnknownGraph { id: graph.0 })
+    }
+
+    fn abort_capture(&mut self) -> Result<(), ErrorKind> {
+        self.capture.take().map(drop).ok_or(ErrorKind::NotCapturing)
+    }
+
+    fn live_resources(&self) -> ResourceCounts {
+        ResourceCounts {
+            buffers: self.buffers.len(),
+            graphs: self.graphs.len() + usize::from(self.current.is_some()),
+        }
+    }
+}
+
+impl Drop for MetalBackend {
+    fn drop(&mut self) {
+        // Nothing Metal still executes may be released under it; the wait is
+        // bounded, so a hung GPU cannot hang the drop.
+        let _ = mtl::pool(|| self.wait_idle());
+    }
+}
