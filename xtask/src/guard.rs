@@ -48,6 +48,17 @@ const GUARDS: &[Guard] = &[
         ],
     },
     Guard {
+        name: "wgpu (wgpu 30, adapters found at run time)",
+        args: &[
+            "check",
+            "-p",
+            "seam-backends",
+            "--features",
+            "wgpu",
+            "--all-targets",
+        ],
+    },
+    Guard {
         name: "metal (objc2-metal), type-checked for aarch64-apple-darwin",
         args: &[
             "check",

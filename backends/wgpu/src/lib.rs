@@ -1,10 +1,147 @@
-//! Placeholder until this backend lands: reports itself unavailable.
+//! The wgpu backend: every adapter wgpu finds (Vulkan and Metal here) is a
+//! device, kernels are the WGSL sources of `seam-kernels`, and graph capture
+//! is **Emulated**. Safe Rust only.
+//!
+//! Decisions, each made once (docs/wgpu.md says what the emulated graph
+//! saves and what it does not):
+//! - **Devices.** Every adapter of every wgpu backend compiled in, in wgpu's
+//!   enumeration order, that has `Features::IMMEDIATES` with at least 32
+//!   bytes of `max_immediate_size` (the `Params` block is `var<immediate>`)
+//!   and compute shaders. An adapter without them is skipped with a reason
+//!   ([`adapters`] lists it). `WGPU_BACKEND` narrows the backends, as wgpu does.
+//! - **Memory.** One `STORAGE | COPY_SRC | COPY_DST` buffer per allocation,
+//!   rounded up to whole 32-bit words (kernels see `array<u32>`). Writes go
+//!   through `Queue::write_buffer`; a write that does not start and end on a
+//!   word first reads the two edge words back. Reads copy into a `MAP_READ`
+//!   staging buffer (reused, at most 64 MiB a chunk) and map it with a
+//!   bounded wait.
+//! - **Kernels.** One shader module, bind group layout and pipeline layout
+//!   per op, the layout reflected from the WGSL with naga (so it always
+//!   matches the kernel's `read` / `read_write` declarations); one compute
+//!   pipeline per (op, entry point), made lazily or by `prepare`, cached for
+//!   the device's life. Bind groups are cached per (op, buffers) and evicted
+//!   when a buffer is freed.
+//! - **Eager launches** are resolved at launch (pipeline, bind group,
+//!   workgroup counts) and batched; the batch is encoded into one compute
+//!   pass and submitted at the next write, read, synchronize, replay, or
+//!   after 256 launches. wgpu inserts the barriers between dependent
+//!   dispatches of a pass.
+//! - **Capture is Emulated.** wgpu command buffers are one-shot, so a graph
+//!   is the list of fully resolved dispatches recorded at capture time; a
+//!   replay re-encodes them (after any pending eager batch) into one command
+//!   encoder and submits it. The current exec and each graph handle are
+//!   separate lists (C3).
+//! - **Lifetimes.** Freeing a buffer or destroying a graph drops our handles
+//!   only; wgpu-core keeps every resource a submission uses alive until that
+//!   submission has finished, so a replay in flight completes (C8).
+//! - **Errors.** Every wgpu call that can fail runs inside validation,
+//!   out-of-memory and internal error scopes and becomes
+//!   `ErrorKind::Driver` naming the call; an uncaptured-error handler
+//!   collects anything else (never the default handler, which panics).
+//!   Waits are bounded (20 s), then an error naming `wgpu::Device::poll`.
+
+#![forbid(unsafe_code)]
+
+mod backend;
+mod dispatch;
+mod gpu;
+mod kernels;
+#[cfg(test)]
+mod tests;
+
+pub use backend::WgpuBackend;
+
 use seam::{Backend, ErrorKind};
 
-pub fn device_count() -> Result<usize, String> {
-    Err("backend not implemented yet".into())
+/// What to install when wgpu finds nothing.
+pub const INSTALL_HINT: &str =
+    "no wgpu adapter: install mesa-vulkan-drivers for the CPU device (lavapipe)";
+
+/// Bytes of immediate data (push constants) every kernel needs: `seam::Params`.
+pub const IMMEDIATE_BYTES: u32 = std::mem::size_of::<seam::Params>() as u32;
+
+/// One adapter wgpu found, and why it is skipped if it is.
+#[derive(Clone, Debug)]
+pub struct AdapterSlot {
+    pub info: wgpu::AdapterInfo,
+    /// `None` if the adapter is a seam device; otherwise why not.
+    pub skipped: Option<String>,
 }
 
+fn instance() -> wgpu::Instance {
+    wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env())
+}
+
+fn enumerate(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {
+    pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()))
+}
+
+/// Why `adapter` cannot run seam's kernels, if it cannot.
+fn unusable(adapter: &wgpu::Adapter) -> Option<String> {
+    if !adapter.features().contains(wgpu::Features::IMMEDIATES) {
+        return Some(
+            "lacks wgpu::Features::IMMEDIATES (push constants for the Params block)".into(),
+        );
+    }
+    let max = adapter.limits().max_immediate_size;
+    if max < IMMEDIATE_BYTES {
+        return Some(format!(
+            "max_immediate_size is {max} bytes, the Params block needs {IMMEDIATE_BYTES}"
+        ));
+    }
+    let downlevel = adapter.get_downlevel_capabilities();
+    if !downlevel
+        .flags
+        .contains(wgpu::DownlevelFlags::COMPUTE_SHADERS)
+    {
+        return Some("no compute shaders".into());
+    }
+    None
+}
+
+/// Every adapter wgpu enumerates, usable or not (with the reason).
+pub fn adapters() -> Vec<AdapterSlot> {
+    enumerate(&instance())
+        .iter()
+        .map(|a| AdapterSlot {
+            info: a.get_info(),
+            skipped: unusable(a),
+        })
+        .collect()
+}
+
+/// How many wgpu adapters can run seam, or why there are none (with what to install).
+pub fn device_count() -> Result<usize, String> {
+    let all = adapters();
+    if all.is_empty() {
+        return Err(INSTALL_HINT.into());
+    }
+    let usable = all.iter().filter(|a| a.skipped.is_none()).count();
+    if usable == 0 {
+        let reasons: Vec<String> = all
+            .iter()
+            .filter_map(|a| {
+                let why = a.skipped.as_ref()?;
+                Some(format!("{} ({:?}): {why}", a.info.name, a.info.backend))
+            })
+            .collect();
+        return Err(format!(
+            "no usable wgpu adapter: {}; {INSTALL_HINT}",
+            reasons.join("; ")
+        ));
+    }
+    Ok(usable)
+}
+
+/// Open `wgpu:<index>` (index among the usable adapters).
 pub fn open(index: usize) -> Result<Box<dyn Backend>, ErrorKind> {
-    Err(ErrorKind::Unavailable { reason: format!("device {index}: backend not implemented yet") })
+    let instance = instance();
+    let adapter = enumerate(&instance)
+        .into_iter()
+        .filter(|a| unusable(a).is_none())
+        .nth(index)
+        .ok_or_else(|| ErrorKind::Unavailable {
+            reason: format!("wgpu:{index}: no such adapter ({INSTALL_HINT})"),
+        })?;
+    Ok(Box::new(WgpuBackend::open(index, &adapter)?))
 }

@@ -1,0 +1,487 @@
+//! `WgpuBackend`: the seam over wgpu. The decisions it implements are listed
+//! in the crate documentation; docs/wgpu.md explains the emulated graph.
+
+use crate::dispatch;
+use crate::gpu::{Gpu, WAIT_LIMIT};
+use crate::kernels::Kernels;
+use seam::{
+    Backend, CaptureSupport, DType, DeviceInfo, ErrorKind, Launch, OpKind, Params, RawBuffer,
+    RawGraph, ReplayTarget, ResourceCounts,
+};
+use std::collections::HashMap;
+use std::sync::mpsc;
+use std::time::Instant;
+
+/// Eager launches batched before the batch is submitted on its own.
+const EAGER_BATCH: usize = 256;
+/// Largest staging buffer for reads; bigger reads go in chunks.
+const STAGING_MAX: u64 = 64 << 20;
+/// Bind groups kept for eager launches before the cache is cleared.
+const BIND_GROUP_CACHE_MAX: usize = 4096;
+/// wgpu's alignment for buffer copies and `write_buffer` (`COPY_BUFFER_ALIGNMENT`).
+const ALIGN: u64 = wgpu::COPY_BUFFER_ALIGNMENT;
+
+struct Buf {
+    buffer: wgpu::Buffer,
+    /// Bytes, a whole number of words.
+    size: u64,
+}
+
+/// One fully resolved dispatch: everything a replay needs, nothing to look up.
+#[derive(Clone)]
+struct Dispatch {
+    pipeline: wgpu::ComputePipeline,
+    bind_group: wgpu::BindGroup,
+    params: Params,
+    groups: (u32, u32),
+}
+
+/// A captured graph: the current exec or a handle. Replays re-encode it.
+struct Graph {
+    dispatches: Vec<Dispatch>,
+}
+
+/// The wgpu device behind the seam.
+pub struct WgpuBackend {
+    info: DeviceInfo,
+    pub(crate) gpu: Gpu,
+    pub(crate) kernels: Kernels,
+    buffers: HashMap<u64, Buf>,
+    /// Bind groups per (op, buffers); buffer ids are never reused.
+    bind_groups: HashMap<(OpKind, Vec<u64>), wgpu::BindGroup>,
+    /// Eager launches not yet submitted, in launch order.
+    pending: Vec<Dispatch>,
+    /// Dispatches recorded since begin_capture.
+    recording: Option<Vec<Dispatch>>,
+    current: Option<Graph>,
+    graphs: HashMap<u64, Graph>,
+    staging: Option<wgpu::Buffer>,
+    next_buffer: u64,
+    next_graph: u64,
+}
+
+impl WgpuBackend {
+    /// Open `wgpu:<index>` on `adapter`.
+    pub fn open(index: usize, adapter: &wgpu::Adapter) -> Result<WgpuBackend, ErrorKind> {
+        let a = adapter.get_info();
+        let gpu = Gpu::request(adapter)?;
+        let driver = match (a.driver.is_empty(), a.driver_info.is_empty()) {
+            (false, false) => format!("{} {}", a.driver, a.driver_info),
+            (false, true) => a.driver.clone(),
+            (true, false) => a.driver_info.clone(),
+            (true, true) => format!("wgpu {:?} driver (unnamed)", a.backend),
+        };
+        Ok(WgpuBackend {
+            info: DeviceInfo {
+                backend: "wgpu".into(),
+                index,
+                name: format!("{} ({:?})", a.name, a.backend),
+                driver,
+            },
+            gpu,
+            kernels: Kernels::default(),
+            buffers: HashMap::new(),
+            bind_groups: HashMap::new(),
+            pending: Vec::new(),
+            recording: None,
+            current: None,
+            graphs: HashMap::new(),
+            staging: None,
+            next_buffer: 1,
+            next_graph: 1,
+        })
+    }
+
+    #[cfg(test)]
+    pub(crate) fn bind_group_count(&self) -> usize {
+        self.bind_groups.len()
+    }
+
+    fn buf(&self, buffer: RawBuffer) -> Result<&Buf, ErrorKind> {
+        self.buffers
+            .get(&buffer.0)
+            .ok_or(ErrorKind::UnknownBuffer { id: buffer.0 })
+    }
+
+    /// The bind group of `op` over `buffers`, from the cache or made now.
+    fn bind_group(
+        &mut self,
+        op: OpKind,
+        buffers: &[RawBuffer],
+    ) -> Result<wgpu::BindGroup, ErrorKind> {
+        let key = (op, buffers.iter().map(|b| b.0).collect::<Vec<_>>());
+        if let Some(g) = self.bind_groups.get(&key) {
+            return Ok(g.clone());
+        }
+        let max_binding = self.gpu.limits.max_storage_buffer_binding_size;
+        let mut bound = Vec::with_capacity(buffers.len());
+        for (i, b) in buffers.iter().enumerate() {
+            let buf = self.buf(*b)?;
+            if buf.size > max_binding {
+                return Err(ErrorKind::TooLarge {
+                    what: "storage binding",
+                    detail: format!(
+                        "{op}: binding {i} is {} bytes, the device binds at most {max_binding}",
+                        buf.size
+                    ),
+                });
+            }
+            bound.push(buf.buffer.clone());
+        }
+        let entries: Vec<wgpu::BindGroupEntry> = bound
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: b.as_entire_binding(),
+            })
+            .collect();
+        let layout = self.kernels.op(&self.gpu, op)?.bind_layout.clone();
+        let group = self.gpu.checked("wgpu::Device::create_bind_group", || {
+            self.gpu
+                .device
+                .create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: None,
+                    layout: &layout,
+                    entries: &entries,
+                })
+        })?;
+        if self.bind_groups.len() >= BIND_GROUP_CACHE_MAX {
+            self.bind_groups.clear();
+        }
+        self.bind_groups.insert(key, group.clone());
+        Ok(group)
+    }
+
+    /// Resolve a launch into a dispatch: pipeline, bind group, workgroup counts.
+    fn resolve(&mut self, launch: &Launch) -> Result<Dispatch, ErrorKind> {
+        let groups = dispatch::grid(
+            dispatch::workgroups(launch),
+            self.gpu.limits.max_compute_workgroups_per_dimension,
+        )?;
+        let pipeline = self.kernels.pipeline(&self.gpu, launch.op, launch.dtype)?;
+        let bind_group = self.bind_group(launch.op, &launch.buffers)?;
+        Ok(Dispatch {
+            pipeline,
+            bind_group,
+            params: launch.params,
+            groups,
+        })
+    }
+
+    /// Encode the pending eager batch, then `then` (a graph's dispatches),
+    /// into one command buffer and submit it. Nothing to do: no submission.
+    fn submit(&mut self, then: Option<ReplayTarget>) -> Result<(), ErrorKind> {
+        let graph = match then {
+            None => None,
+            Some(ReplayTarget::Current) => {
+                Some(self.current.as_ref().ok_or(ErrorKind::NoCurrentExec)?)
+            }
+            Some(ReplayTarget::Graph(g)) => Some(
+                self.graphs
+                    .get(&g.0)
+                    .ok_or(ErrorKind::UnknownGraph { id: g.0 })?,
+            ),
+        };
+        let graph_dispatches = graph.map_or(&[][..], |g| &g.dispatches[..]);
+        if self.pending.is_empty() && graph_dispatches.is_empty() {
+            return Ok(());
+        }
+        // The batch leaves `pending` even if encoding fails: its error is reported once.
+        let batch = std::mem::take(&mut self.pending);
+        let commands = encode(&self.gpu, &[&batch, graph_dispatches])?;
+        self.gpu
+            .checked("wgpu::Queue::submit", || self.gpu.queue.submit([commands]))?;
+        Ok(())
+    }
+
+    /// Copy `len` bytes at `start` (both word-aligned) of `src` back to the host.
+    fn read_words(&mut self, src: RawBuffer, start: u64, len: u64) -> Result<Vec<u8>, ErrorKind> {
+        let source = self.buf(src)?.buffer.clone();
+        let mut out = Vec::with_capacity(len as usize);
+        let mut done = 0;
+        while done < len {
+            let chunk = (len - done).min(STAGING_MAX);
+            let staging = self.staging_buffer(chunk)?;
+            let read = self.read_chunk(&source, start + done, &staging, chunk);
+            if read.is_err() {
+                // The staging buffer may still be mapped or pending a map: never reuse it.
+                self.staging = None;
+            }
+            out.extend_from_slice(&read?);
+            done += chunk;
+        }
+        Ok(out)
+    }
+
+    /// One staged read: copy, submit, map with a bounded wait, copy out, unmap.
+    fn read_chunk(
+        &self,
+        source: &wgpu::Buffer,
+        at: u64,
+        staging: &wgpu::Buffer,
+        chunk: u64,
+    ) -> Result<Vec<u8>, ErrorKind> {
+        let mut encoder = self
+            .gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("seam read"),
+            });
+        encoder.copy_buffer_to_buffer(source, at, staging, 0, chunk);
+        let commands = self
+            .gpu
+            .checked("wgpu::CommandEncoder::finish", || encoder.finish())?;
+        let index = self
+            .gpu
+            .checked("wgpu::Queue::submit", || self.gpu.queue.submit([commands]))?;
+        let (tx, rx) = mpsc::channel();
+        let slice = staging.slice(0..chunk);
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.gpu.wait(Some(index))?;
+        let deadline = Instant::now() + WAIT_LIMIT;
+        let mapped = loop {
+            match rx.try_recv() {
+                Ok(r) => break r,
+                Err(mpsc::TryRecvError::Disconnected) => {
+                    return Err(ErrorKind::driver(
+                        "wgpu::BufferSlice::map_async",
+                        "the map callback was dropped without being called",
+                    ))
+                }
+                Err(mpsc::TryRecvError::Empty) if Instant::now() > deadline => {
+                    return Err(ErrorKind::driver(
+                        "wgpu::BufferSlice::map_async",
+                        format!(
+                            "the buffer was not mapped within {} s",
+                            WAIT_LIMIT.as_secs()
+                        ),
+                    ))
+                }
+                Err(mpsc::TryRecvError::Empty) => {
+                    self.gpu
+                        .device
+                        .poll(wgpu::PollType::Poll)
+                        .map_err(|e| ErrorKind::driver("wgpu::Device::poll", e))?;
+                    std::thread::yield_now();
+                }
+            }
+        };
+        mapped.map_err(|e| ErrorKind::driver("wgpu::BufferSlice::map_async", e))?;
+        let bytes = {
+            let view = slice
+                .get_mapped_range()
+                .map_err(|e| ErrorKind::driver("wgpu::BufferSlice::get_mapped_range", e))?;
+            view.to_vec()
+        };
+        staging.unmap();
+        Ok(bytes)
+    }
+
+    /// A `MAP_READ` staging buffer of at least `len` bytes, reused between reads.
+    fn staging_buffer(&mut self, len: u64) -> Result<wgpu::Buffer, ErrorKind> {
+        if let Some(s) = &self.staging {
+            if s.size() >= len {
+                return Ok(s.clone());
+            }
+        }
+        let size = len.next_power_of_two().clamp(4096, STAGING_MAX).max(len);
+        let staging = self.gpu.checked("wgpu::Device::create_buffer", || {
+            self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("seam staging"),
+                size,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        })?;
+        self.staging = Some(staging.clone());
+        Ok(staging)
+    }
+}
+
+/// Encode `lists` of dispatches, in order, into one compute pass of one
+/// command buffer. wgpu puts a barrier between dependent dispatches.
+fn encode(gpu: &Gpu, lists: &[&[Dispatch]]) -> Result<wgpu::CommandBuffer, ErrorKind> {
+    let mut encoder = gpu
+        .device
+        .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("seam"),
+        });
+    {
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: None,
+            timestamp_writes: None,
+        });
+        for d in lists.iter().flat_map(|l| l.iter()) {
+            pass.set_pipeline(&d.pipeline);
+            pass.set_bind_group(0, &d.bind_group, &[]);
+            pass.set_immediates(0, bytemuck::bytes_of(&d.params));
+            pass.dispatch_workgroups(d.groups.0, d.groups.1, 1);
+        }
+    }
+    gpu.checked("wgpu::CommandEncoder::finish", || encoder.finish())
+}
+
+impl Backend for WgpuBackend {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn capture_support(&self) -> CaptureSupport {
+        CaptureSupport::Emulated
+    }
+
+    fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
+        let size = (bytes as u64).div_ceil(ALIGN) * ALIGN;
+        let max = self.gpu.limits.max_buffer_size;
+        if size > max {
+            return Err(ErrorKind::TooLarge {
+                what: "allocation",
+                detail: format!("{bytes} bytes, the device's largest buffer is {max}"),
+            });
+        }
+        let buffer = self.gpu.checked("wgpu::Device::create_buffer", || {
+            self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        })?;
+        let id = self.next_buffer;
+        self.next_buffer += 1;
+        self.buffers.insert(id, Buf { buffer, size });
+        Ok(RawBuffer(id))
+    }
+
+    fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
+        // Dropping the handle is enough: a pending launch's bind group and any
+        // submission still using the buffer keep it alive inside wgpu.
+        self.buffers
+            .remove(&buffer.0)
+            .ok_or(ErrorKind::UnknownBuffer { id: buffer.0 })?;
+        self.bind_groups
+            .retain(|(_, ids), _| !ids.contains(&buffer.0));
+        Ok(())
+    }
+
+    fn write(&mut self, buffer: RawBuffer, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        // Submit pending launches first: write_buffer runs before the next submission.
+        self.submit(None)?;
+        let offset = offset as u64;
+        let end = offset + data.len() as u64;
+        let start = offset / ALIGN * ALIGN;
+        let aligned_end = end.div_ceil(ALIGN) * ALIGN;
+        let dst = self.buf(buffer)?.buffer.clone();
+        if start == offset && aligned_end == end {
+            return self.gpu.checked("wgpu::Queue::write_buffer", || {
+                self.gpu.queue.write_buffer(&dst, offset, data)
+            });
+        }
+        // Not word-aligned (16-bit elements): keep the neighbouring half-words.
+        let mut words = vec![0u8; (aligned_end - start) as usize];
+        let head = self.read_words(buffer, start, ALIGN)?;
+        words[..ALIGN as usize].copy_from_slice(&head);
+        if aligned_end - ALIGN > start {
+            let tail = self.read_words(buffer, aligned_end - ALIGN, ALIGN)?;
+            let n = words.len();
+            words[n - ALIGN as usize..].copy_from_slice(&tail);
+        }
+        let at = (offset - start) as usize;
+        words[at..at + data.len()].copy_from_slice(data);
+        self.gpu.checked("wgpu::Queue::write_buffer", || {
+            self.gpu.queue.write_buffer(&dst, start, &words)
+        })
+    }
+
+    fn read(&mut self, buffer: RawBuffer, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        self.submit(None)?;
+        let offset = offset as u64;
+        let start = offset / ALIGN * ALIGN;
+        let end = (offset + out.len() as u64).div_ceil(ALIGN) * ALIGN;
+        let words = self.read_words(buffer, start, end - start)?;
+        let at = (offset - start) as usize;
+        out.copy_from_slice(&words[at..at + out.len()]);
+        Ok(())
+    }
+
+    fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
+        let d = self.resolve(launch)?;
+        if let Some(rec) = &mut self.recording {
+            rec.push(d);
+            return Ok(());
+        }
+        self.pending.push(d);
+        if self.pending.len() >= EAGER_BATCH {
+            self.submit(None)?;
+        }
+        Ok(())
+    }
+
+    fn synchronize(&mut self) -> Result<(), ErrorKind> {
+        self.submit(None)?;
+        self.gpu.wait(None)
+    }
+
+    fn prepare(&mut self, ops: &[(OpKind, DType)]) -> Result<(), ErrorKind> {
+        for &(op, dtype) in ops {
+            self.kernels.pipeline(&self.gpu, op, dtype)?;
+        }
+        Ok(())
+    }
+
+    fn begin_capture(&mut self) -> Result<(), ErrorKind> {
+        self.recording = Some(Vec::new());
+        Ok(())
+    }
+
+    fn end_capture(&mut self) -> Result<(), ErrorKind> {
+        let dispatches = self.recording.take().ok_or(ErrorKind::NotCapturing)?;
+        // The old exec's handles drop here; replays of it in flight keep what they use (C8).
+        self.current = Some(Graph { dispatches });
+        Ok(())
+    }
+
+    fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
+        let dispatches = self.recording.take().ok_or(ErrorKind::NotCapturing)?;
+        let id = self.next_graph;
+        self.next_graph += 1;
+        self.graphs.insert(id, Graph { dispatches });
+        Ok(RawGraph(id))
+    }
+
+    fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
+        self.submit(Some(target))
+    }
+
+    fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
+        // wgpu-core holds every resource of a submission until it completes,
+        // so a replay in flight finishes correctly (C8); nothing to wait for.
+        self.graphs
+            .remove(&graph.0)
+            .map(|_| ())
+            .ok_or(ErrorKind::UnknownGraph { id: graph.0 })
+    }
+
+    fn abort_capture(&mut self) -> Result<(), ErrorKind> {
+        self.recording = None;
+        Ok(())
+    }
+
+    fn live_resources(&self) -> ResourceCounts {
+        ResourceCounts {
+            buffers: self.buffers.len(),
+            graphs: self.graphs.len() + usize::from(self.current.is_some()),
+        }
+    }
+}

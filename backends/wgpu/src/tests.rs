@@ -1,0 +1,147 @@
+//! Backend-level tests of what the conformance suite cannot see from the
+//! seam: pipeline caching across replays, wgpu errors becoming seam errors,
+//! unaligned 16-bit host access, long eager batches. Each needs an adapter
+//! (lavapipe in CI) and says so when there is none.
+
+use crate::backend::WgpuBackend;
+use seam::{
+    ops, Backend, DType, Device, ErrorKind, Launch, OpKind, Params, RawBuffer, ReplayTarget,
+};
+
+fn open() -> Option<WgpuBackend> {
+    if let Err(why) = crate::device_count() {
+        eprintln!("skipped: {why}");
+        return None;
+    }
+    let instance = crate::instance();
+    let adapter = crate::enumerate(&instance)
+        .into_iter()
+        .find(|a| crate::unusable(a).is_none())?;
+    Some(WgpuBackend::open(0, &adapter).expect("open wgpu:0"))
+}
+
+fn add(a: RawBuffer, b: RawBuffer, out: RawBuffer, n: u32) -> Launch {
+    Launch {
+        op: OpKind::Add,
+        dtype: DType::U32,
+        buffers: vec![a, b, out],
+        params: Params {
+            d0: n,
+            ..Default::default()
+        },
+    }
+}
+
+fn words(b: &mut WgpuBackend, buf: RawBuffer, n: usize) -> Vec<u32> {
+    let mut out = vec![0u8; n * 4];
+    b.read(buf, 0, &mut out).expect("read");
+    out.chunks(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+fn upload(b: &mut WgpuBackend, data: &[u32]) -> RawBuffer {
+    let buf = b.alloc(data.len() * 4).expect("alloc");
+    let bytes: Vec<u8> = data.iter().flat_map(|w| w.to_le_bytes()).collect();
+    b.write(buf, 0, &bytes).expect("write");
+    buf
+}
+
+#[test]
+fn replay_creates_no_pipelines_or_bind_groups() {
+    let Some(mut b) = open() else { return };
+    let one = upload(&mut b, &[1; 100]);
+    let dst = upload(&mut b, &[0; 100]);
+    b.prepare(&[(OpKind::Add, DType::U32)]).expect("prepare");
+    b.begin_capture().expect("begin");
+    b.launch(&add(one, dst, dst, 100)).expect("record");
+    let g = b.end_capture_graph().expect("end");
+    let made = (b.kernels.pipeline_count(), b.bind_group_count());
+    for _ in 0..5 {
+        b.replay(ReplayTarget::Graph(g)).expect("replay");
+    }
+    assert_eq!((b.kernels.pipeline_count(), b.bind_group_count()), made);
+    assert_eq!(words(&mut b, dst, 100), vec![5; 100]);
+    b.destroy_graph(g).expect("destroy");
+}
+
+#[test]
+fn wgpu_validation_error_is_a_named_seam_error() {
+    let Some(b) = open() else { return };
+    // MAP_READ may only be combined with COPY_DST: a validation error, which
+    // wgpu's default handler would turn into a panic.
+    let r = b.gpu.checked("wgpu::Device::create_buffer", || {
+        b.gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: 16,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        })
+    });
+    match r {
+        Err(ErrorKind::Driver { driver_call, .. }) => {
+            assert_eq!(driver_call, "wgpu::Device::create_buffer")
+        }
+        Err(e) => panic!("wrong error {e}"),
+        Ok(_) => panic!("invalid buffer accepted"),
+    }
+    // The device stays usable.
+    b.gpu.take_uncaptured("after").expect("nothing uncaptured");
+}
+
+#[test]
+fn eager_chain_longer_than_a_batch_runs_in_order() {
+    let Some(mut b) = open() else { return };
+    let one = upload(&mut b, &[1; 64]);
+    let dst = upload(&mut b, &[0; 64]);
+    for _ in 0..600 {
+        b.launch(&add(one, dst, dst, 64)).expect("launch");
+    }
+    assert_eq!(words(&mut b, dst, 64), vec![600; 64]);
+}
+
+#[test]
+fn unaligned_half_word_access_keeps_neighbours() {
+    let Some(b) = open() else { return };
+    let d = Device::new(Box::new(b));
+    let h = |v: f32| seam::f16::from_f32(v);
+    let buf = d
+        .buffer_from(&[h(1.0), h(2.0), h(3.0), h(4.0), h(5.0)])
+        .expect("upload");
+    // One element at an odd offset, then two straddling a word boundary.
+    d.write(buf.id(), 1, &[h(-2.0)]).expect("write 1");
+    d.write(buf.id(), 2, &[h(-3.0)]).expect("write 2");
+    d.write(buf.id(), 3, &[h(-4.0), h(-5.0)]).expect("write 3");
+    assert_eq!(
+        buf.read().expect("read"),
+        vec![h(1.0), h(-2.0), h(-3.0), h(-4.0), h(-5.0)]
+    );
+    let tail: Vec<seam::f16> = d.read_range(buf.id(), 3, 2).expect("read range");
+    assert_eq!(tail, vec![h(-4.0), h(-5.0)]);
+    // An odd-length fill leaves the padding half alone and the op runs.
+    d.launch(&ops::fill(buf.id(), 3, h(7.0).to_bits() as u32))
+        .expect("fill");
+    assert_eq!(
+        buf.read().expect("read"),
+        vec![h(7.0), h(7.0), h(7.0), h(-4.0), h(-5.0)]
+    );
+}
+
+#[test]
+fn destroy_while_replay_in_flight_completes() {
+    let Some(mut b) = open() else { return };
+    let n = 1 << 16;
+    let one = upload(&mut b, &vec![1; n]);
+    let dst = upload(&mut b, &vec![0; n]);
+    b.begin_capture().expect("begin");
+    for _ in 0..32 {
+        b.launch(&add(one, dst, dst, n as u32)).expect("record");
+    }
+    let g = b.end_capture_graph().expect("end");
+    b.replay(ReplayTarget::Graph(g)).expect("replay");
+    b.destroy_graph(g).expect("destroy in flight");
+    // The buffers go too: a submission in flight keeps wgpu's copies alive.
+    b.free(one).expect("free");
+    assert_eq!(words(&mut b, dst, n), vec![32; n]);
+    assert_eq!(b.live_resources().graphs, 0);
+}
