@@ -37,6 +37,12 @@
 //!   pending command buffer is never freed.
 //! - **Waits** are bounded: a fence that has not signalled after 20 s is an
 //!   error naming `vkWaitForFences`.
+//! - **Device timing** uses timestamp queries where the queue family has
+//!   `timestampValidBits > 0`: each traced replay or eager launch is
+//!   bracketed by two BOTTOM_OF_PIPE timestamps recorded into the eager batch
+//!   (a replay flushes the batch first, so the begin marker precedes its
+//!   submission and the end marker follows it). Query pools exist only while
+//!   timing is on or spans are pending; see `backend/timing.rs`.
 //! - **Pipelines** are created lazily per (op, variant) and cached; `prepare`
 //!   creates them ahead of a capture (C7).
 //!

@@ -264,3 +264,75 @@ fn scale_add_is_fused_exactly() {
         }
     }
 }
+
+/// Device timing with timestamp queries: every traced replay and eager launch
+/// gets one span, spans follow queue order without overlapping (both markers
+/// are BOTTOM_OF_PIPE), query pools grow past one pool (512 spans) and are
+/// recycled across takes while tracing stays on, and again after it is
+/// switched off and on.
+#[test]
+fn replays_get_device_spans() {
+    let Some(dev) = vulkan() else { return };
+    let one = dev.buffer_from(&[1u32; 64]).unwrap();
+    let dst = dev.buffer_from(&[0u32; 64]).unwrap();
+    let cap = dev.capture().unwrap();
+    dev.launch(&ops::add(one.id(), dst.id(), dst.id(), 64))
+        .unwrap();
+    let g = cap.end_graph().unwrap();
+    let mut total = 0u32;
+    // (replays, eager launches every k replays, tracing stays on for the take)
+    for (round, (n, keep_on)) in [(700usize, true), (300, true), (40, false), (5, false)]
+        .into_iter()
+        .enumerate()
+    {
+        dev.set_tracing(true);
+        for i in 0..n {
+            g.replay().unwrap();
+            if i % 97 == 0 {
+                dev.launch(&ops::add(one.id(), dst.id(), dst.id(), 64))
+                    .unwrap();
+                total += 1;
+            }
+        }
+        total += n as u32;
+        if !keep_on {
+            dev.set_tracing(false);
+        }
+        let log = dev.take_trace_log("timing").unwrap();
+        if let Some(why) = &log.device_timing_unavailable {
+            eprintln!("skipped: this Vulkan device is not timed: {why}");
+            assert!(log.device_spans.is_empty());
+            return;
+        }
+        let timed: Vec<u64> = log
+            .events
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e.kind,
+                    seam::EventKind::Replay { .. }
+                        | seam::EventKind::Launch {
+                            captured: false,
+                            ..
+                        }
+                )
+            })
+            .map(|e| e.seq)
+            .collect();
+        let tags: Vec<u64> = log.device_spans.iter().map(|s| s.tag).collect();
+        assert_eq!(
+            tags, timed,
+            "round {round}: one span per traced replay/launch, in order"
+        );
+        for w in log.device_spans.windows(2) {
+            assert!(w[0].end_ns >= w[0].start_ns, "round {round}: {w:?}");
+            assert!(
+                w[1].start_ns >= w[0].end_ns,
+                "round {round}: spans overlap or leave queue order: {w:?}"
+            );
+        }
+        assert_eq!(dst.read().unwrap(), vec![total; 64]);
+    }
+    dev.set_tracing(false);
+    assert!(dev.take_trace_log("off").unwrap().device_spans.is_empty());
+}

@@ -3,14 +3,15 @@
 
 mod arena;
 mod staging;
+mod timing;
 
 use crate::dispatch;
 use crate::raw::{Gpu, Instance, RawBuf, PUSH_CONSTANT_BYTES};
 use arena::Arena;
 use ash::vk;
 use seam::{
-    Backend, CaptureSupport, DType, DeviceInfo, ErrorKind, Launch, OpKind, Params, RawBuffer,
-    RawGraph, ReplayTarget, ResourceCounts,
+    Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, Launch, OpKind, Params,
+    RawBuffer, RawGraph, ReplayTarget, ResourceCounts,
 };
 use std::collections::{HashMap, VecDeque};
 use std::ffi::CString;
@@ -73,6 +74,8 @@ pub struct VulkanBackend {
     capture: Option<Recording>,
     current: Option<Exec>,
     graphs: HashMap<u64, Exec>,
+    /// Timestamp queries for device timing (see `timing.rs`).
+    timing: timing::Timing,
     gpu: Gpu,
 }
 
@@ -144,6 +147,7 @@ impl VulkanBackend {
             capture: None,
             current: None,
             graphs: HashMap::new(),
+            timing: timing::Timing::default(),
             gpu,
         };
         // On failure, Drop releases whatever was created so far.
@@ -298,11 +302,16 @@ impl VulkanBackend {
         let Some(rec) = self.eager.take() else {
             return Ok(());
         };
-        if let Err(e) = self.gpu.end(rec.cmd) {
-            self.destroy_recording(rec);
-            return Err(e);
-        }
-        self.submit(rec.cmd, Some(rec))?;
+        let submitted = match self.gpu.end(rec.cmd) {
+            Ok(()) => self.submit(rec.cmd, Some(rec)).map(drop),
+            Err(e) => {
+                self.destroy_recording(rec);
+                Err(e)
+            }
+        };
+        // On failure the batch was destroyed: its timestamps never happen.
+        self.timing_batch_done(submitted.is_ok());
+        submitted?;
         self.poll()
     }
 
@@ -557,6 +566,26 @@ impl Backend for VulkanBackend {
             graphs: self.graphs.len() + usize::from(self.current.is_some()),
         }
     }
+
+    fn device_timing(&self) -> Result<(), String> {
+        self.timing_support()
+    }
+
+    fn set_device_timing(&mut self, on: bool) -> Result<(), ErrorKind> {
+        self.set_timing(on)
+    }
+
+    fn begin_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
+        self.mark(tag, true)
+    }
+
+    fn end_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
+        self.mark(tag, false)
+    }
+
+    fn take_device_spans(&mut self) -> Result<Vec<DeviceSpan>, ErrorKind> {
+        self.take_spans()
+    }
 }
 
 impl VulkanBackend {
@@ -609,6 +638,7 @@ impl Drop for VulkanBackend {
         for rec in std::mem::take(&mut self.spare) {
             self.destroy_recording(rec);
         }
+        self.release_query_pools();
         for (_, b) in std::mem::take(&mut self.buffers) {
             self.gpu.destroy_buffer(b);
         }

@@ -512,6 +512,82 @@ impl Gpu {
         unsafe { self.device.cmd_copy_buffer(cmd, src, dst, &region) };
     }
 
+    // ----- timestamp queries -----
+
+    /// A pool of `count` timestamp queries. Its queries start unavailable and
+    /// must be reset on the queue ([`Gpu::reset_queries`]) before they are written.
+    pub fn create_query_pool(&self, count: u32) -> Result<vk::QueryPool, ErrorKind> {
+        let info = vk::QueryPoolCreateInfo::default()
+            .query_type(vk::QueryType::TIMESTAMP)
+            .query_count(count);
+        // SAFETY: valid create info living across the call; the device is live.
+        unsafe { self.device.create_query_pool(&info, None) }.map_err(drv("vkCreateQueryPool"))
+    }
+
+    pub fn destroy_query_pool(&self, pool: vk::QueryPool) {
+        // SAFETY: the caller destroys a pool only when no pending or recording
+        // command buffer uses it (every submission has completed and no batch
+        // is open).
+        unsafe { self.device.destroy_query_pool(pool, None) };
+    }
+
+    /// Record a reset of queries `first..first + count` of `pool`.
+    pub fn reset_queries(
+        &self,
+        cmd: vk::CommandBuffer,
+        pool: vk::QueryPool,
+        first: u32,
+        count: u32,
+    ) {
+        // SAFETY: `cmd` is recording and not inside a render pass; `pool` is
+        // live and the caller keeps the range inside it. Query commands on one
+        // queue execute in submission order, so the reset lands after every
+        // earlier write to these queries and before every later one.
+        unsafe { self.device.cmd_reset_query_pool(cmd, pool, first, count) };
+    }
+
+    /// Record a timestamp write into query `query` of `pool`, taken once every
+    /// command submitted earlier to the queue has finished `stage`.
+    pub fn write_timestamp(
+        &self,
+        cmd: vk::CommandBuffer,
+        stage: vk::PipelineStageFlags,
+        pool: vk::QueryPool,
+        query: u32,
+    ) {
+        // SAFETY: `cmd` is recording on a queue family whose
+        // timestampValidBits > 0 (the backend checks before timing); `pool` is
+        // a live timestamp pool, `query` is inside it and was reset earlier in
+        // submission order and not written since.
+        unsafe { self.device.cmd_write_timestamp(cmd, stage, pool, query) };
+    }
+
+    /// Read queries `first..first + out.len()` of `pool` as 64-bit ticks,
+    /// waiting for each to become available.
+    pub fn query_results(
+        &self,
+        pool: vk::QueryPool,
+        first: u32,
+        out: &mut [u64],
+    ) -> Result<(), ErrorKind> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: `pool` is live and the range is inside it; `out` holds one
+        // u64 per query (stride 8 with TYPE_64). WAIT cannot block forever:
+        // the caller reads only queries whose write was recorded into a
+        // submission that has already completed (its fence was waited on).
+        unsafe {
+            self.device.get_query_pool_results(
+                pool,
+                first,
+                out,
+                vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+            )
+        }
+        .map_err(drv("vkGetQueryPoolResults"))
+    }
+
     // ----- submission -----
 
     pub fn create_fence(&self) -> Result<vk::Fence, ErrorKind> {

@@ -24,6 +24,10 @@ pub struct Adapter {
     pub memory: vk::PhysicalDeviceMemoryProperties,
     pub max_storage_buffer_range: u64,
     pub max_group_count: [u32; 3],
+    /// `timestampValidBits` of the queue family (0: no timestamps on it).
+    pub timestamp_valid_bits: u32,
+    /// Nanoseconds per timestamp tick (`limits.timestampPeriod`).
+    pub timestamp_period: f32,
 }
 
 impl Instance {
@@ -90,6 +94,7 @@ impl Instance {
             else {
                 continue;
             };
+            let timestamp_valid_bits = families[queue_family].timestamp_valid_bits;
             // SAFETY: as above.
             let props = unsafe { self.instance.get_physical_device_properties(pd) };
             // SAFETY: as above.
@@ -117,6 +122,8 @@ impl Instance {
                 memory,
                 max_storage_buffer_range: props.limits.max_storage_buffer_range as u64,
                 max_group_count: props.limits.max_compute_work_group_count,
+                timestamp_valid_bits,
+                timestamp_period: props.limits.timestamp_period,
             });
         }
         Ok(out)

@@ -1,0 +1,210 @@
+//! Device timing with timestamp queries.
+//!
+//! Markers are timestamps recorded into the open eager batch, so they sit in
+//! the queue exactly where core asks for them: `begin_timed` lands before a
+//! replay's submission (`replay` flushes the batch first) and `end_timed` in
+//! the next batch, after it. Both are written at BOTTOM_OF_PIPE, i.e. once
+//! every command submitted earlier has finished. For the begin marker that is
+//! the moment the bracketed work can start (each dispatch begins with a
+//! barrier on all earlier work), so a span covers exactly its own work, spans
+//! never overlap and their starts follow queue order. A TOP_OF_PIPE begin
+//! would be stamped as soon as the queue reaches it, before the previous
+//! replay has finished, and overlap it.
+//!
+//! Marker `i` is query `i % QUERIES_PER_POOL` of pool `i / QUERIES_PER_POOL`.
+//! Pools are created when timing is switched on (more as markers need them)
+//! and reset on the queue before their first write in each cycle; a cycle
+//! ends when the spans are taken. Pools are released when the spans are taken
+//! with timing off, and at teardown.
+
+use super::VulkanBackend;
+use ash::vk;
+use seam::{DeviceSpan, ErrorKind};
+use std::collections::HashMap;
+
+/// Timestamp queries per pool (512 spans).
+const QUERIES_PER_POOL: u32 = 1024;
+
+struct Pool {
+    pool: vk::QueryPool,
+    /// Its queries must be reset (on the queue) before the next write.
+    dirty: bool,
+}
+
+/// Timing state of one backend.
+#[derive(Default)]
+pub(super) struct Timing {
+    on: bool,
+    pools: Vec<Pool>,
+    /// Every marker recorded since the spans were last taken: (tag, begin?).
+    marks: Vec<(u64, bool)>,
+    /// How many of `marks` are in submitted batches (a prefix; the rest are
+    /// in the open eager batch).
+    submitted: usize,
+    /// Pools whose reset is recorded in the open eager batch.
+    reset_in_batch: Vec<usize>,
+}
+
+impl VulkanBackend {
+    /// Whether the queue family can write timestamps, or why not.
+    pub(super) fn timing_support(&self) -> Result<(), String> {
+        let a = &self.gpu.adapter;
+        if a.timestamp_valid_bits == 0 {
+            return Err(format!(
+                "queue family {} of {} reports timestampValidBits = 0: it cannot write timestamps",
+                a.queue_family, a.name
+            ));
+        }
+        if a.timestamp_period.is_nan() || a.timestamp_period <= 0.0 {
+            return Err(format!(
+                "{} reports timestampPeriod = {}: timestamps cannot be converted to time",
+                a.name, a.timestamp_period
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn set_timing(&mut self, on: bool) -> Result<(), ErrorKind> {
+        if on {
+            self.timing_support()
+                .map_err(|reason| ErrorKind::Unavailable { reason })?;
+            if self.timing.pools.is_empty() {
+                self.add_query_pool()?;
+            }
+        }
+        self.timing.on = on;
+        Ok(())
+    }
+
+    fn add_query_pool(&mut self) -> Result<(), ErrorKind> {
+        let pool = self.gpu.create_query_pool(QUERIES_PER_POOL)?;
+        self.timing.pools.push(Pool { pool, dirty: true });
+        self.timing.marks.reserve(QUERIES_PER_POOL as usize);
+        Ok(())
+    }
+
+    /// Record one marker into the eager batch (nothing when timing is off).
+    pub(super) fn mark(&mut self, tag: u64, begin: bool) -> Result<(), ErrorKind> {
+        if !self.timing.on {
+            return Ok(());
+        }
+        let i = self.timing.marks.len();
+        let (p, query) = (
+            i / QUERIES_PER_POOL as usize,
+            (i % QUERIES_PER_POOL as usize) as u32,
+        );
+        if p == self.timing.pools.len() {
+            self.add_query_pool()?;
+        }
+        let cmd = self.eager()?.cmd;
+        let pool = &mut self.timing.pools[p];
+        if pool.dirty {
+            // Every earlier write to this pool was read back (or never
+            // submitted): reset all of it, ahead of this write in the queue.
+            self.gpu.reset_queries(cmd, pool.pool, 0, QUERIES_PER_POOL);
+            pool.dirty = false;
+            self.timing.reset_in_batch.push(p);
+        }
+        self.gpu.write_timestamp(
+            cmd,
+            vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+            pool.pool,
+            query,
+        );
+        self.timing.marks.push((tag, begin));
+        Ok(())
+    }
+
+    /// The open eager batch was submitted (`true`) or lost (`false`: its
+    /// recording was destroyed, so its markers and resets never happen).
+    pub(super) fn timing_batch_done(&mut self, submitted: bool) {
+        let t = &mut self.timing;
+        if submitted {
+            t.submitted = t.marks.len();
+        } else {
+            // The lost markers are the newest ones: dropping them keeps the
+            // query indices of the rest contiguous. A pool reset only in the
+            // lost batch holds no submitted marker, and is reset again before
+            // its next write.
+            t.marks.truncate(t.submitted);
+            for &p in &t.reset_in_batch {
+                t.pools[p].dirty = true;
+            }
+        }
+        t.reset_in_batch.clear();
+    }
+
+    /// Wait for every marker, read them and pair them into spans.
+    pub(super) fn take_spans(&mut self) -> Result<Vec<DeviceSpan>, ErrorKind> {
+        if self.timing.marks.is_empty() && (self.timing.on || self.timing.pools.is_empty()) {
+            return Ok(Vec::new());
+        }
+        // After this every marker is in a completed submission, so reading
+        // with WAIT returns at once.
+        self.wait_all()?;
+        let marks = std::mem::take(&mut self.timing.marks);
+        self.timing.submitted = 0;
+        let used = marks.len().div_ceil(QUERIES_PER_POOL as usize);
+        for pool in &mut self.timing.pools[..used] {
+            pool.dirty = true;
+        }
+        let mut ticks = vec![0u64; marks.len()];
+        for (chunk, pool) in ticks
+            .chunks_mut(QUERIES_PER_POOL as usize)
+            .zip(&self.timing.pools)
+        {
+            self.gpu.query_results(pool.pool, 0, chunk)?;
+        }
+        if !self.timing.on {
+            // Nothing pending or open uses them (wait_all flushed and waited).
+            self.release_query_pools();
+        }
+        Ok(self.spans(&marks, &ticks))
+    }
+
+    fn spans(&self, marks: &[(u64, bool)], ticks: &[u64]) -> Vec<DeviceSpan> {
+        let bits = self.gpu.adapter.timestamp_valid_bits;
+        let mask = if bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
+        let period = f64::from(self.gpu.adapter.timestamp_period);
+        let ns = |t: u64| -> u64 {
+            if period == 1.0 {
+                t
+            } else {
+                (t as f64 * period) as u64
+            }
+        };
+        let mut open = HashMap::new();
+        let mut spans = Vec::with_capacity(marks.len() / 2);
+        for (&(tag, begin), &t) in marks.iter().zip(ticks) {
+            let t = t & mask;
+            if begin {
+                open.insert(tag, t);
+            } else if let Some(start) = open.remove(&tag) {
+                // The counter may wrap at `bits` between the two markers.
+                let ticks = t.wrapping_sub(start) & mask;
+                let start_ns = ns(start);
+                spans.push(DeviceSpan {
+                    tag,
+                    start_ns,
+                    end_ns: start_ns.saturating_add(ns(ticks)),
+                });
+            }
+        }
+        spans
+    }
+
+    /// Destroy every query pool. Only when no pending or open command buffer
+    /// uses them.
+    pub(super) fn release_query_pools(&mut self) {
+        for pool in std::mem::take(&mut self.timing.pools) {
+            self.gpu.destroy_query_pool(pool.pool);
+        }
+        self.timing.marks = Vec::new();
+        self.timing.submitted = 0;
+        self.timing.reset_in_batch.clear();
+    }
+}
