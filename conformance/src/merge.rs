@@ -156,8 +156,8 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Matrix, MergeError> {
             machine: r.machine.display_name().into(),
             os: r.machine.os_line(),
             cpu: r.machine.cpu.clone(),
-            git_commit: r.git_commit.clone(),
-            started_at: r.started_at.clone(),
+            git_commit: or_unknown(&r.git_commit),
+            started_at: or_unknown(&r.started_at),
             format_version: r.format_version,
             summary: r.summary.line(),
         });
@@ -213,6 +213,15 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Matrix, MergeError> {
         row.digests = check_digests(row);
     }
     Ok(m)
+}
+
+/// Format-1 reports have no commit or start time.
+fn or_unknown(s: &str) -> String {
+    if s.is_empty() {
+        "unknown".into()
+    } else {
+        s.into()
+    }
 }
 
 /// The case name of a row label (`case::mode` → `case`).

@@ -31,21 +31,16 @@ pub fn run(cmd: ReportCmd) -> Result<(), String> {
 fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let mut files = Vec::new();
     for p in paths {
-        let p = if p.is_absolute() {
-            p.clone()
-        } else {
-            std::env::current_dir().map_err(|e| e.to_string())?.join(p)
-        };
         if p.is_dir() {
             let mut found = Vec::new();
-            collect_json(&p, &mut found)?;
+            collect_json(p, &mut found)?;
             if found.is_empty() {
                 return Err(format!("{} holds no *.json report", p.display()));
             }
             found.sort();
             files.extend(found);
         } else {
-            files.push(p);
+            files.push(p.clone());
         }
     }
     Ok(files)
