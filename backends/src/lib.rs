@@ -62,6 +62,8 @@ pub fn discover() -> Discovery {
     });
     #[cfg(feature = "cuda")]
     probe(&mut d, "cuda", seam_cuda::device_count, seam_cuda::open);
+    #[cfg(feature = "rocm")]
+    probe(&mut d, "hip", seam_hip::device_count, seam_hip::open);
     #[cfg(feature = "vulkan")]
     probe(
         &mut d,
@@ -113,6 +115,8 @@ pub const COMPILED_IN: &[&str] = &[
     "cpu",
     #[cfg(feature = "cuda")]
     "cuda",
+    #[cfg(feature = "rocm")]
+    "hip",
     #[cfg(feature = "vulkan")]
     "vulkan",
     #[cfg(feature = "metal")]

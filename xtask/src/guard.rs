@@ -103,8 +103,12 @@ pub fn seam_guard() -> Result<(), String> {
             failed.push(format!("{}: {e}", g.name));
         }
     }
+    failed.extend(hip_rows(&cargo));
     if failed.is_empty() {
-        eprintln!("seam-guard: all {} checks passed", GUARDS.len());
+        eprintln!(
+            "seam-guard: all {} checks passed",
+            GUARDS.len() + HIP_ROWS.len() + HIP_ARCHS.len()
+        );
         Ok(())
     } else {
         Err(format!("seam-guard failed:\n  {}", failed.join("\n  ")))
@@ -132,4 +136,99 @@ fn target_installed(args: &[&str]) -> Result<(), String> {
     } else {
         Err(format!("target {target} is not installed; {hint}"))
     }
+}
+
+// ----- rocm: hip-runtime-sys links libamdhip64 at build time (D9), so these
+// rows need its headers and say what to install when they are missing. -----
+
+/// What to install when the HIP headers or runtime are missing.
+const HIP_INSTALL: &str =
+    "install libamdhip64-dev (apt-get install libamdhip64-dev) and set HIP_PATH=/usr";
+
+/// Compile-only rows for the HIP backend (run with `HIP_PATH` set).
+const HIP_ROWS: &[Guard] = &[
+    Guard {
+        name: "rocm (hip-runtime-sys, linked at build time)",
+        args: &[
+            "check",
+            "-p",
+            "seam-backends",
+            "--features",
+            "rocm",
+            "--all-targets",
+        ],
+    },
+    Guard {
+        name: "rocm: clippy -D warnings, seam-hip with its runtime",
+        args: &[
+            "clippy",
+            "-p",
+            "seam-hip",
+            "--features",
+            "rocm",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    },
+];
+
+/// Every kernel is compiled with hipRTC for these, no GPU needed (ROCm 5.2
+/// builds both; shared/FACTS.md), each in its own process so an architecture
+/// that crashes the runtime (gfx1200 on 5.2) cannot take the guard down.
+const HIP_ARCHS: &[&str] = &["gfx90a", "gfx1030"];
+
+/// `HIP_PATH` (default `/usr`, Debian's layout) if it holds the HIP headers.
+fn hip_path() -> Result<String, String> {
+    let path = std::env::var("HIP_PATH").unwrap_or_else(|_| "/usr".into());
+    let header = std::path::Path::new(&path).join("include/hip/hip_runtime_api.h");
+    if header.is_file() {
+        Ok(path)
+    } else {
+        Err(format!("no {}: {HIP_INSTALL}", header.display()))
+    }
+}
+
+/// The HIP rows; returns the failures.
+fn hip_rows(cargo: &str) -> Vec<String> {
+    let mut failed = Vec::new();
+    let hip = match hip_path() {
+        Ok(path) => path,
+        Err(e) => {
+            for g in HIP_ROWS {
+                eprintln!("seam-guard: {}", g.name);
+                failed.push(format!("{}: {e}", g.name));
+            }
+            failed.push(format!("hip device code: {e}"));
+            return failed;
+        }
+    };
+    let env = [("HIP_PATH", hip.as_str())];
+    for g in HIP_ROWS {
+        eprintln!("seam-guard: {}", g.name);
+        if let Err(e) = run(cargo, g.args, &env) {
+            failed.push(format!("{}: {e} ({HIP_INSTALL})", g.name));
+        }
+    }
+    for arch in HIP_ARCHS {
+        eprintln!("seam-guard: hip device code: every kernel through hipRTC for {arch}");
+        let args = [
+            "run",
+            "--quiet",
+            "-p",
+            "seam-hip",
+            "--features",
+            "rocm",
+            "--bin",
+            "hip-kernel-check",
+            "--",
+            arch,
+        ];
+        // A crash of the child (a signal) is a failed row, not a dead guard.
+        if let Err(e) = run(cargo, &args, &env) {
+            failed.push(format!("hip device code for {arch}: {e}"));
+        }
+    }
+    failed
 }

@@ -1,13 +1,18 @@
 //! `CudaBackend`: the seam over one CUDA device. One non-blocking stream per
 //! backend, the device's primary context, kernels from NVRTC, GEMM through
-//! cuBLAS. Safe Rust only: every driver call goes through `sys`.
+//! cuBLAS. Capture, replay, destroy and device timing go through
+//! seam-streamgraph, the code the HIP backend runs. Safe Rust only: every
+//! driver call goes through `sys`.
 
 use crate::compile::{self, Target};
-use crate::sys::{self, Blas, Context, DeviceMemory, Function, GemmInput, GraphExec, Stream};
-use seam::{
-    Backend, CaptureSupport, DType, DeviceInfo, ErrorKind, Launch, OpKind, RawBuffer, RawGraph,
-    ReplayTarget, ResourceCounts,
+use crate::sys::{
+    self, Blas, Context, DeviceMemory, Event, Function, GemmInput, Graph, GraphExec, Stream,
 };
+use seam::{
+    Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, Launch, OpKind, RawBuffer,
+    RawGraph, ReplayTarget, ResourceCounts,
+};
+use seam_streamgraph::{EventTimer, GraphDriver, StreamGraphs};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -50,11 +55,11 @@ pub struct CudaBackend {
     info: DeviceInfo,
     target: Target,
     gemm_route: GemmRoute,
-    capturing: bool,
     next_id: u64,
-    graphs: HashMap<u64, GraphExec>,
-    /// The exec `end_capture` made; never one of `graphs` (C3).
-    current: Option<GraphExec>,
+    /// Capture state, the current exec and the handles (seam-streamgraph).
+    graphs: StreamGraphs<Stream>,
+    /// Events around traced work (device timing).
+    timer: EventTimer<Stream>,
     blas: Option<Blas>,
     kernels: HashMap<(OpKind, DType), Function>,
     buffers: HashMap<u64, DeviceMemory>,
@@ -87,10 +92,9 @@ impl CudaBackend {
             info,
             target,
             gemm_route: GemmRoute::from_env(),
-            capturing: false,
             next_id: 1,
-            graphs: HashMap::new(),
-            current: None,
+            graphs: StreamGraphs::new(),
+            timer: EventTimer::new(),
             blas: None,
             kernels: HashMap::new(),
             buffers: HashMap::new(),
@@ -143,7 +147,7 @@ impl CudaBackend {
         if self.blas.is_none() {
             // Creating the handle and workspace allocates: not inside a
             // capture. Fail loudly before touching the stream (C7).
-            if self.capturing {
+            if self.graphs.is_capturing() {
                 return Err(ErrorKind::NotPrepared {
                     op: l.op,
                     dtype: l.dtype,
@@ -328,95 +332,132 @@ impl Backend for CudaBackend {
                 self.load_kernels(op)?;
             }
         }
-        self.stream.begin_capture()?;
-        self.capturing = true;
-        Ok(())
+        self.graphs.begin_capture(&self.stream)
     }
 
     fn end_capture(&mut self) -> Result<(), ErrorKind> {
-        let exec = self.end_and_instantiate()?;
-        if self.current.is_some() {
-            // The exec being replaced may still be running (C8).
-            self.stream.synchronize()?;
-        }
-        self.current = Some(exec);
-        Ok(())
+        self.context.make_current()?;
+        // The exec being replaced may still be running: waited for (C8).
+        self.graphs.end_capture(&self.stream)
     }
 
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
-        let exec = self.end_and_instantiate()?;
-        let id = self.next_id;
+        self.context.make_current()?;
+        let graph = self.graphs.end_capture_graph(&self.stream, self.next_id)?;
         self.next_id += 1;
-        self.graphs.insert(id, exec);
-        Ok(RawGraph(id))
+        Ok(graph)
     }
 
     fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
         self.context.make_current()?;
-        let exec = match target {
-            ReplayTarget::Current => self.current.as_ref().ok_or(ErrorKind::NoCurrentExec)?,
-            ReplayTarget::Graph(g) => self
-                .graphs
-                .get(&g.0)
-                .ok_or(ErrorKind::UnknownGraph { id: g.0 })?,
-        };
-        exec.launch(&self.stream)
+        self.graphs.replay(&self.stream, target)
     }
 
     fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
-        if !self.graphs.contains_key(&graph.0) {
-            return Err(ErrorKind::UnknownGraph { id: graph.0 });
-        }
+        self.context.make_current()?;
         // A replay of it may still be running: wait, then destroy (C8).
-        let waited = self.quiesce();
-        self.graphs.remove(&graph.0);
-        waited
+        self.graphs.destroy_graph(&self.stream, graph)
     }
 
     fn abort_capture(&mut self) -> Result<(), ErrorKind> {
         self.context.make_current()?;
-        self.capturing = false;
-        // Ending the capture takes the stream out of capture mode whatever it
-        // reports (an invalidated capture is an error here, and fine).
-        drop(self.stream.end_capture());
-        if self.stream.is_capturing()? {
-            return Err(ErrorKind::driver(
-                "cuStreamEndCapture",
-                "the stream is still capturing after ending the capture",
-            ));
-        }
-        Ok(())
+        self.graphs.abort_capture(&self.stream)
     }
 
     fn live_resources(&self) -> ResourceCounts {
         ResourceCounts {
             buffers: self.buffers.len(),
-            graphs: self.graphs.len() + usize::from(self.current.is_some()),
+            graphs: self.graphs.live(),
         }
+    }
+
+    fn device_timing(&self) -> Result<(), String> {
+        sys::events()
+    }
+
+    fn set_device_timing(&mut self, on: bool) -> Result<(), ErrorKind> {
+        self.timer.set(on);
+        Ok(())
+    }
+
+    fn begin_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
+        self.context.make_current()?;
+        self.timer.begin(&self.stream, tag)
+    }
+
+    fn end_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
+        self.context.make_current()?;
+        self.timer.end(&self.stream, tag)
+    }
+
+    fn take_device_spans(&mut self) -> Result<Vec<DeviceSpan>, ErrorKind> {
+        self.context.make_current()?;
+        self.timer.take(&self.stream)
     }
 }
 
-impl CudaBackend {
-    /// End the capture and make an uploaded exec of it. The stream is out of
-    /// capture mode afterwards whatever happens.
-    fn end_and_instantiate(&mut self) -> Result<GraphExec, ErrorKind> {
-        self.context.make_current()?;
-        self.capturing = false;
-        let graph = self.stream.end_capture()?;
-        let exec = graph.instantiate()?;
+/// The driver calls the shared capture logic makes; the HIP backend's list
+/// is the same, call for call, with HIP's names.
+impl GraphDriver for Stream {
+    type Graph = Graph;
+    type Exec = GraphExec;
+    type Event = Event;
+
+    fn api(&self) -> &'static str {
+        "cu"
+    }
+    fn begin_capture(&self) -> Result<(), ErrorKind> {
+        Stream::begin_capture(self)
+    }
+    fn end_capture(&self) -> Result<Graph, ErrorKind> {
+        Stream::end_capture(self)
+    }
+    fn is_capturing(&self) -> Result<bool, ErrorKind> {
+        Stream::is_capturing(self)
+    }
+    fn instantiate(&self, graph: &Graph) -> Result<GraphExec, ErrorKind> {
+        graph.instantiate()
+    }
+    fn upload(&self, exec: &GraphExec) -> Result<(), ErrorKind> {
+        exec.upload(self)
+    }
+    fn launch(&self, exec: &GraphExec) -> Result<(), ErrorKind> {
+        exec.launch(self)
+    }
+    fn synchronize(&self) -> Result<(), ErrorKind> {
+        Stream::synchronize(self)
+    }
+    fn destroy_exec(&self, exec: GraphExec) {
+        drop(exec);
+    }
+    fn destroy_graph(&self, graph: Graph) {
         drop(graph);
-        exec.upload(&self.stream)?;
-        Ok(exec)
+    }
+    fn create_event(&self) -> Result<Event, ErrorKind> {
+        Event::new()
+    }
+    fn record_event(&self, event: &Event) -> Result<(), ErrorKind> {
+        event.record(self)
+    }
+    fn wait_event(&self, event: &Event) -> Result<(), ErrorKind> {
+        event.synchronize()
+    }
+    fn elapsed_ms(&self, start: &Event, end: &Event) -> Result<f32, ErrorKind> {
+        start.elapsed_ms(end)
+    }
+    fn destroy_event(&self, event: Event) {
+        drop(event);
     }
 }
 
 impl Drop for CudaBackend {
     fn drop(&mut self) {
-        // Handles are released with the context current and the stream idle;
-        // the fields then drop in declaration order.
-        if self.capturing {
-            let _ = self.abort_capture();
-        }
+        // Handles are released with the context current and the stream idle:
+        // an open capture is aborted, every exec goes before its graph, then
+        // the events; the fields then drop in declaration order.
+        let _ = self.context.make_current();
+        self.graphs.release_all(&self.stream);
+        self.timer.release_all(&self.stream);
         let _ = self.quiesce();
     }
 }

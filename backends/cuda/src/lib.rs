@@ -6,7 +6,8 @@
 //! - Kernels are the CUDA C of `seam-kernels`, compiled by NVRTC for the
 //!   device's architecture once per process and loaded once per backend.
 //! - Capture is native: stream capture (thread-local mode) → instantiate →
-//!   upload; replay is `cuGraphLaunch`.
+//!   upload; replay is `cuGraphLaunch`. The capture/replay/destroy logic and
+//!   device timing (events, issue 8) are seam-streamgraph's, shared with HIP.
 //! - GEMM goes through cuBLAS (`cublasGemmEx`, f32 compute) with a workspace
 //!   set at `prepare`, so a prepared GEMM can be captured (C7).
 //!

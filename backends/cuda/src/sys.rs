@@ -53,6 +53,17 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuGetErrorString",
 ];
 
+/// Event entry points device timing uses (issue 8). Probed apart from
+/// [`DRIVER_SYMBOLS`]: `cuEventElapsedTime_v2` needs a CUDA 12.8 driver,
+/// and a driver without it should still run everything but timing.
+const EVENT_SYMBOLS: &[&str] = &[
+    "cuEventCreate",
+    "cuEventRecord",
+    "cuEventSynchronize",
+    "cuEventElapsedTime_v2",
+    "cuEventDestroy_v2",
+];
+
 const NVRTC_SYMBOLS: &[&str] = &[
     "nvrtcVersion",
     "nvrtcGetNumSupportedArchs",
@@ -131,6 +142,23 @@ pub fn driver() -> Result<(), String> {
             check("cuInit", r).map_err(|e| {
                 format!("CUDA driver found but cuInit failed ({e}); check the NVIDIA driver installation")
             })
+        })
+        .clone()
+}
+
+/// The driver has every event entry point device timing uses.
+pub fn events() -> Result<(), String> {
+    static EVENTS: OnceLock<Result<(), String>> = OnceLock::new();
+    EVENTS
+        .get_or_init(|| {
+            driver()?;
+            match probe_library!(cu, EVENT_SYMBOLS) {
+                Ok(()) => Ok(()),
+                Err(None) => Err("no CUDA driver: libcuda.so could not be loaded".into()),
+                Err(Some(missing)) => Err(format!(
+                    "no device timing: libcuda lacks {missing}; install an NVIDIA driver for CUDA 12.8 or newer"
+                )),
+            }
         })
         .clone()
 }
@@ -568,6 +596,9 @@ pub fn launch(
 /// A captured graph (topology only; replay needs an instantiated [`GraphExec`]).
 pub struct Graph(cu::CUgraph);
 
+// SAFETY: graph handles are usable from any thread with the context current.
+unsafe impl Send for Graph {}
+
 impl Graph {
     pub fn instantiate(&self) -> Result<GraphExec, ErrorKind> {
         let mut e: cu::CUgraphExec = ptr::null_mut();
@@ -582,7 +613,8 @@ impl Graph {
 impl Drop for Graph {
     fn drop(&mut self) {
         // SAFETY: destroys the graph returned by end_capture, once; an exec
-        // instantiated from it is independent of it.
+        // instantiated from it is independent of it (the shared logic still
+        // destroys the exec first, as HIP wants).
         let _ = unsafe { cu::cuGraphDestroy(self.0) };
     }
 }
@@ -617,6 +649,60 @@ impl Drop for GraphExec {
         // dropping an exec that may be in flight (C8); the driver would also
         // defer the free of an in-flight exec.
         let _ = unsafe { cu::cuGraphExecDestroy(self.0) };
+    }
+}
+
+// ----- events -----
+
+/// A timing event (default flags: timing enabled). Only created after
+/// [`events`] has checked the entry points.
+pub struct Event(cu::CUevent);
+
+// SAFETY: event handles are usable from any thread with the context current.
+unsafe impl Send for Event {}
+
+impl Event {
+    pub fn new() -> Result<Self, ErrorKind> {
+        events().map_err(|reason| ErrorKind::Unavailable { reason })?;
+        let mut e: cu::CUevent = ptr::null_mut();
+        // SAFETY: the symbol is present (checked above); writes one event
+        // handle in the current context.
+        check("cuEventCreate", unsafe {
+            cu::cuEventCreate(&mut e, cu::CUevent_flags::CU_EVENT_DEFAULT as u32)
+        })?;
+        Ok(Event(e))
+    }
+
+    /// Record on `stream`, after all work queued on it so far.
+    pub fn record(&self, stream: &Stream) -> Result<(), ErrorKind> {
+        // SAFETY: event and stream are live.
+        check("cuEventRecord", unsafe {
+            cu::cuEventRecord(self.0, stream.0)
+        })
+    }
+
+    pub fn synchronize(&self) -> Result<(), ErrorKind> {
+        // SAFETY: the event is live.
+        check("cuEventSynchronize", unsafe {
+            cu::cuEventSynchronize(self.0)
+        })
+    }
+
+    /// Milliseconds from `self` to `end`, both completed.
+    pub fn elapsed_ms(&self, end: &Event) -> Result<f32, ErrorKind> {
+        let mut ms = 0f32;
+        // SAFETY: both events are live; writes one float.
+        check("cuEventElapsedTime", unsafe {
+            cu::cuEventElapsedTime_v2(&mut ms, self.0, end.0)
+        })?;
+        Ok(ms)
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: destroys the event created in new, once.
+        let _ = unsafe { cu::cuEventDestroy_v2(self.0) };
     }
 }
 

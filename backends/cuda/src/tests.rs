@@ -98,3 +98,12 @@ fn nvidia_kernel_version_is_parsed() {
     );
     assert_eq!(crate::backend::nvidia_kernel_version("garbage"), None);
 }
+
+#[test]
+fn device_timing_without_a_driver_says_why_instead_of_panicking() {
+    if driver_present() {
+        return;
+    }
+    let reason = crate::sys::events().expect_err("no driver, no timing");
+    assert!(reason.contains("no CUDA driver"), "{reason}");
+}

@@ -1,0 +1,75 @@
+//! hipRTC compilation of the seam-kernels CUDA C sources (the CUDA backend's
+//! own files): once per process per (gfx architecture, op), at first use,
+//! and each code object loaded once per device.
+
+use crate::options;
+use crate::sys::{self, Function, Module};
+use seam::{DType, ErrorKind, OpKind};
+use seam_kernels::Language;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+type ImageCache = Mutex<HashMap<(String, OpKind), Arc<Vec<u8>>>>;
+
+static IMAGES: OnceLock<ImageCache> = OnceLock::new();
+static COMPILES: AtomicUsize = AtomicUsize::new(0);
+
+pub fn compile_count() -> usize {
+    COMPILES.load(Ordering::Relaxed)
+}
+
+/// Compile `op`'s CUDA C for `arch` with the build options (user options
+/// from `SEAM_HIP_OPTIONS`), uncached. Needs no GPU.
+pub fn compile(arch: &str, op: OpKind) -> Result<Vec<u8>, ErrorKind> {
+    let source = seam_kernels::source(op, Language::CudaC).ok_or(ErrorKind::OpUnsupported {
+        op,
+        dtype: op.dtypes()[0],
+    })?;
+    let opts = options::build_options(arch, &options::user_options());
+    let image = sys::hiprtc_compile(&source, &format!("{}.cu", op.name()), &opts)?;
+    COMPILES.fetch_add(1, Ordering::Relaxed);
+    Ok(image)
+}
+
+/// The code object of `op` for `arch`, compiled on first use.
+pub fn image(arch: &str, op: OpKind) -> Result<Arc<Vec<u8>>, ErrorKind> {
+    let cache = IMAGES.get_or_init(Default::default);
+    // One compile per key even when several devices open at once; a
+    // poisoned lock still holds valid images.
+    let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
+    let key = (arch.to_string(), op);
+    if let Some(img) = map.get(&key) {
+        return Ok(img.clone());
+    }
+    let img = Arc::new(compile(arch, op)?);
+    map.insert(key, img.clone());
+    Ok(img)
+}
+
+type FunctionCache = Mutex<HashMap<(usize, OpKind), Vec<(DType, Function)>>>;
+
+static FUNCTIONS: OnceLock<FunctionCache> = OnceLock::new();
+
+/// Every entry point of `op` (one per dtype it accepts), loaded on device
+/// `ordinal`, which must be the calling thread's current device.
+pub fn kernels(
+    ordinal: usize,
+    arch: &str,
+    op: OpKind,
+) -> Result<Vec<(DType, Function)>, ErrorKind> {
+    let cache = FUNCTIONS.get_or_init(Default::default);
+    let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(fs) = map.get(&(ordinal, op)) {
+        return Ok(fs.clone());
+    }
+    let img = image(arch, op)?;
+    let module = Module::load(&img)?;
+    let fs = op
+        .dtypes()
+        .iter()
+        .map(|&d| Ok((d, module.function(&seam_kernels::entry_point(op, d))?)))
+        .collect::<Result<Vec<_>, ErrorKind>>()?;
+    map.insert((ordinal, op), fs.clone());
+    Ok(fs)
+}
