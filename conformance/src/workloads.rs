@@ -167,7 +167,9 @@ pub fn compare(dtype: DType, tol: Tolerance, got: &[u8], want: &[u8]) -> Result<
             let (g, w) = (decode(dtype, got), decode(dtype, want));
             for (i, (a, b)) in g.iter().zip(&w).enumerate() {
                 let bound = abs as f64 + rel as f64 * b.abs();
-                if !((a - b).abs() <= bound) {
+                // Written so that a NaN on either side fails the comparison.
+                let within = (a - b).abs() <= bound;
+                if !within {
                     return Err(format!(
                         "element {i}: {a} vs reference {b} (|diff| {} > bound {bound})",
                         (a - b).abs()

@@ -3,6 +3,10 @@
 use crate::{check, check_eq, expect_err, Case, Ctx, Rule, BOTH, ONCE};
 use seam::{ops, BufferId, DType, ErrorKind, OpCall, OpKind, Params};
 
+/// One row of the bad-launch catalogue: what it is, the launch, and the
+/// error kind it must be refused with.
+type BadLaunch = (&'static str, OpCall, fn(&ErrorKind) -> bool);
+
 /// The buffers every bad launch is aimed at, with known contents.
 struct Fixture {
     f: BufferId,
@@ -64,7 +68,7 @@ pub const C12_BAD_LAUNCHES_REFUSED_BEFORE_WORK: Case = Case {
                 ..Default::default()
             },
         };
-        let table: Vec<(&str, OpCall, fn(&ErrorKind) -> bool)> = vec![
+        let table: Vec<BadLaunch> = vec![
             (
                 "unknown buffer",
                 ops::add(fx.f, BufferId(987_654), fx.out, 4),
