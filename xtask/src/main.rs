@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
+mod bench;
 mod guard;
 mod mutations;
 mod report;
@@ -60,6 +61,22 @@ enum Cmd {
     },
     /// Compile-only check of every backend, and clippy -D warnings.
     SeamGuard,
+    /// Build the benchmark, lay out .device-bench/ and print the device
+    /// command that measures every arm in one run (`--exec` runs it here);
+    /// `bench report` turns the CSVs into docs/results/bench/.
+    Bench {
+        /// `report`: CSVs → Markdown + SVG (no build of the carry folder).
+        step: Option<String>,
+        /// `smoke` (a tiny subset of every arm) or `full`.
+        #[arg(long, default_value = "full")]
+        mode: String,
+        /// Run the device command on this machine (it needs a GPU, nvcc and PyTorch).
+        #[arg(long)]
+        exec: bool,
+        /// Where `report` reads raw.csv, torch.csv and seam.csv.
+        #[arg(long, default_value = bench::RESULTS)]
+        from: PathBuf,
+    },
     /// Conformance reports: `report merge <reports…> [--out DIR]`.
     Report {
         #[command(subcommand)]
@@ -212,6 +229,16 @@ fn main() -> ExitCode {
             trace.as_deref(),
         ),
         Cmd::SeamGuard => guard::seam_guard(),
+        Cmd::Bench {
+            step,
+            mode,
+            exec,
+            from,
+        } => match step.as_deref() {
+            None => bench::prepare(&mode, exec),
+            Some("report") => bench::report(&root().join(from)),
+            Some(other) => Err(format!("unknown bench step `{other}` (expected `report`)")),
+        },
         Cmd::Report { cmd } => report::run(cmd),
         Cmd::LintWorkflows => workflows::lint_workflows(),
         Cmd::Ci => ci(),

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The benchmark's device command: every arm, one machine, one run.
+#
+#   bash .device-bench/run.sh [smoke|full]
+#
+# Run from the repository root on the GPU machine, with .device-bench/ as
+# `cargo xtask bench` lays it out (seam-bench, raw_cuda.cu, torch_arm.py,
+# kernels/) and, for the Vulkan and wgpu arms, the loader packages in .gl/.
+# Builds the raw-driver arm with nvcc, then runs raw, PyTorch and seam in
+# turn; CSVs and a log go to $OUT (or .device-bench/out).
+set -u
+MODE=${1:-full}
+HERE=$(cd "$(dirname "$0")" && pwd)
+OUT=${OUT:-$HERE/out}
+mkdir -p "$OUT"
+LOG=$OUT/log.txt
+: >"$LOG"
+log() { echo "$@" | tee -a "$LOG"; }
+
+if [ -d .gl ] && ls .gl/*.deb >/dev/null 2>&1 && ! ldconfig -p | grep -q libvulkan.so.1; then
+    for f in .gl/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+fi
+ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+[ -f "$ICD" ] && export VK_DRIVER_FILES=$ICD
+EGL=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+[ -f "$EGL" ] && export __EGL_VENDOR_LIBRARY_FILENAMES=$EGL
+
+case "$MODE" in
+smoke) BUDGET=2 NS=1,1000 ELEMS=1,1048576 HID=256,8192 LAY=1,32 ;;
+full) BUDGET=${BUDGET_MS:-40} NS=1,10,100,1000 ELEMS=1,1048576 HID=256,512,1024,2048,4096,8192 LAY=1,8,32 ;;
+*) echo "usage: run.sh [smoke|full]" >&2; exit 2 ;;
+esac
+log "# mode $MODE, budget ${BUDGET} ms per measurement"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw,utilization.gpu --format=csv >>"$LOG" 2>&1
+uname -r >>"$LOG"; nproc >>"$LOG"
+
+t0=$(date +%s)
+nvcc -O2 -std=c++17 "$HERE/raw_cuda.cu" -o /tmp/raw_cuda -L/usr/local/cuda/lib64/stubs -lcuda -lnvrtc -lcublas >>"$LOG" 2>&1 \
+    || { log "nvcc failed"; tail -20 "$LOG"; exit 1; }
+log "# nvcc: $(( $(date +%s) - t0 )) s"
+
+arm() {
+    local name=$1; shift
+    local t=$(date +%s)
+    "$@" >"$OUT/$name.csv" 2>>"$LOG"
+    local rc=$?
+    log "# $name: rc $rc, $(( $(date +%s) - t )) s, $(grep -vc '^#' "$OUT/$name.csv") lines"
+}
+arm raw /tmp/raw_cuda "$HERE/kernels" "$BUDGET" "$NS" "$HID" "$LAY" "$ELEMS"
+PYTHONUNBUFFERED=1 arm torch python3 "$HERE/torch_arm.py" "$BUDGET" "$NS" "$HID" "$LAY" "$ELEMS"
+# The seam build with only the cuda backend: no Vulkan driver in the process.
+arm seam_cuda "$HERE/seam-bench-cuda" run --arm seam-cudaonly --budget-ms "$BUDGET" --ns "$NS" --elems "$ELEMS" --hiddens "$HID" --layers "$LAY" --profile
+arm seam "$HERE/seam-bench" run --budget-ms "$BUDGET" --ns "$NS" --elems "$ELEMS" --hiddens "$HID" --layers "$LAY" --profile
+grep -h '^#' "$OUT"/*.csv | tee -a "$LOG"
+log "# total $(( $(date +%s) - t0 )) s"

@@ -1,0 +1,143 @@
+//! `seam-bench run`: the seam arms, as CSV on stdout.
+//! `seam-bench report`: the arms' CSVs → Markdown + SVG.
+
+use clap::{Parser, Subcommand};
+use seam_bench::csv::{Row, HEADER};
+use seam_bench::measure::{self, Config, Sink};
+use seam_bench::report::{self, Input};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "seam-bench",
+    about = "Eager vs replay on every seam backend found"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Measure the seam arms; CSV rows on stdout.
+    Run {
+        /// Time budget of one measurement, in milliseconds.
+        #[arg(long, default_value_t = 60.0)]
+        budget_ms: f64,
+        /// Chain lengths.
+        #[arg(long, value_delimiter = ',', default_value = "1,10,100,1000")]
+        ns: Vec<u64>,
+        /// Chain element counts.
+        #[arg(long, value_delimiter = ',', default_value = "1,1048576")]
+        elems: Vec<u64>,
+        /// Decode hidden sizes.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "256,512,1024,2048,4096,8192"
+        )]
+        hiddens: Vec<u64>,
+        /// Decode layer counts.
+        #[arg(long, value_delimiter = ',', default_value = "1,8,32")]
+        layers: Vec<u64>,
+        /// Only these backends (default: every GPU backend found).
+        #[arg(long, value_delimiter = ',')]
+        backend: Vec<String>,
+        /// Largest decode hidden size on backends other than cuda.
+        #[arg(long, default_value_t = 8192)]
+        other_hidden_max: u64,
+        /// Longest chain (kernels per iteration) measured re-recorded every run.
+        #[arg(long, default_value_t = 1000)]
+        rerecord_max_nodes: u64,
+        /// Also split seam calls into core and backend time.
+        #[arg(long)]
+        profile: bool,
+        /// The CSV's `arm` column (e.g. `seam-cudaonly` for a build with only the cuda backend).
+        #[arg(long, default_value = "seam")]
+        arm: String,
+    },
+    /// Turn the arms' CSVs into results.md and SVG plots.
+    Report {
+        /// CSV files (raw, torch, seam: any order, any number).
+        #[arg(long = "csv", required = true)]
+        csvs: Vec<PathBuf>,
+        /// Output folder.
+        #[arg(long, default_value = "docs/results/bench")]
+        out: PathBuf,
+    },
+}
+
+struct Stdout;
+
+impl Sink for Stdout {
+    fn row(&mut self, row: Row) {
+        let mut o = std::io::stdout().lock();
+        let _ = writeln!(o, "{row}");
+        let _ = o.flush();
+    }
+    fn comment(&mut self, text: &str) {
+        let mut o = std::io::stdout().lock();
+        let _ = writeln!(o, "# {text}");
+        let _ = o.flush();
+    }
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().cmd {
+        Cmd::Run {
+            budget_ms,
+            ns,
+            elems,
+            hiddens,
+            layers,
+            backend,
+            other_hidden_max,
+            rerecord_max_nodes,
+            profile,
+            arm,
+        } => {
+            println!("{HEADER}");
+            let cfg = Config {
+                budget_us: budget_ms * 1000.0,
+                ns,
+                elems,
+                hiddens,
+                layers,
+                backends: backend,
+                other_hidden_max,
+                rerecord_max_nodes,
+                profile,
+                arm,
+            };
+            measure::run(&cfg, &mut Stdout);
+            ExitCode::SUCCESS
+        }
+        Cmd::Report { csvs, out } => {
+            let mut texts = Vec::new();
+            for p in &csvs {
+                match std::fs::read_to_string(p) {
+                    Ok(t) => texts.push((p.display().to_string(), t)),
+                    Err(e) => {
+                        eprintln!("seam-bench: {}: {e}", p.display());
+                        return ExitCode::FAILURE;
+                    }
+                }
+            }
+            let result = Input::parse(&texts).and_then(|input| report::write_all(&input, &out));
+            match result {
+                Ok(files) => {
+                    for f in files {
+                        println!("wrote {}", f.display());
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("seam-bench: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}

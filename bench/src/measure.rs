@@ -1,0 +1,568 @@
+//! The seam arms: every backend found, eager and replay, through the public
+//! API only (`seam::Device`, `seam::ops`, capture scopes, `Graph::replay`).
+
+use crate::csv::Row;
+use crate::stats::{reps_for, summarize};
+use crate::timed::Timed;
+use seam::{ops, DType, Device, GraphRef, OpCall, OpKind};
+use seam_backends::DeviceSlot;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// What to measure, and for how long.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Time budget of one measurement (one metric of one mode of one case), µs.
+    pub budget_us: f64,
+    /// Chain lengths.
+    pub ns: Vec<u64>,
+    /// Chain element counts.
+    pub elems: Vec<u64>,
+    /// Decode hidden sizes.
+    pub hiddens: Vec<u64>,
+    /// Decode layer counts.
+    pub layers: Vec<u64>,
+    /// Backends to measure (empty: every GPU backend found).
+    pub backends: Vec<String>,
+    /// Largest decode hidden size on backends other than cuda.
+    pub other_hidden_max: u64,
+    /// Longest chain measured in `rerecord` mode.
+    pub rerecord_max_nodes: u64,
+    /// Split seam calls into core and backend time (a second device per backend).
+    pub profile: bool,
+    /// The `arm` column (`seam`; another name for a variant build).
+    pub arm: String,
+}
+
+/// Where rows and comments go (stdout in the binary, a Vec in tests).
+pub trait Sink {
+    fn row(&mut self, row: Row);
+    fn comment(&mut self, text: &str);
+}
+
+type Res<T> = std::result::Result<T, String>;
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Meta {
+    arm: &'static str,
+    device: &'static str,
+    workload: &'static str,
+    elems: u64,
+    hidden: u64,
+    layers: u64,
+    nodes: u64,
+}
+
+impl Meta {
+    fn row(&self, mode: &str, metric: &str, samples: &[f64]) -> Row {
+        let s = summarize(samples);
+        Row {
+            arm: self.arm.into(),
+            device: self.device.into(),
+            mode: mode.into(),
+            workload: self.workload.into(),
+            elems: self.elems,
+            hidden: self.hidden,
+            layers: self.layers,
+            nodes: self.nodes,
+            metric: metric.into(),
+            median_us: s.median,
+            p99_us: s.p99,
+            reps: s.reps as u64,
+        }
+    }
+}
+
+fn us(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e6
+}
+
+fn submit(dev: &Device, calls: &[OpCall]) -> seam::Result<()> {
+    for c in calls {
+        dev.launch(c)?;
+    }
+    Ok(())
+}
+
+/// Deterministic pseudo-random floats in [lo, hi) (xorshift; never zeros).
+pub fn randoms(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            lo + (hi - lo) * ((x >> 40) & 0xFF_FFFF) as f32 / 16_777_216.0
+        })
+        .collect()
+}
+
+/// `step` queued back to back `per` times between two waits, in batches.
+fn pipelined(
+    dev: &Device,
+    est: f64,
+    budget_us: f64,
+    mut step: impl FnMut() -> seam::Result<()>,
+) -> Res<Vec<f64>> {
+    let per = if est < 1000.0 { 20 } else { 5 };
+    let batches = reps_for(budget_us, est * per as f64, 3, 50);
+    let mut v = Vec::with_capacity(batches);
+    for _ in 0..batches {
+        dev.synchronize().map_err(err)?;
+        let t = Instant::now();
+        for _ in 0..per {
+            step().map_err(err)?;
+        }
+        dev.synchronize().map_err(err)?;
+        v.push(us(t) / per as f64);
+    }
+    Ok(v)
+}
+
+/// Eager, one-time capture costs, replay, pipelined and re-recorded runs of `calls`.
+fn measure(dev: &Device, calls: &[OpCall], m: Meta, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
+    let budget = cfg.budget_us;
+    // eager
+    let mut est = f64::MAX;
+    for _ in 0..3 {
+        let t = Instant::now();
+        submit(dev, calls).map_err(err)?;
+        dev.synchronize().map_err(err)?;
+        est = est.min(us(t));
+    }
+    let reps = reps_for(budget, est, 15, 3000);
+    let (mut sub, mut e2e) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
+    for _ in 0..reps {
+        let t = Instant::now();
+        submit(dev, calls).map_err(err)?;
+        sub.push(us(t));
+        dev.synchronize().map_err(err)?;
+        e2e.push(us(t));
+    }
+    out.row(m.row("eager", "submit_us", &sub));
+    out.row(m.row("eager", "e2e_us", &e2e));
+    let pipe = pipelined(dev, est, budget, || submit(dev, calls))?;
+    out.row(m.row("eager", "pipe_us", &pipe));
+    if !dev.supports_capture() {
+        out.comment(&format!(
+            "seam {}: no capture ({:?})",
+            m.device,
+            dev.capture_support()
+        ));
+        return Ok(());
+    }
+    // graph: one-time costs
+    let (mut cap, mut inst, mut first) = (Vec::new(), Vec::new(), Vec::new());
+    let mut graph = None;
+    for _ in 0..3 {
+        drop(graph.take());
+        dev.synchronize().map_err(err)?;
+        let t = Instant::now();
+        let scope = dev.capture().map_err(err)?;
+        submit(dev, calls).map_err(err)?;
+        let a = us(t);
+        let g = scope.end_graph().map_err(err)?;
+        let b = us(t);
+        g.replay().map_err(err)?;
+        dev.synchronize().map_err(err)?;
+        let c = us(t);
+        cap.push(a);
+        inst.push(b - a);
+        first.push(c - b);
+        graph = Some(g);
+    }
+    let g = graph.expect("three captures");
+    out.row(m.row("graph", "capture_us", &cap));
+    out.row(m.row("graph", "instantiate_us", &inst));
+    out.row(m.row("graph", "first_replay_us", &first));
+    let mut est = f64::MAX;
+    for _ in 0..3 {
+        let t = Instant::now();
+        g.replay().map_err(err)?;
+        dev.synchronize().map_err(err)?;
+        est = est.min(us(t));
+    }
+    let reps = reps_for(budget, est, 15, 3000);
+    let (mut sub, mut e2e) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
+    for _ in 0..reps {
+        let t = Instant::now();
+        g.replay().map_err(err)?;
+        sub.push(us(t));
+        dev.synchronize().map_err(err)?;
+        e2e.push(us(t));
+    }
+    out.row(m.row("graph", "submit_us", &sub));
+    out.row(m.row("graph", "e2e_us", &e2e));
+    let pipe = pipelined(dev, est, budget, || g.replay())?;
+    out.row(m.row("graph", "pipe_us", &pipe));
+    drop(g);
+    // re-recorded every iteration: capture, end into the current exec, replay, wait
+    if m.nodes <= cfg.rerecord_max_nodes {
+        let rerecord = || -> seam::Result<()> {
+            let scope = dev.capture()?;
+            submit(dev, calls)?;
+            scope.end_into_current()?;
+            dev.replay(GraphRef::Current)
+        };
+        let mut est = f64::MAX;
+        for _ in 0..2 {
+            let t = Instant::now();
+            rerecord().map_err(err)?;
+            dev.synchronize().map_err(err)?;
+            est = est.min(us(t));
+        }
+        let reps = reps_for(budget, est, 10, 2000);
+        let (mut sub, mut e2e) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
+        for _ in 0..reps {
+            let t = Instant::now();
+            rerecord().map_err(err)?;
+            sub.push(us(t));
+            dev.synchronize().map_err(err)?;
+            e2e.push(us(t));
+        }
+        out.row(m.row("rerecord", "submit_us", &sub));
+        out.row(m.row("rerecord", "e2e_us", &e2e));
+    }
+    Ok(())
+}
+
+/// The chain's call list and a check of one eager step and one replay
+/// against the host (scale_add is bit-exact, C11).
+fn chain(dev: &Device, m: Meta, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
+    let elems = m.elems as usize;
+    let x0 = randoms(elems, 7, 0.5, 1.5);
+    let x = dev.buffer_from(&x0).map_err(err)?;
+    let calls =
+        vec![ops::scale_add(x.id(), x.id(), m.elems as u32, 0.999, 0.001); m.nodes as usize];
+    let k = elems.min(256);
+    let want: Vec<f32> = x0[..k]
+        .iter()
+        .map(|&v| (0..m.nodes).fold(v, |acc, _| 0.999f32.mul_add(acc, 0.001)))
+        .collect();
+    let check = |what: &str, got: Vec<f32>| -> Res<()> {
+        match got
+            .iter()
+            .zip(&want)
+            .position(|(g, w)| g.to_bits() != w.to_bits())
+        {
+            None => Ok(()),
+            Some(i) => Err(format!(
+                "{what} check failed at {i}: {} != {}",
+                got[i], want[i]
+            )),
+        }
+    };
+    submit(dev, &calls).map_err(err)?;
+    check("eager", dev.read_range(x.id(), 0, k).map_err(err)?)?;
+    if dev.supports_capture() {
+        dev.write(x.id(), 0, &x0).map_err(err)?;
+        let scope = dev.capture().map_err(err)?;
+        submit(dev, &calls).map_err(err)?;
+        let g = scope.end_graph().map_err(err)?;
+        g.replay().map_err(err)?;
+        check("replay", dev.read_range(x.id(), 0, k).map_err(err)?)?;
+    }
+    measure(dev, &calls, m, cfg, out)
+}
+
+/// Decode-stack buffers: the residual x, the norm weight, three temporaries,
+/// and one H×H weight per layer.
+struct Stack {
+    x: seam::Buffer<f32>,
+    wn: seam::Buffer<f32>,
+    t: [seam::Buffer<f32>; 3],
+    w: Vec<seam::Buffer<f32>>,
+    x0: Vec<f32>,
+}
+
+impl Stack {
+    fn new(dev: &Device, h: u64, lmax: u64) -> Res<Stack> {
+        let hu = h as usize;
+        let scale = 1.7 / (h as f32).sqrt();
+        let w0 = randoms(hu * hu, 3, -scale, scale);
+        let mut w = vec![dev.buffer_from(&w0).map_err(err)?];
+        drop(w0);
+        for _ in 1..lmax {
+            let wi = dev.buffer::<f32>(hu * hu).map_err(err)?;
+            dev.launch(&ops::copy(w[0].id(), wi.id(), (h * h) as u32))
+                .map_err(err)?;
+            w.push(wi);
+        }
+        let x0 = randoms(hu, 5, -1.0, 1.0);
+        let s = Stack {
+            x: dev.buffer_from(&x0).map_err(err)?,
+            wn: dev.buffer_from(&randoms(hu, 6, 0.5, 1.5)).map_err(err)?,
+            t: [
+                dev.buffer(hu).map_err(err)?,
+                dev.buffer(hu).map_err(err)?,
+                dev.buffer(hu).map_err(err)?,
+            ],
+            w,
+            x0,
+        };
+        dev.synchronize().map_err(err)?;
+        Ok(s)
+    }
+
+    fn calls(&self, h: u64, layers: u64) -> Vec<OpCall> {
+        let h = h as u32;
+        let (x, [t1, t2, t3]) = (self.x.id(), self.t.each_ref().map(|b| b.id()));
+        (0..layers as usize)
+            .flat_map(|i| {
+                [
+                    ops::rms_norm(x, self.wn.id(), t1, 1, h, 1e-5),
+                    ops::gemm(t1, self.w[i].id(), t2, 1, h, h),
+                    ops::silu(t2, t3, h),
+                    ops::add(x, t3, x, h),
+                ]
+            })
+            .collect()
+    }
+}
+
+/// One decode step eager and one replayed from the same input agree bit for bit (C4).
+fn decode(dev: &Device, s: &Stack, m: Meta, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
+    let calls = s.calls(m.hidden, m.layers);
+    dev.write(s.x.id(), 0, &s.x0).map_err(err)?;
+    submit(dev, &calls).map_err(err)?;
+    let eager = s.x.read().map_err(err)?;
+    if eager.iter().any(|v| !v.is_finite()) {
+        return Err("eager decode step gave a non-finite value".into());
+    }
+    if dev.supports_capture() {
+        dev.write(s.x.id(), 0, &s.x0).map_err(err)?;
+        let scope = dev.capture().map_err(err)?;
+        submit(dev, &calls).map_err(err)?;
+        let g = scope.end_graph().map_err(err)?;
+        g.replay().map_err(err)?;
+        let replayed = s.x.read().map_err(err)?;
+        if let Some(i) = eager
+            .iter()
+            .zip(&replayed)
+            .position(|(a, b)| a.to_bits() != b.to_bits())
+        {
+            return Err(format!(
+                "replayed decode step differs from eager at {i}: {} != {}",
+                replayed[i], eager[i]
+            ));
+        }
+    }
+    measure(dev, &calls, m, cfg, out)
+}
+
+/// Split the host time of seam calls into core's share and the backend's,
+/// on a second device of the same backend wrapped in [`Timed`].
+fn profile(slot: &DeviceSlot, m: Meta, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
+    let (timed, clock) = Timed::new((slot.open)().map_err(err)?);
+    let dev = Device::new(Box::new(timed));
+    dev.prepare(&[(OpKind::ScaleAdd, DType::F32)])
+        .map_err(err)?;
+    let x = dev
+        .buffer_from(&randoms(m.elems as usize, 7, 0.5, 1.5))
+        .map_err(err)?;
+    let calls =
+        vec![ops::scale_add(x.id(), x.id(), m.elems as u32, 0.999, 0.001); m.nodes as usize];
+    let reps = reps_for(cfg.budget_us, m.nodes as f64 * 5.0, 15, 1000);
+    // The cost of the two clock reads the wrapper adds inside each call.
+    let timer: Vec<f64> = (0..1000)
+        .map(|_| {
+            let t = Instant::now();
+            let _ = Instant::now();
+            us(t)
+        })
+        .collect();
+    out.row(m.row("profile", "timer_us", &timer));
+    let mut split =
+        |mode: &str, step: &mut dyn FnMut() -> seam::Result<()>, replay: bool| -> Res<()> {
+            for _ in 0..3 {
+                step().map_err(err)?;
+                dev.synchronize().map_err(err)?;
+            }
+            let (mut total, mut backend, mut core) = (Vec::new(), Vec::new(), Vec::new());
+            for _ in 0..reps {
+                clock.reset();
+                let t = Instant::now();
+                step().map_err(err)?;
+                let all = us(t);
+                let ns = if replay {
+                    clock.replay_ns.load(Ordering::Relaxed)
+                } else {
+                    clock.launch_ns.load(Ordering::Relaxed)
+                };
+                let b = ns as f64 / 1000.0;
+                total.push(all);
+                backend.push(b);
+                core.push(all - b);
+                dev.synchronize().map_err(err)?;
+            }
+            out.row(m.row(mode, "prof_total_us", &total));
+            out.row(m.row(mode, "prof_backend_us", &backend));
+            out.row(m.row(mode, "prof_core_us", &core));
+            Ok(())
+        };
+    split("eager", &mut || submit(&dev, &calls), false)?;
+    if dev.supports_capture() {
+        let scope = dev.capture().map_err(err)?;
+        submit(&dev, &calls).map_err(err)?;
+        let g = scope.end_graph().map_err(err)?;
+        split("graph", &mut || g.replay(), true)?;
+    }
+    Ok(())
+}
+
+fn leak(s: &str) -> &'static str {
+    Box::leak(s.to_string().into_boxed_str())
+}
+
+/// Run every seam arm this machine has.
+pub fn run(cfg: &Config, out: &mut dyn Sink) {
+    let found = seam_backends::discover();
+    for miss in &found.missing {
+        out.comment(&format!(
+            "seam {}: not measured: {}",
+            miss.backend, miss.reason
+        ));
+    }
+    let mut seen = Vec::new();
+    for slot in &found.devices {
+        let wanted = if cfg.backends.is_empty() {
+            slot.backend != "cpu"
+        } else {
+            cfg.backends.iter().any(|b| b == slot.backend)
+        };
+        if !wanted {
+            continue;
+        }
+        if seen.contains(&slot.backend) {
+            out.comment(&format!(
+                "seam {}: not measured (first device of each backend only)",
+                slot.id
+            ));
+            continue;
+        }
+        seen.push(slot.backend);
+        if let Err(e) = backend(slot, cfg, out) {
+            out.comment(&format!("seam {}: stopped: {e}", slot.id));
+        }
+    }
+    out.comment(&format!(
+        "{} loaded: {}",
+        cfg.arm,
+        loaded_libraries().join(" ")
+    ));
+}
+
+/// The GPU runtime libraries this process has mapped (which cuBLAS, which
+/// Vulkan loader): arms that load different builds are not comparable.
+pub fn loaded_libraries() -> Vec<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let mut libs: Vec<String> = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .filter(|p| {
+            ["libcuda.", "libcublas", "libnvrtc", "libvulkan", "nvidia"]
+                .iter()
+                .any(|k| p.contains(k))
+        })
+        .map(str::to_string)
+        .collect();
+    libs.sort();
+    libs.dedup();
+    libs
+}
+
+fn backend(slot: &DeviceSlot, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
+    let device = leak(slot.backend);
+    let arm = leak(&cfg.arm);
+    let t = Instant::now();
+    let dev = slot.device().map_err(err)?;
+    let info = dev.info();
+    out.comment(&format!(
+        "seam {}: {} ({}), capture {:?}, opened in {:.0} us",
+        slot.id,
+        info.name,
+        info.driver,
+        dev.capture_support(),
+        us(t)
+    ));
+    dev.prepare(&[
+        (OpKind::ScaleAdd, DType::F32),
+        (OpKind::RmsNorm, DType::F32),
+        (OpKind::Gemm, DType::F32),
+        (OpKind::Silu, DType::F32),
+        (OpKind::Add, DType::F32),
+        (OpKind::Copy, DType::F32),
+    ])
+    .map_err(err)?;
+    for &elems in &cfg.elems {
+        for &n in &cfg.ns {
+            let m = Meta {
+                arm,
+                device,
+                workload: "chain",
+                elems,
+                hidden: 0,
+                layers: 0,
+                nodes: n,
+            };
+            if let Err(e) = chain(&dev, m, cfg, out) {
+                out.comment(&format!(
+                    "seam {device} chain elems={elems} N={n}: skipped: {e}"
+                ));
+            }
+        }
+    }
+    let lmax = cfg.layers.iter().copied().max().unwrap_or(0);
+    for &h in &cfg.hiddens {
+        if device != "cuda" && h > cfg.other_hidden_max {
+            out.comment(&format!(
+                "seam {device} decode H={h}: not measured (above --other-hidden-max {})",
+                cfg.other_hidden_max
+            ));
+            continue;
+        }
+        let stack = match Stack::new(&dev, h, lmax) {
+            Ok(s) => s,
+            Err(e) => {
+                out.comment(&format!("seam {device} decode H={h}: skipped: {e}"));
+                continue;
+            }
+        };
+        for &l in &cfg.layers {
+            let m = Meta {
+                arm,
+                device,
+                workload: "decode",
+                elems: h,
+                hidden: h,
+                layers: l,
+                nodes: 4 * l,
+            };
+            if let Err(e) = decode(&dev, &stack, m, cfg, out) {
+                out.comment(&format!("seam {device} decode H={h} L={l}: skipped: {e}"));
+            }
+        }
+    }
+    drop(dev);
+    if cfg.profile {
+        for &n in &cfg.ns {
+            let m = Meta {
+                arm,
+                device,
+                workload: "chain",
+                elems: 1,
+                hidden: 0,
+                layers: 0,
+                nodes: n,
+            };
+            if let Err(e) = profile(slot, m, cfg, out) {
+                out.comment(&format!("seam {device} profile N={n}: skipped: {e}"));
+            }
+        }
+    }
+    Ok(())
+}
