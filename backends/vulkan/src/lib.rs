@@ -61,7 +61,7 @@ use seam::{Backend, ErrorKind};
 /// How many Vulkan devices with a compute queue this machine has, or why
 /// there are none (with what to install).
 pub fn device_count() -> Result<usize, String> {
-    let instance = raw::Instance::new()?;
+    let instance = raw::Instance::shared()?;
     let adapters = instance.adapters()?;
     if adapters.is_empty() {
         return Err(format!(

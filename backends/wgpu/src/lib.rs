@@ -68,8 +68,16 @@ pub struct AdapterSlot {
     pub skipped: Option<String>,
 }
 
+/// The one wgpu instance of this process, created on first use and kept:
+/// creating one per device open made the NVIDIA Vulkan ICD refuse new
+/// instances after ~27 cycles in one process (seen on the H200, driver 580).
 fn instance() -> wgpu::Instance {
-    wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env())
+    static SHARED: std::sync::OnceLock<wgpu::Instance> = std::sync::OnceLock::new();
+    SHARED
+        .get_or_init(|| {
+            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env())
+        })
+        .clone()
 }
 
 fn enumerate(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {

@@ -101,7 +101,7 @@ impl VulkanBackend {
     /// Open `vulkan:<index>`: the index-th physical device with a compute queue.
     pub fn open(index: usize) -> Result<VulkanBackend, ErrorKind> {
         let unavailable = |reason: String| ErrorKind::Unavailable { reason };
-        let instance = Instance::new().map_err(unavailable)?;
+        let instance = Instance::shared().map_err(unavailable)?;
         let adapters = instance.adapters().map_err(unavailable)?;
         let count = adapters.len();
         let adapter = adapters.into_iter().nth(index).ok_or_else(|| {

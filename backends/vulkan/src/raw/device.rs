@@ -5,6 +5,7 @@ use ash::vk;
 use seam::ErrorKind;
 use std::ffi::CStr;
 use std::ptr::NonNull;
+use std::sync::Arc;
 /// Host mapping of a host-visible, host-coherent allocation.
 pub struct Mapped {
     ptr: NonNull<u8>,
@@ -70,11 +71,14 @@ pub struct Gpu {
     device: ash::Device,
     queue: vk::Queue,
     pub adapter: Adapter,
-    instance: Instance,
+    /// Keeps the process-wide instance ([`Instance::shared`]) alive for the device.
+    _instance: Arc<Instance>,
+    /// Never destroy the device: a timed-out submission may still use it.
+    leak: bool,
 }
 
 impl Gpu {
-    pub fn new(instance: Instance, adapter: Adapter) -> Result<Gpu, ErrorKind> {
+    pub fn new(instance: Arc<Instance>, adapter: Adapter) -> Result<Gpu, ErrorKind> {
         let priorities = [1.0f32];
         let queues = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(adapter.queue_family)
@@ -90,7 +94,8 @@ impl Gpu {
             device,
             queue,
             adapter,
-            instance,
+            _instance: instance,
+            leak: false,
         })
     }
 
@@ -650,18 +655,18 @@ impl Gpu {
     /// Never destroy the device or instance: called when a wait timed out at
     /// teardown and work may still be running.
     pub fn leak(&mut self) {
-        self.instance.leak = true;
+        self.leak = true;
     }
 }
 
 impl Drop for Gpu {
     fn drop(&mut self) {
-        if self.instance.leak {
+        if self.leak {
             return;
         }
         // SAFETY: the backend destroys every object made from this device (or
         // deliberately leaks those a timed-out submission may still use)
-        // before dropping the `Gpu`; the instance is dropped after this.
+        // before dropping the `Gpu`; the shared instance outlives it.
         unsafe { self.device.destroy_device(None) };
     }
 }

@@ -3,14 +3,26 @@
 use super::INSTALL_HINT;
 use ash::vk;
 use std::ffi::{c_char, CStr};
+use std::sync::{Arc, OnceLock};
 /// The loader and one instance.
 pub struct Instance {
     entry: ash::Entry,
     pub(super) instance: ash::Instance,
     /// Instance API version actually requested (≥ 1.1 enables properties2).
     api: u32,
-    /// Never destroy: a device made from it may still be running work.
-    pub(super) leak: bool,
+}
+
+impl Instance {
+    /// The one instance of this process, created on first use and never
+    /// destroyed (like a CUDA primary context). Creating and destroying an
+    /// instance per device open made the NVIDIA ICD refuse `vkCreateInstance`
+    /// after ~27 cycles in one process (seen on the H200, driver 580); real
+    /// runtimes keep one instance anyway. A failure is remembered too: the
+    /// loader does not appear mid-process.
+    pub fn shared() -> Result<Arc<Instance>, String> {
+        static SHARED: OnceLock<Result<Arc<Instance>, String>> = OnceLock::new();
+        SHARED.get_or_init(|| Instance::new().map(Arc::new)).clone()
+    }
 }
 
 /// A physical device with a compute queue, as discovery sees it.
@@ -72,7 +84,6 @@ impl Instance {
             entry,
             instance,
             api,
-            leak: false,
         })
     }
 
@@ -156,11 +167,9 @@ impl Instance {
 
 impl Drop for Instance {
     fn drop(&mut self) {
-        if self.leak {
-            return;
-        }
         // SAFETY: every device made from this instance is destroyed first
-        // (`Gpu` owns its `Instance` and destroys the device before it).
+        // (each `Gpu` holds an `Arc` of its instance and destroys its device
+        // before releasing it). The shared instance is never dropped.
         unsafe { self.instance.destroy_instance(None) };
         let _ = &self.entry;
     }
