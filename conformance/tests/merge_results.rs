@@ -11,8 +11,9 @@ use std::path::PathBuf;
 
 /// The reports merged here. The CPU-only machine's two come from
 /// `SEAM_MACHINE_NAME=ci-vm seam-conformance --backend cpu,cuda` and
-/// `--backend vulkan` (lavapipe); the third is the H200 machine's.
-const REPORTS: &[&str] = &["cpu-ci.json", "vulkan-lavapipe.json", "cuda-h200.json"];
+/// `--backend vulkan` (lavapipe); the third is the 2-GPU H200 machine's
+/// (`--backend cuda,vulkan,wgpu`: cuda:0/1, vulkan:0/1, wgpu:0/1).
+const REPORTS: &[&str] = &["cpu-ci.json", "vulkan-lavapipe.json", "h200x2.json"];
 
 fn results() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/results")
@@ -46,10 +47,17 @@ fn three_committed_reports_merge_into_one_matrix() {
     let gpus = &m.columns[2..];
     assert!(!gpus.is_empty(), "the H200 report has no device: {keys:?}");
     for c in gpus {
-        assert_eq!(c.backend, "cuda", "{c:?}");
+        assert!(["cuda", "vulkan", "wgpu"].contains(&c.backend.as_str()), "{c:?}");
         assert!(c.name.contains("H200"), "{c:?}");
-        assert!(c.driver.contains("CUDA"), "{c:?}");
+        assert!(c.driver.contains("580.159.04"), "{c:?}");
+        if c.backend == "cuda" {
+            assert!(c.driver.contains("CUDA"), "{c:?}");
+        }
         assert_eq!(c.source, 2);
+    }
+    for backend in ["cuda", "vulkan", "wgpu"] {
+        let n = gpus.iter().filter(|c| c.backend == backend).count();
+        assert_eq!(n, 2, "{backend}: both GPUs of the 2-GPU machine: {keys:?}");
     }
     assert_eq!(m.columns[0].name, "seam CPU reference");
     assert!(
@@ -95,6 +103,22 @@ fn three_committed_reports_merge_into_one_matrix() {
                 (cell, t) => panic!("{} on {}: cell {cell:?}, report {t:?}", r.label, c.key()),
             }
         }
+    }
+    // Multi-GPU: the two H200s of one machine give the same output bytes on
+    // every case that records a digest (same model, same driver, same code).
+    for backend in ["cuda", "vulkan", "wgpu"] {
+        let (d0, d1) = (format!("{backend}:0"), format!("{backend}:1"));
+        let mut compared = 0;
+        for t in gpu_report.trials.iter().filter(|t| t.device == d0) {
+            let twin = format!("{d1}{}", &t.name[d0.len()..]);
+            let other = gpu_report.trials.iter().find(|u| u.name == twin);
+            let other = other.unwrap_or_else(|| panic!("{twin} missing"));
+            if t.digest.is_some() {
+                assert_eq!(t.digest, other.digest, "{} vs {twin}", t.name);
+                compared += 1;
+            }
+        }
+        assert!(compared >= 7, "{backend}: only {compared} digests compared");
     }
     let gpu_cells = m.rows.iter().filter(|r| r.cells[2].is_some()).count();
     assert!(gpu_cells >= 30, "only {gpu_cells} H200 cells");
