@@ -71,6 +71,10 @@ pub fn discover() -> Discovery {
         seam_vulkan::device_count,
         seam_vulkan::open,
     );
+    #[cfg(feature = "wgpu")]
+    probe(&mut d, "wgpu", seam_wgpu::device_count, seam_wgpu::open);
+    #[cfg(feature = "metal")]
+    probe(&mut d, "metal", seam_metal::device_count, seam_metal::open);
     for &(backend, feature) in BACKENDS.iter().skip(1) {
         if !compiled_in(backend) {
             d.missing.push(Missing {
