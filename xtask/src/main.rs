@@ -18,6 +18,7 @@ mod bench;
 mod guard;
 mod mutations;
 mod report;
+mod stress;
 mod workflows;
 
 #[derive(Parser)]
@@ -90,6 +91,31 @@ enum Cmd {
     Mutations {
         /// Only mutations whose case name contains this.
         filter: Option<String>,
+    },
+    /// Start P concurrent conformance processes per round under W churn
+    /// workers; report clean exits, teardown hangs and crashes.
+    StressTeardown {
+        #[arg(long, default_value_t = 4)]
+        processes: usize,
+        #[arg(long, default_value_t = 10)]
+        rounds: usize,
+        #[arg(long, default_value_t = 8)]
+        churn: usize,
+        /// Backend(s) passed to `seam-conformance --backend`.
+        #[arg(long, default_value = "cpu")]
+        backend: String,
+        /// Longest one process may run.
+        #[arg(long, default_value_t = 300)]
+        deadline_s: u64,
+        /// Longest a process may take to exit after printing its summary.
+        #[arg(long, default_value_t = 20)]
+        teardown_s: u64,
+        /// Use the release binary already built.
+        #[arg(long)]
+        no_build: bool,
+        /// Run this program instead of seam-conformance (to test the harness).
+        #[arg(long)]
+        bin: Option<PathBuf>,
     },
 }
 
@@ -243,6 +269,25 @@ fn main() -> ExitCode {
         Cmd::LintWorkflows => workflows::lint_workflows(),
         Cmd::Ci => ci(),
         Cmd::Mutations { filter } => mutations::run(filter.as_deref()),
+        Cmd::StressTeardown {
+            processes,
+            rounds,
+            churn,
+            backend,
+            deadline_s,
+            teardown_s,
+            no_build,
+            bin,
+        } => stress::run(&stress::Options {
+            processes,
+            rounds,
+            churn,
+            backend,
+            deadline: std::time::Duration::from_secs(deadline_s),
+            teardown: std::time::Duration::from_secs(teardown_s),
+            no_build,
+            bin,
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

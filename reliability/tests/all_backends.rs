@@ -1,0 +1,81 @@
+//! The model and the fault sweep over every device `seam_backends::discover()`
+//! finds (build with `--features vulkan,cuda,wgpu` to include GPU backends).
+//! Ignored by default: `cargo test -p seam-reliability --features vulkan
+//! --test all_backends -- --ignored --nocapture`. `SEAM_MODEL_CASES` sets the
+//! sequences per device (default 500: opening a GPU device per sequence is slow).
+
+use seam_reliability::faults::{is_known_gap, sweep_all};
+use seam_reliability::{check_against_model, PropConfig};
+
+fn cases() -> u32 {
+    std::env::var("SEAM_MODEL_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500)
+}
+
+#[test]
+#[ignore = "opens every device found; run with --ignored"]
+fn model_on_every_device() {
+    let found = seam_backends::discover();
+    for m in &found.missing {
+        eprintln!("missing {}: {}", m.backend, m.reason);
+    }
+    let mut failed = Vec::new();
+    for slot in &found.devices {
+        let cfg = PropConfig {
+            cases: cases(),
+            max_len: 40,
+            seed: None,
+        };
+        match check_against_model(&*slot.open, &cfg) {
+            Ok(r) => eprintln!(
+                "{}: {} sequences, {} steps, {:.2?}: agrees with the model",
+                slot.id, r.cases, r.steps, r.elapsed
+            ),
+            Err(e) => {
+                eprintln!("{}: DISAGREES\n{e}", slot.id);
+                failed.push(slot.id.clone());
+            }
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "devices disagreeing with the model: {failed:?}"
+    );
+}
+
+#[test]
+#[ignore = "opens every device found; run with --ignored"]
+fn fault_sweep_on_every_device() {
+    let found = seam_backends::discover();
+    let mut unknown = Vec::new();
+    for slot in &found.devices {
+        let reports = match sweep_all(&*slot.open) {
+            Ok(r) => r,
+            Err(e) => {
+                unknown.push(format!("{}: {e}", slot.id));
+                continue;
+            }
+        };
+        for r in reports {
+            eprintln!(
+                "{}: {:32} k = 0..={:3}: {} surfaced, {} absorbed, {} failed",
+                slot.id,
+                r.workload,
+                r.calls,
+                r.surfaced,
+                r.absorbed,
+                r.failures.len()
+            );
+            for f in r.failures {
+                let tag = if is_known_gap(&f) { "known gap" } else { "NEW" };
+                eprintln!("  [{tag}] k={} {}: {}", f.k, f.call, f.problem);
+                if !is_known_gap(&f) {
+                    unknown.push(format!("{}: {f:?}", slot.id));
+                }
+            }
+        }
+    }
+    assert!(unknown.is_empty(), "unexpected failures: {unknown:#?}");
+}

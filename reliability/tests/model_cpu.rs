@@ -1,0 +1,78 @@
+//! The state machine vs the model on the CPU backend: what CI runs.
+//!
+//! 10,000 sequences of up to 40 steps, split over four tests so libtest runs
+//! them in parallel (CI has two cores and runs the test profile). Set
+//! `SEAM_MODEL_CASES` to change the count per test, `PROPTEST_RNG_SEED` to
+//! replay a failure.
+
+use seam::{Backend, ErrorKind};
+use seam_cpu::CpuBackend;
+use seam_reliability::{check_against_model, PropConfig};
+
+fn cpu() -> Result<Box<dyn Backend>, ErrorKind> {
+    Ok(Box::new(CpuBackend::new(0)))
+}
+
+/// Sequences per test (four tests: 10,000 in all).
+const CASES: u32 = 2500;
+
+/// Outcomes every full-size run must reach.
+const KEYS: [&str; 9] = [
+    "launch: Ok",
+    "replay: Ok",
+    "end_capture: Ok",
+    "end_capture_graph: Ok",
+    "free: BufferInUse",
+    "launch: CrossThreadCapture",
+    "alloc: AllocInCapture",
+    "replay: UnknownGraph",
+    "destroy_graph: Ok",
+];
+
+fn run(part: u32) {
+    let cases = std::env::var("SEAM_MODEL_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(CASES);
+    let cfg = PropConfig {
+        cases,
+        max_len: 40,
+        seed: None,
+    };
+    let r = check_against_model(&cpu, &cfg).unwrap_or_else(|e| panic!("part {part}: {e}"));
+    eprintln!(
+        "part {part}: {} sequences, {} steps, {:.2?} (seed {})",
+        r.cases, r.steps, r.elapsed, r.seed
+    );
+    // The sequences must reach the interesting states, not just bounce off
+    // errors (checked on full-size runs; a handful of cases under Miri may miss some).
+    let keys: &[&str] = if r.cases >= 1000 { &KEYS } else { &[] };
+    for key in keys {
+        let n = r.coverage.get(*key).copied().unwrap_or(0);
+        assert!(
+            n * 500 >= u64::from(r.cases),
+            "part {part}: `{key}` happened {n} times in {} sequences: the generator drifted",
+            r.cases
+        );
+    }
+}
+
+#[test]
+fn model_vs_cpu_part_1() {
+    run(1);
+}
+
+#[test]
+fn model_vs_cpu_part_2() {
+    run(2);
+}
+
+#[test]
+fn model_vs_cpu_part_3() {
+    run(3);
+}
+
+#[test]
+fn model_vs_cpu_part_4() {
+    run(4);
+}
