@@ -79,7 +79,8 @@ pub struct ResourceCounts {
 /// - `alloc`, `free`, `write`, `read`, `synchronize`, `replay`, `destroy_graph`
 ///   and `prepare` are never called while a capture is open;
 /// - `launch` is called while capturing only from the capturing thread;
-/// - `end_capture*`/`abort_capture` only follow a successful `begin_capture`;
+/// - `end_capture*`/`abort_capture` only follow a successful `begin_capture`
+///   (and `abort_capture` also follows a failed `end_capture*`/`abort_capture`);
 /// - every `RawBuffer`/`RawGraph` passed in is live and was made by this backend;
 /// - `free` is never called on a buffer a live graph or the current exec uses.
 pub trait Backend: Send {
@@ -123,6 +124,9 @@ pub trait Backend: Send {
     /// the backend waits or defers, but the replay completes correctly (C8).
     fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind>;
     /// Drop whatever was recorded since begin_capture; the device stays usable.
+    /// Core also calls this after a failed `end_capture`, `end_capture_graph`
+    /// or `abort_capture`, when the backend may or may not still be
+    /// recording: it must then end any recording (an error is ignored).
     fn abort_capture(&mut self) -> Result<(), ErrorKind>;
 
     /// Live allocations and graphs (the current exec counts as a graph), for leak checks.

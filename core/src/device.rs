@@ -425,11 +425,22 @@ impl Device {
         }
     }
 
+    /// After a failed end or abort, core has closed its capture; make sure
+    /// the backend is not left recording either (found by fault injection:
+    /// later launches were silently recorded instead of run). The backend may
+    /// already have stopped, so its answer is ignored.
+    fn stop_recording(st: &mut State) {
+        let _ = st.backend.abort_capture();
+    }
+
     /// Capture op 3: stop recording; the result replaces the current exec.
     pub fn end_capture(&self) -> Result<()> {
         self.with("end_capture", |st| {
             let cap = Self::take_capture(st)?;
             let r = st.backend.end_capture();
+            if r.is_err() {
+                Self::stop_recording(st);
+            }
             if r.is_ok() {
                 st.current = Some(ExecEntry {
                     raw: None,
@@ -451,6 +462,9 @@ impl Device {
         self.with("end_capture_graph", |st| {
             let cap = Self::take_capture(st)?;
             let r = st.backend.end_capture_graph();
+            if r.is_err() {
+                Self::stop_recording(st);
+            }
             let out = r.map(|raw| {
                 let id = GraphId(st.next_id);
                 st.next_id += 1;
@@ -479,6 +493,9 @@ impl Device {
         self.with("abort_capture", |st| {
             Self::take_capture(st)?;
             let r = st.backend.abort_capture();
+            if r.is_err() {
+                Self::stop_recording(st);
+            }
             st.trace.record(|| EventKind::AbortCapture);
             st.sweep();
             r

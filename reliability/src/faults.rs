@@ -320,14 +320,3 @@ pub fn sweep_all(open: &Opener) -> Result<Vec<SweepReport>, String> {
         .map(|w| sweep(open, w))
         .collect()
 }
-
-/// Failures core is known to cause (see docs/reliability.md): when the
-/// backend's end_capture, end_capture_graph or abort_capture fails, core has
-/// already dropped its capture state and never tells the backend to stop
-/// recording, so the backend keeps recording every later launch.
-pub fn is_known_gap(f: &FaultFailure) -> bool {
-    matches!(
-        f.call,
-        "end_capture" | "end_capture_graph" | "abort_capture"
-    ) && f.problem.contains("backend still recording")
-}

@@ -2,7 +2,7 @@
 
 use seam::{ops, Backend, DType, Device, ErrorKind};
 use seam_cpu::CpuBackend;
-use seam_reliability::faults::{is_known_gap, sweep_all};
+use seam_reliability::faults::sweep_all;
 use seam_reliability::{FaultPlan, FaultyBackend};
 
 fn cpu() -> Result<Box<dyn Backend>, ErrorKind> {
@@ -39,8 +39,7 @@ fn injected_fault_hits_exactly_call_k_and_names_it() {
 #[test]
 fn fault_sweep_cpu() {
     let reports = sweep_all(&cpu).expect("sweep ran");
-    let mut unknown = Vec::new();
-    let mut known = Vec::new();
+    let mut failures = Vec::new();
     for r in &reports {
         eprintln!(
             "{:32} k = 0..={:3}: {} surfaced, {} absorbed, {} failed",
@@ -53,33 +52,19 @@ fn fault_sweep_cpu() {
         assert!(r.calls >= 10, "{} makes {} calls", r.workload, r.calls);
         for f in &r.failures {
             eprintln!("  k={} {}: {}", f.k, f.call, f.problem);
-            if is_known_gap(f) {
-                known.push(f.clone());
-            } else {
-                unknown.push(f.clone());
-            }
+            failures.push(f.clone());
         }
     }
     assert!(reports.len() >= 5, "every workload ran on the CPU backend");
     assert!(
-        unknown.is_empty(),
-        "unexpected fault-injection failures: {unknown:#?}"
+        failures.is_empty(),
+        "fault-injection failures: {failures:#?}"
     );
-    // The known core gap (docs/reliability.md) must still reproduce; once core
-    // stops the backend's recording after a failed end/abort, drop it from
-    // `is_known_gap` and this list.
-    for call in ["end_capture", "end_capture_graph", "abort_capture"] {
-        assert!(
-            known.iter().any(|f| f.call == call),
-            "known gap for {call} no longer reproduces: core fixed it? update faults::is_known_gap"
-        );
-    }
 }
 
-/// The minimal reproduction of the known gap: what core should guarantee.
-/// Ignored until core tells the backend to stop recording after a failed end.
+/// The minimal reproduction of the gap fault injection found, fixed in core:
+/// after a failed end, core tells the backend to stop recording.
 #[test]
-#[ignore = "known core gap (docs/reliability.md): a failed end_capture leaves the backend recording"]
 fn failed_end_capture_leaves_device_usable() {
     let plan = FaultPlan::new();
     let dev = Device::new(Box::new(FaultyBackend::new(cpu().unwrap(), plan.clone())));
