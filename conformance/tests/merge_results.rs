@@ -47,7 +47,10 @@ fn three_committed_reports_merge_into_one_matrix() {
     let gpus = &m.columns[2..];
     assert!(!gpus.is_empty(), "the H200 report has no device: {keys:?}");
     for c in gpus {
-        assert!(["cuda", "vulkan", "wgpu"].contains(&c.backend.as_str()), "{c:?}");
+        assert!(
+            ["cuda", "vulkan", "wgpu"].contains(&c.backend.as_str()),
+            "{c:?}"
+        );
         assert!(c.name.contains("H200"), "{c:?}");
         assert!(c.driver.contains("580.159.04"), "{c:?}");
         if c.backend == "cuda" {
