@@ -245,15 +245,30 @@ pub const C12_BAD_HOST_ACCESS_REFUSED: Case = Case {
             d.write_bytes(fx.h, 0, &[1, 2, 3]),
             ErrorKind::SizeMismatch { .. }
         );
+        // 7 bytes into f32: the error gives the nearest whole-element length.
+        expect_err!(
+            d.write_bytes(fx.f, 0, &[1; 7]),
+            ErrorKind::SizeMismatch {
+                expected: 4,
+                found: 7,
+                ..
+            }
+        );
+        let e = expect_err!(
+            d.write_bytes(fx.freed, 0, &[0; 4]),
+            ErrorKind::UnknownBuffer { .. }
+        );
+        check_eq!(e.call, "write_bytes", "the error names the call");
         expect_err!(d.read::<i32>(fx.f), ErrorKind::HostDtypeMismatch { .. });
         expect_err!(
             d.read_range::<f32>(fx.f, 60, 5),
             ErrorKind::HostRange { .. }
         );
-        expect_err!(
+        let e = expect_err!(
             d.read::<f32>(BufferId(123_456)),
             ErrorKind::UnknownBuffer { .. }
         );
+        check_eq!(e.call, "read", "the error names the call");
         d.synchronize()?;
         check!(
             snapshot(cx, &fx)? == before,

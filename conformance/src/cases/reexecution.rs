@@ -172,6 +172,11 @@ pub const C2_PARTIAL_WRITE_SEEN_BY_NEXT_REPLAY: Case = Case {
             vec![11, 12, 13, 14, 15, -90, -190, 18],
             "after a partial write at offset 5"
         );
+        check_eq!(
+            d.read_range::<i32>(out.id(), 5, 2)?,
+            vec![-90, -190],
+            "a read at an element offset"
+        );
         Ok(())
     },
 };
