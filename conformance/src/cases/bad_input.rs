@@ -173,6 +173,18 @@ pub const C12_BAD_LAUNCHES_REFUSED_BEFORE_WORK: Case = Case {
             ("softmax in place", ops::softmax(fx.f, fx.f, 2, 4), |k| {
                 matches!(k, ErrorKind::AliasNotAllowed { .. })
             }),
+            // Exactly the per-launch limit is not "too large": it is past the buffer.
+            (
+                "n at the per-launch limit",
+                ops::add(fx.f, fx.g, fx.out, u32::MAX),
+                |k| matches!(k, ErrorKind::OutOfRange { .. }),
+            ),
+            // Only the output (m·n = 2^33) is past the limit.
+            (
+                "a later binding past the limit",
+                ops::gemm(fx.f, fx.g, fx.out, 1 << 31, 4, 1),
+                |k| matches!(k, ErrorKind::TooLarge { what: "c", .. }),
+            ),
         ];
         for (what, call, pred) in &table {
             let scope = match cx.mode {
@@ -200,6 +212,8 @@ pub const C12_BAD_LAUNCHES_REFUSED_BEFORE_WORK: Case = Case {
             "a refused launch changed a buffer"
         );
         d.launch(&ops::add(fx.f, fx.g, fx.out, 64))?;
+        // The widest 16-bit fill value is legal (the bound is inclusive).
+        d.launch(&ops::fill(fx.h, 4, 0xFFFF))?;
         d.synchronize()?;
         check!(
             snapshot(cx, &fx)? != before,

@@ -134,6 +134,7 @@ pub const C6_NESTED_BEGIN_REFUSED: Case = Case {
         let one = d.buffer_from(&[1u32; 8])?;
         let dst = d.buffer_from(&[0u32; 8])?;
         d.begin_capture()?;
+        check!(d.capturing(), "capturing() while a capture is open");
         expect_err!(d.begin_capture(), ErrorKind::NestedCapture);
         expect_err!(d.capture().map(drop), ErrorKind::NestedCapture);
         finish_and_check(cx, one.id(), dst.id(), 1)

@@ -1,6 +1,6 @@
 //! C1 re-execution, C2 host writes between replays, C3 handles own their exec.
 
-use crate::{check_eq, Case, CaseResult, Ctx, Rule, Tag, ONCE};
+use crate::{check, check_eq, Case, CaseResult, Ctx, Rule, Tag, ONCE};
 use seam::{ops, GraphRef};
 
 const CAP: &[Tag] = &[Tag::NeedsCapture];
@@ -72,6 +72,10 @@ pub const C1_CAPTURE_DOES_NOT_EXECUTE: Case = Case {
     body: |cx| {
         let d = &cx.dev;
         let x = d.buffer_from(&[3.0f32; 64])?;
+        check!(
+            x.len() == 64 && !x.is_empty(),
+            "an owned buffer knows its length"
+        );
         let y = d.buffer_from(&[0.0f32; 64])?;
         let scope = d.capture()?;
         d.launch(&ops::scale_add(x.id(), y.id(), 64, 2.0, 1.0))?;

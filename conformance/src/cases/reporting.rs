@@ -95,15 +95,23 @@ fn window(cx: &Ctx, n: u64) -> CaseResult {
     let d = &cx.dev;
     let one = d.buffer_from(&[1u32; 4])?;
     let dst = d.buffer_from(&[0u32; 4])?;
+    d.set_tracing(true);
     let s = d.capture()?;
     d.launch(&ops::add(one.id(), dst.id(), dst.id(), 4))?;
     let g = s.end_graph()?;
-    d.set_tracing(true);
     for _ in 0..n {
         g.replay()?;
     }
     d.set_tracing(false);
     let events = d.take_trace();
+    let ended = events.iter().any(|e| {
+        e.kind
+            == EventKind::EndCaptureGraph {
+                graph: g.id().0,
+                launches: 1,
+            }
+    });
+    check!(ended, "the capture's end is recorded with its 1 launch");
     let replays: Vec<u64> = events
         .iter()
         .filter_map(|e| match e.kind {
