@@ -1,9 +1,11 @@
-//! Runs on whatever Vulkan device is here (lavapipe in CI): C1 and every op,
-//! eager and captured, against the CPU reference. Skips, saying why, where
-//! there is no Vulkan device. The conformance suite is the full check; this
-//! is the backend's own smoke test.
+//! Backend-specific checks on whatever Vulkan device is here (lavapipe in
+//! CI): edge shapes of every op (1 element, 300,000 elements, 70,000 rows)
+//! eager and captured against the CPU reference, scale_add's exact fusion,
+//! and timestamp-query pool reuse. The contract itself (C1–C12) is the
+//! conformance suite's, never copied here. Skips, saying why, where there is
+//! no Vulkan device.
 
-use seam::{ops, DType, Device, GraphRef, OpCall, OpKind, Tolerance};
+use seam::{ops, DType, Device, OpCall, OpKind, Tolerance};
 
 fn vulkan() -> Option<Device> {
     match seam_vulkan::device_count() {
@@ -13,41 +15,6 @@ fn vulkan() -> Option<Device> {
             None
         }
     }
-}
-
-#[test]
-fn c1_replay_reexecutes() {
-    let Some(dev) = vulkan() else { return };
-    eprintln!("{:?}", dev.info());
-    let a = dev.buffer_from(&[17.0f32]).unwrap();
-    let dst = dev.buffer_from(&[0.0f32]).unwrap();
-    let cap = dev.capture().unwrap();
-    dev.launch(&ops::add(a.id(), dst.id(), dst.id(), 1))
-        .unwrap();
-    let g = cap.end_graph().unwrap();
-    g.replay().unwrap();
-    assert_eq!(dst.read().unwrap(), [17.0]);
-    g.replay().unwrap();
-    assert_eq!(dst.read().unwrap(), [34.0]);
-    a.write(&[1.0]).unwrap();
-    g.replay().unwrap();
-    assert_eq!(dst.read().unwrap(), [35.0]);
-    // The current exec is separate from the handle (C3).
-    let other = dev.buffer_from(&[0.0f32]).unwrap();
-    let cap = dev.capture().unwrap();
-    dev.launch(&ops::add(a.id(), other.id(), other.id(), 1))
-        .unwrap();
-    cap.end_into_current().unwrap();
-    dev.replay(GraphRef::Current).unwrap();
-    g.replay().unwrap();
-    assert_eq!(other.read().unwrap(), [1.0]);
-    assert_eq!(dst.read().unwrap(), [36.0]);
-    // C8: destroy while a replay is queued.
-    for _ in 0..10 {
-        g.replay().unwrap();
-    }
-    drop(g);
-    assert_eq!(dst.read().unwrap(), [46.0]);
 }
 
 struct Rng(u64);
