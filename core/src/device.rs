@@ -900,19 +900,34 @@ mod tests {
     use super::*;
     use crate::backend::ResourceCounts;
 
-    /// A backend that records nothing and runs nothing: enough to test core's own bookkeeping.
-    struct Null(DeviceInfo);
+    /// A backend that runs nothing and logs the calls core's teardown and
+    /// timing make: enough to test core's own bookkeeping.
+    struct Null {
+        info: DeviceInfo,
+        support: CaptureSupport,
+        log: Arc<Mutex<Vec<&'static str>>>,
+    }
+    impl Null {
+        fn note(&self, call: &'static str) {
+            self.log.lock().unwrap().push(call);
+        }
+    }
     impl Backend for Null {
         fn info(&self) -> &DeviceInfo {
-            &self.0
+            &self.info
         }
         fn capture_support(&self) -> CaptureSupport {
-            CaptureSupport::Native
+            self.support.clone()
+        }
+        fn begin_timed(&mut self, _: u64) -> std::result::Result<(), ErrorKind> {
+            self.note("begin_timed");
+            Ok(())
         }
         fn alloc(&mut self, _: usize) -> std::result::Result<crate::RawBuffer, ErrorKind> {
             Ok(crate::RawBuffer(1))
         }
         fn free(&mut self, _: crate::RawBuffer) -> std::result::Result<(), ErrorKind> {
+            self.note("free");
             Ok(())
         }
         fn write(
@@ -935,6 +950,7 @@ mod tests {
             Ok(())
         }
         fn synchronize(&mut self) -> std::result::Result<(), ErrorKind> {
+            self.note("synchronize");
             Ok(())
         }
         fn prepare(&mut self, _: &[(OpKind, DType)]) -> std::result::Result<(), ErrorKind> {
@@ -953,9 +969,11 @@ mod tests {
             Ok(())
         }
         fn destroy_graph(&mut self, _: RawGraph) -> std::result::Result<(), ErrorKind> {
+            self.note("destroy_graph");
             Ok(())
         }
         fn abort_capture(&mut self) -> std::result::Result<(), ErrorKind> {
+            self.note("abort_capture");
             Ok(())
         }
         fn live_resources(&self) -> ResourceCounts {
@@ -963,13 +981,107 @@ mod tests {
         }
     }
 
+    fn null(support: CaptureSupport) -> Null {
+        Null {
+            info: DeviceInfo {
+                backend: "null".into(),
+                index: 0,
+                name: "null".into(),
+                driver: "0".into(),
+            },
+            support,
+            log: Arc::default(),
+        }
+    }
+
     fn device() -> Device {
-        Device::new(Box::new(Null(DeviceInfo {
-            backend: "null".into(),
-            index: 0,
-            name: "null".into(),
-            driver: "0".into(),
-        })))
+        Device::new(Box::new(null(CaptureSupport::Native)))
+    }
+
+    /// C9's plumbing on a backend that reports Unsupported (no real backend
+    /// does). Mutations: `is_supported -> true`, `Backend::supports_capture
+    /// -> true / false`, `Device::supports_capture -> true` → red.
+    #[test]
+    fn capture_support_is_reported_through_every_layer() {
+        let no = null(CaptureSupport::Unsupported("none here".into()));
+        assert!(!no.support.is_supported());
+        assert!(!no.supports_capture());
+        let yes = null(CaptureSupport::Emulated);
+        assert!(yes.support.is_supported() && yes.supports_capture());
+        let d = Device::new(Box::new(no));
+        assert!(!d.supports_capture());
+        assert_eq!(
+            d.begin_capture().unwrap_err().kind,
+            ErrorKind::CaptureUnsupported {
+                reason: "none here".into()
+            }
+        );
+        assert!(device().supports_capture());
+    }
+
+    /// The allocation limit is inclusive: exactly MAX_ELEMENTS elements is
+    /// legal (the Null backend allocates nothing, so 16 GiB costs nothing).
+    /// Mutation: `>` → `>=` in `Device::alloc` → red.
+    #[test]
+    fn alloc_limit_is_inclusive() {
+        let d = device();
+        let max = validate::MAX_ELEMENTS as usize;
+        d.alloc(DType::U32, max).unwrap();
+        let e = d.alloc(DType::U32, max + 1).unwrap_err();
+        assert!(matches!(e.kind, ErrorKind::TooLarge { .. }), "{e}");
+    }
+
+    /// Timing markers bracket eager launches only while tracing, never
+    /// inside a capture. Mutation: `&&` → `||` in `Device::launch` → red.
+    #[test]
+    fn timing_markers_only_for_traced_eager_launches() {
+        let backend = null(CaptureSupport::Native);
+        let log = backend.log.clone();
+        let count = || {
+            log.lock()
+                .unwrap()
+                .iter()
+                .filter(|c| **c == "begin_timed")
+                .count()
+        };
+        let d = Device::new(Box::new(backend));
+        let b = d.alloc(DType::U32, 4).unwrap();
+        d.launch(&crate::ops::fill(b, 4, 1)).unwrap();
+        assert_eq!(count(), 0, "tracing is off");
+        d.set_tracing(true);
+        d.begin_capture().unwrap();
+        d.launch(&crate::ops::fill(b, 4, 1)).unwrap();
+        d.end_capture().unwrap();
+        assert_eq!(count(), 0, "inside a capture");
+        d.launch(&crate::ops::fill(b, 4, 1)).unwrap();
+        assert_eq!(count(), 1, "a traced eager launch");
+    }
+
+    /// Dropping the last handle tears down in dependency order: the open
+    /// capture aborted, queued work finished, graphs destroyed, then every
+    /// buffer freed. Mutation: `impl Drop for State` → `()` → red.
+    #[test]
+    fn drop_tears_down_in_dependency_order() {
+        let backend = null(CaptureSupport::Native);
+        let log = backend.log.clone();
+        let d = Device::new(Box::new(backend));
+        let b = d.alloc(DType::U32, 4).unwrap();
+        d.begin_capture().unwrap();
+        d.launch(&crate::ops::fill(b, 4, 1)).unwrap();
+        let _g = d.end_capture_graph().unwrap();
+        d.begin_capture().unwrap();
+        log.lock().unwrap().clear();
+        drop(d);
+        assert_eq!(
+            *log.lock().unwrap(),
+            ["abort_capture", "synchronize", "destroy_graph", "free"]
+        );
+    }
+
+    /// Mutation: `impl Debug for Device` → `Ok(Default::default())` → red.
+    #[test]
+    fn debug_names_the_device() {
+        assert_eq!(format!("{:?}", device()), r#"Device { id: "null:0" }"#);
     }
 
     #[test]

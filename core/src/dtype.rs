@@ -34,10 +34,6 @@ impl DType {
             DType::U32 => "u32",
         }
     }
-
-    pub const fn is_float(self) -> bool {
-        matches!(self, DType::F32 | DType::F16 | DType::Bf16)
-    }
 }
 
 impl fmt::Display for DType {
@@ -49,53 +45,20 @@ impl fmt::Display for DType {
 /// A host type that can be stored in a device buffer.
 pub trait Element: bytemuck::Pod + Send + Sync + 'static {
     const DTYPE: DType;
-    /// Widen to f32 (exact for every type but i32/u32 beyond 2^24).
-    fn to_f32(self) -> f32;
-    fn from_f32(v: f32) -> Self;
 }
 
 impl Element for f32 {
     const DTYPE: DType = DType::F32;
-    fn to_f32(self) -> f32 {
-        self
-    }
-    fn from_f32(v: f32) -> Self {
-        v
-    }
 }
 impl Element for half::f16 {
     const DTYPE: DType = DType::F16;
-    fn to_f32(self) -> f32 {
-        half::f16::to_f32(self)
-    }
-    fn from_f32(v: f32) -> Self {
-        half::f16::from_f32(v)
-    }
 }
 impl Element for half::bf16 {
     const DTYPE: DType = DType::Bf16;
-    fn to_f32(self) -> f32 {
-        half::bf16::to_f32(self)
-    }
-    fn from_f32(v: f32) -> Self {
-        half::bf16::from_f32(v)
-    }
 }
 impl Element for i32 {
     const DTYPE: DType = DType::I32;
-    fn to_f32(self) -> f32 {
-        self as f32
-    }
-    fn from_f32(v: f32) -> Self {
-        v as i32
-    }
 }
 impl Element for u32 {
     const DTYPE: DType = DType::U32;
-    fn to_f32(self) -> f32 {
-        self as f32
-    }
-    fn from_f32(v: f32) -> Self {
-        v as u32
-    }
 }

@@ -118,12 +118,6 @@ impl OpKind {
         !matches!(self, OpKind::RmsNorm | OpKind::Softmax | OpKind::Gemm)
     }
 
-    /// Whether a backend may route this op through a vendor library that
-    /// initialises lazily (C7): such ops need `prepare` before capture.
-    pub const fn is_vendor_op(self) -> bool {
-        matches!(self, OpKind::Gemm)
-    }
-
     /// How closely a backend must agree with the CPU reference (C11).
     pub fn tolerance(self, dtype: DType) -> Tolerance {
         match (self, dtype) {
@@ -250,19 +244,6 @@ pub struct Launch {
     pub params: Params,
 }
 
-impl Launch {
-    /// Number of invocations the op needs along its parallel axis
-    /// (elements for elementwise ops, rows for row ops, m·n for GEMM).
-    pub fn work_items(&self) -> u64 {
-        let p = &self.params;
-        match self.op {
-            OpKind::RmsNorm | OpKind::Softmax => p.d0 as u64,
-            OpKind::Gemm => p.d0 as u64 * p.d1 as u64,
-            _ => p.d0 as u64,
-        }
-    }
-}
-
 fn call(op: OpKind, buffers: Vec<BufferId>, params: Params) -> OpCall {
     OpCall {
         op,
@@ -386,4 +367,53 @@ pub fn gemm(a: BufferId, b: BufferId, c: BufferId, m: u32, n: u32, k: u32) -> Op
             ..Default::default()
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `name()` is the identifier kernels are looked up by
+    /// (`kernels/wgsl/<op>.wgsl`, entry points `<op>_<dtype>`), what errors
+    /// print, and must equal the serde name the JSON reports carry.
+    /// Mutations: `OpKind::name` / `DType::name` → `""` or `"xyzzy"`, either
+    /// `Display` → `Ok(Default::default())` → red.
+    #[test]
+    fn names_match_display_and_serde() {
+        fn check<T: fmt::Display + Serialize>(
+            all: &[T],
+            name: impl Fn(&T) -> &'static str,
+            want: &[&str],
+        ) {
+            let names: Vec<&str> = all.iter().map(&name).collect();
+            assert_eq!(names, want);
+            for v in all {
+                assert_eq!(v.to_string(), name(v));
+                assert_eq!(
+                    serde_json::to_string(v).unwrap(),
+                    format!("\"{}\"", name(v))
+                );
+            }
+        }
+        check(
+            &OpKind::ALL,
+            |o| o.name(),
+            &[
+                "fill",
+                "copy",
+                "scale_add",
+                "add",
+                "mul",
+                "silu",
+                "rms_norm",
+                "softmax",
+                "gemm",
+            ],
+        );
+        check(
+            &DType::ALL,
+            |d| d.name(),
+            &["f32", "f16", "bf16", "i32", "u32"],
+        );
+    }
 }

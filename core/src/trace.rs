@@ -196,3 +196,144 @@ fn event_name(kind: &EventKind) -> (String, serde_json::Value) {
         EventKind::Destroy { graph } => (format!("destroy g{graph}"), json!({"graph": graph})),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn log(device: &str, label: &str, events: Vec<TraceEvent>, spans: Vec<DeviceSpan>) -> TraceLog {
+        TraceLog {
+            device: device.into(),
+            device_name: "Dev".into(),
+            label: label.into(),
+            events,
+            device_spans: spans,
+            device_timing_unavailable: None,
+        }
+    }
+
+    fn ev(seq: u64, host_ns: u64, kind: EventKind) -> TraceEvent {
+        TraceEvent { seq, host_ns, kind }
+    }
+
+    /// Process per device (reused by a second log of the same device), two
+    /// tracks per log, host instants in µs, device slices shifted onto the
+    /// host clock by the first span's event, unmatched spans kept.
+    /// Mutations in `chrome_trace` (the pid lookup `==`, `pids.len() - 1`,
+    /// the track ids `2k` / `2k + 1`, `/ 1e3`, the clock offset and its use)
+    /// → red.
+    #[test]
+    fn chrome_trace_places_every_event_exactly() {
+        let replay = |graph, index| EventKind::Replay { graph, index };
+        let a = log(
+            "cpu:0",
+            "t1",
+            vec![
+                ev(
+                    0,
+                    1_000,
+                    EventKind::Launch {
+                        op: OpKind::Add,
+                        captured: true,
+                    },
+                ),
+                ev(1, 5_000, replay(Some(3), 0)),
+                ev(2, 9_000, replay(None, 1)),
+            ],
+            // Device clock 1,000,000 ns ahead of the host's.
+            vec![
+                DeviceSpan {
+                    tag: 1,
+                    start_ns: 1_006_000,
+                    end_ns: 1_008_500,
+                },
+                DeviceSpan {
+                    tag: 2,
+                    start_ns: 1_010_000,
+                    end_ns: 1_010_250,
+                },
+                DeviceSpan {
+                    tag: 9,
+                    start_ns: 1_020_000,
+                    end_ns: 1_021_000,
+                },
+            ],
+        );
+        let mut b = log(
+            "gpu:1",
+            "t2",
+            vec![ev(0, 2_000, EventKind::BeginCapture)],
+            vec![],
+        );
+        b.device_timing_unavailable = Some("no clock".into());
+        let c = log(
+            "cpu:0",
+            "t3",
+            vec![ev(0, 3_000, EventKind::Destroy { graph: 3 })],
+            vec![],
+        );
+        let v = chrome_trace(&[a, b, c]);
+        assert_eq!(v["displayTimeUnit"], "ns");
+        let all = v["traceEvents"].as_array().unwrap();
+        let pick = |ph: &str| -> Vec<&Value> { all.iter().filter(|e| e["ph"] == ph).collect() };
+        let meta: Vec<(String, u64, Option<u64>, String)> = pick("M")
+            .iter()
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap().to_string(),
+                    e["pid"].as_u64().unwrap(),
+                    e["tid"].as_u64(),
+                    e["args"]["name"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        let m = |n: &str, pid, tid, a: &str| (n.to_string(), pid, tid, a.to_string());
+        assert_eq!(
+            meta,
+            [
+                m("process_name", 0, None, "cpu:0 (Dev)"),
+                m("thread_name", 0, Some(0), "t1 host"),
+                m("thread_name", 0, Some(1), "t1 device"),
+                m("process_name", 1, None, "gpu:1 (Dev)"),
+                m("thread_name", 1, Some(2), "t2 host"),
+                m("thread_name", 1, Some(3), "t2 device (not timed: no clock)"),
+                m("thread_name", 0, Some(4), "t3 host"),
+                m("thread_name", 0, Some(5), "t3 device"),
+            ]
+        );
+        let instants: Vec<(u64, u64, f64, &str)> = pick("i")
+            .iter()
+            .map(|e| {
+                (
+                    e["pid"].as_u64().unwrap(),
+                    e["tid"].as_u64().unwrap(),
+                    e["ts"].as_f64().unwrap(),
+                    e["name"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            instants,
+            [
+                (0, 0, 1.0, "add (captured)"),
+                (0, 0, 5.0, "replay g3 #0"),
+                (0, 0, 9.0, "replay current #1"),
+                (1, 2, 2.0, "begin_capture"),
+                (0, 4, 3.0, "destroy g3"),
+            ]
+        );
+        let slices: Vec<Value> = pick("X")
+            .iter()
+            .map(|e| json!([e["tid"], e["ts"], e["dur"], e["name"], e["args"]]))
+            .collect();
+        assert_eq!(
+            slices,
+            [
+                json!([1, 5.0, 2.5, "replay g3 #0", {"graph": 3, "replay_index": 0}]),
+                json!([1, 9.0, 0.25, "replay current #1", {"graph": null, "replay_index": 1}]),
+                json!([1, 19.0, 1.0, "unmatched span", {}]),
+            ]
+        );
+    }
+}
