@@ -294,6 +294,38 @@ pub fn run_all(
     run_all_observed(plan, opts, |_| {}, progress)
 }
 
+/// The whole suite on the CPU reference device, in this process; panics
+/// with the names of the trials that did not pass.
+///
+/// This is the test that `core` and `backends/cpu` run against themselves
+/// (their `tests/reference_suite.rs`), so that mutation testing of either
+/// package (`cargo xtask mutants`) is judged by the conformance cases.
+pub fn assert_reference_suite_passes() {
+    let plan = plan(&Filter {
+        backends: vec!["cpu".into()],
+        ..Default::default()
+    });
+    assert!(
+        !plan.trials.is_empty(),
+        "no trials planned for the CPU reference backend: {:?}",
+        plan.missing
+    );
+    let (report, _) = run_all(&plan, RunOptions::default(), |_, _| {});
+    let bad: Vec<String> = report
+        .trials
+        .iter()
+        .filter(|t| !matches!(t.verdict, Verdict::Passed))
+        .map(|t| format!("{}: {:?}", t.name, t.verdict))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{} trial(s) did not pass on cpu:0:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+    assert_eq!(report.summary.passed, plan.trials.len());
+}
+
 /// [`run_all`], calling `started` before each trial.
 pub fn run_all_observed(
     plan: &Plan,

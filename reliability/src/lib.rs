@@ -26,3 +26,39 @@ pub type Opener = dyn Fn() -> Result<Box<dyn Backend>, ErrorKind> + Send + Sync;
 
 pub use faulty::{FaultPlan, FaultyBackend};
 pub use machine::{check_against_model, run_sequence, PropConfig, PropReport};
+
+/// The fault sweep (every k of every workload) and `model_cases` seeded
+/// model sequences on a CPU reference device; panics with what went wrong.
+///
+/// `core` and `backends/cpu` run this (with the conformance suite) as their
+/// own tests, so that `cargo xtask mutants` judges mutants of either package
+/// by these checks too (the seed is fixed: a mutant is caught or not, the
+/// same way on every run).
+pub fn assert_reference_checks_pass(model_cases: u32) {
+    let cpu =
+        || -> Result<Box<dyn Backend>, ErrorKind> { Ok(Box::new(seam_cpu::CpuBackend::new(0))) };
+    let reports = faults::sweep_all(&cpu).unwrap_or_else(|e| panic!("fault sweep on cpu:0: {e}"));
+    assert!(
+        reports.len() >= 5,
+        "every fault workload runs on the CPU reference"
+    );
+    let failures: Vec<String> = reports
+        .iter()
+        .flat_map(|r| {
+            r.failures
+                .iter()
+                .map(move |f| format!("{} k={} {}: {}", r.workload, f.k, f.call, f.problem))
+        })
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "fault sweep on cpu:0:\n{}",
+        failures.join("\n")
+    );
+    let cfg = PropConfig {
+        cases: model_cases,
+        max_len: 40,
+        seed: Some(0x5EA3_0001),
+    };
+    check_against_model(&cpu, &cfg).unwrap_or_else(|e| panic!("model vs cpu:0: {e}"));
+}

@@ -8,6 +8,10 @@
 //! - `ci`: what `.ci/run` calls after installing system packages.
 //! - `report merge`: one cross-device matrix (Markdown + HTML) from many reports.
 //! - `lint-workflows`: actionlint over `.github/workflows/`.
+//! - `mutations`: each case's named mutation turns it red.
+//! - `mutants`: cargo-mutants over core and the CPU backend, with the
+//!   survivors checked against docs/mutants-equivalent.md.
+//! - `stress-teardown`, `bench`: see their help.
 
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
@@ -16,6 +20,7 @@ use std::time::Instant;
 
 mod bench;
 mod guard;
+mod mutants;
 mod mutations;
 mod report;
 mod stress;
@@ -91,6 +96,26 @@ enum Cmd {
     Mutations {
         /// Only mutations whose case name contains this.
         filter: Option<String>,
+    },
+    /// cargo-mutants over core and the CPU backend (installed from crates.io
+    /// if missing); fails below 90% caught or on a survivor not listed in
+    /// docs/mutants-equivalent.md.
+    Mutants {
+        /// Only files matching this glob (repeatable), e.g. `core/src/ops.rs`.
+        #[arg(long)]
+        file: Vec<String>,
+        /// Where cargo-mutants writes mutants.out/.
+        #[arg(long, default_value = "target/mutants-run")]
+        output: PathBuf,
+        /// Summarise this earlier output folder instead of running.
+        #[arg(long)]
+        from: Option<PathBuf>,
+        /// Write the figures to docs/results/mutants.md.
+        #[arg(long)]
+        record: bool,
+        /// Mutants built and tested at once.
+        #[arg(long, default_value_t = 1)]
+        jobs: usize,
     },
     /// Start P concurrent conformance processes per round under W churn
     /// workers; report clean exits, teardown hangs and crashes.
@@ -269,6 +294,19 @@ fn main() -> ExitCode {
         Cmd::LintWorkflows => workflows::lint_workflows(),
         Cmd::Ci => ci(),
         Cmd::Mutations { filter } => mutations::run(filter.as_deref()),
+        Cmd::Mutants {
+            file,
+            output,
+            from,
+            record,
+            jobs,
+        } => mutants::run(&mutants::Options {
+            files: file,
+            output,
+            from,
+            record,
+            jobs,
+        }),
         Cmd::StressTeardown {
             processes,
             rounds,
