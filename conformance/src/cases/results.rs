@@ -139,7 +139,9 @@ pub const C11_EVERY_OP_AGREES_WITH_CPU: Case = Case {
 /// something other than itself.
 ///
 /// Mutation: make the CPU reference's softmax skip the division by the row
-/// sum → red at "softmax".
+/// sum → red at "softmax". Also red (cargo-mutants, docs/results/mutants.md):
+/// the reference's row offsets `r * cols` → `r / cols`, `mean_sq + eps` →
+/// `mean_sq - eps`, and `exp(v - max)` → `exp(v + max)`.
 pub const C11_KNOWN_VALUES: Case = Case {
     name: "c11_known_values",
     rule: Rule::C11,
@@ -175,21 +177,50 @@ pub const C11_KNOWN_VALUES: Case = Case {
             "f16 fill, odd length"
         );
 
-        let x = d.buffer_from(&[3.0f32, 4.0])?;
-        let w = d.buffer_from(&[1.0f32, 2.0])?;
-        let y = d.buffer::<f32>(2)?;
-        cx.run(|d| d.launch(&ops::rms_norm(x.id(), w.id(), y.id(), 1, 2, 1e-12)))?;
-        // mean square = 12.5; 3/sqrt(12.5) = 0.848528, 2*4/sqrt(12.5) = 2.262742
-        let got = y.read()?;
-        check!(
-            (got[0] - 0.848_528_1).abs() < 1e-6 && (got[1] - 2.262_741_7).abs() < 1e-6,
-            "rms_norm([3,4], w=[1,2]) = {got:?}"
-        );
+        // Row ops over several rows, against closed forms evaluated in f64
+        // (not against the CPU backend, which is the reference under test
+        // on cpu:0): every row must use its own values, eps is added, and
+        // softmax subtracts the row max (row 3 overflows exp() without it).
+        let close = |got: &[f32], want: &[f64], what: &str| {
+            let ok = got.len() == want.len()
+                && got
+                    .iter()
+                    .zip(want)
+                    .all(|(g, w)| (*g as f64 - w).abs() < 2e-6);
+            check!(ok, "{what}: got {got:?}, want {want:?}");
+            Ok(())
+        };
+        let rows: [[f32; 2]; 2] = [[3.0, 4.0], [1.0, -1.0]];
+        let (wts, eps) = ([1.0f32, 2.0], 0.5f32);
+        let x = d.buffer_from(rows.as_flattened())?;
+        let w = d.buffer_from(&wts)?;
+        let y = d.buffer::<f32>(4)?;
+        cx.run(|d| d.launch(&ops::rms_norm(x.id(), w.id(), y.id(), 2, 2, eps)))?;
+        let want: Vec<f64> = rows
+            .iter()
+            .flat_map(|r| {
+                let ms = r.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / 2.0;
+                let inv = 1.0 / (ms + eps as f64).sqrt();
+                r.iter()
+                    .zip(wts)
+                    .map(move |(v, w)| *v as f64 * inv * w as f64)
+            })
+            .collect();
+        close(&y.read()?, &want, "rms_norm, 2 rows, eps 0.5")?;
 
-        let s = d.buffer_from(&[5.0f32; 4])?;
-        let so = d.buffer::<f32>(4)?;
-        cx.run(|d| d.launch(&ops::softmax(s.id(), so.id(), 1, 4)))?;
-        check_eq!(so.read()?, vec![0.25f32; 4], "softmax of equal values");
+        let rows: [[f32; 4]; 3] = [[5.0; 4], [0.0, 1.0, -2.0, 0.5], [88.0, 89.0, 88.0, 88.0]];
+        let s = d.buffer_from(rows.as_flattened())?;
+        let so = d.buffer::<f32>(12)?;
+        cx.run(|d| d.launch(&ops::softmax(s.id(), so.id(), 3, 4)))?;
+        let want: Vec<f64> = rows
+            .iter()
+            .flat_map(|r| {
+                let e: Vec<f64> = r.iter().map(|v| (*v as f64).exp()).collect();
+                let sum: f64 = e.iter().sum();
+                e.into_iter().map(move |v| v / sum)
+            })
+            .collect();
+        close(&so.read()?, &want, "softmax, 3 rows")?;
 
         let ga = d.buffer_from(&[1.0f32, 2.0, 3.0, 4.0])?;
         let gb = d.buffer_from(&[5.0f32, 6.0, 7.0, 8.0])?;
