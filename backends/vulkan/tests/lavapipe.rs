@@ -2,19 +2,35 @@
 //! CI): edge shapes of every op (1 element, 300,000 elements, 70,000 rows)
 //! eager and captured against the CPU reference, scale_add's exact fusion,
 //! and timestamp-query pool reuse. The contract itself (C1–C12) is the
-//! conformance suite's, never copied here. Skips, saying why, where there is
-//! no Vulkan device.
+//! conformance suite's, never copied here. Where there is no Vulkan device
+//! each test is an ignored trial that says why (`harness = false`).
 
+use libtest_mimic::Completion;
 use seam::{ops, DType, Device, OpCall, OpKind, Tolerance};
 
-fn vulkan() -> Option<Device> {
-    match seam_vulkan::device_count() {
-        Ok(_) => Some(Device::new(seam_vulkan::open(0).expect("open vulkan:0"))),
-        Err(reason) => {
-            eprintln!("skipped: {reason}");
-            None
-        }
-    }
+#[path = "../../device_trials.rs"]
+mod device_trials;
+
+fn main() {
+    device_trials::run(
+        &[],
+        vulkan,
+        &[
+            (
+                "every_op_matches_the_cpu_eager_and_captured",
+                every_op_matches_the_cpu_eager_and_captured,
+            ),
+            ("scale_add_is_fused_exactly", scale_add_is_fused_exactly),
+            ("replays_get_device_spans", replays_get_device_spans),
+        ],
+    )
+}
+
+fn vulkan() -> Result<Device, String> {
+    seam_vulkan::device_count()?;
+    let backend =
+        seam_vulkan::open(0).map_err(|e| format!("vulkan:0 was found but does not open: {e}"))?;
+    Ok(Device::new(backend))
 }
 
 struct Rng(u64);
@@ -147,9 +163,7 @@ fn compare(op: OpKind, dtype: DType, got: &[u8], want: &[u8]) -> Result<(), Stri
     }
 }
 
-#[test]
-fn every_op_matches_the_cpu_eager_and_captured() {
-    let Some(dev) = vulkan() else { return };
+fn every_op_matches_the_cpu_eager_and_captured(dev: Device) -> Completion {
     let cpu = Device::new(Box::new(seam_cpu::CpuBackend::new(0)));
     let mut failures = Vec::new();
     for op in OpKind::ALL {
@@ -173,13 +187,12 @@ fn every_op_matches_the_cpu_eager_and_captured() {
     assert!(failures.is_empty(), "{failures:#?}");
     let live = dev.live();
     assert_eq!(live.backend.buffers, 0);
+    Completion::Completed
 }
 
 /// scale_add is fused on every driver (lavapipe's own fma is not): random
 /// bit patterns, subnormals, cancellations and overflow against mul_add.
-#[test]
-fn scale_add_is_fused_exactly() {
-    let Some(dev) = vulkan() else { return };
+fn scale_add_is_fused_exactly(dev: Device) -> Completion {
     let mut rng = Rng(12345);
     let mut xs: Vec<f32> = (0..20_000)
         .map(|i| match i % 4 {
@@ -230,6 +243,7 @@ fn scale_add_is_fused_exactly() {
             );
         }
     }
+    Completion::Completed
 }
 
 /// Device timing with timestamp queries: every traced replay and eager launch
@@ -237,9 +251,7 @@ fn scale_add_is_fused_exactly() {
 /// are BOTTOM_OF_PIPE), query pools grow past one pool (512 spans) and are
 /// recycled across takes while tracing stays on, and again after it is
 /// switched off and on.
-#[test]
-fn replays_get_device_spans() {
-    let Some(dev) = vulkan() else { return };
+fn replays_get_device_spans(dev: Device) -> Completion {
     let one = dev.buffer_from(&[1u32; 64]).unwrap();
     let dst = dev.buffer_from(&[0u32; 64]).unwrap();
     let cap = dev.capture().unwrap();
@@ -267,9 +279,8 @@ fn replays_get_device_spans() {
         }
         let log = dev.take_trace_log("timing").unwrap();
         if let Some(why) = &log.device_timing_unavailable {
-            eprintln!("skipped: this Vulkan device is not timed: {why}");
             assert!(log.device_spans.is_empty());
-            return;
+            return Completion::ignored_with(format!("this Vulkan device is not timed: {why}"));
         }
         let timed: Vec<u64> = log
             .events
@@ -302,4 +313,5 @@ fn replays_get_device_spans() {
     }
     dev.set_tracing(false);
     assert!(dev.take_trace_log("off").unwrap().device_spans.is_empty());
+    Completion::Completed
 }

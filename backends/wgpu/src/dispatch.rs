@@ -49,12 +49,12 @@ pub fn grid(groups: u64, max_per_dim: u32) -> Result<(u32, u32), ErrorKind> {
     Ok((x as u32, y as u32))
 }
 
+// Host-only checks, run as trials by `crate::tests::main` (harness = false).
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    #[test]
-    fn grid_covers_every_group_with_little_overshoot() {
+    pub(crate) fn grid_covers_every_group_with_little_overshoot() {
         for groups in [1u64, 63, 64, 65_535, 65_536, 1_000_000, 67_108_864] {
             let (x, y) = grid(groups, 65_535).unwrap();
             let total = x as u64 * y as u64;
@@ -63,8 +63,7 @@ mod tests {
         }
     }
 
-    #[test]
-    fn grid_refuses_what_does_not_fit() {
+    pub(crate) fn grid_refuses_what_does_not_fit() {
         assert!(grid(65_535u64 * 65_535 + 1, 65_535).is_err());
         assert_eq!(grid(10, 4).unwrap(), (4, 3));
     }

@@ -49,6 +49,13 @@ mod kernels;
 #[cfg(test)]
 mod tests;
 
+/// The lib's test target has `harness = false` (Cargo.toml): its tests are
+/// libtest-mimic trials, ignored with a reason where there is no adapter.
+#[cfg(test)]
+fn main() {
+    tests::main()
+}
+
 pub use backend::WgpuBackend;
 
 use seam::{Backend, ErrorKind};

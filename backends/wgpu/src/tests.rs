@@ -1,23 +1,70 @@
 //! Backend-level tests of what the conformance suite cannot see from the
 //! seam: pipeline caching across replays, wgpu errors becoming seam errors,
 //! unaligned 16-bit host access, long eager batches. Each needs an adapter
-//! (lavapipe in CI) and says so when there is none.
+//! (lavapipe in CI); where there is none each is an ignored trial saying
+//! why. The lib's test target has `harness = false`: these run as
+//! libtest-mimic trials from `main` below.
 
 use crate::backend::WgpuBackend;
+use libtest_mimic::Completion;
 use seam::{
     ops, Backend, DType, Device, ErrorKind, Launch, OpKind, Params, RawBuffer, ReplayTarget,
 };
 
-fn open() -> Option<WgpuBackend> {
-    if let Err(why) = crate::device_count() {
-        eprintln!("skipped: {why}");
-        return None;
-    }
+#[path = "../../device_trials.rs"]
+mod device_trials;
+
+pub fn main() {
+    use crate::{dispatch, kernels};
+    device_trials::run(
+        &[
+            (
+                "dispatch::grid_covers_every_group_with_little_overshoot",
+                dispatch::tests::grid_covers_every_group_with_little_overshoot,
+            ),
+            (
+                "dispatch::grid_refuses_what_does_not_fit",
+                dispatch::tests::grid_refuses_what_does_not_fit,
+            ),
+            (
+                "kernels::every_op_reflects_one_binding_per_signature_entry",
+                kernels::tests::every_op_reflects_one_binding_per_signature_entry,
+            ),
+        ],
+        open,
+        &[
+            (
+                "replay_creates_no_pipelines_or_bind_groups",
+                replay_creates_no_pipelines_or_bind_groups,
+            ),
+            (
+                "wgpu_validation_error_is_a_named_seam_error",
+                wgpu_validation_error_is_a_named_seam_error,
+            ),
+            (
+                "eager_chain_longer_than_a_batch_runs_in_order",
+                eager_chain_longer_than_a_batch_runs_in_order,
+            ),
+            (
+                "unaligned_half_word_access_keeps_neighbours",
+                unaligned_half_word_access_keeps_neighbours,
+            ),
+            (
+                "destroy_while_replay_in_flight_completes",
+                destroy_while_replay_in_flight_completes,
+            ),
+        ],
+    )
+}
+
+fn open() -> Result<WgpuBackend, String> {
+    crate::device_count()?;
     let instance = crate::instance();
     let adapter = crate::enumerate(&instance)
         .into_iter()
-        .find(|a| crate::unusable(a).is_none())?;
-    Some(WgpuBackend::open(0, &adapter).expect("open wgpu:0"))
+        .find(|a| crate::unusable(a).is_none())
+        .ok_or("no usable wgpu adapter")?;
+    WgpuBackend::open(0, &adapter).map_err(|e| format!("wgpu:0 was found but does not open: {e}"))
 }
 
 fn add(a: RawBuffer, b: RawBuffer, out: RawBuffer, n: u32) -> Launch {
@@ -47,9 +94,7 @@ fn upload(b: &mut WgpuBackend, data: &[u32]) -> RawBuffer {
     buf
 }
 
-#[test]
-fn replay_creates_no_pipelines_or_bind_groups() {
-    let Some(mut b) = open() else { return };
+fn replay_creates_no_pipelines_or_bind_groups(mut b: WgpuBackend) -> Completion {
     let one = upload(&mut b, &[1; 100]);
     let dst = upload(&mut b, &[0; 100]);
     b.prepare(&[(OpKind::Add, DType::U32)]).expect("prepare");
@@ -63,11 +108,10 @@ fn replay_creates_no_pipelines_or_bind_groups() {
     assert_eq!((b.kernels.pipeline_count(), b.bind_group_count()), made);
     assert_eq!(words(&mut b, dst, 100), vec![5; 100]);
     b.destroy_graph(g).expect("destroy");
+    Completion::Completed
 }
 
-#[test]
-fn wgpu_validation_error_is_a_named_seam_error() {
-    let Some(b) = open() else { return };
+fn wgpu_validation_error_is_a_named_seam_error(b: WgpuBackend) -> Completion {
     // MAP_READ may only be combined with COPY_DST: a validation error, which
     // wgpu's default handler would turn into a panic.
     let r = b.gpu.checked("wgpu::Device::create_buffer", || {
@@ -87,22 +131,20 @@ fn wgpu_validation_error_is_a_named_seam_error() {
     }
     // The device stays usable.
     b.gpu.take_uncaptured("after").expect("nothing uncaptured");
+    Completion::Completed
 }
 
-#[test]
-fn eager_chain_longer_than_a_batch_runs_in_order() {
-    let Some(mut b) = open() else { return };
+fn eager_chain_longer_than_a_batch_runs_in_order(mut b: WgpuBackend) -> Completion {
     let one = upload(&mut b, &[1; 64]);
     let dst = upload(&mut b, &[0; 64]);
     for _ in 0..600 {
         b.launch(&add(one, dst, dst, 64)).expect("launch");
     }
     assert_eq!(words(&mut b, dst, 64), vec![600; 64]);
+    Completion::Completed
 }
 
-#[test]
-fn unaligned_half_word_access_keeps_neighbours() {
-    let Some(b) = open() else { return };
+fn unaligned_half_word_access_keeps_neighbours(b: WgpuBackend) -> Completion {
     let d = Device::new(Box::new(b));
     let h = |v: f32| seam::f16::from_f32(v);
     let buf = d
@@ -125,11 +167,10 @@ fn unaligned_half_word_access_keeps_neighbours() {
         buf.read().expect("read"),
         vec![h(7.0), h(7.0), h(7.0), h(-4.0), h(-5.0)]
     );
+    Completion::Completed
 }
 
-#[test]
-fn destroy_while_replay_in_flight_completes() {
-    let Some(mut b) = open() else { return };
+fn destroy_while_replay_in_flight_completes(mut b: WgpuBackend) -> Completion {
     let n = 1 << 16;
     let one = upload(&mut b, &vec![1; n]);
     let dst = upload(&mut b, &vec![0; n]);
@@ -144,4 +185,5 @@ fn destroy_while_replay_in_flight_completes() {
     b.free(one).expect("free");
     assert_eq!(words(&mut b, dst, n), vec![32; n]);
     assert_eq!(b.live_resources().graphs, 0);
+    Completion::Completed
 }
