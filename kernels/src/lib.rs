@@ -1,8 +1,9 @@
 //! Kernel sources: one file per op per language.
 //!
 //! - `wgsl/<op>.wgsl`: WGSL for wgpu, turned into SPIR-V (Vulkan) and MSL
-//!   (Metal) by naga. Each is prefixed with `wgsl/params.wgsl` (the shared
-//!   `Params` push-constant block). Validated by naga at build time.
+//!   (Metal) by naga. Each is prefixed with `wgsl/params.wgsl` (the shared prelude:
+//!   the `Params` push-constant block and helpers such as `exp_accurate`).
+//!   Validated by naga at build time.
 //!   [`spirv`] gives the SPIR-V naga made from it at build time: one module
 //!   per op holding every entry point, `Params` as Vulkan push constants,
 //!   storage buffers at set 0 in signature order.
@@ -22,7 +23,7 @@ pub enum Language {
 
 include!(concat!(env!("OUT_DIR"), "/sources.rs"));
 
-/// The shared `Params` block and push-constant declaration for WGSL.
+/// The shared WGSL prelude: the `Params` push-constant block and helpers.
 pub const WGSL_PARAMS: &str = include_str!("../wgsl/params.wgsl");
 
 /// The source of `op` in `lang`, if it has been written. For WGSL this is the
