@@ -214,25 +214,28 @@ pub fn os_pretty_name(os_release: &str) -> Option<String> {
     })
 }
 
-/// The commit the suite was built from: `git rev-parse HEAD` in the source
-/// checkout (when it is still there), else `SEAM_GIT_COMMIT`, else "unknown".
-/// A copied binary on a machine without the checkout needs the env var.
+/// The commit the suite was built from: `SEAM_GIT_COMMIT` when set (a
+/// binary copied to another machine: whatever checkout sits at the build
+/// path there may be at another commit), else `git rev-parse HEAD` in the
+/// source checkout, else "unknown".
 pub fn git_commit() -> String {
-    let dir = env!("CARGO_MANIFEST_DIR");
-    let head = std::process::Command::new("git")
-        .args(["-C", dir, "rev-parse", "HEAD"])
-        .stderr(std::process::Stdio::null())
-        .output()
+    let given = std::env::var("SEAM_GIT_COMMIT")
         .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty());
-    head.or_else(|| {
-        std::env::var("SEAM_GIT_COMMIT")
-            .ok()
-            .filter(|s| !s.trim().is_empty())
-    })
-    .unwrap_or_else(|| "unknown".into())
+    given
+        .or_else(|| {
+            let dir = env!("CARGO_MANIFEST_DIR");
+            std::process::Command::new("git")
+                .args(["-C", dir, "rev-parse", "HEAD"])
+                .stderr(std::process::Stdio::null())
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+                .filter(|s| !s.is_empty())
+        })
+        .unwrap_or_else(|| "unknown".into())
 }
 
 static STARTED: std::sync::OnceLock<std::time::SystemTime> = std::sync::OnceLock::new();
