@@ -120,7 +120,8 @@ pub fn run(o: &Options) -> Result<(), String> {
     let outcomes = read_outcomes(&out_dir.join("mutants.out/outcomes.json"))?;
     let equivalent = read_equivalent(&root().join(EQUIVALENT))?;
     let summary = Summary::new(&outcomes, &equivalent);
-    let markdown = summary.markdown(o);
+    let times = read_times(&out_dir.join("mutants.out/outcomes.json"));
+    let markdown = summary.markdown(o, times);
     let local = out_dir.join("mutants.md");
     std::fs::write(&local, &markdown).map_err(|e| format!("writing {}: {e}", local.display()))?;
     eprint!("{}", summary.text());
@@ -160,6 +161,15 @@ pub fn key_of(name: &str) -> String {
         }
         _ => name.to_string(),
     }
+}
+
+/// When the run started and ended (cargo-mutants' own timestamps).
+pub fn read_times(path: &Path) -> Option<(String, String)> {
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    Some((
+        v["start_time"].as_str()?.to_string(),
+        v["end_time"].as_str()?.to_string(),
+    ))
 }
 
 pub fn read_outcomes(path: &Path) -> Result<Vec<Outcome>, String> {
@@ -238,14 +248,17 @@ impl Counts {
         (self.caught + self.timeout) as f64 / self.viable().max(1) as f64
     }
     fn row(&self, scope: &str) -> String {
+        let score = match self.viable() {
+            0 => "no viable mutant".to_string(),
+            _ => format!("{:.1}%", 100.0 * self.score()),
+        };
         format!(
-            "| {scope} | {} | {} | {} | {} | {} | {:.1}% |\n",
+            "| {scope} | {} | {} | {} | {} | {} | {score} |\n",
             self.viable() + self.unviable,
             self.unviable,
             self.caught,
             self.timeout,
             self.missed,
-            100.0 * self.score()
         )
     }
 }
@@ -336,7 +349,7 @@ impl Summary {
         Ok(())
     }
 
-    fn markdown(&self, o: &Options) -> String {
+    fn markdown(&self, o: &Options, times: Option<(String, String)>) -> String {
         let commit = Command::new("git")
             .args(["rev-parse", "--short", "HEAD"])
             .current_dir(root())
@@ -358,6 +371,9 @@ impl Summary {
             if o.record { " --record" } else { "" },
             PACKAGES.join(", ")
         );
+        if let Some((start, end)) = times {
+            let _ = writeln!(m, "Run from {start} to {end}.\n");
+        }
         m.push_str(
             "| scope | mutants | unviable | caught | timed out | missed | caught / viable |\n",
         );
