@@ -218,6 +218,6 @@ fn fma_exact(a: u32, b: u32, c: u32) -> u32 {
 fn scale_add_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = gid.x + gid.y * nwg.x * 64u;
     if (i < p.d0) {
-        y[i] = fma_exact(bitcast<u32>(p.s0), x[i], bitcast<u32>(p.s1));
+        y[i] = fma_exact(p.s0, x[i], p.s1);
     }
 }

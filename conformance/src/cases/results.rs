@@ -141,7 +141,9 @@ pub const C11_EVERY_OP_AGREES_WITH_CPU: Case = Case {
 /// Mutation: make the CPU reference's softmax skip the division by the row
 /// sum → red at "softmax". Also red (cargo-mutants, docs/results/mutants.md):
 /// the reference's row offsets `r * cols` → `r / cols`, `mean_sq + eps` →
-/// `mean_sq - eps`, and `exp(v - max)` → `exp(v + max)`.
+/// `mean_sq - eps`, and `exp(v - max)` → `exp(v + max)`. Red on the NVIDIA
+/// Vulkan driver: the push-constant scalars declared `f32` again in
+/// `kernels/wgsl/params.wgsl` (a subnormal `a` flushed to zero on load).
 pub const C11_KNOWN_VALUES: Case = Case {
     name: "c11_known_values",
     rule: Rule::C11,
@@ -156,6 +158,19 @@ pub const C11_KNOWN_VALUES: Case = Case {
         check_eq!(o.read()?, vec![3.75f32, -1.5, 2e30, 0.0], "add");
         cx.run(|d| d.launch(&ops::mul(a.id(), b.id(), o.id(), 4)))?;
         check_eq!(o.read()?, vec![3.375f32, -1.0, f32::INFINITY, -9.0], "mul");
+
+        // scale_add with subnormal scalars and operands: one rounding, no
+        // flush to zero (a driver that flushed the subnormal `a` gives NaN
+        // for 0 · inf).
+        let xs = [f32::INFINITY, 1.0e30, -3.0e-39, 2.0, f32::MIN_POSITIVE];
+        let sx = d.buffer_from(&xs)?;
+        let sy = d.buffer::<f32>(xs.len())?;
+        for (sa, sb) in [(2.5e-40f32, 3.0e-39f32), (1.0e-30, 1.0e-38)] {
+            cx.run(|d| d.launch(&ops::scale_add(sx.id(), sy.id(), xs.len() as u32, sa, sb)))?;
+            let want: Vec<u32> = xs.iter().map(|v| sa.mul_add(*v, sb).to_bits()).collect();
+            let got: Vec<u32> = sy.read()?.iter().map(|v| v.to_bits()).collect();
+            check_eq!(got, want, "scale_add({sa:e}, x, {sb:e}) as bits");
+        }
 
         let ia = d.buffer_from(&[i32::MAX, -5, 7])?;
         let ib = d.buffer_from(&[1i32, -6, -7])?;
