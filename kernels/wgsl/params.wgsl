@@ -6,12 +6,8 @@ struct Params {
     d1: u32,
     d2: u32,
     bits: u32,
-    // The two f32 scalars, as bit patterns: a kernel takes bitcast<f32>(p.s0)
-    // where it wants the float. Declared f32, the NVIDIA Vulkan driver
-    // flushed a subnormal scalar to zero on load, before scale_add's integer
-    // fma could see it (H200, 580.159.04: fma(2.5e-40, inf, 3e-39) gave NaN).
-    s0: u32,
-    s1: u32,
+    s0: f32,
+    s1: f32,
     pad0: u32,
     pad1: u32,
 }

@@ -64,7 +64,7 @@ fn rms_norm_row(wid: vec3<u32>, nwg: vec3<u32>, lid: u32, half: bool) {
         workgroupBarrier();
     }
     let mean_sq = scratch[0] / f32(cols);
-    let inv = 1.0 / sqrt(mean_sq + bitcast<f32>(p.s0));
+    let inv = 1.0 / sqrt(mean_sq + p.s0);
     for (var c = lid; c < cols; c += WG) {
         store(base + c, x_at(base + c, half) * inv * w_at(c, half), half);
     }

@@ -99,8 +99,22 @@ fn is_finite(bits: u32) -> bool {
 // fma(a, b, c) rounded once to nearest-even, as bits.
 fn fma_exact(a: u32, b: u32, c: u32) -> u32 {
     if (!is_finite(a) || !is_finite(b)) {
-        // Infinities and NaNs: the unfused result is the same.
-        return bitcast<u32>(bitcast<f32>(a) * bitcast<f32>(b) + bitcast<f32>(c));
+        let a_nan = (a & 0x7FFFFFFFu) > 0x7F800000u;
+        let b_nan = (b & 0x7FFFFFFFu) > 0x7F800000u;
+        let c_nan = (c & 0x7FFFFFFFu) > 0x7F800000u;
+        if (a_nan || b_nan || c_nan || (a & 0x7FFFFFFFu) == 0u || (b & 0x7FFFFFFFu) == 0u) {
+            // A NaN operand, or infinity times zero: NaN, in float on every device.
+            return bitcast<u32>(bitcast<f32>(a) * bitcast<f32>(b) + bitcast<f32>(c));
+        }
+        // Infinity times a nonzero value is an infinity: decided on the bits,
+        // because float arithmetic may flush a subnormal factor to zero (the
+        // NVIDIA Vulkan driver does: fma(2.5e-40, inf, 3e-39) gave NaN).
+        let p = ((a ^ b) & 0x80000000u) | 0x7F800000u;
+        if (!is_finite(c)) {
+            // inf + inf or inf - inf: no subnormal left to flush.
+            return bitcast<u32>(bitcast<f32>(p) + bitcast<f32>(c));
+        }
+        return p;
     }
     if (!is_finite(c)) {
         return c;
@@ -218,6 +232,6 @@ fn fma_exact(a: u32, b: u32, c: u32) -> u32 {
 fn scale_add_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = gid.x + gid.y * nwg.x * 64u;
     if (i < p.d0) {
-        y[i] = fma_exact(p.s0, x[i], p.s1);
+        y[i] = fma_exact(bitcast<u32>(p.s0), x[i], bitcast<u32>(p.s1));
     }
 }

@@ -192,10 +192,11 @@ fn every_op_matches_the_cpu_eager_and_captured(dev: Device) -> Completion {
 
 /// scale_add is fused on every driver (lavapipe's own fma is not): random
 /// bit patterns, subnormals, cancellations and overflow against mul_add.
-/// This caught the NVIDIA driver flushing a subnormal scalar declared f32 in
-/// the push constants (fma(2.5e-40, inf, 3e-39) gave NaN); the scalars are
-/// now u32 bit patterns in `params.wgsl`. Mutation: declare `s0`/`s1` f32
-/// again → red on NVIDIA (lavapipe keeps subnormals either way).
+/// This caught the NVIDIA driver flushing a subnormal factor in the float
+/// arithmetic of the kernel's infinity path (fma(2.5e-40, inf, 3e-39) gave
+/// NaN); that path now decides on the bits. Mutation: compute infinity
+/// times a finite value in float again → red on NVIDIA (lavapipe keeps
+/// subnormals either way).
 fn scale_add_is_fused_exactly(dev: Device) -> Completion {
     let mut rng = Rng(12345);
     let mut xs: Vec<f32> = (0..20_000)

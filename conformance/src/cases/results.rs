@@ -142,8 +142,9 @@ pub const C11_EVERY_OP_AGREES_WITH_CPU: Case = Case {
 /// sum → red at "softmax". Also red (cargo-mutants, docs/results/mutants.md):
 /// the reference's row offsets `r * cols` → `r / cols`, `mean_sq + eps` →
 /// `mean_sq - eps`, and `exp(v - max)` → `exp(v + max)`. Red on the NVIDIA
-/// Vulkan driver: the push-constant scalars declared `f32` again in
-/// `kernels/wgsl/params.wgsl` (a subnormal `a` flushed to zero on load).
+/// Vulkan driver (H200): `kernels/wgsl/scale_add.wgsl` computing infinity
+/// times a finite value in float again (the driver flushes the subnormal
+/// factor: `scale_add(2.5e-40, x, 3e-39)` gives NaN for x = inf).
 pub const C11_KNOWN_VALUES: Case = Case {
     name: "c11_known_values",
     rule: Rule::C11,
