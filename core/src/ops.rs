@@ -224,6 +224,18 @@ pub struct Params {
     pub _pad: [u32; 2],
 }
 
+impl Params {
+    /// Size of the block in bytes (what every kernel's push constants,
+    /// immediates or argument hold).
+    pub const BYTES: usize = 32;
+
+    /// The block as GPU kernels receive it: eight native-endian 32-bit words
+    /// in field order.
+    pub fn to_bytes(&self) -> [u8; Params::BYTES] {
+        bytemuck::cast(*self)
+    }
+}
+
 /// A launch as the user states it, over buffer ids. Core validates it and
 /// lowers it to a [`Launch`] over the backend's raw buffers.
 #[derive(Clone, Debug, PartialEq)]
@@ -372,6 +384,30 @@ pub fn gemm(a: BufferId, b: BufferId, c: BufferId, m: u32, n: u32, k: u32) -> Op
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The block kernels receive: eight native-endian words in field order.
+    /// Mutation: swap two fields in `Params` → red.
+    #[test]
+    fn params_bytes_are_the_fields_in_order() {
+        let p = Params {
+            d0: 1,
+            d1: 2,
+            d2: 3,
+            bits: 4,
+            s0: 1.5,
+            s1: -2.0,
+            _pad: [7, 8],
+        };
+        let words: Vec<u32> = p
+            .to_bytes()
+            .chunks_exact(4)
+            .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        assert_eq!(
+            words,
+            [1, 2, 3, 4, 1.5f32.to_bits(), (-2.0f32).to_bits(), 7, 8]
+        );
+    }
 
     /// `name()` is the identifier kernels are looked up by
     /// (`kernels/wgsl/<op>.wgsl`, entry points `<op>_<dtype>`), what errors

@@ -5,8 +5,8 @@ use crate::dispatch;
 use crate::msl::{self, EntryPoint, Library as MslLibrary};
 use crate::mtl::{self, Buffer, CommandBuffer, Device, Dispatch, Encoder, Icb, Pipeline, Queue};
 use seam::{
-    Backend, CaptureSupport, DType, DeviceInfo, ErrorKind, Launch, OpKind, Params, RawBuffer,
-    RawGraph, ReplayTarget, ResourceCounts,
+    Backend, CaptureSupport, DType, DeviceInfo, ErrorKind, Launch, OpKind, RawBuffer, RawGraph,
+    ReplayTarget, ResourceCounts,
 };
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -112,24 +112,6 @@ pub struct MetalBackend {
     device: Device,
 }
 
-fn params_bytes(p: &Params) -> [u8; 32] {
-    let words = [
-        p.d0,
-        p.d1,
-        p.d2,
-        p.bits,
-        p.s0.to_bits(),
-        p.s1.to_bits(),
-        p._pad[0],
-        p._pad[1],
-    ];
-    let mut out = [0u8; 32];
-    for (chunk, w) in out.chunks_exact_mut(4).zip(words) {
-        chunk.copy_from_slice(&w.to_ne_bytes());
-    }
-    out
-}
-
 /// A command buffer that ended in `MTLCommandBufferStatusError`.
 fn failed(message: String) -> ErrorKind {
     ErrorKind::driver("MTLCommandBuffer.status (Error)", message)
@@ -231,7 +213,7 @@ impl MetalBackend {
         Ok(Recorded {
             pipeline: self.pipeline(launch.op, lib, ep)?,
             buffers,
-            params: params_bytes(&launch.params),
+            params: launch.params.to_bytes(),
             sizes,
             threadgroup_memory: ep.threadgroup_memory,
             groups,

@@ -317,7 +317,7 @@ fn encode(gpu: &Gpu, lists: &[&[Dispatch]]) -> Result<wgpu::CommandBuffer, Error
         for d in lists.iter().flat_map(|l| l.iter()) {
             pass.set_pipeline(&d.pipeline);
             pass.set_bind_group(0, &d.bind_group, &[]);
-            pass.set_immediates(0, bytemuck::bytes_of(&d.params));
+            pass.set_immediates(0, &d.params.to_bytes());
             pass.dispatch_workgroups(d.groups.0, d.groups.1, 1);
         }
     }

@@ -6,12 +6,12 @@ mod staging;
 mod timing;
 
 use crate::dispatch;
-use crate::raw::{Gpu, Instance, RawBuf, PUSH_CONSTANT_BYTES};
+use crate::raw::{Gpu, Instance, RawBuf};
 use arena::Arena;
 use ash::vk;
 use seam::{
-    Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, Launch, OpKind, Params,
-    RawBuffer, RawGraph, ReplayTarget, ResourceCounts,
+    Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, Launch, OpKind, RawBuffer,
+    RawGraph, ReplayTarget, ResourceCounts,
 };
 use std::collections::{HashMap, VecDeque};
 use std::ffi::CString;
@@ -77,24 +77,6 @@ pub struct VulkanBackend {
     /// Timestamp queries for device timing (see `timing.rs`).
     timing: timing::Timing,
     gpu: Gpu,
-}
-
-fn params_bytes(p: &Params) -> [u8; PUSH_CONSTANT_BYTES as usize] {
-    let words = [
-        p.d0,
-        p.d1,
-        p.d2,
-        p.bits,
-        p.s0.to_bits(),
-        p.s1.to_bits(),
-        p._pad[0],
-        p._pad[1],
-    ];
-    let mut out = [0u8; PUSH_CONSTANT_BYTES as usize];
-    for (chunk, w) in out.chunks_exact_mut(4).zip(words) {
-        chunk.copy_from_slice(&w.to_ne_bytes());
-    }
-    out
 }
 
 impl VulkanBackend {
@@ -461,7 +443,7 @@ impl Backend for VulkanBackend {
             .iter()
             .map(|b| self.buffer(*b).map(|r| r.buffer))
             .collect::<Result<Vec<_>, _>>()?;
-        let params = params_bytes(&launch.params);
+        let params = launch.params.to_bytes();
         let capturing = self.capture.is_some();
         if !capturing {
             self.eager()?;

@@ -20,7 +20,7 @@ pub const INSTALL_HINT: &str =
     "no Vulkan loader/ICD: install mesa-vulkan-drivers for the CPU device (lavapipe)";
 
 /// Size of the push-constant block (`seam::Params`).
-pub const PUSH_CONSTANT_BYTES: u32 = 32;
+pub const PUSH_CONSTANT_BYTES: u32 = seam::Params::BYTES as u32;
 
 pub(crate) fn drv(call: &'static str) -> impl Fn(vk::Result) -> ErrorKind {
     move |r| ErrorKind::driver(call, r)
