@@ -6,7 +6,8 @@
 //! cargo-mutants is installed from crates.io (pinned) into `target/tools/`
 //! unless that version is already on the PATH. Mutants build with the
 //! `mutants` profile (the dev profile, with the CPU reference optimised so
-//! the suite's in-flight C8 chains take 0.5 s instead of 10 s).
+//! the suite on cpu:0 runs in 0.5 s instead of 10 s, most of which were the C8
+//! in-flight chains).
 //!
 //! Afterwards every missed mutant must be listed, with why it cannot be
 //! caught, in [`EQUIVALENT`]; the run fails on an unlisted survivor or when
