@@ -52,7 +52,11 @@ pub enum ErrorKind {
     CrossThreadCapture { owner: String },
     #[error("unknown or destroyed graph {id}")]
     UnknownGraph { id: u64 },
-    #[error("no current exec: end_capture has not produced one (or it was destroyed)")]
+    #[error(
+        "graph {id} belongs to device {owner}, not this one: graphs are not shared between devices"
+    )]
+    ForeignGraph { id: u64, owner: String },
+    #[error("no current exec: end_capture_into_current has not made one")]
     NoCurrentExec,
     #[error("op {op} with {dtype} needs prepare() before capture: its vendor resources are not initialised")]
     NotPrepared { op: OpKind, dtype: DType },
@@ -60,8 +64,13 @@ pub enum ErrorKind {
     // --- argument validation (C12) ---
     #[error("unknown or freed buffer {id}")]
     UnknownBuffer { id: u64 },
-    #[error("buffer {id} is referenced by live graph(s) {graphs:?}; destroy them first")]
-    BufferInUse { id: u64, graphs: Vec<u64> },
+    #[error("buffer {id} belongs to device {owner}, not this one: buffers are not shared between devices")]
+    ForeignBuffer { id: u64, owner: String },
+    #[error(
+        "buffer {id} is read by {}; destroy them (or end the capture) first",
+        GraphUser::list(users)
+    )]
+    BufferInUse { id: u64, users: Vec<GraphUser> },
     #[error("{op} takes {expected} buffers, got {found}")]
     ArityMismatch {
         op: OpKind,
@@ -141,6 +150,32 @@ impl ErrorKind {
             driver_call: driver_call.into(),
             message: message.to_string(),
         }
+    }
+}
+
+/// What keeps a buffer alive: a graph handle, the current exec, or the
+/// open capture that has recorded a launch reading it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphUser {
+    Handle(u64),
+    Current,
+    OpenCapture,
+}
+
+impl std::fmt::Display for GraphUser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GraphUser::Handle(id) => write!(f, "graph {id}"),
+            GraphUser::Current => f.write_str("the current exec"),
+            GraphUser::OpenCapture => f.write_str("the open capture"),
+        }
+    }
+}
+
+impl GraphUser {
+    fn list(users: &[GraphUser]) -> String {
+        let names: Vec<String> = users.iter().map(ToString::to_string).collect();
+        names.join(", ")
     }
 }
 

@@ -14,6 +14,7 @@ pub mod device;
 pub mod dtype;
 pub mod error;
 pub mod ops;
+pub mod testing;
 pub mod trace;
 pub mod validate;
 
@@ -23,7 +24,7 @@ pub use backend::{
 };
 pub use device::{Buffer, BufferId, CaptureScope, Device, Graph, GraphId, GraphRef, Live};
 pub use dtype::{DType, Element};
-pub use error::{Error, ErrorKind, Result, Site};
+pub use error::{Error, ErrorKind, GraphUser, Result, Site};
 pub use half::{bf16, f16};
 pub use ops::{Launch, OpCall, OpKind, Params, Tolerance};
 pub use trace::{chrome_trace, EventKind, TraceEvent, TraceLog};

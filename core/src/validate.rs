@@ -45,7 +45,7 @@ fn dims(call: &OpCall) -> Vec<(&'static str, u32)> {
 /// Nothing is queued when this fails.
 pub fn lower(
     call: &OpCall,
-    lookup: impl Fn(BufferId) -> Option<BufferMeta>,
+    lookup: impl Fn(BufferId) -> Result<BufferMeta, ErrorKind>,
 ) -> Result<Launch, ErrorKind> {
     let op = call.op;
     let sig = op.signature();
@@ -59,7 +59,7 @@ pub fn lower(
     let metas = call
         .buffers
         .iter()
-        .map(|&id| lookup(id).ok_or(ErrorKind::UnknownBuffer { id: id.0 }))
+        .map(|&id| lookup(id))
         .collect::<Result<Vec<_>, _>>()?;
 
     let dtype = metas[0].dtype;

@@ -227,7 +227,7 @@ fn post_check(dev: Device, plan: &FaultPlan) -> Result<(), String> {
     if dev.supports_capture() {
         // Replace the current exec with an empty one: what it read can be freed.
         dev.begin_capture()
-            .and_then(|()| dev.end_capture())
+            .and_then(|()| dev.end_capture_into_current())
             .map_err(|e| format!("empty capture: {e}"))?;
     }
     let live = dev.live();

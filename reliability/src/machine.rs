@@ -311,7 +311,12 @@ impl Run {
             }
             Step::EndCapture(t) => {
                 let dev: &Device = d;
-                agree(call, m.end_capture(*t), on(*t, || dev.end_capture()), cov)?;
+                agree(
+                    call,
+                    m.end_capture(*t),
+                    on(*t, || dev.end_capture_into_current()),
+                    cov,
+                )?;
             }
             Step::EndCaptureGraph(t) => {
                 let dev: &Device = d;

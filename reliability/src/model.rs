@@ -209,7 +209,7 @@ impl Model {
         if self.users(slot) {
             return Err(ErrorKind::BufferInUse {
                 id: slot as u64,
-                graphs: Vec::new(),
+                users: Vec::new(),
             });
         }
         self.bufs.remove(&slot);

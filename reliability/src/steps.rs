@@ -93,7 +93,7 @@ impl Step {
             Step::Launch { .. } => "launch",
             Step::Synchronize => "synchronize",
             Step::BeginCapture => "begin_capture",
-            Step::EndCapture(_) => "end_capture",
+            Step::EndCapture(_) => "end_capture_into_current",
             Step::EndCaptureGraph(_) => "end_capture_graph",
             Step::AbortCapture(_) => "abort_capture",
             Step::Replay(_) => "replay",

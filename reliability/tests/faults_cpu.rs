@@ -72,7 +72,7 @@ fn failed_end_capture_leaves_device_usable() {
     let b = dev.buffer_from(&[0u32]).unwrap();
     dev.begin_capture().unwrap();
     plan.arm(Some(0)); // the next backend call: end_capture
-    let e = dev.end_capture().unwrap_err();
+    let e = dev.end_capture_into_current().unwrap_err();
     assert_eq!(
         e.kind,
         ErrorKind::Injected {

@@ -153,7 +153,7 @@ pub const C6_END_WITHOUT_BEGIN_REFUSED: Case = Case {
     modes: ONCE,
     body: |cx| {
         let d = &cx.dev;
-        expect_err!(d.end_capture(), ErrorKind::NotCapturing);
+        expect_err!(d.end_capture_into_current(), ErrorKind::NotCapturing);
         expect_err!(d.end_capture_graph(), ErrorKind::NotCapturing);
         expect_err!(d.abort_capture(), ErrorKind::NotCapturing);
         d.begin_capture()?;
@@ -334,7 +334,7 @@ pub const C6_NOTHING_LEAKS_AFTER_ERRORS: Case = Case {
             let one = d.buffer_from(&[1u32; 8])?;
             let dst = d.buffer_from(&[0u32; 8])?;
             for _ in 0..3 {
-                let _ = d.end_capture();
+                let _ = d.end_capture_into_current();
                 let _ = d.replay(GraphRef::Handle(GraphId(77)));
                 d.begin_capture()?;
                 let _ = d.begin_capture();

@@ -180,12 +180,12 @@ pub const C8_REPLACE_CURRENT_EXEC_WHILE_IN_FLIGHT: Case = Case {
     body: |cx| {
         let d = &cx.dev;
         let (one, dst) = long_chain(d, N, STEPS)?;
-        d.end_capture()?;
+        d.end_capture_into_current()?;
         d.replay(GraphRef::Current)?;
         d.replay(GraphRef::Current)?;
         d.begin_capture()?;
         d.launch(&ops::add(one.id(), dst.id(), dst.id(), N as u32))?;
-        d.end_capture()?;
+        d.end_capture_into_current()?;
         d.replay(GraphRef::Current)?;
         let got = dst.read()?;
         let want = (2 * STEPS + 1) as u32;

@@ -103,7 +103,7 @@ fn window(cx: &Ctx, n: u64) -> CaseResult {
         g.replay()?;
     }
     d.set_tracing(false);
-    let events = d.take_trace();
+    let events = d.take_trace_log("c10")?.events;
     let ended = events.iter().any(|e| {
         e.kind
             == EventKind::EndCaptureGraph {
@@ -161,7 +161,7 @@ pub const C10_COUNTS_ARE_PER_HANDLE: Case = Case {
         };
         // The harness may be tracing (`--trace`); this case checks that off means off.
         d.set_tracing(false);
-        d.take_trace();
+        d.take_trace_log("c10")?;
         let (a, b) = (mk()?, mk()?);
         let s = d.capture()?;
         d.launch(&ops::add(one.id(), dst.id(), dst.id(), 4))?;
@@ -176,7 +176,10 @@ pub const C10_COUNTS_ARE_PER_HANDLE: Case = Case {
         check_eq!(a.replay_count()?, 3, "A");
         check_eq!(b.replay_count()?, 1, "B");
         check_eq!(d.replay_count(GraphRef::Current)?, 5, "current exec");
-        check!(d.take_trace().is_empty(), "tracing off recorded nothing");
+        check!(
+            d.take_trace_log("c10")?.events.is_empty(),
+            "tracing off recorded nothing"
+        );
         check_eq!(dst.read()?, vec![9u32; 4], "9 replays ran");
         Ok(())
     },

@@ -1,0 +1,213 @@
+//! The capture state machine (C5, C6, C9) and the graph calls: begin, end
+//! (into the current exec or into a handle), abort, replay, destroy.
+
+use super::handles::{GraphId, GraphRef};
+use super::state::{Capture, ExecEntry, State};
+use super::Device;
+use crate::backend::{CaptureSupport, ReplayTarget};
+use crate::error::{ErrorKind, Result};
+use crate::trace::EventKind;
+use std::collections::BTreeSet;
+
+impl Device {
+    /// Capture op 2: start recording launches on this thread.
+    pub fn begin_capture(&self) -> Result<()> {
+        let me = std::thread::current().id();
+        let support = self.inner.support.clone();
+        self.with("begin_capture", |st| {
+            if let CaptureSupport::Unsupported(reason) = support {
+                return Err(ErrorKind::CaptureUnsupported { reason });
+            }
+            if st.capture.is_some() {
+                return Err(ErrorKind::NestedCapture);
+            }
+            st.backend.begin_capture()?;
+            st.capture = Some(Capture {
+                thread: me,
+                uses: BTreeSet::new(),
+                launches: 0,
+            });
+            st.trace.record(|| EventKind::BeginCapture);
+            Ok(())
+        })
+    }
+
+    /// Close core's capture if this thread owns it. Done before the backend
+    /// is told, so a backend that fails (or panics) cannot leave core
+    /// believing the capture is still open.
+    fn take_capture(st: &mut State) -> std::result::Result<Capture, ErrorKind> {
+        let me = std::thread::current().id();
+        match &st.capture {
+            None => Err(ErrorKind::NotCapturing),
+            Some(c) if c.thread != me => Err(ErrorKind::CrossThreadCapture {
+                owner: format!("{:?}", c.thread),
+            }),
+            Some(_) => Ok(st.capture.take().expect("checked above")),
+        }
+    }
+
+    /// After a failed end or abort, core has closed its capture; make sure
+    /// the backend is not left recording either (found by fault injection:
+    /// later launches were silently recorded instead of run). The backend may
+    /// already have stopped, so its answer is ignored.
+    fn stop_recording(st: &mut State) {
+        let _ = st.backend.abort_capture();
+    }
+
+    /// Capture op 3: stop recording; the result becomes the device's current
+    /// graph ([`GraphRef::Current`]), replacing the previous one.
+    pub fn end_capture_into_current(&self) -> Result<()> {
+        self.with("end_capture_into_current", |st| {
+            let cap = Self::take_capture(st)?;
+            let r = st.backend.end_capture();
+            if r.is_err() {
+                Self::stop_recording(st);
+            }
+            if r.is_ok() {
+                st.current = Some(ExecEntry {
+                    raw: None,
+                    uses: cap.uses,
+                    replays: 0,
+                    released: false,
+                });
+                st.trace.record(|| EventKind::EndCapture {
+                    launches: cap.launches,
+                });
+            }
+            st.sweep();
+            r
+        })
+    }
+
+    /// Capture op 4: stop recording; the result is a new graph handle.
+    pub fn end_capture_graph(&self) -> Result<GraphId> {
+        self.with("end_capture_graph", |st| {
+            let cap = Self::take_capture(st)?;
+            let r = st.backend.end_capture_graph();
+            if r.is_err() {
+                Self::stop_recording(st);
+            }
+            let out = r.map(|raw| {
+                let id = GraphId(st.new_id());
+                st.graphs.insert(
+                    id,
+                    ExecEntry {
+                        raw: Some(raw),
+                        uses: cap.uses,
+                        replays: 0,
+                        released: false,
+                    },
+                );
+                st.trace.record(|| EventKind::EndCaptureGraph {
+                    graph: id.0,
+                    launches: cap.launches,
+                });
+                id
+            });
+            st.sweep();
+            out
+        })
+    }
+
+    /// Discard an open capture; the device stays usable. Only the thread
+    /// that began the capture may abort it (`CrossThreadCapture` otherwise,
+    /// and the capture stays open for its owner).
+    pub fn abort_capture(&self) -> Result<()> {
+        self.with("abort_capture", |st| {
+            Self::take_capture(st)?;
+            let r = st.backend.abort_capture();
+            if r.is_err() {
+                Self::stop_recording(st);
+            }
+            st.trace.record(|| EventKind::AbortCapture);
+            st.sweep();
+            r
+        })
+    }
+
+    /// Whether a capture is open.
+    pub fn capturing(&self) -> bool {
+        self.state().capture.is_some()
+    }
+
+    /// Capture op 5: queue one re-execution over the buffers' current contents (C1).
+    pub fn replay(&self, target: GraphRef) -> Result<()> {
+        self.with("replay", |st| {
+            if st.capture.is_some() {
+                return Err(ErrorKind::ReplayInCapture);
+            }
+            let raw_target = match target {
+                GraphRef::Current => {
+                    st.current.as_ref().ok_or(ErrorKind::NoCurrentExec)?;
+                    ReplayTarget::Current
+                }
+                GraphRef::Handle(id) => ReplayTarget::Graph(st.raw_graph(id)?),
+            };
+            let timed = st.trace.enabled();
+            let tag = st.trace.next_seq();
+            if timed {
+                st.backend.begin_timed(tag)?;
+            }
+            st.backend.replay(raw_target)?;
+            if timed {
+                st.backend.end_timed(tag)?;
+            }
+            let entry = match target {
+                GraphRef::Current => st.current.as_mut(),
+                GraphRef::Handle(id) => st.graphs.get_mut(&id),
+            }
+            .expect("checked above");
+            let index = entry.replays;
+            entry.replays += 1;
+            let graph = match target {
+                GraphRef::Current => None,
+                GraphRef::Handle(id) => Some(id.0),
+            };
+            st.trace.record(|| EventKind::Replay { graph, index });
+            Ok(())
+        })
+    }
+
+    /// How many replays of this target were queued (C10).
+    pub fn replay_count(&self, target: GraphRef) -> Result<u64> {
+        self.with("replay_count", |st| match target {
+            GraphRef::Current => st
+                .current
+                .as_ref()
+                .map(|e| e.replays)
+                .ok_or(ErrorKind::NoCurrentExec),
+            GraphRef::Handle(id) => st
+                .graphs
+                .get(&id)
+                .map(|e| e.replays)
+                .ok_or_else(|| st.missing_graph(id)),
+        })
+    }
+
+    /// Capture op 6: destroy a graph handle now, or say why not (refused
+    /// inside a capture). A replay still running completes (C8). For
+    /// "destroy it once legal", what an owned [`super::Graph`] does on drop,
+    /// see [`Device::release_graph`].
+    pub fn destroy_graph(&self, id: GraphId) -> Result<()> {
+        self.with("destroy_graph", |st| {
+            if st.capture.is_some() {
+                return Err(ErrorKind::DestroyInCapture);
+            }
+            st.destroy_handle(id)?;
+            st.sweep();
+            Ok(())
+        })
+    }
+
+    /// Give the handle up: destroyed as soon as that is legal (after an
+    /// open capture ends). Never fails; what owned handles call on drop. An
+    /// id this device does not hold is ignored. For a destroy that reports
+    /// why it cannot happen now, see [`Device::destroy_graph`].
+    pub fn release_graph(&self, id: GraphId) {
+        let mut st = self.state();
+        if let Some(g) = st.graphs.get_mut(&id) {
+            g.released = true;
+        }
+        st.sweep();
+    }
+}

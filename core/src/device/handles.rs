@@ -1,0 +1,139 @@
+//! The names a user holds: ids ([`BufferId`], [`GraphId`], [`GraphRef`]) and
+//! the owned handles that release what they name on drop ([`Buffer`],
+//! [`Graph`], [`CaptureScope`]).
+
+use super::Device;
+use crate::dtype::Element;
+use crate::error::Result;
+use std::marker::PhantomData;
+
+/// A buffer, by id. Ids are unique in the process: no two devices ever hand
+/// out the same one, so a buffer of another device is refused by name
+/// (`ForeignBuffer`, C12) instead of reaching a buffer that happens to share
+/// its number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BufferId(pub u64);
+
+/// A graph handle, by id. Unique in the process, like [`BufferId`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GraphId(pub u64);
+
+/// Which graph a replay targets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphRef {
+    /// The device's *current* graph: the one the last
+    /// [`Device::end_capture_into_current`] made (it replaces the previous
+    /// one). The backend sees it as `ReplayTarget::Current`.
+    Current,
+    /// A handle made by [`Device::end_capture_graph`].
+    Handle(GraphId),
+}
+
+/// A typed buffer owned by the caller; freed on drop (deferred while a
+/// capture is open or a graph still reads it, see [`Device::release_buffer`]).
+pub struct Buffer<T: Element> {
+    pub(super) dev: Device,
+    pub(super) id: BufferId,
+    pub(super) len: usize,
+    pub(super) _t: PhantomData<T>,
+}
+
+impl<T: Element> Buffer<T> {
+    pub fn id(&self) -> BufferId {
+        self.id
+    }
+    /// Length in elements (never zero: a zero-length allocation is refused).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Write the whole buffer from element 0 (`data` may be shorter).
+    pub fn write(&self, data: &[T]) -> Result<()> {
+        self.dev.write(self.id, 0, data)
+    }
+    /// Read the whole buffer.
+    pub fn read(&self) -> Result<Vec<T>> {
+        self.dev.read(self.id)
+    }
+}
+
+impl<T: Element> Drop for Buffer<T> {
+    fn drop(&mut self) {
+        self.dev.release_buffer(self.id);
+    }
+}
+
+/// A graph handle owned by the caller; destroyed on drop (deferred while a
+/// capture is open, see [`Device::release_graph`]).
+pub struct Graph {
+    pub(super) dev: Device,
+    pub(super) id: GraphId,
+}
+
+impl Graph {
+    pub fn id(&self) -> GraphId {
+        self.id
+    }
+    pub fn replay(&self) -> Result<()> {
+        self.dev.replay(GraphRef::Handle(self.id))
+    }
+    pub fn replay_count(&self) -> Result<u64> {
+        self.dev.replay_count(GraphRef::Handle(self.id))
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        self.dev.release_graph(self.id);
+    }
+}
+
+/// An open capture. Ending it consumes the scope; dropping it (early return,
+/// `?`, panic) aborts the capture so the device is never left capturing.
+///
+/// A capture belongs to the thread that began it (a CUDA stream capture
+/// does too), so the scope is neither `Send` nor `Sync` (decision D13): it
+/// cannot be ended or dropped on a thread whose abort the device would
+/// refuse, which would leave the device capturing and every later launch on
+/// the owning thread recorded instead of run.
+///
+/// ```compile_fail
+/// fn needs_send<T: Send>(_: T) {}
+/// fn scope_is_not_send(s: seam::CaptureScope<'_>) {
+///     needs_send(s);
+/// }
+/// ```
+pub struct CaptureScope<'d> {
+    pub(super) dev: &'d Device,
+    pub(super) open: bool,
+    /// `!Send + !Sync`: see the type's documentation.
+    pub(super) _owning_thread: PhantomData<*const ()>,
+}
+
+impl CaptureScope<'_> {
+    /// End into a new owned graph handle.
+    pub fn end_graph(mut self) -> Result<Graph> {
+        self.open = false;
+        let id = self.dev.end_capture_graph()?;
+        Ok(Graph {
+            dev: self.dev.clone(),
+            id,
+        })
+    }
+
+    /// End into the device's current exec ([`GraphRef::Current`]).
+    pub fn end_into_current(mut self) -> Result<()> {
+        self.open = false;
+        self.dev.end_capture_into_current()
+    }
+}
+
+impl Drop for CaptureScope<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            let _ = self.dev.abort_capture();
+        }
+    }
+}

@@ -1,0 +1,440 @@
+//! `Device`: the shared semantics, implemented once for every backend.
+//!
+//! It owns the capture state machine (C5, C6, C9), argument validation (C12),
+//! replay counting and tracing (C10), and the bookkeeping that keeps a graph
+//! from outliving the buffers it reads. Backends only ever see calls this
+//! layer has already checked.
+//!
+//! - this file: the public API for memory, work, accounting and tracing;
+//! - [`capture`](self::capture): begin/end/abort, replay, destroy;
+//! - `state`: the tables, the deferred-release sweep, teardown, the id space;
+//! - [`handles`]: ids and the owned handles (`Buffer`, `Graph`, `CaptureScope`).
+
+mod capture;
+mod handles;
+mod state;
+#[cfg(test)]
+mod tests;
+
+pub use handles::{Buffer, BufferId, CaptureScope, Graph, GraphId, GraphRef};
+
+use crate::backend::{Backend, CaptureSupport, DeviceInfo, ResourceCounts};
+use crate::dtype::{DType, Element};
+use crate::error::{Error, ErrorKind, Result, Site};
+use crate::ops::{OpCall, OpKind};
+use crate::trace::{EventKind, TraceLog};
+use crate::validate::{self, BufferMeta};
+use state::{BufEntry, State};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Live resources, as core and the backend each count them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Live {
+    pub buffers: usize,
+    /// Graph handles (not counting the current exec).
+    pub graphs: usize,
+    /// Whether the device holds a current exec ([`GraphRef::Current`]).
+    pub current_exec: bool,
+    pub capturing: bool,
+    pub backend: ResourceCounts,
+}
+
+struct Inner {
+    info: DeviceInfo,
+    site: Arc<Site>,
+    support: CaptureSupport,
+    state: Mutex<State>,
+}
+
+/// A device: a backend behind the shared semantics. Cheap to clone; all
+/// clones are the same device. `Send + Sync`: calls from several threads are
+/// serialised, and a capture belongs to the thread that began it.
+#[derive(Clone)]
+pub struct Device {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Device")
+            .field("id", &self.inner.info.id())
+            .finish()
+    }
+}
+
+impl Device {
+    pub fn new(backend: Box<dyn Backend>) -> Device {
+        let info = backend.info().clone();
+        let support = backend.capture_support();
+        let site = Arc::new(Site {
+            backend: info.backend.clone(),
+            device: info.id(),
+            device_name: info.name.clone(),
+        });
+        let state = State::new(backend, info.id().into());
+        Device {
+            inner: Arc::new(Inner {
+                site,
+                info,
+                support,
+                state: Mutex::new(state),
+            }),
+        }
+    }
+
+    pub fn info(&self) -> &DeviceInfo {
+        &self.inner.info
+    }
+
+    /// `<backend>:<index>`.
+    pub fn id(&self) -> String {
+        self.inner.info.id()
+    }
+
+    pub fn capture_support(&self) -> &CaptureSupport {
+        &self.inner.support
+    }
+
+    /// Capture op 1 of 6.
+    pub fn supports_capture(&self) -> bool {
+        self.inner.support.is_supported()
+    }
+
+    fn err(&self, call: &'static str, kind: ErrorKind) -> Error {
+        Error {
+            site: self.inner.site.clone(),
+            call,
+            kind,
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A backend call that panics leaves the tables as they were before
+        // it (every table update that depends on a backend call follows it;
+        // the one that precedes one, taking the open capture in `end_*` and
+        // `abort_capture`, is what a failed backend call leads to anyway), so
+        // a poisoned lock is still safe to use.
+        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Run `f` under the lock, attaching the call's context to any error.
+    fn with<T>(
+        &self,
+        call: &'static str,
+        f: impl FnOnce(&mut State) -> std::result::Result<T, ErrorKind>,
+    ) -> Result<T> {
+        let mut st = self.state();
+        f(&mut st).map_err(|k| self.err(call, k))
+    }
+
+    // ----- memory -----
+
+    /// Allocate `len` elements of `dtype`. Refused inside a capture (C5).
+    pub fn alloc(&self, dtype: DType, len: usize) -> Result<BufferId> {
+        self.with("alloc", |st| {
+            if st.capture.is_some() {
+                return Err(ErrorKind::AllocInCapture);
+            }
+            if len == 0 {
+                return Err(ErrorKind::ZeroSize { what: "allocation" });
+            }
+            if len as u64 > validate::MAX_ELEMENTS {
+                return Err(ErrorKind::TooLarge {
+                    what: "allocation",
+                    detail: format!("{len} elements exceeds {}", validate::MAX_ELEMENTS),
+                });
+            }
+            let raw = st.backend.alloc(len * dtype.size())?;
+            let id = BufferId(st.new_id());
+            st.buffers.insert(
+                id,
+                BufEntry {
+                    meta: BufferMeta { raw, dtype, len },
+                    released: false,
+                },
+            );
+            Ok(id)
+        })
+    }
+
+    /// Free a buffer now, or say why not: refused inside a capture (C5) and
+    /// while a graph, the current exec or the open capture reads it (it
+    /// would be a use-after-free on replay). For "free it once legal", what
+    /// an owned [`Buffer`] does on drop, see [`Device::release_buffer`].
+    pub fn free(&self, id: BufferId) -> Result<()> {
+        self.with("free", |st| {
+            if st.capture.is_some() {
+                return Err(ErrorKind::FreeInCapture);
+            }
+            st.meta(id)?;
+            let users = st.users_of(id);
+            if !users.is_empty() {
+                return Err(ErrorKind::BufferInUse { id: id.0, users });
+            }
+            st.free_buffer(id)
+        })
+    }
+
+    /// Give the buffer up: the id is unusable from now on, and the memory
+    /// is freed as soon as that is legal (no open capture, no graph reading
+    /// it). Never fails, never leaks; what owned handles call on drop. An id
+    /// this device does not hold is ignored. For a free that reports why it
+    /// cannot happen now, see [`Device::free`].
+    pub fn release_buffer(&self, id: BufferId) {
+        let mut st = self.state();
+        if let Some(b) = st.buffers.get_mut(&id) {
+            b.released = true;
+        }
+        st.sweep();
+    }
+
+    /// Element type and length of a live buffer.
+    pub fn buffer_meta(&self, id: BufferId) -> Result<(DType, usize)> {
+        self.with("buffer_meta", |st| st.meta(id).map(|m| (m.dtype, m.len)))
+    }
+
+    /// Write `data` at element `offset`. Ordered after queued work.
+    pub fn write<T: Element>(&self, id: BufferId, offset: usize, data: &[T]) -> Result<()> {
+        self.write_bytes_typed(
+            "write",
+            id,
+            T::DTYPE,
+            offset,
+            data.len(),
+            bytemuck::cast_slice(data),
+        )
+    }
+
+    /// Write raw bytes of the buffer's own element type at element `offset`
+    /// (for callers that do not know the type statically).
+    pub fn write_bytes(&self, id: BufferId, offset: usize, bytes: &[u8]) -> Result<()> {
+        let dtype = self.buffer_meta(id).map(|(d, _)| d).map_err(|e| Error {
+            call: "write_bytes",
+            ..e
+        })?;
+        if !bytes.len().is_multiple_of(dtype.size()) {
+            return Err(self.err(
+                "write_bytes",
+                ErrorKind::SizeMismatch {
+                    what: "write_bytes (bytes not a whole number of elements)",
+                    expected: bytes.len() / dtype.size() * dtype.size(),
+                    found: bytes.len(),
+                },
+            ));
+        }
+        self.write_bytes_typed(
+            "write_bytes",
+            id,
+            dtype,
+            offset,
+            bytes.len() / dtype.size(),
+            bytes,
+        )
+    }
+
+    fn write_bytes_typed(
+        &self,
+        call: &'static str,
+        id: BufferId,
+        dtype: DType,
+        offset: usize,
+        count: usize,
+        bytes: &[u8],
+    ) -> Result<()> {
+        self.with(call, |st| {
+            let meta = st.host_access_check(id, dtype, offset, count, call)?;
+            st.backend.write(meta.raw, offset * dtype.size(), bytes)
+        })
+    }
+
+    /// Read the whole buffer as `T` (its element type). Waits for queued work.
+    /// The three reads differ only in what they return: `read` the whole
+    /// buffer typed, [`Device::read_range`] a typed sub-range, and
+    /// [`Device::read_bytes`] the whole buffer untyped.
+    pub fn read<T: Element>(&self, id: BufferId) -> Result<Vec<T>> {
+        let (_, len) = self
+            .buffer_meta(id)
+            .map_err(|e| Error { call: "read", ..e })?;
+        self.read_range(id, 0, len)
+    }
+
+    /// Read `count` elements from element `offset`. Waits for queued work.
+    pub fn read_range<T: Element>(
+        &self,
+        id: BufferId,
+        offset: usize,
+        count: usize,
+    ) -> Result<Vec<T>> {
+        let mut out = vec![T::zeroed(); count];
+        self.with("read", |st| {
+            let meta = st.host_access_check(id, T::DTYPE, offset, count, "read")?;
+            st.backend.read(
+                meta.raw,
+                offset * T::DTYPE.size(),
+                bytemuck::cast_slice_mut(&mut out),
+            )
+        })?;
+        Ok(out)
+    }
+
+    /// Read the whole buffer as raw bytes, whatever its element type (for
+    /// digests and cross-device comparison). Waits for queued work.
+    pub fn read_bytes(&self, id: BufferId) -> Result<Vec<u8>> {
+        self.with("read_bytes", |st| {
+            let meta = st.meta(id)?;
+            st.host_access_check(id, meta.dtype, 0, meta.len, "read_bytes")?;
+            let mut out = vec![0u8; meta.len * meta.dtype.size()];
+            st.backend.read(meta.raw, 0, &mut out)?;
+            Ok(out)
+        })
+    }
+
+    // ----- work -----
+
+    /// Validate and queue (or, while capturing, record) one op.
+    pub fn launch(&self, call: &OpCall) -> Result<()> {
+        let me = std::thread::current().id();
+        self.with("launch", |st| {
+            if let Some(cap) = &st.capture {
+                if cap.thread != me {
+                    return Err(ErrorKind::CrossThreadCapture {
+                        owner: format!("{:?}", cap.thread),
+                    });
+                }
+            }
+            let launch = validate::lower(call, |id| st.live_meta(id))?;
+            let timed = st.trace.enabled() && st.capture.is_none();
+            let tag = st.trace.next_seq();
+            if timed {
+                st.backend.begin_timed(tag)?;
+            }
+            st.backend.launch(&launch)?;
+            if timed {
+                st.backend.end_timed(tag)?;
+            }
+            let captured = if let Some(cap) = &mut st.capture {
+                cap.uses.extend(call.buffers.iter().copied());
+                cap.launches += 1;
+                true
+            } else {
+                false
+            };
+            st.trace.record(|| EventKind::Launch {
+                op: call.op,
+                captured,
+            });
+            Ok(())
+        })
+    }
+
+    /// Wait for all queued work.
+    pub fn synchronize(&self) -> Result<()> {
+        self.with("synchronize", |st| {
+            if st.capture.is_some() {
+                return Err(ErrorKind::HostAccessInCapture {
+                    what: "synchronize",
+                });
+            }
+            st.backend.synchronize()
+        })
+    }
+
+    /// Materialise lazy resources for these ops, so capturing them allocates nothing (C7).
+    pub fn prepare(&self, ops: &[(OpKind, DType)]) -> Result<()> {
+        self.with("prepare", |st| {
+            if st.capture.is_some() {
+                return Err(ErrorKind::HostAccessInCapture { what: "prepare" });
+            }
+            for &(op, dtype) in ops {
+                if !op.dtypes().contains(&dtype) {
+                    return Err(ErrorKind::UnsupportedDtype { op, dtype });
+                }
+            }
+            st.backend.prepare(ops)
+        })
+    }
+
+    // ----- accounting and tracing -----
+
+    pub fn live(&self) -> Live {
+        let st = self.state();
+        Live {
+            buffers: st.buffers.len(),
+            graphs: st.graphs.len(),
+            current_exec: st.current.is_some(),
+            capturing: st.capture.is_some(),
+            backend: st.backend.live_resources(),
+        }
+    }
+
+    /// Turn event recording on or off (off by default; C10). Where the
+    /// backend can time the device, replays and eager launches also get
+    /// device spans (see [`Device::take_trace_log`]).
+    pub fn set_tracing(&self, on: bool) {
+        let mut st = self.state();
+        st.trace.set_enabled(on);
+        if st.backend.device_timing().is_ok() {
+            // A backend that fails to switch timing still records host events.
+            let _ = st.backend.set_device_timing(on);
+        }
+    }
+
+    /// Take the host events and device spans recorded so far (the events
+    /// are gone from the device afterwards), for inspection or export
+    /// ([`crate::trace::chrome_trace`]). Waits for queued work so every
+    /// finished span is included; refused inside a capture.
+    pub fn take_trace_log(&self, label: &str) -> Result<TraceLog> {
+        self.with("take_trace_log", |st| {
+            if st.capture.is_some() {
+                return Err(ErrorKind::HostAccessInCapture {
+                    what: "take_trace_log",
+                });
+            }
+            let timing = st.backend.device_timing();
+            let device_spans = if timing.is_ok() {
+                st.backend.take_device_spans()?
+            } else {
+                Vec::new()
+            };
+            Ok(TraceLog {
+                device: self.inner.info.id(),
+                device_name: self.inner.info.name.clone(),
+                label: label.to_string(),
+                events: st.trace.take(),
+                device_spans,
+                device_timing_unavailable: timing.err(),
+            })
+        })
+    }
+
+    // ----- owned handles -----
+
+    /// Allocate a typed, owned buffer (released on drop).
+    pub fn buffer<T: Element>(&self, len: usize) -> Result<Buffer<T>> {
+        let id = self.alloc(T::DTYPE, len)?;
+        Ok(Buffer {
+            dev: self.clone(),
+            id,
+            len,
+            _t: std::marker::PhantomData,
+        })
+    }
+
+    /// Allocate and fill from a slice.
+    pub fn buffer_from<T: Element>(&self, data: &[T]) -> Result<Buffer<T>> {
+        let b = self.buffer(data.len())?;
+        self.write(b.id, 0, data)?;
+        Ok(b)
+    }
+
+    /// Begin a capture on this thread whose scope aborts it on drop unless
+    /// ended. The scope stays on this thread (it is not `Send`).
+    pub fn capture(&self) -> Result<CaptureScope<'_>> {
+        self.begin_capture()?;
+        Ok(CaptureScope {
+            dev: self,
+            open: true,
+            _owning_thread: std::marker::PhantomData,
+        })
+    }
+}

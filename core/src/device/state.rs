@@ -1,0 +1,263 @@
+//! The tables behind a `Device`: live buffers and graphs, the open capture,
+//! which graphs read which buffers, and the sweep that carries out deferred
+//! frees and destroys once they are legal. Also the process-wide id space
+//! that lets a device tell a foreign id from an unknown one (C12).
+
+use super::handles::{BufferId, GraphId};
+use crate::backend::{Backend, RawGraph};
+use crate::dtype::DType;
+use crate::error::{ErrorKind, GraphUser};
+use crate::trace::{EventKind, Trace};
+use crate::validate::BufferMeta;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
+
+/// Every buffer and graph id of the process comes from this counter, so two
+/// devices never share an id.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Which device owns each live id, by device id (`cuda:0`). Consulted only
+/// when a device does not know an id, to say whose it is.
+static OWNERS: Mutex<Owners> = Mutex::new(BTreeMap::new());
+
+/// One serial per `Device`, so two devices opened on the same hardware
+/// (same device id) still tell their ids apart.
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
+
+type Owners = BTreeMap<u64, (u64, Arc<str>)>;
+
+fn owners() -> std::sync::MutexGuard<'static, Owners> {
+    OWNERS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub(super) struct BufEntry {
+    pub(super) meta: BufferMeta,
+    /// Dropped by its owner; freed as soon as nothing uses it.
+    pub(super) released: bool,
+}
+
+pub(super) struct ExecEntry {
+    /// `None` for the current exec (the backend's `ReplayTarget::Current`).
+    pub(super) raw: Option<RawGraph>,
+    pub(super) uses: BTreeSet<BufferId>,
+    pub(super) replays: u64,
+    pub(super) released: bool,
+}
+
+pub(super) struct Capture {
+    pub(super) thread: ThreadId,
+    pub(super) uses: BTreeSet<BufferId>,
+    pub(super) launches: usize,
+}
+
+pub(super) struct State {
+    pub(super) backend: Box<dyn Backend>,
+    /// This device's id (`cpu:0`) and serial, recorded as the owner of its ids.
+    pub(super) device: Arc<str>,
+    serial: u64,
+    pub(super) buffers: BTreeMap<BufferId, BufEntry>,
+    pub(super) graphs: BTreeMap<GraphId, ExecEntry>,
+    pub(super) current: Option<ExecEntry>,
+    pub(super) capture: Option<Capture>,
+    pub(super) trace: Trace,
+}
+
+impl State {
+    pub(super) fn new(backend: Box<dyn Backend>, device: Arc<str>) -> State {
+        State {
+            backend,
+            device,
+            serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
+            buffers: BTreeMap::new(),
+            graphs: BTreeMap::new(),
+            current: None,
+            capture: None,
+            trace: Trace::new(),
+        }
+    }
+
+    /// A fresh process-wide id, recorded as this device's.
+    pub(super) fn new_id(&mut self) -> u64 {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        owners().insert(id, (self.serial, self.device.clone()));
+        id
+    }
+
+    fn forget_id(id: u64) {
+        owners().remove(&id);
+    }
+
+    /// The error for an id this device does not hold: foreign if another
+    /// device made it (and has not freed it), unknown otherwise.
+    pub(super) fn missing_buffer(&self, id: BufferId) -> ErrorKind {
+        match self.foreign_owner(id.0) {
+            Some(owner) => ErrorKind::ForeignBuffer { id: id.0, owner },
+            None => ErrorKind::UnknownBuffer { id: id.0 },
+        }
+    }
+
+    pub(super) fn missing_graph(&self, id: GraphId) -> ErrorKind {
+        match self.foreign_owner(id.0) {
+            Some(owner) => ErrorKind::ForeignGraph { id: id.0, owner },
+            None => ErrorKind::UnknownGraph { id: id.0 },
+        }
+    }
+
+    /// The device that owns `id`, if it is not this one. Two `Device`s
+    /// opened on the same hardware have the same device id but are told
+    /// apart by their serial.
+    fn foreign_owner(&self, id: u64) -> Option<String> {
+        let owners = owners();
+        let (serial, name) = owners.get(&id)?;
+        (*serial != self.serial).then(|| {
+            if **name == *self.device {
+                format!("{name} (a separately opened Device)")
+            } else {
+                name.to_string()
+            }
+        })
+    }
+
+    pub(super) fn meta(&self, id: BufferId) -> Result<BufferMeta, ErrorKind> {
+        self.buffers
+            .get(&id)
+            .map(|b| b.meta)
+            .ok_or_else(|| self.missing_buffer(id))
+    }
+
+    /// Metadata of a buffer its owner still holds (released buffers are gone to users).
+    pub(super) fn live_meta(&self, id: BufferId) -> Result<BufferMeta, ErrorKind> {
+        self.buffers
+            .get(&id)
+            .filter(|b| !b.released)
+            .map(|b| b.meta)
+            .ok_or_else(|| self.missing_buffer(id))
+    }
+
+    /// The raw handle of a live graph handle.
+    pub(super) fn raw_graph(&self, id: GraphId) -> Result<RawGraph, ErrorKind> {
+        let g = self.graphs.get(&id).ok_or_else(|| self.missing_graph(id))?;
+        Ok(g.raw.expect("handles always carry a raw graph"))
+    }
+
+    pub(super) fn host_access_check(
+        &self,
+        id: BufferId,
+        dtype: DType,
+        offset: usize,
+        count: usize,
+        what: &'static str,
+    ) -> Result<BufferMeta, ErrorKind> {
+        if self.capture.is_some() {
+            return Err(ErrorKind::HostAccessInCapture { what });
+        }
+        let meta = self.live_meta(id)?;
+        if meta.dtype != dtype {
+            return Err(ErrorKind::HostDtypeMismatch {
+                what,
+                expected: meta.dtype,
+                found: dtype,
+            });
+        }
+        if count == 0 {
+            return Err(ErrorKind::ZeroSize { what });
+        }
+        if offset.checked_add(count).is_none_or(|end| end > meta.len) {
+            return Err(ErrorKind::HostRange {
+                what,
+                offset,
+                count,
+                len: meta.len,
+            });
+        }
+        Ok(meta)
+    }
+
+    /// Everything that reads this buffer: graph handles, the current exec,
+    /// and an open capture that has recorded it.
+    pub(super) fn users_of(&self, id: BufferId) -> Vec<GraphUser> {
+        let mut users: Vec<GraphUser> = self
+            .graphs
+            .iter()
+            .filter(|(_, g)| g.uses.contains(&id))
+            .map(|(gid, _)| GraphUser::Handle(gid.0))
+            .collect();
+        if self.current.as_ref().is_some_and(|c| c.uses.contains(&id)) {
+            users.push(GraphUser::Current);
+        }
+        if self.capture.as_ref().is_some_and(|c| c.uses.contains(&id)) {
+            users.push(GraphUser::OpenCapture);
+        }
+        users
+    }
+
+    /// Free a buffer on the backend, then drop it from the tables.
+    pub(super) fn free_buffer(&mut self, id: BufferId) -> Result<(), ErrorKind> {
+        let raw = self.meta(id)?.raw;
+        self.backend.free(raw)?;
+        self.buffers.remove(&id);
+        Self::forget_id(id.0);
+        Ok(())
+    }
+
+    /// Destroy a graph handle on the backend, then drop it from the tables.
+    pub(super) fn destroy_handle(&mut self, id: GraphId) -> Result<(), ErrorKind> {
+        let raw = self.raw_graph(id)?;
+        self.backend.destroy_graph(raw)?;
+        self.graphs.remove(&id);
+        Self::forget_id(id.0);
+        self.trace.record(|| EventKind::Destroy { graph: id.0 });
+        Ok(())
+    }
+
+    /// Carry out deferred destroys and frees that have become legal. A
+    /// backend that refuses one keeps it for the next sweep.
+    pub(super) fn sweep(&mut self) {
+        if self.capture.is_some() {
+            return;
+        }
+        let graphs: Vec<GraphId> = self
+            .graphs
+            .iter()
+            .filter(|(_, g)| g.released)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in graphs {
+            let _ = self.destroy_handle(id);
+        }
+        let bufs: Vec<BufferId> = self
+            .buffers
+            .iter()
+            .filter(|(_, b)| b.released)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in bufs {
+            if self.users_of(id).is_empty() {
+                let _ = self.free_buffer(id);
+            }
+        }
+    }
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        // Tear down in dependency order; errors here have nowhere to go.
+        if self.capture.take().is_some() {
+            let _ = self.backend.abort_capture();
+        }
+        let _ = self.backend.synchronize();
+        for (id, g) in std::mem::take(&mut self.graphs) {
+            if let Some(raw) = g.raw {
+                let _ = self.backend.destroy_graph(raw);
+            }
+            Self::forget_id(id.0);
+        }
+        self.current = None;
+        for (id, b) in std::mem::take(&mut self.buffers) {
+            let _ = self.backend.free(b.meta.raw);
+            Self::forget_id(id.0);
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! What core decides alone, on a backend that runs nothing.
+use super::*;
+use crate::backend::CaptureSupport;
+use crate::testing::NullBackend;
+
+fn null(support: CaptureSupport) -> NullBackend {
+    NullBackend::new(support)
+}
+
+fn device() -> Device {
+    Device::new(Box::new(null(CaptureSupport::Native)))
+}
+
+/// C9's plumbing on a backend that reports Unsupported (no real backend
+/// does). Mutations: `is_supported -> true`, `Backend::supports_capture
+/// -> true / false`, `Device::supports_capture -> true` → red.
+#[test]
+fn capture_support_is_reported_through_every_layer() {
+    let no = null(CaptureSupport::Unsupported("none here".into()));
+    assert!(!no.capture_support().is_supported());
+    assert!(!no.supports_capture());
+    let yes = null(CaptureSupport::Emulated);
+    assert!(yes.capture_support().is_supported() && yes.supports_capture());
+    let d = Device::new(Box::new(no));
+    assert!(!d.supports_capture());
+    assert_eq!(
+        d.begin_capture().unwrap_err().kind,
+        ErrorKind::CaptureUnsupported {
+            reason: "none here".into()
+        }
+    );
+    assert!(device().supports_capture());
+}
+
+/// The allocation limit is inclusive: exactly MAX_ELEMENTS elements is
+/// legal (the Null backend allocates nothing, so 16 GiB costs nothing).
+/// Mutation: `>` → `>=` in `Device::alloc` → red.
+#[test]
+fn alloc_limit_is_inclusive() {
+    let d = device();
+    let max = validate::MAX_ELEMENTS as usize;
+    d.alloc(DType::U32, max).unwrap();
+    let e = d.alloc(DType::U32, max + 1).unwrap_err();
+    assert!(matches!(e.kind, ErrorKind::TooLarge { .. }), "{e}");
+}
+
+/// Timing markers bracket eager launches only while tracing, never
+/// inside a capture. Mutation: `&&` → `||` in `Device::launch` → red.
+#[test]
+fn timing_markers_only_for_traced_eager_launches() {
+    let backend = null(CaptureSupport::Native);
+    let log = backend.log();
+    let count = || {
+        log.lock()
+            .unwrap()
+            .iter()
+            .filter(|c| **c == "begin_timed")
+            .count()
+    };
+    let d = Device::new(Box::new(backend));
+    let b = d.alloc(DType::U32, 4).unwrap();
+    d.launch(&crate::ops::fill(b, 4, 1)).unwrap();
+    assert_eq!(count(), 0, "tracing is off");
+    d.set_tracing(true);
+    d.begin_capture().unwrap();
+    d.launch(&crate::ops::fill(b, 4, 1)).unwrap();
+    d.end_capture_into_current().unwrap();
+    assert_eq!(count(), 0, "inside a capture");
+    d.launch(&crate::ops::fill(b, 4, 1)).unwrap();
+    assert_eq!(count(), 1, "a traced eager launch");
+}
+
+/// Dropping the last handle tears down in dependency order: the open
+/// capture aborted, queued work finished, graphs destroyed, then every
+/// buffer freed. Mutation: `impl Drop for State` → `()` → red.
+#[test]
+fn drop_tears_down_in_dependency_order() {
+    let backend = null(CaptureSupport::Native);
+    let log = backend.log();
+    let d = Device::new(Box::new(backend));
+    let b = d.alloc(DType::U32, 4).unwrap();
+    d.begin_capture().unwrap();
+    d.launch(&crate::ops::fill(b, 4, 1)).unwrap();
+    let _g = d.end_capture_graph().unwrap();
+    d.begin_capture().unwrap();
+    log.lock().unwrap().clear();
+    drop(d);
+    assert_eq!(
+        *log.lock().unwrap(),
+        ["abort_capture", "synchronize", "destroy_graph", "free"]
+    );
+}
+
+/// Mutation: `impl Debug for Device` → `Ok(Default::default())` → red.
+#[test]
+fn debug_names_the_device() {
+    assert_eq!(format!("{:?}", device()), r#"Device { id: "null:0" }"#);
+}
+
+#[test]
+fn tracing_is_off_by_default_and_records_nothing() {
+    let d = device();
+    let b = d.alloc(DType::U32, 4).unwrap();
+    d.launch(&crate::ops::fill(b, 4, 1)).unwrap();
+    d.begin_capture().unwrap();
+    let g = d.end_capture_graph().unwrap();
+    d.replay(GraphRef::Handle(g)).unwrap();
+    let log = d.take_trace_log("t").unwrap();
+    assert!(log.events.is_empty() && log.device_spans.is_empty());
+    assert!(log.device_timing_unavailable.unwrap().contains("null"));
+}
+
+#[test]
+fn errors_name_backend_device_and_call() {
+    let d = device();
+    let e = d.alloc(DType::F32, 0).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with("null device null:0 (null): alloc: "),
+        "{msg}"
+    );
+}
+
+/// A buffer or graph id of one device is refused by another by name, with
+/// the owner in the message, and nothing reaches the backend; once the
+/// owner frees it, the id is merely unknown. Mutations: `NEXT_ID` replaced
+/// by a per-device counter (ids collide again), or `foreign_owner` → `None`
+/// → red.
+#[test]
+fn a_foreign_id_is_named_and_never_reaches_the_backend() {
+    let a = device();
+    let b_backend = null(CaptureSupport::Native);
+    let b_log = b_backend.log();
+    let b = Device::new(Box::new(b_backend));
+    let mine = b.alloc(DType::U32, 4).unwrap();
+    let theirs = a.alloc(DType::U32, 4).unwrap();
+    assert_ne!(mine, theirs, "ids are unique in the process");
+    b_log.lock().unwrap().clear();
+    let e = b.launch(&crate::ops::fill(theirs, 4, 1)).unwrap_err();
+    assert_eq!(
+        e.kind,
+        ErrorKind::ForeignBuffer {
+            id: theirs.0,
+            owner: "null:0 (a separately opened Device)".into()
+        }
+    );
+    let e = b.write(theirs, 0, &[1u32]).unwrap_err();
+    assert!(matches!(e.kind, ErrorKind::ForeignBuffer { .. }), "{e}");
+    assert!(
+        b_log.lock().unwrap().is_empty(),
+        "nothing reached b's backend"
+    );
+    a.begin_capture().unwrap();
+    let g = a.end_capture_graph().unwrap();
+    let e = b.replay(GraphRef::Handle(g)).unwrap_err();
+    assert!(matches!(e.kind, ErrorKind::ForeignGraph { .. }), "{e}");
+    a.free(theirs).unwrap();
+    let e = b.free(theirs).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::UnknownBuffer { id: theirs.0 });
+}
+
+/// `BufferInUse` names what holds the buffer. Mutation: drop the
+/// `GraphUser::Current` push in `users_of` → red.
+#[test]
+fn buffer_in_use_names_its_users() {
+    let d = device();
+    let b = d.alloc(DType::U32, 4).unwrap();
+    d.begin_capture().unwrap();
+    d.launch(&crate::ops::fill(b, 4, 1)).unwrap();
+    d.end_capture_into_current().unwrap();
+    let e = d.free(b).unwrap_err();
+    assert_eq!(
+        e.kind,
+        ErrorKind::BufferInUse {
+            id: b.0,
+            users: vec![crate::error::GraphUser::Current]
+        }
+    );
+    assert!(e.to_string().contains("the current exec"), "{e}");
+}
