@@ -1,16 +1,19 @@
-//! A recording fake of the driver: every call is logged in order, and the
-//! fake models one stream (queued replays stay pending until a wait) so it
-//! can flag, as it happens, a destroy the real driver would punish.
+//! A recording fake of the whole driver: every call is logged in order,
+//! memory is host `Vec<u8>`s, kernels are recorded (not run), and the fake
+//! models one stream (queued work stays pending until a wait) so it can
+//! flag, as it happens, a release the real driver would punish.
 
-use crate::GraphDriver;
-use seam::ErrorKind;
-use std::cell::RefCell;
+use crate::driver::{GraphDriver, StreamDriver, Toolchain};
+use crate::launch::{check_range, KernelLaunch, VendorLaunch};
+use seam::{ErrorKind, OpKind};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Call {
+    Select,
     BeginCapture,
-    /// A kernel queued (or recorded, while capturing) by the backend itself.
+    /// A kernel queued (or recorded, while capturing) by a test directly.
     Kernel(&'static str),
     EndCapture(u32),
     IsCapturing,
@@ -28,6 +31,37 @@ pub enum Call {
     Wait(u32),
     Elapsed(u32, u32),
     DestroyEvent(u32),
+    // --- memory, modules, kernels ---
+    Alloc {
+        buffer: u32,
+        bytes: usize,
+    },
+    Free(u32),
+    Write {
+        buffer: u32,
+        offset: usize,
+        len: usize,
+    },
+    Read {
+        buffer: u32,
+        offset: usize,
+        len: usize,
+    },
+    /// The toolchain compiled (or handed out its cached image of) an op.
+    Image(OpKind),
+    LoadModule(u32),
+    Function {
+        module: u32,
+        name: String,
+    },
+    /// A kernel launched through the backend: entry point and buffer ids.
+    LaunchKernel {
+        name: String,
+        buffers: Vec<u32>,
+    },
+    VendorPrepare,
+    VendorLaunch(OpKind),
+    DestroyStream,
 }
 
 #[derive(Default)]
@@ -36,17 +70,22 @@ struct State {
     next: u32,
     capturing: bool,
     /// Kernels recorded into the open capture.
-    recorded: Vec<&'static str>,
+    recorded: Vec<String>,
     /// Live graphs and the kernels each holds.
-    graphs: BTreeMap<u32, Vec<&'static str>>,
+    graphs: BTreeMap<u32, Vec<String>>,
     /// Live execs and the graph each came from.
     execs: BTreeMap<u32, u32>,
     /// Execs with a launch queued and not yet waited for.
     pending: BTreeSet<u32>,
+    /// Eager kernels queued and not yet waited for.
+    busy: bool,
     events: BTreeSet<u32>,
     /// Device time (ms) at which each event was recorded.
     recorded_at: BTreeMap<u32, f32>,
     clock_ms: f32,
+    /// Live allocations.
+    memory: BTreeMap<u32, Vec<u8>>,
+    modules: BTreeSet<u32>,
     /// A call (by name) that fails the next time it is made.
     fail: Option<&'static str>,
     /// A capture that fails to end (invalidated, as after an illegal call).
@@ -55,46 +94,85 @@ struct State {
     violations: Vec<String>,
 }
 
+/// The fake stream. An [`observer`](FakeDriver::observer) shares its state,
+/// so a test can read the log after the backend (and its driver) are gone.
 #[derive(Default)]
-pub struct FakeDriver(RefCell<State>);
+pub struct FakeDriver {
+    state: Arc<Mutex<State>>,
+    /// Observers do not destroy the stream when dropped.
+    observer: bool,
+}
+
+/// One fake allocation (contents live in the driver's state).
+pub struct FakeBuffer {
+    id: u32,
+    bytes: usize,
+}
+
+#[derive(Clone, Debug)]
+pub struct FakeFunction {
+    name: String,
+}
 
 impl FakeDriver {
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// A handle on the same state that outlives the driver.
+    pub fn observer(&self) -> FakeDriver {
+        FakeDriver {
+            state: self.state.clone(),
+            observer: true,
+        }
+    }
+
+    fn s(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     pub fn log(&self) -> Vec<Call> {
-        self.0.borrow().log.clone()
+        self.s().log.clone()
     }
 
     pub fn clear_log(&self) {
-        self.0.borrow_mut().log.clear();
+        self.s().log.clear();
     }
 
     pub fn violations(&self) -> Vec<String> {
-        self.0.borrow().violations.clone()
+        self.s().violations.clone()
     }
 
     /// Live (graphs, execs, events).
     pub fn live(&self) -> (usize, usize, usize) {
-        let s = self.0.borrow();
+        let s = self.s();
         (s.graphs.len(), s.execs.len(), s.events.len())
     }
 
-    /// The backend queues (or, capturing, records) a kernel taking `ms`.
+    /// Live allocations.
+    pub fn live_memory(&self) -> usize {
+        self.s().memory.len()
+    }
+
+    /// A test queues (or, capturing, records) a kernel taking 1 ms.
     pub fn kernel(&self, name: &'static str) {
-        let mut s = self.0.borrow_mut();
-        s.log.push(Call::Kernel(name));
+        self.s().log.push(Call::Kernel(name));
+        self.queue_kernel(name.to_string());
+    }
+
+    fn queue_kernel(&self, name: String) {
+        let mut s = self.s();
         if s.capturing {
             s.recorded.push(name);
         } else {
             s.clock_ms += 1.0;
+            s.busy = true;
         }
     }
 
     /// The kernels a live exec would run.
-    pub fn kernels_of(&self, exec: u32) -> Vec<&'static str> {
-        let s = self.0.borrow();
+    pub fn kernels_of(&self, exec: u32) -> Vec<String> {
+        let s = self.s();
         s.execs
             .get(&exec)
             .and_then(|g| s.graphs.get(g))
@@ -103,15 +181,22 @@ impl FakeDriver {
     }
 
     pub fn fail_next(&self, call: &'static str) {
-        self.0.borrow_mut().fail = Some(call);
+        self.s().fail = Some(call);
     }
 
     pub fn invalidate_capture(&self) {
-        self.0.borrow_mut().invalidate = true;
+        self.s().invalidate = true;
+    }
+
+    /// Let queued work finish (a wait the test makes, outside the logic).
+    pub fn synchronize_for_test(&self) {
+        let mut s = self.s();
+        s.pending.clear();
+        s.busy = false;
     }
 
     fn step(&self, call: Call, name: &'static str) -> Result<(), ErrorKind> {
-        let mut s = self.0.borrow_mut();
+        let mut s = self.s();
         s.log.push(call);
         if s.fail == Some(name) {
             s.fail = None;
@@ -121,9 +206,16 @@ impl FakeDriver {
     }
 
     fn id(&self) -> u32 {
-        let mut s = self.0.borrow_mut();
+        let mut s = self.s();
         s.next += 1;
         s.next
+    }
+
+    fn flag_if_capturing(&self, what: String) {
+        let mut s = self.s();
+        if s.capturing {
+            s.violations.push(format!("{what} inside a capture"));
+        }
     }
 }
 
@@ -138,7 +230,7 @@ impl GraphDriver for FakeDriver {
 
     fn begin_capture(&self) -> Result<(), ErrorKind> {
         self.step(Call::BeginCapture, "begin_capture")?;
-        let mut s = self.0.borrow_mut();
+        let mut s = self.s();
         if s.capturing {
             s.violations.push("begin_capture while capturing".into());
         }
@@ -149,7 +241,7 @@ impl GraphDriver for FakeDriver {
 
     fn end_capture(&self) -> Result<u32, ErrorKind> {
         let g = self.id();
-        let mut s = self.0.borrow_mut();
+        let mut s = self.s();
         let was = std::mem::replace(&mut s.capturing, false);
         let kernels = std::mem::take(&mut s.recorded);
         if !was {
@@ -173,7 +265,7 @@ impl GraphDriver for FakeDriver {
 
     fn is_capturing(&self) -> Result<bool, ErrorKind> {
         self.step(Call::IsCapturing, "is_capturing")?;
-        Ok(self.0.borrow().capturing)
+        Ok(self.s().capturing)
     }
 
     fn instantiate(&self, graph: &u32) -> Result<u32, ErrorKind> {
@@ -185,7 +277,7 @@ impl GraphDriver for FakeDriver {
             },
             "instantiate",
         )?;
-        let mut s = self.0.borrow_mut();
+        let mut s = self.s();
         if !s.graphs.contains_key(graph) {
             s.violations
                 .push(format!("instantiate of dead graph {graph}"));
@@ -200,11 +292,8 @@ impl GraphDriver for FakeDriver {
 
     fn launch(&self, exec: &u32) -> Result<(), ErrorKind> {
         self.step(Call::Launch(*exec), "launch")?;
-        let mut s = self.0.borrow_mut();
-        if s.capturing {
-            s.violations
-                .push(format!("graph launch {exec} inside a capture"));
-        }
+        self.flag_if_capturing(format!("graph launch {exec}"));
+        let mut s = self.s();
         match s.execs.get(exec).copied() {
             Some(g) if s.graphs.contains_key(&g) => {
                 s.pending.insert(*exec);
@@ -221,13 +310,13 @@ impl GraphDriver for FakeDriver {
 
     fn synchronize(&self) -> Result<(), ErrorKind> {
         self.step(Call::Sync, "synchronize")?;
-        self.0.borrow_mut().pending.clear();
+        self.synchronize_for_test();
         Ok(())
     }
 
     fn destroy_exec(&self, exec: u32) {
         let _ = self.step(Call::DestroyExec(exec), "destroy_exec");
-        let mut s = self.0.borrow_mut();
+        let mut s = self.s();
         if s.pending.contains(&exec) {
             s.violations
                 .push(format!("exec {exec} destroyed while a replay is pending"));
@@ -239,7 +328,7 @@ impl GraphDriver for FakeDriver {
 
     fn destroy_graph(&self, graph: u32) {
         let _ = self.step(Call::DestroyGraph(graph), "destroy_graph");
-        let mut s = self.0.borrow_mut();
+        let mut s = self.s();
         if s.execs.values().any(|g| *g == graph) {
             s.violations
                 .push(format!("graph {graph} destroyed before its exec"));
@@ -252,17 +341,14 @@ impl GraphDriver for FakeDriver {
     fn create_event(&self) -> Result<u32, ErrorKind> {
         let ev = self.id();
         self.step(Call::CreateEvent(ev), "create_event")?;
-        self.0.borrow_mut().events.insert(ev);
+        self.s().events.insert(ev);
         Ok(ev)
     }
 
     fn record_event(&self, event: &u32) -> Result<(), ErrorKind> {
         self.step(Call::Record(*event), "record_event")?;
-        let mut s = self.0.borrow_mut();
-        if s.capturing {
-            s.violations
-                .push(format!("event {event} recorded inside a capture"));
-        }
+        self.flag_if_capturing(format!("event {event} recorded"));
+        let mut s = self.s();
         let t = s.clock_ms;
         s.recorded_at.insert(*event, t);
         Ok(())
@@ -270,13 +356,13 @@ impl GraphDriver for FakeDriver {
 
     fn wait_event(&self, event: &u32) -> Result<(), ErrorKind> {
         self.step(Call::Wait(*event), "wait_event")?;
-        self.0.borrow_mut().pending.clear();
+        self.synchronize_for_test();
         Ok(())
     }
 
     fn elapsed_ms(&self, start: &u32, end: &u32) -> Result<f32, ErrorKind> {
         self.step(Call::Elapsed(*start, *end), "elapsed")?;
-        let s = self.0.borrow();
+        let s = self.s();
         match (s.recorded_at.get(start), s.recorded_at.get(end)) {
             (Some(a), Some(b)) => Ok(b - a),
             _ => Err(ErrorKind::driver("elapsed", "event not recorded")),
@@ -285,7 +371,7 @@ impl GraphDriver for FakeDriver {
 
     fn destroy_event(&self, event: u32) {
         let _ = self.step(Call::DestroyEvent(event), "destroy_event");
-        let mut s = self.0.borrow_mut();
+        let mut s = self.s();
         if !s.events.remove(&event) {
             s.violations.push(format!("event {event} destroyed twice"));
         }
@@ -293,9 +379,169 @@ impl GraphDriver for FakeDriver {
     }
 }
 
-impl FakeDriver {
-    /// Let queued work finish (a wait the test makes, outside the logic).
-    pub fn synchronize_for_test(&self) {
-        self.0.borrow_mut().pending.clear();
+impl StreamDriver for FakeDriver {
+    type Memory = FakeBuffer;
+    type Module = u32;
+    type Function = FakeFunction;
+
+    fn select(&self) -> Result<(), ErrorKind> {
+        self.step(Call::Select, "select")
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<FakeBuffer, ErrorKind> {
+        let id = self.id();
+        self.step(Call::Alloc { buffer: id, bytes }, "alloc")?;
+        self.flag_if_capturing(format!("alloc of buffer {id}"));
+        self.s().memory.insert(id, vec![0; bytes]);
+        Ok(FakeBuffer { id, bytes })
+    }
+
+    fn memory_bytes(&self, memory: &FakeBuffer) -> usize {
+        memory.bytes
+    }
+
+    fn free(&self, memory: FakeBuffer) {
+        let _ = self.step(Call::Free(memory.id), "free");
+        let mut s = self.s();
+        if s.busy || !s.pending.is_empty() {
+            s.violations
+                .push(format!("buffer {} freed with work pending", memory.id));
+        }
+        if s.memory.remove(&memory.id).is_none() {
+            s.violations
+                .push(format!("buffer {} freed twice", memory.id));
+        }
+    }
+
+    fn write(&self, memory: &FakeBuffer, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
+        let (buffer, len) = (memory.id, data.len());
+        self.step(
+            Call::Write {
+                buffer,
+                offset,
+                len,
+            },
+            "write",
+        )?;
+        check_range("write", offset, len, memory.bytes)?;
+        let mut s = self.s();
+        if let Some(m) = s.memory.get_mut(&buffer) {
+            m[offset..offset + len].copy_from_slice(data);
+        }
+        Ok(())
+    }
+
+    fn read(&self, memory: &FakeBuffer, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
+        let (buffer, len) = (memory.id, out.len());
+        self.step(
+            Call::Read {
+                buffer,
+                offset,
+                len,
+            },
+            "read",
+        )?;
+        check_range("read", offset, len, memory.bytes)?;
+        if let Some(m) = self.s().memory.get(&buffer) {
+            out.copy_from_slice(&m[offset..offset + len]);
+        }
+        Ok(())
+    }
+
+    fn load_module(&self, image: &[u8]) -> Result<u32, ErrorKind> {
+        let m = self.id();
+        self.step(Call::LoadModule(m), "load_module")?;
+        self.flag_if_capturing(format!("module {m} ({} bytes) loaded", image.len()));
+        self.s().modules.insert(m);
+        Ok(m)
+    }
+
+    fn function(&self, module: &u32, name: &str) -> Result<FakeFunction, ErrorKind> {
+        let call = Call::Function {
+            module: *module,
+            name: name.into(),
+        };
+        self.step(call, "function")?;
+        Ok(FakeFunction { name: name.into() })
+    }
+
+    fn launch_kernel(&self, l: &KernelLaunch<'_, Self>) -> Result<(), ErrorKind> {
+        let name = l.function().name.clone();
+        let buffers = l.buffers().iter().map(|b| b.id).collect();
+        let call = Call::LaunchKernel {
+            name: name.clone(),
+            buffers,
+        };
+        self.step(call, "launch_kernel")?;
+        self.queue_kernel(name);
+        Ok(())
+    }
+}
+
+impl Drop for FakeDriver {
+    fn drop(&mut self) {
+        if self.observer {
+            return;
+        }
+        let _ = self.step(Call::DestroyStream, "destroy_stream");
+        let mut s = self.s();
+        if s.busy || !s.pending.is_empty() {
+            s.violations
+                .push("stream destroyed with work pending".into());
+        }
+    }
+}
+
+/// The fake compiler and, with `vendor_gemm`, a fake vendor BLAS for GEMM.
+pub struct FakeToolchain {
+    driver: FakeDriver,
+    vendor_gemm: bool,
+    vendor_ready: bool,
+}
+
+impl FakeToolchain {
+    /// Logs into `driver`'s log.
+    pub fn new(driver: &FakeDriver, vendor_gemm: bool) -> Self {
+        FakeToolchain {
+            driver: driver.observer(),
+            vendor_gemm,
+            vendor_ready: false,
+        }
+    }
+}
+
+impl Toolchain<FakeDriver> for FakeToolchain {
+    fn compiler(&self) -> &'static str {
+        "fake-rtc"
+    }
+
+    fn image(&self, op: OpKind) -> Result<Arc<Vec<u8>>, ErrorKind> {
+        self.driver.step(Call::Image(op), "image")?;
+        Ok(Arc::new(op.name().as_bytes().to_vec()))
+    }
+
+    fn vendor_routes(&self, op: OpKind) -> bool {
+        self.vendor_gemm && op == OpKind::Gemm
+    }
+
+    fn vendor_ready(&self) -> bool {
+        self.vendor_ready
+    }
+
+    fn prepare_vendor(&mut self, d: &FakeDriver) -> Result<(), ErrorKind> {
+        d.step(Call::VendorPrepare, "vendor_prepare")?;
+        d.flag_if_capturing("vendor handle created".into());
+        self.vendor_ready = true;
+        Ok(())
+    }
+
+    fn launch_vendor(
+        &self,
+        d: &FakeDriver,
+        l: &VendorLaunch<'_, FakeDriver>,
+    ) -> Result<(), ErrorKind> {
+        d.step(Call::VendorLaunch(l.op()), "vendor_launch")?;
+        d.queue_kernel(format!("vendor_{}", l.op().name()));
+        Ok(())
     }
 }

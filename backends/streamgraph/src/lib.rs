@@ -1,244 +1,35 @@
-//! The capture/replay/destroy logic the CUDA and HIP backends share, written
-//! once over [`GraphDriver`]: the handful of driver calls that differ
-//! (`cuStreamBeginCapture` vs `hipStreamBeginCapture`, 3- vs 5-argument
-//! instantiate, ...). Because both backends run this code, "HIP mirrors CUDA
-//! call for call" is a property of one file, and the order of calls is
-//! tested here against a recording fake driver, without a GPU.
+//! The stream backend CUDA and HIP share: [`StreamBackend`] is the whole
+//! `seam::Backend` (buffer table, kernel cache, launches, capture, replay,
+//! destroy, device timing, teardown), written once over the driver calls
+//! that differ ([`GraphDriver`], [`StreamDriver`]: `cuStreamBeginCapture` vs
+//! `hipStreamBeginCapture`, 3- vs 5-argument instantiate, ...) and what each
+//! vendor adds ([`Toolchain`]: NVRTC or hipRTC, cuBLAS). Because both
+//! backends run this code, "HIP mirrors CUDA call for call" is a property of
+//! one crate, tested here against a recording fake driver, without a GPU.
 //!
-//! The order every path keeps:
-//! - capture: begin → (launches) → end → instantiate → upload; the exec is
-//!   kept with its graph and destroyed before it;
-//! - replay: launch the exec of the target; the exec made by `end_capture`
-//!   (the current one) and handles from `end_capture_graph` never alias (C3);
-//! - destroy / replace: wait for the stream before destroying anything a
-//!   replay may still be using (C8);
-//! - abort: end the capture, destroy whatever graph it produced, and check
-//!   the stream has left capture mode.
+//! - [`graphs`]: capture → instantiate → upload, replay, destroy (C1, C3, C8);
+//! - [`timing`]: events around traced work, spans against a base event;
+//! - [`launch`]: launches checked once (C12) before a driver's `unsafe` call;
+//! - [`backend`]: the `seam::Backend` impl and teardown order.
 //!
-//! Device timing (events around traced work, spans relative to a base
-//! event) lives in [`timing`].
+//! No `unsafe` here: each backend's `sys` layer implements the driver traits.
 
-use seam::{ErrorKind, RawGraph, ReplayTarget};
-use std::collections::HashMap;
-
+pub mod backend;
+pub mod cache;
+pub mod driver;
+pub mod graphs;
+pub mod launch;
 pub mod timing;
 
+pub use backend::StreamBackend;
+pub use cache::OnceMap;
+pub use driver::{GraphDriver, OpKernels, SharedKernels, StreamDriver, Toolchain};
+pub use graphs::StreamGraphs;
+pub use launch::{check_range, Dims, KernelLaunch, VendorLaunch};
 pub use timing::EventTimer;
 
-/// The driver calls that differ between CUDA and HIP. Implemented by each
-/// backend's stream type (safe wrappers over its unsafe layer) and by the
-/// recording fake in this crate's tests.
-///
-/// Handles are owned values; `destroy_*` consumes them. Real drivers may
-/// also release on `Drop`, but the shared logic always destroys explicitly,
-/// so the order is the one written here.
-pub trait GraphDriver {
-    /// A captured graph (topology).
-    type Graph;
-    /// An instantiated, launchable graph.
-    type Exec;
-    /// A timing event.
-    type Event;
-
-    /// The driver's name for a call, for error messages (`cuGraphLaunch`).
-    fn api(&self) -> &'static str;
-
-    /// Start stream capture (thread-local mode).
-    fn begin_capture(&self) -> Result<(), ErrorKind>;
-    /// End stream capture. The stream leaves capture mode whatever the result.
-    fn end_capture(&self) -> Result<Self::Graph, ErrorKind>;
-    /// Whether the stream is still capturing.
-    fn is_capturing(&self) -> Result<bool, ErrorKind>;
-    /// Instantiate a graph (CUDA: 3 arguments; HIP: 5).
-    fn instantiate(&self, graph: &Self::Graph) -> Result<Self::Exec, ErrorKind>;
-    /// Upload the exec's work ahead of its first launch.
-    fn upload(&self, exec: &Self::Exec) -> Result<(), ErrorKind>;
-    /// Queue one launch of the exec on the stream.
-    fn launch(&self, exec: &Self::Exec) -> Result<(), ErrorKind>;
-    /// Block until the stream is idle.
-    fn synchronize(&self) -> Result<(), ErrorKind>;
-    fn destroy_exec(&self, exec: Self::Exec);
-    fn destroy_graph(&self, graph: Self::Graph);
-
-    // --- events (device timing) ---
-    fn create_event(&self) -> Result<Self::Event, ErrorKind>;
-    /// Record the event on the stream (after all work queued so far).
-    fn record_event(&self, event: &Self::Event) -> Result<(), ErrorKind>;
-    /// Block until the event has completed.
-    fn wait_event(&self, event: &Self::Event) -> Result<(), ErrorKind>;
-    /// Milliseconds from `start` to `end`, both completed.
-    fn elapsed_ms(&self, start: &Self::Event, end: &Self::Event) -> Result<f32, ErrorKind>;
-    fn destroy_event(&self, event: Self::Event);
-}
-
-/// An exec and the graph it was instantiated from, destroyed in that order.
-struct Captured<D: GraphDriver> {
-    exec: D::Exec,
-    graph: D::Graph,
-}
-
-/// One stream's capture state: whether a capture is open, the current exec
-/// (`end_capture`) and the handles (`end_capture_graph`).
-pub struct StreamGraphs<D: GraphDriver> {
-    capturing: bool,
-    /// The exec `end_capture` made; never one of `graphs` (C3).
-    current: Option<Captured<D>>,
-    graphs: HashMap<u64, Captured<D>>,
-}
-
-impl<D: GraphDriver> Default for StreamGraphs<D> {
-    fn default() -> Self {
-        StreamGraphs {
-            capturing: false,
-            current: None,
-            graphs: HashMap::new(),
-        }
-    }
-}
-
-impl<D: GraphDriver> StreamGraphs<D> {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Whether a capture is open on the stream.
-    pub fn is_capturing(&self) -> bool {
-        self.capturing
-    }
-
-    /// Graphs alive: the handles plus the current exec, if any.
-    pub fn live(&self) -> usize {
-        self.graphs.len() + usize::from(self.current.is_some())
-    }
-
-    /// Capture op 2: put the stream in capture mode.
-    pub fn begin_capture(&mut self, d: &D) -> Result<(), ErrorKind> {
-        d.begin_capture()?;
-        self.capturing = true;
-        Ok(())
-    }
-
-    /// Capture op 3: end the capture; the result replaces the current exec.
-    /// The exec being replaced may still be running, so the stream is
-    /// waited for before it is destroyed (C8).
-    pub fn end_capture(&mut self, d: &D) -> Result<(), ErrorKind> {
-        let new = self.end_and_instantiate(d)?;
-        if let Some(old) = self.current.take() {
-            if let Err(e) = d.synchronize() {
-                // Keep the old exec (and drop the new one) rather than destroy
-                // something that may still be running.
-                self.current = Some(old);
-                destroy(d, new);
-                return Err(e);
-            }
-            destroy(d, old);
-        }
-        self.current = Some(new);
-        Ok(())
-    }
-
-    /// Capture op 4: end the capture into a new handle `id` (the caller's
-    /// id space); the current exec is untouched (C3).
-    pub fn end_capture_graph(&mut self, d: &D, id: u64) -> Result<RawGraph, ErrorKind> {
-        let new = self.end_and_instantiate(d)?;
-        if let Some(old) = self.graphs.insert(id, new) {
-            // The caller reused an id: never leak or alias (C3). Wait, then
-            // destroy the one it replaced.
-            let waited = d.synchronize();
-            destroy(d, old);
-            waited?;
-        }
-        Ok(RawGraph(id))
-    }
-
-    /// Capture op 5: queue one launch of the target's exec.
-    pub fn replay(&mut self, d: &D, target: ReplayTarget) -> Result<(), ErrorKind> {
-        let captured = match target {
-            ReplayTarget::Current => self.current.as_ref().ok_or(ErrorKind::NoCurrentExec)?,
-            ReplayTarget::Graph(g) => self
-                .graphs
-                .get(&g.0)
-                .ok_or(ErrorKind::UnknownGraph { id: g.0 })?,
-        };
-        d.launch(&captured.exec)
-    }
-
-    /// Capture op 6: a replay of it may still be running, so wait for the
-    /// stream, then destroy exec and graph (C8). The handle is gone even if
-    /// the wait reports an error (the error is returned).
-    pub fn destroy_graph(&mut self, d: &D, graph: RawGraph) -> Result<(), ErrorKind> {
-        let Some(captured) = self.graphs.remove(&graph.0) else {
-            return Err(ErrorKind::UnknownGraph { id: graph.0 });
-        };
-        let waited = d.synchronize();
-        destroy(d, captured);
-        waited
-    }
-
-    /// Drop whatever was recorded since begin_capture. Ending the capture
-    /// takes the stream out of capture mode whatever it reports (an
-    /// invalidated capture is an error here, and fine); a graph it returns
-    /// is destroyed unused.
-    pub fn abort_capture(&mut self, d: &D) -> Result<(), ErrorKind> {
-        self.capturing = false;
-        if let Ok(graph) = d.end_capture() {
-            d.destroy_graph(graph);
-        }
-        if d.is_capturing()? {
-            return Err(ErrorKind::driver(
-                format!("{}StreamEndCapture", d.api()),
-                "the stream is still capturing after ending the capture",
-            ));
-        }
-        Ok(())
-    }
-
-    /// Tear down: abort an open capture, wait for the stream, destroy every
-    /// exec before its graph. For the backend's `Drop`.
-    pub fn release_all(&mut self, d: &D) {
-        if self.capturing {
-            let _ = self.abort_capture(d);
-        }
-        let _ = d.synchronize();
-        if let Some(c) = self.current.take() {
-            destroy(d, c);
-        }
-        let mut ids: Vec<u64> = self.graphs.keys().copied().collect();
-        ids.sort_unstable();
-        for id in ids {
-            if let Some(c) = self.graphs.remove(&id) {
-                destroy(d, c);
-            }
-        }
-    }
-
-    /// End the capture and make an uploaded exec of it. The stream is out of
-    /// capture mode afterwards whatever happens; nothing leaks on failure.
-    fn end_and_instantiate(&mut self, d: &D) -> Result<Captured<D>, ErrorKind> {
-        self.capturing = false;
-        let graph = d.end_capture()?;
-        let exec = match d.instantiate(&graph) {
-            Ok(exec) => exec,
-            Err(e) => {
-                d.destroy_graph(graph);
-                return Err(e);
-            }
-        };
-        let captured = Captured { exec, graph };
-        if let Err(e) = d.upload(&captured.exec) {
-            destroy(d, captured);
-            return Err(e);
-        }
-        Ok(captured)
-    }
-}
-
-/// Exec first, then the graph it came from.
-fn destroy<D: GraphDriver>(d: &D, c: Captured<D>) {
-    d.destroy_exec(c.exec);
-    d.destroy_graph(c.graph);
-}
-
+#[cfg(test)]
+mod backend_tests;
 #[cfg(test)]
 mod fake;
 #[cfg(test)]

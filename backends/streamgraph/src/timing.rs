@@ -7,7 +7,7 @@
 //! is switched on: core may switch tracing on while a capture is open, and an
 //! event recorded on a capturing stream would become a graph node.
 
-use crate::GraphDriver;
+use crate::driver::GraphDriver;
 use seam::{DeviceSpan, ErrorKind};
 
 /// Start/end events of one stream's traced work, oldest first.

@@ -1,0 +1,299 @@
+//! `StreamBackend`: the seam over one stream of one CUDA or HIP device. One
+//! non-blocking stream per backend, kernels from the vendor's runtime
+//! compiler, loaded once; an op the vendor's BLAS serves goes there.
+
+use crate::driver::{OpKernels, StreamDriver, Toolchain};
+use crate::graphs::StreamGraphs;
+use crate::launch::{KernelLaunch, VendorLaunch};
+use crate::timing::EventTimer;
+use seam::{
+    Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, Launch, OpKind, RawBuffer,
+    RawGraph, ReplayTarget, ResourceCounts,
+};
+use std::collections::HashMap;
+
+/// One device behind the seam.
+///
+/// Fields drop in declaration order, after `Drop` has released the graphs,
+/// events and buffers: kernels and the toolchain's vendor handles before the
+/// driver (the stream, then the CUDA context).
+pub struct StreamBackend<D: StreamDriver, T: Toolchain<D>> {
+    info: DeviceInfo,
+    next_id: u64,
+    /// Capture state, the current exec and the handles.
+    graphs: StreamGraphs<D>,
+    /// Events around traced work (device timing).
+    timer: EventTimer<D>,
+    kernels: HashMap<(OpKind, DType), D::Function>,
+    buffers: HashMap<u64, D::Memory>,
+    toolchain: T,
+    driver: D,
+}
+
+impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
+    /// `driver` owns the device's stream (made current already).
+    pub fn new(info: DeviceInfo, driver: D, toolchain: T) -> Self {
+        StreamBackend {
+            info,
+            next_id: 1,
+            graphs: StreamGraphs::new(),
+            timer: EventTimer::new(),
+            kernels: HashMap::new(),
+            buffers: HashMap::new(),
+            toolchain,
+            driver,
+        }
+    }
+
+    pub fn driver(&self) -> &D {
+        &self.driver
+    }
+
+    pub fn toolchain(&self) -> &T {
+        &self.toolchain
+    }
+
+    /// Load `op`'s module (compiling it once per process) and look up every
+    /// entry point it has, one per dtype the op accepts.
+    fn load_kernels(&mut self, op: OpKind) -> Result<(), ErrorKind> {
+        if op
+            .dtypes()
+            .iter()
+            .all(|d| self.kernels.contains_key(&(op, *d)))
+        {
+            return Ok(());
+        }
+        let (d, t) = (&self.driver, &self.toolchain);
+        let fs = match t.shared_kernels() {
+            Some(shared) => {
+                shared.get_or_try_insert((self.info.index, op), || load_op(d, t, op))?
+            }
+            None => load_op(d, t, op)?,
+        };
+        self.kernels
+            .extend(fs.into_iter().map(|(dt, f)| ((op, dt), f)));
+        Ok(())
+    }
+
+    fn buffer(&self, raw: RawBuffer) -> Result<&D::Memory, ErrorKind> {
+        self.buffers
+            .get(&raw.0)
+            .ok_or(ErrorKind::UnknownBuffer { id: raw.0 })
+    }
+
+    fn bindings(&self, l: &Launch) -> Result<Vec<&D::Memory>, ErrorKind> {
+        l.buffers.iter().map(|b| self.buffer(*b)).collect()
+    }
+
+    fn launch_vendor(&mut self, l: &Launch) -> Result<(), ErrorKind> {
+        if !self.toolchain.vendor_ready() {
+            // Creating the handle and workspace allocates: not inside a
+            // capture. Fail loudly before touching the stream (C7).
+            if self.graphs.is_capturing() {
+                return Err(ErrorKind::NotPrepared {
+                    op: l.op,
+                    dtype: l.dtype,
+                });
+            }
+            self.toolchain.prepare_vendor(&self.driver)?;
+        }
+        let launch = VendorLaunch::new(&self.driver, l, self.bindings(l)?)?;
+        self.toolchain.launch_vendor(&self.driver, &launch)
+    }
+
+    /// Block the host until the stream is idle, with the device current
+    /// (used before releasing anything work may still use).
+    fn quiesce(&self) -> Result<(), ErrorKind> {
+        self.driver.select()?;
+        self.driver.synchronize()
+    }
+}
+
+/// Compile (once per process) and load `op`'s module; every entry point.
+fn load_op<D: StreamDriver, T: Toolchain<D>>(
+    d: &D,
+    t: &T,
+    op: OpKind,
+) -> Result<OpKernels<D::Function>, ErrorKind> {
+    let image = t.image(op)?;
+    let module = d.load_module(&image)?;
+    op.dtypes()
+        .iter()
+        .map(|&dt| Ok((dt, d.function(&module, &seam_kernels::entry_point(op, dt))?)))
+        .collect()
+}
+
+impl<D, T> Backend for StreamBackend<D, T>
+where
+    D: StreamDriver,
+    D::Graph: Send,
+    D::Exec: Send,
+    D::Event: Send,
+    T: Toolchain<D>,
+{
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn capture_support(&self) -> CaptureSupport {
+        CaptureSupport::Native
+    }
+
+    fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
+        self.driver.select()?;
+        let mem = self.driver.alloc(bytes)?;
+        let id = self.next_id;
+        self.next_id += 1;
+        self.buffers.insert(id, mem);
+        Ok(RawBuffer(id))
+    }
+
+    fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
+        self.buffer(buffer)?;
+        // Queued eager work may still read or write it.
+        self.quiesce()?;
+        if let Some(mem) = self.buffers.remove(&buffer.0) {
+            self.driver.free(mem);
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, buffer: RawBuffer, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
+        self.driver.select()?;
+        self.driver.write(self.buffer(buffer)?, offset, data)
+    }
+
+    fn read(&mut self, buffer: RawBuffer, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
+        self.driver.select()?;
+        self.driver.read(self.buffer(buffer)?, offset, out)
+    }
+
+    fn launch(&mut self, l: &Launch) -> Result<(), ErrorKind> {
+        self.driver.select()?;
+        if self.toolchain.vendor_routes(l.op) {
+            return self.launch_vendor(l);
+        }
+        if !self.kernels.contains_key(&(l.op, l.dtype)) {
+            // begin_capture loads every module, so this is eager-only in practice.
+            self.load_kernels(l.op)?;
+        }
+        let f = self
+            .kernels
+            .get(&(l.op, l.dtype))
+            .ok_or(ErrorKind::OpUnsupported {
+                op: l.op,
+                dtype: l.dtype,
+            })?;
+        let launch = KernelLaunch::new(&self.driver, f, l, self.bindings(l)?)?;
+        self.driver.launch_kernel(&launch)
+    }
+
+    fn synchronize(&mut self) -> Result<(), ErrorKind> {
+        self.quiesce()
+    }
+
+    fn prepare(&mut self, ops: &[(OpKind, DType)]) -> Result<(), ErrorKind> {
+        self.driver.select()?;
+        for &(op, _) in ops {
+            if !self.toolchain.vendor_routes(op) {
+                self.load_kernels(op)?;
+            } else if !self.toolchain.vendor_ready() {
+                // The vendor handle and workspace, so a captured call allocates nothing (C7).
+                self.toolchain.prepare_vendor(&self.driver)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn begin_capture(&mut self) -> Result<(), ErrorKind> {
+        self.driver.select()?;
+        // Modules are loaded (and compiled, once per process) outside the
+        // capture, so recording a kernel never loads or allocates anything.
+        for op in OpKind::ALL {
+            if !self.toolchain.vendor_routes(op) {
+                self.load_kernels(op)?;
+            }
+        }
+        self.graphs.begin_capture(&self.driver)
+    }
+
+    fn end_capture(&mut self) -> Result<(), ErrorKind> {
+        self.driver.select()?;
+        // The exec being replaced may still be running: waited for (C8).
+        self.graphs.end_capture(&self.driver)
+    }
+
+    fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
+        self.driver.select()?;
+        let graph = self.graphs.end_capture_graph(&self.driver, self.next_id)?;
+        self.next_id += 1;
+        Ok(graph)
+    }
+
+    fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
+        self.driver.select()?;
+        self.graphs.replay(&self.driver, target)
+    }
+
+    fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
+        self.driver.select()?;
+        // A replay of it may still be running: wait, then destroy (C8).
+        self.graphs.destroy_graph(&self.driver, graph)
+    }
+
+    fn abort_capture(&mut self) -> Result<(), ErrorKind> {
+        self.driver.select()?;
+        self.graphs.abort_capture(&self.driver)
+    }
+
+    fn live_resources(&self) -> ResourceCounts {
+        ResourceCounts {
+            buffers: self.buffers.len(),
+            graphs: self.graphs.live(),
+        }
+    }
+
+    fn device_timing(&self) -> Result<(), String> {
+        self.driver.events_available()
+    }
+
+    fn set_device_timing(&mut self, on: bool) -> Result<(), ErrorKind> {
+        self.timer.set(on);
+        Ok(())
+    }
+
+    fn begin_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
+        self.driver.select()?;
+        self.timer.begin(&self.driver, tag)
+    }
+
+    fn end_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
+        self.driver.select()?;
+        self.timer.end(&self.driver, tag)
+    }
+
+    fn take_device_spans(&mut self) -> Result<Vec<DeviceSpan>, ErrorKind> {
+        self.driver.select()?;
+        self.timer.take(&self.driver)
+    }
+}
+
+impl<D: StreamDriver, T: Toolchain<D>> Drop for StreamBackend<D, T> {
+    fn drop(&mut self) {
+        // Handles are released with the device current and the stream idle:
+        // an open capture is aborted, every exec goes before its graph, then
+        // the events, then (after one more wait) the buffers; the remaining
+        // fields then drop in declaration order.
+        let _ = self.driver.select();
+        self.graphs.release_all(&self.driver);
+        self.timer.release_all(&self.driver);
+        let _ = self.quiesce();
+        let mut ids: Vec<u64> = self.buffers.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            if let Some(mem) = self.buffers.remove(&id) {
+                self.driver.free(mem);
+            }
+        }
+    }
+}

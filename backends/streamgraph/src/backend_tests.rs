@@ -1,0 +1,295 @@
+//! The whole `StreamBackend` against the recording fake driver: memory,
+//! launches, module loading and teardown, the paths HIP shares with CUDA,
+//! checked without a GPU.
+
+use crate::fake::{Call, FakeDriver, FakeToolchain};
+use crate::StreamBackend;
+use seam::{
+    Backend, DType, DeviceInfo, ErrorKind, Launch, OpKind, Params, RawBuffer, ReplayTarget,
+    ResourceCounts,
+};
+
+type Fake = StreamBackend<FakeDriver, FakeToolchain>;
+
+/// A backend over a fresh fake, and an observer of the fake's log.
+fn backend(vendor_gemm: bool) -> (Fake, FakeDriver) {
+    let d = FakeDriver::new();
+    let log = d.observer();
+    let t = FakeToolchain::new(&d, vendor_gemm);
+    let info = DeviceInfo {
+        backend: "fake".into(),
+        index: 0,
+        name: "recording fake".into(),
+        driver: "none".into(),
+    };
+    (StreamBackend::new(info, d, t), log)
+}
+
+fn add(a: RawBuffer, b: RawBuffer, out: RawBuffer, n: u32) -> Launch {
+    Launch {
+        op: OpKind::Add,
+        dtype: DType::F32,
+        buffers: vec![a, b, out],
+        params: Params {
+            d0: n,
+            ..Params::default()
+        },
+    }
+}
+
+fn gemm(a: RawBuffer, b: RawBuffer, c: RawBuffer) -> Launch {
+    Launch {
+        op: OpKind::Gemm,
+        dtype: DType::F32,
+        buffers: vec![a, b, c],
+        params: Params {
+            d0: 2,
+            d1: 2,
+            d2: 2,
+            ..Params::default()
+        },
+    }
+}
+
+/// Three f32 buffers of `n` elements.
+fn three(b: &mut Fake, n: usize) -> [RawBuffer; 3] {
+    [(); 3].map(|()| b.alloc(n * 4).unwrap())
+}
+
+fn without_selects(log: Vec<Call>) -> Vec<Call> {
+    log.into_iter().filter(|c| *c != Call::Select).collect()
+}
+
+fn assert_clean(d: &FakeDriver) {
+    assert!(d.violations().is_empty(), "{:?}", d.violations());
+}
+
+#[test]
+fn alloc_write_read_round_trip_through_the_driver() {
+    let (mut b, d) = backend(false);
+    let buf = b.alloc(16).unwrap();
+    b.write(buf, 4, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+    let mut out = [0u8; 12];
+    b.read(buf, 4, &mut out).unwrap();
+    assert_eq!(out, [1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0]);
+    assert_eq!(
+        without_selects(d.log()),
+        vec![
+            Call::Alloc {
+                buffer: 1,
+                bytes: 16
+            },
+            Call::Write {
+                buffer: 1,
+                offset: 4,
+                len: 8
+            },
+            Call::Read {
+                buffer: 1,
+                offset: 4,
+                len: 12
+            },
+        ]
+    );
+    // Every call selects the device first.
+    assert_eq!(d.log()[0], Call::Select);
+    // The driver checks the range, so a copy past the end never reaches memory.
+    let e = b.write(buf, 12, &[0; 8]).unwrap_err();
+    assert!(e.to_string().contains("exceed the allocation's 16"), "{e}");
+    assert_eq!(
+        b.read(RawBuffer(99), 0, &mut out),
+        Err(ErrorKind::UnknownBuffer { id: 99 })
+    );
+    assert_clean(&d);
+}
+
+#[test]
+fn free_waits_for_the_stream_then_frees() {
+    let (mut b, d) = backend(false);
+    let [x, y, z] = three(&mut b, 4);
+    b.launch(&add(x, y, z, 4)).unwrap();
+    d.clear_log();
+    b.free(z).unwrap();
+    assert_eq!(without_selects(d.log()), vec![Call::Sync, Call::Free(3)]);
+    assert_eq!(d.live_memory(), 2);
+    assert_eq!(b.live_resources().buffers, 2);
+    assert_eq!(b.free(z), Err(ErrorKind::UnknownBuffer { id: 3 }));
+    assert_clean(&d);
+}
+
+#[test]
+fn an_eager_launch_packs_the_buffers_in_signature_order() {
+    let (mut b, d) = backend(false);
+    let [x, y, z] = three(&mut b, 8);
+    d.clear_log();
+    b.launch(&add(z, x, y, 8)).unwrap();
+    let log = without_selects(d.log());
+    assert_eq!(
+        log.last(),
+        Some(&Call::LaunchKernel {
+            name: "add_f32".into(),
+            buffers: vec![3, 1, 2],
+        })
+    );
+    // The first launch of an op loads its module: image, load, one lookup per dtype.
+    assert_eq!(log[0], Call::Image(OpKind::Add));
+    let lookups = log
+        .iter()
+        .filter(|c| matches!(c, Call::Function { .. }))
+        .count();
+    assert_eq!(lookups, OpKind::Add.dtypes().len());
+    assert_clean(&d);
+}
+
+#[test]
+fn a_launch_past_a_buffer_is_refused_before_the_driver() {
+    let (mut b, d) = backend(false);
+    let [x, y, z] = three(&mut b, 4);
+    d.clear_log();
+    let e = b.launch(&add(x, y, z, 5)).unwrap_err();
+    assert!(matches!(e, ErrorKind::OutOfRange { .. }), "{e}");
+    let wrong_arity = Launch {
+        buffers: vec![x, y],
+        ..add(x, y, z, 4)
+    };
+    assert!(matches!(
+        b.launch(&wrong_arity),
+        Err(ErrorKind::ArityMismatch { .. })
+    ));
+    assert!(
+        !d.log()
+            .iter()
+            .any(|c| matches!(c, Call::LaunchKernel { .. })),
+        "{:?}",
+        d.log()
+    );
+    assert_clean(&d);
+}
+
+#[test]
+fn a_launch_while_capturing_is_recorded_into_the_graph() {
+    let (mut b, d) = backend(false);
+    let [x, y, z] = three(&mut b, 4);
+    b.begin_capture().unwrap();
+    d.clear_log();
+    b.launch(&add(x, y, z, 4)).unwrap();
+    b.launch(&add(z, y, x, 4)).unwrap();
+    b.end_capture().unwrap();
+    let log = without_selects(d.log());
+    // Recording loads nothing: begin_capture loaded every module.
+    assert!(!log
+        .iter()
+        .any(|c| matches!(c, Call::Image(_) | Call::LoadModule(_))));
+    let exec = log
+        .iter()
+        .find_map(|c| match c {
+            Call::Instantiate { exec, .. } => Some(*exec),
+            _ => None,
+        })
+        .expect("an instantiate");
+    assert_eq!(d.kernels_of(exec), ["add_f32", "add_f32"]);
+    b.replay(ReplayTarget::Current).unwrap();
+    assert_eq!(d.log().last(), Some(&Call::Launch(exec)));
+    assert_eq!(
+        b.live_resources(),
+        ResourceCounts {
+            buffers: 3,
+            graphs: 1
+        }
+    );
+    assert_clean(&d);
+}
+
+#[test]
+fn prepare_and_begin_capture_load_each_module_once() {
+    let (mut b, d) = backend(false);
+    let ops = [(OpKind::Add, DType::F32), (OpKind::Add, DType::I32)];
+    b.prepare(&ops).unwrap();
+    b.prepare(&ops).unwrap();
+    b.begin_capture().unwrap();
+    b.abort_capture().unwrap();
+    b.begin_capture().unwrap();
+    b.abort_capture().unwrap();
+    let log = d.log();
+    for op in OpKind::ALL {
+        let images = log.iter().filter(|c| **c == Call::Image(op)).count();
+        assert_eq!(images, 1, "{op}: {log:?}");
+    }
+    let modules = log
+        .iter()
+        .filter(|c| matches!(c, Call::LoadModule(_)))
+        .count();
+    assert_eq!(modules, OpKind::ALL.len());
+    assert_clean(&d);
+}
+
+#[test]
+fn a_vendor_op_inside_a_capture_needs_prepare() {
+    let (mut b, d) = backend(true);
+    let [x, y, z] = three(&mut b, 4);
+    b.begin_capture().unwrap();
+    // Creating the vendor handle allocates: refused while capturing (C7).
+    assert_eq!(
+        b.launch(&gemm(x, y, z)),
+        Err(ErrorKind::NotPrepared {
+            op: OpKind::Gemm,
+            dtype: DType::F32
+        })
+    );
+    b.abort_capture().unwrap();
+    // begin_capture loaded no GEMM module: GEMM is the vendor's.
+    assert!(!d.log().contains(&Call::Image(OpKind::Gemm)));
+    b.prepare(&[(OpKind::Gemm, DType::F32)]).unwrap();
+    b.prepare(&[(OpKind::Gemm, DType::F32)]).unwrap();
+    b.begin_capture().unwrap();
+    b.launch(&gemm(x, y, z)).unwrap();
+    b.end_capture().unwrap();
+    let log = d.log();
+    assert_eq!(log.iter().filter(|c| **c == Call::VendorPrepare).count(), 1);
+    assert!(log.contains(&Call::VendorLaunch(OpKind::Gemm)));
+    assert_clean(&d);
+}
+
+#[test]
+fn teardown_aborts_waits_and_destroys_execs_before_graphs_then_frees() {
+    let (mut b, d) = backend(false);
+    let [x, y, z] = three(&mut b, 4);
+    b.set_device_timing(true).unwrap();
+    b.begin_capture().unwrap();
+    b.launch(&add(x, y, z, 4)).unwrap();
+    b.end_capture().unwrap();
+    b.begin_capture().unwrap();
+    b.launch(&add(x, y, z, 4)).unwrap();
+    let h = b.end_capture_graph().unwrap();
+    b.begin_timed(1).unwrap();
+    b.replay(ReplayTarget::Graph(h)).unwrap();
+    b.end_timed(1).unwrap();
+    b.replay(ReplayTarget::Current).unwrap();
+    b.begin_capture().unwrap();
+    b.launch(&add(x, y, z, 4)).unwrap();
+    d.clear_log();
+    drop(b);
+    let log = without_selects(d.log());
+    let at = |want: &dyn Fn(&Call) -> bool| log.iter().position(want).expect("in the log");
+    // The open capture is ended and its graph destroyed first.
+    assert!(matches!(log[0], Call::EndCapture(_)), "{log:?}");
+    let first_sync = at(&|c| *c == Call::Sync);
+    let first_destroy = at(&|c| matches!(c, Call::DestroyExec(_)));
+    assert!(first_sync < first_destroy, "{log:?}");
+    // Each exec is followed by the graph it came from.
+    for (i, c) in log.iter().enumerate() {
+        if let Call::DestroyExec(_) = c {
+            assert!(matches!(log[i + 1], Call::DestroyGraph(_)), "{log:?}");
+        }
+    }
+    let last_event = log
+        .iter()
+        .rposition(|c| matches!(c, Call::DestroyEvent(_)))
+        .expect("events destroyed");
+    let first_free = at(&|c| matches!(c, Call::Free(_)));
+    assert!(last_event < first_free);
+    assert_eq!(log.last(), Some(&Call::DestroyStream));
+    assert_eq!(d.live(), (0, 0, 0));
+    assert_eq!(d.live_memory(), 0);
+    assert_clean(&d);
+}

@@ -1,0 +1,140 @@
+//! The seam between the shared stream backend and a vendor: the driver
+//! calls that differ between CUDA and HIP ([`GraphDriver`], [`StreamDriver`],
+//! implemented by each backend's `sys` stream type, whose method bodies are
+//! the FFI calls) and what each vendor brings on top of its driver
+//! ([`Toolchain`]: kernel compilation and an optional vendor BLAS).
+//!
+//! Handles are owned values; `destroy_*` and `free` consume them. Real
+//! drivers also release on `Drop`, but the shared logic always releases
+//! explicitly, so the order is the one written in this crate.
+
+use crate::cache::OnceMap;
+use crate::launch::{KernelLaunch, VendorLaunch};
+use seam::{DType, ErrorKind, OpKind};
+use std::sync::Arc;
+
+/// Stream capture, graphs and events: the calls the capture logic
+/// ([`crate::StreamGraphs`]) and device timing ([`crate::EventTimer`]) make.
+pub trait GraphDriver {
+    /// A captured graph (topology).
+    type Graph;
+    /// An instantiated, launchable graph.
+    type Exec;
+    /// A timing event.
+    type Event;
+
+    /// The driver's prefix for a call, for error messages (`cu`, `hip`).
+    fn api(&self) -> &'static str;
+
+    /// Start stream capture (thread-local mode).
+    fn begin_capture(&self) -> Result<(), ErrorKind>;
+    /// End stream capture. The stream leaves capture mode whatever the result.
+    fn end_capture(&self) -> Result<Self::Graph, ErrorKind>;
+    /// Whether the stream is still capturing.
+    fn is_capturing(&self) -> Result<bool, ErrorKind>;
+    /// Instantiate a graph (CUDA: 3 arguments; HIP: 5).
+    fn instantiate(&self, graph: &Self::Graph) -> Result<Self::Exec, ErrorKind>;
+    /// Upload the exec's work ahead of its first launch.
+    fn upload(&self, exec: &Self::Exec) -> Result<(), ErrorKind>;
+    /// Queue one launch of the exec on the stream.
+    fn launch(&self, exec: &Self::Exec) -> Result<(), ErrorKind>;
+    /// Block until the stream is idle.
+    fn synchronize(&self) -> Result<(), ErrorKind>;
+    fn destroy_exec(&self, exec: Self::Exec);
+    fn destroy_graph(&self, graph: Self::Graph);
+
+    // --- events (device timing) ---
+    /// Whether the event calls device timing needs are there; `Err` says why not.
+    fn events_available(&self) -> Result<(), String> {
+        Ok(())
+    }
+    fn create_event(&self) -> Result<Self::Event, ErrorKind>;
+    /// Record the event on the stream (after all work queued so far).
+    fn record_event(&self, event: &Self::Event) -> Result<(), ErrorKind>;
+    /// Block until the event has completed.
+    fn wait_event(&self, event: &Self::Event) -> Result<(), ErrorKind>;
+    /// Milliseconds from `start` to `end`, both completed.
+    fn elapsed_ms(&self, start: &Self::Event, end: &Self::Event) -> Result<f32, ErrorKind>;
+    fn destroy_event(&self, event: Self::Event);
+}
+
+/// One device's stream: memory, modules and kernel launches on top of the
+/// capture calls. The backend calls [`select`](StreamDriver::select) at the
+/// top of every seam call and before releasing anything.
+pub trait StreamDriver: GraphDriver + Send {
+    /// One device allocation.
+    type Memory: Send;
+    /// A loaded module (code object).
+    type Module;
+    /// A kernel entry point; keeps its module loaded.
+    type Function: Clone + Send + 'static;
+
+    /// Make this device current on the calling thread (CUDA: the context;
+    /// HIP: `hipSetDevice`).
+    fn select(&self) -> Result<(), ErrorKind>;
+
+    /// Allocate `bytes` (> 0) of device memory (not stream-ordered).
+    fn alloc(&self, bytes: usize) -> Result<Self::Memory, ErrorKind>;
+    /// Size of an allocation in bytes, as asked for.
+    fn memory_bytes(&self, memory: &Self::Memory) -> usize;
+    /// Release an allocation. The backend waits for the stream first.
+    fn free(&self, memory: Self::Memory);
+    /// Copy `data` in at `offset` after all work queued on the stream, and
+    /// wait, so `data` may be reused when this returns. Checks the range.
+    fn write(&self, memory: &Self::Memory, offset: usize, data: &[u8]) -> Result<(), ErrorKind>;
+    /// Copy out from `offset` after all queued work, and wait. Checks the range.
+    fn read(&self, memory: &Self::Memory, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind>;
+
+    /// Load a compiled image (cubin, PTX ending in NUL, AMD code object).
+    fn load_module(&self, image: &[u8]) -> Result<Self::Module, ErrorKind>;
+    /// Look an entry point up by name.
+    fn function(&self, module: &Self::Module, name: &str) -> Result<Self::Function, ErrorKind>;
+    /// Queue the kernel (or record it, while capturing). [`KernelLaunch`]
+    /// can only be made by this crate, after checking every buffer against
+    /// the op: what the driver's `unsafe` launch relies on.
+    fn launch_kernel(&self, launch: &KernelLaunch<'_, Self>) -> Result<(), ErrorKind>;
+}
+
+/// Every entry point of one op on one device, one per dtype it accepts.
+pub type OpKernels<F> = Vec<(DType, F)>;
+
+/// Loaded kernels by (device ordinal, op), kept for the process.
+pub type SharedKernels<F> = OnceMap<(usize, OpKind), OpKernels<F>>;
+
+/// What a vendor brings besides its driver: compiled kernel images and,
+/// where it has one, a vendor BLAS. Implemented outside the `sys` layers.
+pub trait Toolchain<D: StreamDriver>: Send {
+    /// The compiler's name, for messages (`NVRTC`, `hipRTC`).
+    fn compiler(&self) -> &'static str;
+    /// The compiled image of `op`'s kernels for this device (compiled once
+    /// per process per architecture; the toolchain caches it).
+    fn image(&self, op: OpKind) -> Result<Arc<Vec<u8>>, ErrorKind>;
+    /// Functions loaded once per process per (device, op): the modules stay
+    /// loaded (CUDA: in the retained primary context) for backends opened
+    /// later. `None`: each backend loads its own.
+    fn shared_kernels(&self) -> Option<&'static SharedKernels<D::Function>> {
+        None
+    }
+
+    // --- vendor BLAS (optional) ---
+    /// Whether `op` goes to the vendor library instead of a kernel.
+    fn vendor_routes(&self, _op: OpKind) -> bool {
+        false
+    }
+    /// Whether the vendor library's handle and workspace exist.
+    fn vendor_ready(&self) -> bool {
+        true
+    }
+    /// Create the vendor handle and its workspace. This allocates: the
+    /// backend never calls it while capturing (C7).
+    fn prepare_vendor(&mut self, _driver: &D) -> Result<(), ErrorKind> {
+        Ok(())
+    }
+    /// Queue `launch` through the vendor library on the driver's stream.
+    fn launch_vendor(&self, _driver: &D, launch: &VendorLaunch<'_, D>) -> Result<(), ErrorKind> {
+        Err(ErrorKind::OpUnsupported {
+            op: launch.op(),
+            dtype: launch.dtype(),
+        })
+    }
+}

@@ -1,0 +1,182 @@
+//! One stream's capture state (C1, C3, C8), written once over
+//! [`GraphDriver`]. The order every path keeps:
+//! - capture: begin → (launches) → end → instantiate → upload; the exec is
+//!   kept with its graph and destroyed before it;
+//! - replay: launch the exec of the target; the exec made by `end_capture`
+//!   (the current one) and handles from `end_capture_graph` never alias (C3);
+//! - destroy / replace: wait for the stream before destroying anything a
+//!   replay may still be using (C8);
+//! - abort: end the capture, destroy whatever graph it produced, and check
+//!   the stream has left capture mode.
+
+use crate::driver::GraphDriver;
+use seam::{ErrorKind, RawGraph, ReplayTarget};
+use std::collections::HashMap;
+
+/// An exec and the graph it was instantiated from, destroyed in that order.
+struct Captured<D: GraphDriver> {
+    exec: D::Exec,
+    graph: D::Graph,
+}
+
+/// One stream's capture state: whether a capture is open, the current exec
+/// (`end_capture`) and the handles (`end_capture_graph`).
+pub struct StreamGraphs<D: GraphDriver> {
+    capturing: bool,
+    /// The exec `end_capture` made; never one of `graphs` (C3).
+    current: Option<Captured<D>>,
+    graphs: HashMap<u64, Captured<D>>,
+}
+
+impl<D: GraphDriver> Default for StreamGraphs<D> {
+    fn default() -> Self {
+        StreamGraphs {
+            capturing: false,
+            current: None,
+            graphs: HashMap::new(),
+        }
+    }
+}
+
+impl<D: GraphDriver> StreamGraphs<D> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether a capture is open on the stream.
+    pub fn is_capturing(&self) -> bool {
+        self.capturing
+    }
+
+    /// Graphs alive: the handles plus the current exec, if any.
+    pub fn live(&self) -> usize {
+        self.graphs.len() + usize::from(self.current.is_some())
+    }
+
+    /// Capture op 2: put the stream in capture mode.
+    pub fn begin_capture(&mut self, d: &D) -> Result<(), ErrorKind> {
+        d.begin_capture()?;
+        self.capturing = true;
+        Ok(())
+    }
+
+    /// Capture op 3: end the capture; the result replaces the current exec.
+    /// The exec being replaced may still be running, so the stream is
+    /// waited for before it is destroyed (C8).
+    pub fn end_capture(&mut self, d: &D) -> Result<(), ErrorKind> {
+        let new = self.end_and_instantiate(d)?;
+        if let Some(old) = self.current.take() {
+            if let Err(e) = d.synchronize() {
+                // Keep the old exec (and drop the new one) rather than destroy
+                // something that may still be running.
+                self.current = Some(old);
+                destroy(d, new);
+                return Err(e);
+            }
+            destroy(d, old);
+        }
+        self.current = Some(new);
+        Ok(())
+    }
+
+    /// Capture op 4: end the capture into a new handle `id` (the caller's
+    /// id space); the current exec is untouched (C3).
+    pub fn end_capture_graph(&mut self, d: &D, id: u64) -> Result<RawGraph, ErrorKind> {
+        let new = self.end_and_instantiate(d)?;
+        if let Some(old) = self.graphs.insert(id, new) {
+            // The caller reused an id: never leak or alias (C3). Wait, then
+            // destroy the one it replaced.
+            let waited = d.synchronize();
+            destroy(d, old);
+            waited?;
+        }
+        Ok(RawGraph(id))
+    }
+
+    /// Capture op 5: queue one launch of the target's exec.
+    pub fn replay(&mut self, d: &D, target: ReplayTarget) -> Result<(), ErrorKind> {
+        let captured = match target {
+            ReplayTarget::Current => self.current.as_ref().ok_or(ErrorKind::NoCurrentExec)?,
+            ReplayTarget::Graph(g) => self
+                .graphs
+                .get(&g.0)
+                .ok_or(ErrorKind::UnknownGraph { id: g.0 })?,
+        };
+        d.launch(&captured.exec)
+    }
+
+    /// Capture op 6: a replay of it may still be running, so wait for the
+    /// stream, then destroy exec and graph (C8). The handle is gone even if
+    /// the wait reports an error (the error is returned).
+    pub fn destroy_graph(&mut self, d: &D, graph: RawGraph) -> Result<(), ErrorKind> {
+        let Some(captured) = self.graphs.remove(&graph.0) else {
+            return Err(ErrorKind::UnknownGraph { id: graph.0 });
+        };
+        let waited = d.synchronize();
+        destroy(d, captured);
+        waited
+    }
+
+    /// Drop whatever was recorded since begin_capture. Ending the capture
+    /// takes the stream out of capture mode whatever it reports (an
+    /// invalidated capture is an error here, and fine); a graph it returns
+    /// is destroyed unused.
+    pub fn abort_capture(&mut self, d: &D) -> Result<(), ErrorKind> {
+        self.capturing = false;
+        if let Ok(graph) = d.end_capture() {
+            d.destroy_graph(graph);
+        }
+        if d.is_capturing()? {
+            return Err(ErrorKind::driver(
+                format!("{}StreamEndCapture", d.api()),
+                "the stream is still capturing after ending the capture",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Tear down: abort an open capture, wait for the stream, destroy every
+    /// exec before its graph. For the backend's `Drop`.
+    pub fn release_all(&mut self, d: &D) {
+        if self.capturing {
+            let _ = self.abort_capture(d);
+        }
+        let _ = d.synchronize();
+        if let Some(c) = self.current.take() {
+            destroy(d, c);
+        }
+        let mut ids: Vec<u64> = self.graphs.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            if let Some(c) = self.graphs.remove(&id) {
+                destroy(d, c);
+            }
+        }
+    }
+
+    /// End the capture and make an uploaded exec of it. The stream is out of
+    /// capture mode afterwards whatever happens; nothing leaks on failure.
+    fn end_and_instantiate(&mut self, d: &D) -> Result<Captured<D>, ErrorKind> {
+        self.capturing = false;
+        let graph = d.end_capture()?;
+        let exec = match d.instantiate(&graph) {
+            Ok(exec) => exec,
+            Err(e) => {
+                d.destroy_graph(graph);
+                return Err(e);
+            }
+        };
+        let captured = Captured { exec, graph };
+        if let Err(e) = d.upload(&captured.exec) {
+            destroy(d, captured);
+            return Err(e);
+        }
+        Ok(captured)
+    }
+}
+
+/// Exec first, then the graph it came from.
+fn destroy<D: GraphDriver>(d: &D, c: Captured<D>) {
+    d.destroy_exec(c.exec);
+    d.destroy_graph(c.graph);
+}
