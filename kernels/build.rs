@@ -2,7 +2,8 @@
 //! broken shader fails the build on every machine, GPU or not; translates
 //! each one to SPIR-V (one module per op, every entry point in it, the
 //! `var<immediate>` block as Vulkan push constants); and generates the source
-//! and SPIR-V tables `src/lib.rs` includes.
+//! and SPIR-V tables `src/lib.rs` includes, plus each entry point's
+//! `@workgroup_size` as naga reflects it (for the geometry tests).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -16,6 +17,7 @@ fn main() {
 
     let mut table = String::from("pub(crate) static SOURCES: &[(Language, &str, &str)] = &[\n");
     let mut spirv = String::from("pub(crate) static SPIRV: &[(&str, &[u32])] = &[\n");
+    let mut sizes = String::from("static WORKGROUP_SIZES: &[(&str, [u32; 3])] = &[\n");
     for (lang, dir, ext) in [("Wgsl", "wgsl", "wgsl"), ("CudaC", "cuda", "cu")] {
         let mut files: Vec<_> = std::fs::read_dir(root.join(dir))
             .unwrap_or_else(|e| panic!("reading kernels/{dir}: {e}"))
@@ -50,6 +52,9 @@ fn main() {
                         e.emit_to_string(&full)
                     )
                 });
+                for ep in &module.entry_points {
+                    writeln!(sizes, "    ({:?}, {:?}),", ep.name, ep.workgroup_size).unwrap();
+                }
                 let words = to_spirv(&module, &info).unwrap_or_else(|e| {
                     panic!("{}: SPIR-V generation failed: {e}", path.display())
                 });
@@ -80,7 +85,10 @@ fn main() {
     }
     table.push_str("];\n");
     spirv.push_str("];\n");
+    sizes.push_str("];\n");
     table.push_str(&spirv);
+    std::fs::write(Path::new(&out).join("workgroup_sizes.rs"), sizes)
+        .expect("writing workgroup_sizes.rs");
     std::fs::write(Path::new(&out).join("sources.rs"), table).expect("writing sources.rs");
 }
 

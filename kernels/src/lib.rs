@@ -11,8 +11,11 @@
 //!
 //! Entry points are named `<op>_<variant>`; [`entry_point`] gives the
 //! variant for each op and element type, the same for every language.
+//! [`geometry`] says how many workgroups a WGSL launch needs.
 
 use seam::{DType, OpKind};
+
+pub mod geometry;
 
 /// A kernel language.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

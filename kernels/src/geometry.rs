@@ -1,0 +1,204 @@
+//! Launch geometry of the WGSL kernels, the one copy the Vulkan, wgpu and
+//! Metal backends share: how many workgroups a launch needs and how they are
+//! laid out on the 2-D dispatch grid. Every kernel flattens its workgroup id
+//! as `x + y * groups_x` and bounds-checks the result, so any grid with
+//! `x * y >= groups` computes the same bits; the layout only has to fit.
+
+use seam::{ErrorKind, Launch, OpKind};
+use std::fmt;
+
+/// Grid edge on both axes: the Vulkan minimum for `maxComputeWorkGroupCount`
+/// and wgpu's default `max_compute_workgroups_per_dimension`, so every
+/// backend lays a launch out the same way whatever its device allows.
+pub const GRID_EDGE: u32 = 65_535;
+
+/// Threads per workgroup of every kernel of `op`, as its WGSL
+/// `@workgroup_size` declares (the tests check this against naga's
+/// reflection of each entry point).
+pub const fn workgroup_size(op: OpKind) -> [u32; 3] {
+    match op {
+        OpKind::Fill
+        | OpKind::Copy
+        | OpKind::ScaleAdd
+        | OpKind::Add
+        | OpKind::Mul
+        | OpKind::Silu => [64, 1, 1],
+        OpKind::RmsNorm | OpKind::Softmax => [256, 1, 1],
+        OpKind::Gemm => [16, 16, 1],
+    }
+}
+
+/// Workgroups `launch` needs with the kernels' own workgroup size.
+pub fn workgroups(launch: &Launch) -> u64 {
+    workgroups_of(launch, workgroup_size(launch.op))
+}
+
+/// Workgroups `launch` needs when each holds `threads` (the Metal backend
+/// passes the size it reflected from the MSL, which naga made from the same
+/// WGSL).
+pub fn workgroups_of(launch: &Launch, threads: [u32; 3]) -> u64 {
+    let p = &launch.params;
+    let n = p.d0 as u64;
+    let per_group: u64 = threads.iter().map(|&t| t.max(1) as u64).product();
+    match launch.op {
+        // 16-bit fill/copy: one invocation per packed 32-bit word.
+        OpKind::Fill | OpKind::Copy if launch.dtype.size() == 2 => {
+            n.div_ceil(2).div_ceil(per_group)
+        }
+        OpKind::Fill
+        | OpKind::Copy
+        | OpKind::ScaleAdd
+        | OpKind::Add
+        | OpKind::Mul
+        | OpKind::Silu => n.div_ceil(per_group),
+        // One workgroup per row.
+        OpKind::RmsNorm | OpKind::Softmax => n,
+        // One workgroup per output tile of threads[1] rows × threads[0] columns.
+        OpKind::Gemm => {
+            let (tx, ty) = (threads[0].max(1) as u64, threads[1].max(1) as u64);
+            n.div_ceil(ty) * (p.d1 as u64).div_ceil(tx)
+        }
+    }
+}
+
+/// A launch needs more workgroups than the grid holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GridTooLarge {
+    pub groups: u64,
+    /// The grid's edges after clamping to [`GRID_EDGE`].
+    pub max: [u32; 2],
+}
+
+impl fmt::Display for GridTooLarge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} workgroups exceed the device's {}×{} grid",
+            self.groups, self.max[0], self.max[1]
+        )
+    }
+}
+
+impl std::error::Error for GridTooLarge {}
+
+impl From<GridTooLarge> for ErrorKind {
+    fn from(e: GridTooLarge) -> ErrorKind {
+        ErrorKind::TooLarge {
+            what: "dispatch",
+            detail: e.to_string(),
+        }
+    }
+}
+
+/// Lay `groups` workgroups out as `(x, y)` with `x * y >= groups` and the
+/// least overshoot, within the device's per-dimension limits `max` (x, y),
+/// each clamped to [`GRID_EDGE`].
+pub fn grid(groups: u64, max: [u32; 2]) -> Result<(u32, u32), GridTooLarge> {
+    let max = max.map(|m| m.clamp(1, GRID_EDGE));
+    let (max_x, max_y) = (max[0] as u64, max[1] as u64);
+    let groups = groups.max(1);
+    let y = groups.div_ceil(max_x);
+    if y > max_y {
+        return Err(GridTooLarge { groups, max });
+    }
+    let x = groups.div_ceil(y);
+    Ok((x as u32, y as u32))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use seam::{DType, Params};
+
+    include!(concat!(env!("OUT_DIR"), "/workgroup_sizes.rs"));
+
+    fn launch(op: OpKind, dtype: DType, d0: u32, d1: u32) -> Launch {
+        Launch {
+            op,
+            dtype,
+            buffers: Vec::new(),
+            params: Params {
+                d0,
+                d1,
+                ..Params::default()
+            },
+        }
+    }
+
+    #[test]
+    fn workgroup_size_is_what_every_wgsl_entry_point_declares() {
+        for op in OpKind::ALL {
+            for &dtype in op.dtypes() {
+                let ep = crate::entry_point(op, dtype);
+                let declared = WORKGROUP_SIZES
+                    .iter()
+                    .find(|(name, _)| *name == ep)
+                    .unwrap_or_else(|| panic!("{ep}: not reflected by naga"))
+                    .1;
+                assert_eq!(workgroup_size(op), declared, "{ep}");
+            }
+        }
+    }
+
+    #[test]
+    fn workgroups_follow_the_kernels_workgroup_sizes() {
+        assert_eq!(workgroups(&launch(OpKind::Add, DType::F32, 64, 0)), 1);
+        assert_eq!(workgroups(&launch(OpKind::Add, DType::F32, 65, 0)), 2);
+        // 16-bit fill/copy: two elements per invocation.
+        assert_eq!(workgroups(&launch(OpKind::Fill, DType::F16, 128, 0)), 1);
+        assert_eq!(workgroups(&launch(OpKind::Fill, DType::F16, 129, 0)), 2);
+        assert_eq!(workgroups(&launch(OpKind::Copy, DType::I32, 129, 0)), 3);
+        assert_eq!(workgroups(&launch(OpKind::Softmax, DType::F32, 7, 3)), 7);
+        assert_eq!(workgroups(&launch(OpKind::RmsNorm, DType::F16, 5, 900)), 5);
+        // gemm: m = 17 rows (2 tiles) × n = 33 columns (3 tiles).
+        assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 17, 33)), 6);
+        assert_eq!(workgroups(&launch(OpKind::Add, DType::F32, 0, 0)), 0);
+    }
+
+    #[test]
+    fn workgroups_of_uses_the_given_tile_shape() {
+        let gemm = launch(OpKind::Gemm, DType::F32, 17, 33);
+        // 17 rows in tiles of 8 (3) × 33 columns in tiles of 32 (2).
+        assert_eq!(workgroups_of(&gemm, [32, 8, 1]), 6);
+        assert_eq!(workgroups_of(&gemm, [16, 16, 1]), workgroups(&gemm));
+        let add = launch(OpKind::Add, DType::F32, 1000, 0);
+        assert_eq!(workgroups_of(&add, [32, 2, 1]), 16);
+    }
+
+    #[test]
+    fn grid_covers_every_group_with_little_overshoot() {
+        for groups in [1u64, 63, 64, 65_535, 65_536, 1_000_000, 67_108_864] {
+            let (x, y) = grid(groups, [GRID_EDGE; 2]).unwrap();
+            let total = x as u64 * y as u64;
+            assert!(total >= groups, "{groups}: {x}×{y}");
+            assert!(total - groups < y as u64, "{groups}: {x}×{y} overshoots");
+        }
+        assert_eq!(grid(0, [GRID_EDGE; 2]).unwrap(), (1, 1));
+    }
+
+    #[test]
+    fn grid_refuses_what_does_not_fit() {
+        let edge = GRID_EDGE as u64;
+        assert_eq!(
+            grid(edge * edge, [GRID_EDGE; 2]).unwrap(),
+            (GRID_EDGE, GRID_EDGE)
+        );
+        let e = grid(edge * edge + 1, [GRID_EDGE; 2]).unwrap_err();
+        assert_eq!(
+            ErrorKind::from(e).to_string(),
+            "dispatch is too large: 4294836226 workgroups exceed the device's 65535×65535 grid"
+        );
+        assert_eq!(grid(10, [4, 4]).unwrap(), (4, 3));
+        assert!(grid(17, [4, 4]).is_err());
+    }
+
+    #[test]
+    fn grid_keeps_within_each_axis_and_the_edge() {
+        // A device limit above the edge is clamped to it; each axis has its own.
+        assert_eq!(grid(70_000, [u32::MAX; 2]).unwrap(), (35_000, 2));
+        assert_eq!(grid(10, [2, 5]).unwrap(), (2, 5));
+        assert!(grid(11, [2, 5]).is_err());
+        // A zero limit (a device that reports none) still lays out one group.
+        assert_eq!(grid(1, [0, 0]).unwrap(), (1, 1));
+    }
+}
