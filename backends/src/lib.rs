@@ -20,9 +20,18 @@ pub struct DeviceSlot {
 }
 
 impl DeviceSlot {
-    /// Open the device behind the shared semantics.
-    pub fn device(&self) -> Result<Device, ErrorKind> {
-        (self.open)().map(Device::new)
+    /// Open the device behind the shared semantics. An error names the
+    /// backend, the device and the call (`open`), like every other seam error.
+    pub fn device(&self) -> seam::Result<Device> {
+        (self.open)().map(Device::new).map_err(|kind| seam::Error {
+            site: std::sync::Arc::new(seam::Site {
+                backend: self.backend.to_string(),
+                device: self.id.clone(),
+                device_name: "not opened".into(),
+            }),
+            call: "open",
+            kind,
+        })
     }
 }
 

@@ -212,7 +212,7 @@ pub fn run_with(trial: &Trial, opts: RunOptions) -> Outcome {
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let dev = slot
                     .device()
-                    .map_err(|e| format!("opening {}: {e}", slot.id))?;
+                    .map_err(|e| e.to_string())?;
                 if case.tags.contains(&Tag::NeedsCapture) || mode == Mode::Captured {
                     if let seam::CaptureSupport::Unsupported(reason) = dev.capture_support() {
                         return Ok((Some(format!("capture unsupported: {reason}")), None, None));
@@ -336,13 +336,16 @@ pub fn run_all_observed(
     let mut records = Vec::new();
     let mut traces = Vec::new();
     let mut summary = Summary::default();
+    // An isolated child streams each verdict, so a crash loses none of them.
+    let mut stream = crate::isolate::VerdictStream::from_env();
     for trial in &plan.trials {
+        stream.started(&trial.name);
         started(trial);
         let mut out = run_with(trial, opts);
         traces.extend(out.trace.take());
         progress(trial, &out);
         summary.add(&out.verdict);
-        records.push(TrialRecord {
+        let record = TrialRecord {
             name: trial.name.clone(),
             device: trial.device.clone(),
             case: trial.case.name.into(),
@@ -351,7 +354,9 @@ pub fn run_all_observed(
             verdict: out.verdict,
             duration_ms: out.duration.as_secs_f64() * 1e3,
             digest: out.digest.map(|d| format!("{d:016x}")),
-        });
+        };
+        stream.finished(&record);
+        records.push(record);
     }
     let report = Report::new(plan.devices.clone(), plan.missing.clone(), records, summary);
     (report, traces)

@@ -1,7 +1,7 @@
 //! C12 bad input: each a named error before any work is queued; nothing else changes.
 
 use crate::{check, check_eq, expect_err, Case, Ctx, Rule, BOTH, ONCE};
-use seam::{ops, BufferId, DType, ErrorKind, OpCall, OpKind, Params};
+use seam::{ops, BufferId, DType, ErrorKind, GraphRef, OpCall, OpKind, Params};
 
 /// One row of the bad-launch catalogue: what it is, the launch, and the
 /// error kind it must be refused with.
@@ -71,7 +71,7 @@ pub const C12_BAD_LAUNCHES_REFUSED_BEFORE_WORK: Case = Case {
         let table: Vec<BadLaunch> = vec![
             (
                 "unknown buffer",
-                ops::add(fx.f, BufferId(987_654), fx.out, 4),
+                ops::add(fx.f, BufferId(u64::MAX - 1), fx.out, 4),
                 |k| matches!(k, ErrorKind::UnknownBuffer { .. }),
             ),
             ("freed buffer", ops::copy(fx.freed, fx.out, 4), |k| {
@@ -279,7 +279,7 @@ pub const C12_BAD_HOST_ACCESS_REFUSED: Case = Case {
             ErrorKind::HostRange { .. }
         );
         let e = expect_err!(
-            d.read::<f32>(BufferId(123_456)),
+            d.read::<f32>(BufferId(u64::MAX - 2)),
             ErrorKind::UnknownBuffer { .. }
         );
         check_eq!(e.call, "read", "the error names the call");
@@ -329,6 +329,74 @@ pub const C12_BAD_MEMORY_CALLS_REFUSED: Case = Case {
             d.destroy_graph(g)?;
             d.free(fx.f)?;
         }
+        Ok(())
+    },
+};
+
+/// A buffer or graph of another `Device` is refused by name
+/// (`ForeignBuffer` / `ForeignGraph`, naming the owner), eagerly and inside
+/// a capture, with nothing queued or recorded and both devices' buffers
+/// unchanged. The other device is a fresh CPU reference: with ids counted
+/// per device (the fault this case was written for), its first buffer has
+/// the same number as this device's first, so the launch ran on this
+/// device's own buffer without an error.
+///
+/// Mutation: `State::new_id` counting from a per-device counter instead of
+/// the process-wide `NEXT_ID` → red at "d.launch(&ops::fill(theirs.id(), 4,
+/// 1)): expected ErrorKind::ForeignBuffer { .. }, but it succeeded".
+pub const C12_FOREIGN_IDS_REFUSED: Case = Case {
+    name: "c12_foreign_ids_refused",
+    rule: Rule::C12,
+    tags: &[],
+    modes: ONCE,
+    body: |cx| {
+        let d = &cx.dev;
+        let other = (cx.reference)();
+        let mine = d.buffer_from(&[7u32; 4])?;
+        let theirs = other.buffer_from(&[9u32; 4])?;
+        let e = expect_err!(
+            d.launch(&ops::fill(theirs.id(), 4, 1)),
+            ErrorKind::ForeignBuffer { .. }
+        );
+        check!(
+            e.to_string().contains(&other.id()) && e.call == "launch",
+            "the error names the owner and the call: {e}"
+        );
+        expect_err!(
+            d.launch(&ops::add(mine.id(), theirs.id(), mine.id(), 4)),
+            ErrorKind::ForeignBuffer { .. }
+        );
+        expect_err!(
+            d.write(theirs.id(), 0, &[1u32]),
+            ErrorKind::ForeignBuffer { .. }
+        );
+        expect_err!(d.read::<u32>(theirs.id()), ErrorKind::ForeignBuffer { .. });
+        expect_err!(d.free(theirs.id()), ErrorKind::ForeignBuffer { .. });
+        check!(
+            mine.id() != theirs.id(),
+            "two devices handed out the same id {:?}",
+            mine.id()
+        );
+        if d.supports_capture() {
+            let s = other.capture()?;
+            other.launch(&ops::fill(theirs.id(), 4, 2))?;
+            let g = s.end_graph()?;
+            expect_err!(
+                d.replay(GraphRef::Handle(g.id())),
+                ErrorKind::ForeignGraph { .. }
+            );
+            expect_err!(d.destroy_graph(g.id()), ErrorKind::ForeignGraph { .. });
+            let s = d.capture()?;
+            expect_err!(
+                d.launch(&ops::fill(theirs.id(), 4, 1)),
+                ErrorKind::ForeignBuffer { .. }
+            );
+            let empty = s.end_graph()?;
+            empty.replay()?;
+        }
+        d.synchronize()?;
+        check_eq!(mine.read()?, vec![7u32; 4], "this device's buffer");
+        check_eq!(theirs.read()?, vec![9u32; 4], "the other device's buffer");
         Ok(())
     },
 };

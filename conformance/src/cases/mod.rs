@@ -47,6 +47,7 @@ pub static ALL: &[Case] = &[
     bad_input::C12_BAD_LAUNCHES_REFUSED_BEFORE_WORK,
     bad_input::C12_BAD_HOST_ACCESS_REFUSED,
     bad_input::C12_BAD_MEMORY_CALLS_REFUSED,
+    bad_input::C12_FOREIGN_IDS_REFUSED,
 ];
 
 #[cfg(test)]
