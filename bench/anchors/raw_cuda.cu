@@ -1,6 +1,7 @@
 // Raw-driver arm of the seam benchmark: the floor the CUDA backend is held to.
 //
-// It compiles the project's own kernel sources (kernels/cuda/*.cu) with NVRTC
+// It compiles the project's own kernel sources (kernels/cuda/*.cu, each after
+// the params.cu prelude, as seam-kernels prepends it) with NVRTC
 // and the same options the CUDA backend uses (--gpu-architecture=sm_XY
 // --fmad=false), launches them with cuLaunchKernel on one non-blocking stream
 // of the primary context with the backend's launch shapes, runs the GEMM
@@ -32,12 +33,9 @@
 #define BLAS(x) do { cublasStatus_t r_ = (x); if (r_ != CUBLAS_STATUS_SUCCESS) { \
     fprintf(stderr, "raw_cuda: %s failed: status %d (line %d)\n", #x, (int)r_, __LINE__); exit(1); } } while (0)
 
-// The 32-byte block every kernel takes by value (seam::Params).
-struct Params {
-    unsigned int d0, d1, d2, bits;
-    float s0, s1;
-    unsigned int pad0, pad1;
-};
+// The 32-byte block every kernel takes by value (seam::Params): the kernels'
+// own prelude, which `cargo xtask bench` lays out in kernels/ next to this file.
+#include "kernels/params.cu"
 
 using clk = std::chrono::steady_clock;
 static double now_us() {
@@ -54,8 +52,10 @@ static std::string read_file(const std::string& path) {
 }
 
 static CUfunction load(const std::string& dir, const char* op, const char* entry, int arch) {
-    std::string src = read_file(dir + "/" + op + ".cu");
+    // The prelude, then the op's file, exactly as seam_kernels::source gives them.
     std::string name = std::string(op) + ".cu";
+    std::string src = read_file(dir + "/params.cu") + "\n#line 1 \"" + name + "\"\n" +
+                      read_file(dir + "/" + name);
     nvrtcProgram prog;
     RTC(nvrtcCreateProgram(&prog, src.c_str(), name.c_str(), 0, nullptr, nullptr));
     std::string a = "--gpu-architecture=sm_" + std::to_string(arch);

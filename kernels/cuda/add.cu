@@ -2,12 +2,6 @@
 // never contract it into an fma (bit-exact, C11); integers wrap, and wrapping
 // addition gives the same bits for i32 and u32, so add_u32 serves both.
 
-struct Params {
-    unsigned int d0, d1, d2, bits;
-    float s0, s1;
-    unsigned int pad0, pad1;
-};
-
 extern "C" __global__ void add_f32(const float* a, const float* b, float* out, Params p) {
     unsigned long long n = p.d0;
     unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;

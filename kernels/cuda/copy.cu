@@ -2,12 +2,6 @@
 // copy_16 for f16/bf16, one half-word per element (an odd n needs no tail).
 // src may alias dst (elementwise ops may run in place).
 
-struct Params {
-    unsigned int d0, d1, d2, bits;
-    float s0, s1;
-    unsigned int pad0, pad1;
-};
-
 extern "C" __global__ void copy_32(const unsigned int* src, unsigned int* dst, Params p) {
     unsigned long long n = p.d0;
     unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;

@@ -3,12 +3,6 @@
 // 16-bit elements are written one half-word each, so an odd n needs no
 // special tail: the neighbour of the last element is never touched.
 
-struct Params {
-    unsigned int d0, d1, d2, bits;
-    float s0, s1;
-    unsigned int pad0, pad1;
-};
-
 extern "C" __global__ void fill_32(unsigned int* dst, Params p) {
     unsigned long long n = p.d0;
     unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;

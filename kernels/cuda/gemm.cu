@@ -6,12 +6,6 @@
 // order (l = 0..k-1, no fma), so f32 agrees with the CPU bit for bit.
 // f16 and bf16 are widened by bits in plain C (no cuda_fp16.h / cuda_bf16.h).
 
-struct Params {
-    unsigned int d0, d1, d2, bits;
-    float s0, s1;
-    unsigned int pad0, pad1;
-};
-
 #define SEAM_TILE 16u
 
 __device__ float seam_h2f(unsigned short h) {

@@ -1,12 +1,6 @@
 // mul: out[i] = a[i] * b[i] (d0 = n). f32 uses __fmul_rn (never contracted,
 // bit-exact, C11); integers wrap, the same bits for i32 and u32.
 
-struct Params {
-    unsigned int d0, d1, d2, bits;
-    float s0, s1;
-    unsigned int pad0, pad1;
-};
-
 extern "C" __global__ void mul_f32(const float* a, const float* b, float* out, Params p) {
     unsigned long long n = p.d0;
     unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;

@@ -7,12 +7,6 @@
 // f16 is converted by bits in plain C (no cuda_fp16.h), round-to-nearest-even
 // like the `half` crate, so the same source also builds under hipRTC.
 
-struct Params {
-    unsigned int d0, d1, d2, bits;
-    float s0, s1;
-    unsigned int pad0, pad1;
-};
-
 #define SEAM_MAX_THREADS 1024
 
 __device__ float seam_h2f(unsigned short h) {

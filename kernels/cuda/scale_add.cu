@@ -1,12 +1,6 @@
 // scale_add: y[i] = fma(a, x[i], b) with a = s0, b = s1 (d0 = n).
 // fmaf rounds once, exactly like Rust's f32::mul_add: bit-exact (C11).
 
-struct Params {
-    unsigned int d0, d1, d2, bits;
-    float s0, s1;
-    unsigned int pad0, pad1;
-};
-
 extern "C" __global__ void scale_add_f32(const float* x, float* y, Params p) {
     unsigned long long n = p.d0;
     unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;

@@ -1,12 +1,6 @@
 // silu: out[i] = x[i] / (1 + exp(-x[i])) (d0 = n). IEEE division (the default,
 // no fast math); expf is within 2 ulp, inside silu's stated bound (C11).
 
-struct Params {
-    unsigned int d0, d1, d2, bits;
-    float s0, s1;
-    unsigned int pad0, pad1;
-};
-
 extern "C" __global__ void silu_f32(const float* x, float* out, Params p) {
     unsigned long long n = p.d0;
     unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;

@@ -4,12 +4,6 @@
 // <= 1024. Reductions use a fixed tree order (deterministic, C4); expf is
 // within 2 ulp and the division is IEEE, inside softmax's bound (C11).
 
-struct Params {
-    unsigned int d0, d1, d2, bits;
-    float s0, s1;
-    unsigned int pad0, pad1;
-};
-
 #define SEAM_MAX_THREADS 1024
 
 __device__ float seam_block_max(float v, float* s) {

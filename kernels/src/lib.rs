@@ -8,6 +8,7 @@
 //!   per op holding every entry point, `Params` as Vulkan push constants,
 //!   storage buffers at set 0 in signature order.
 //! - `cuda/<op>.cu`: CUDA C for the CUDA (NVRTC) and HIP (hipRTC) backends.
+//!   Each is prefixed with `cuda/params.cu` (the `Params` block).
 //!
 //! Entry points are named `<op>_<variant>`; [`entry_point`] gives the
 //! variant for each op and element type, the same for every language.
@@ -29,8 +30,13 @@ include!(concat!(env!("OUT_DIR"), "/sources.rs"));
 /// The shared WGSL prelude: the `Params` push-constant block and helpers.
 pub const WGSL_PARAMS: &str = include_str!("../wgsl/params.wgsl");
 
-/// The source of `op` in `lang`, if it has been written. For WGSL this is the
-/// complete module (params header included).
+/// The shared CUDA C prelude: the `Params` block every kernel takes by value.
+pub const CUDA_PARAMS: &str = include_str!("../cuda/params.cu");
+
+/// The source of `op` in `lang`, if it has been written: the complete
+/// module or translation unit, its language's prelude included. CUDA C
+/// restarts line numbering after the prelude, so NVRTC and hipRTC messages
+/// name the line in `<op>.cu`.
 pub fn source(op: OpKind, lang: Language) -> Option<String> {
     let body = SOURCES
         .iter()
@@ -38,7 +44,7 @@ pub fn source(op: OpKind, lang: Language) -> Option<String> {
         .map(|(_, _, src)| *src)?;
     Some(match lang {
         Language::Wgsl => format!("{WGSL_PARAMS}\n{body}"),
-        Language::CudaC => body.to_string(),
+        Language::CudaC => format!("{CUDA_PARAMS}\n#line 1 \"{}.cu\"\n{body}", op.name()),
     })
 }
 
@@ -134,6 +140,138 @@ mod tests {
                     "{op}/{dtype}: entry point {ep} missing from SPIR-V"
                 );
             }
+        }
+    }
+
+    /// `seam::Params` as (field, value) in declaration order, from its
+    /// derived `Debug`; an array field `_pad: [a, b]` becomes `pad0`, `pad1`.
+    fn rust_params_fields(p: &seam::Params) -> Vec<(String, f64)> {
+        let text = format!("{p:?}");
+        let inner = text
+            .strip_prefix("Params { ")
+            .and_then(|t| t.strip_suffix(" }"))
+            .unwrap_or_else(|| panic!("unexpected Debug of Params: {text}"));
+        let (mut parts, mut depth, mut start) = (Vec::new(), 0, 0);
+        for (i, c) in inner.char_indices() {
+            match c {
+                '[' => depth += 1,
+                ']' => depth -= 1,
+                ',' if depth == 0 => {
+                    parts.push(&inner[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        parts.push(&inner[start..]);
+        let mut fields = Vec::new();
+        for part in parts {
+            let (name, value) = part.trim().split_once(": ").unwrap();
+            let name = name.trim_start_matches('_');
+            match value.strip_prefix('[').and_then(|v| v.strip_suffix(']')) {
+                Some(items) => {
+                    for (i, v) in items.split(", ").enumerate() {
+                        fields.push((format!("{name}{i}"), v.parse().unwrap()));
+                    }
+                }
+                None => fields.push((name.to_string(), value.parse().unwrap())),
+            }
+        }
+        fields
+    }
+
+    /// The fields of `struct Params` in a prelude as (name, is_float), in
+    /// declaration order; `wgsl` selects `name: type,` over C's `type a, b;`.
+    fn prelude_params_fields(prelude: &str, wgsl: bool) -> Vec<(String, bool)> {
+        let code: String = prelude
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let body = code
+            .split_once("struct Params {")
+            .and_then(|(_, rest)| rest.split_once('}'))
+            .map(|(body, _)| body)
+            .expect("the prelude declares struct Params");
+        let mut fields = Vec::new();
+        if wgsl {
+            for decl in body.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+                let (name, ty) = decl.split_once(':').expect("`name: type`");
+                let ty = ty.trim();
+                assert!(
+                    matches!(ty, "u32" | "i32" | "f32"),
+                    "{name}: {ty} is not 32-bit"
+                );
+                fields.push((name.trim().to_string(), ty == "f32"));
+            }
+        } else {
+            for decl in body.split(';').map(str::trim).filter(|d| !d.is_empty()) {
+                let (first, rest) = decl.split_once(',').unwrap_or((decl, ""));
+                let (ty, first) = first.trim().rsplit_once(' ').expect("`type name`");
+                let ty = ty.trim();
+                assert!(
+                    matches!(ty, "unsigned int" | "int" | "float"),
+                    "{first}: {ty} is not 32-bit"
+                );
+                let names = std::iter::once(first).chain(rest.split(',').map(str::trim));
+                for name in names.filter(|n| !n.is_empty()) {
+                    fields.push((name.to_string(), ty == "float"));
+                }
+            }
+        }
+        fields
+    }
+
+    /// Each prelude's `Params`, read at its C/WGSL offsets (one 32-bit word per
+    /// field, in order), finds in `Params::to_bytes` the value of the Rust
+    /// field of the same name: a field removed, added, reordered, renamed or
+    /// retyped on either side fails.
+    #[test]
+    fn prelude_params_match_seam_params_to_bytes() {
+        let params = seam::Params {
+            d0: 1,
+            d1: 2,
+            d2: 3,
+            bits: 0xdead_beef,
+            s0: 5.5,
+            s1: -6.25,
+            _pad: [7, 8],
+        };
+        let bytes = params.to_bytes();
+        let rust = rust_params_fields(&params);
+        for (prelude, wgsl, file) in [
+            (CUDA_PARAMS, false, "cuda/params.cu"),
+            (WGSL_PARAMS, true, "wgsl/params.wgsl"),
+        ] {
+            let fields = prelude_params_fields(prelude, wgsl);
+            assert_eq!(
+                fields.len() * 4,
+                seam::Params::BYTES,
+                "{file}: {fields:?} is not {} bytes",
+                seam::Params::BYTES
+            );
+            let names: Vec<_> = fields.iter().map(|(n, _)| n.as_str()).collect();
+            let rust_names: Vec<_> = rust.iter().map(|(n, _)| n.as_str()).collect();
+            assert_eq!(names, rust_names, "{file}: fields differ from seam::Params");
+            for (i, ((name, is_float), (_, want))) in fields.iter().zip(&rust).enumerate() {
+                let word = u32::from_ne_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap());
+                let got = if *is_float {
+                    f32::from_bits(word) as f64
+                } else {
+                    word as f64
+                };
+                assert_eq!(got, *want, "{file}: {name} at byte {}", 4 * i);
+            }
+        }
+    }
+
+    #[test]
+    fn every_cuda_source_has_the_prelude_and_no_params_of_its_own() {
+        for op in OpKind::ALL {
+            let src = source(op, Language::CudaC).unwrap_or_else(|| panic!("{op}: no CUDA C"));
+            assert!(src.starts_with(CUDA_PARAMS), "{op}: prelude missing");
+            assert_eq!(src.matches("struct Params").count(), 1, "{op}");
+            assert!(src.contains(&format!("#line 1 \"{}.cu\"", op.name())));
         }
     }
 
