@@ -1,0 +1,173 @@
+//! The arms' CSV text → [`Input`], and the queries the report makes of it:
+//! one [`Series`] (arm, device, mode) on one [`Case`] (workload instance).
+
+use crate::csv::{self, Row};
+use std::collections::BTreeSet;
+
+/// Rows of every arm, and the comment lines (devices, skipped cases).
+#[derive(Clone, Debug, Default)]
+pub struct Input {
+    pub rows: Vec<Row>,
+    pub comments: Vec<String>,
+}
+
+impl Input {
+    /// Parse each arm's CSV text (`name` only labels errors).
+    pub fn parse(texts: &[(String, String)]) -> Result<Input, String> {
+        let mut input = Input::default();
+        for (name, text) in texts {
+            input
+                .rows
+                .extend(csv::parse(text).map_err(|e| format!("{name}: {e}"))?);
+            for c in text.lines().filter_map(|l| l.trim().strip_prefix('#')) {
+                let c = c.trim().to_string();
+                if !input.comments.contains(&c) {
+                    input.comments.push(c);
+                }
+            }
+        }
+        Ok(input)
+    }
+
+    /// The median of one metric of one case.
+    pub(super) fn get(&self, s: &Series, case: &Case, metric: &str) -> Option<f64> {
+        self.row(s, case, metric).map(|r| r.median_us)
+    }
+
+    pub(super) fn row(&self, s: &Series, case: &Case, metric: &str) -> Option<&Row> {
+        self.rows.iter().find(|r| {
+            r.arm == s.arm
+                && r.device == s.device
+                && r.mode == s.mode
+                && r.workload == case.workload
+                && r.elems == case.elems
+                && r.layers == case.layers
+                && r.nodes == case.nodes
+                && r.metric == metric
+        })
+    }
+
+    /// Every (arm, device, mode) that measured this workload, raw first, then torch, then seam.
+    pub(super) fn series(&self, workload: &str) -> Vec<Series> {
+        let set: BTreeSet<(u8, String, String, u8, String)> = self
+            .rows
+            .iter()
+            .filter(|r| r.workload == workload && mode_rank(&r.mode) < 9)
+            .map(|r| {
+                (
+                    arm_rank(&r.arm),
+                    r.arm.clone(),
+                    r.device.clone(),
+                    mode_rank(&r.mode),
+                    r.mode.clone(),
+                )
+            })
+            .collect();
+        set.into_iter()
+            .map(|(_, arm, device, _, mode)| Series { arm, device, mode })
+            .collect()
+    }
+
+    pub(super) fn values(&self, pick: impl Fn(&Row) -> bool) -> Vec<u64> {
+        let set: BTreeSet<u64> = self
+            .rows
+            .iter()
+            .filter(|r| pick(r))
+            .map(|r| r.nodes)
+            .collect();
+        set.into_iter().collect()
+    }
+}
+
+fn arm_rank(arm: &str) -> u8 {
+    match arm {
+        "raw" => 0,
+        "torch" => 1,
+        "seam" => 2,
+        _ => 3,
+    }
+}
+
+fn mode_rank(mode: &str) -> u8 {
+    match mode {
+        "eager" => 0,
+        "graph" => 1,
+        "rerecord" => 2,
+        _ => 9,
+    }
+}
+
+/// One arm on one device in one mode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Series {
+    pub(super) arm: String,
+    pub(super) device: String,
+    pub(super) mode: String,
+}
+
+impl Series {
+    pub(super) fn new(arm: &str, device: &str, mode: &str) -> Series {
+        Series {
+            arm: arm.into(),
+            device: device.into(),
+            mode: mode.into(),
+        }
+    }
+
+    pub(super) fn label(&self) -> String {
+        let arm = match self.arm.as_str() {
+            "raw" => "raw driver".to_string(),
+            "torch" => "PyTorch".to_string(),
+            "seam" => format!("seam {}", self.device),
+            other => format!("{other} {}", self.device),
+        };
+        let mode = match (self.arm.as_str(), self.mode.as_str()) {
+            ("raw", "eager") => "cuLaunchKernel",
+            ("raw", "graph") => "cuGraphLaunch",
+            ("torch", "graph") => "CUDAGraph",
+            (_, "graph") => "replay",
+            (_, "rerecord") => "re-record",
+            (_, m) => m,
+        };
+        format!("{arm} {mode}")
+    }
+
+    /// The raw-driver series a ratio is taken against: the graph for
+    /// replays, cuLaunchKernel for eager and re-recorded runs.
+    pub(super) fn raw(&self) -> Series {
+        let mode = if self.mode == "graph" {
+            "graph"
+        } else {
+            "eager"
+        };
+        Series::new("raw", "cuda", mode)
+    }
+}
+
+/// One workload instance.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Case {
+    pub(super) workload: &'static str,
+    pub(super) elems: u64,
+    pub(super) layers: u64,
+    pub(super) nodes: u64,
+}
+
+impl Case {
+    pub(super) fn chain(elems: u64, n: u64) -> Case {
+        Case {
+            workload: "chain",
+            elems,
+            layers: 0,
+            nodes: n,
+        }
+    }
+    pub(super) fn decode(hidden: u64, layers: u64) -> Case {
+        Case {
+            workload: "decode",
+            elems: hidden,
+            layers,
+            nodes: 4 * layers,
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! The targets (benchmarks, not tests) as one data table, and the
+//! verdict each gets on the rows. Every target is a chain of 1 element.
+
+use super::parse::{Case, Input, Series};
+use super::us;
+
+/// A target's verdict.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    pub target: String,
+    pub measured: String,
+    pub met: Option<bool>,
+    /// "met", "missed by …", or why it could not be judged.
+    pub note: String,
+}
+
+/// One side of a comparison. `arm: "seam"` in a target judged per CUDA
+/// build stands for that build's arm.
+#[derive(Clone, Copy, Debug)]
+struct Side {
+    arm: &'static str,
+    device: &'static str,
+    mode: &'static str,
+}
+
+const fn side(arm: &'static str, device: &'static str, mode: &'static str) -> Side {
+    Side { arm, device, mode }
+}
+
+/// How the measured value `a` of the subject is judged, against `b`, the
+/// same metric of the side `against`.
+#[derive(Clone, Copy, Debug)]
+enum Judge {
+    /// `a / b ≤ bound`, both taken per `per` (node, launch).
+    RatioAtMost {
+        against: Side,
+        bound: f64,
+        per: &'static str,
+    },
+    /// `a − b ≤ bound` µs.
+    OverAtMost { against: Side, bound: f64 },
+    /// `a ≤ bound` µs per `per`.
+    AtMost { bound: f64, per: &'static str },
+    /// `a / b ≥ bound`.
+    RatioAtLeast { against: Side, bound: f64 },
+}
+
+/// A target: `metric` of a chain of `nodes` kernels (1 element) on
+/// `subject`, judged by `judge`.
+#[derive(Clone, Copy, Debug)]
+struct Target {
+    claim: &'static str,
+    /// Judged once for every seam build that measured cuda (`seam`: every
+    /// backend compiled in; others, e.g. `seam-cudaonly`, tag their claim).
+    per_cuda_build: bool,
+    nodes: u64,
+    metric: &'static str,
+    /// Values divided by `nodes` before judging.
+    per_node: bool,
+    subject: Side,
+    judge: Judge,
+}
+
+/// Every target, in report order (the per-build ones first, for each build).
+const TARGETS: &[Target] = &[
+    // T1
+    Target {
+        claim: "CUDA replay, chain N=1000 (1 element): e2e per node ≤ 1.03× raw driver graph",
+        per_cuda_build: true,
+        nodes: 1000,
+        metric: "e2e_us",
+        per_node: true,
+        subject: side("seam", "cuda", "graph"),
+        judge: Judge::RatioAtMost {
+            against: side("raw", "cuda", "graph"),
+            bound: 1.03,
+            per: "node",
+        },
+    },
+    // T2, at N = 1000 and 100
+    Target {
+        claim: "CUDA replay, chain N=1000: host submit per replay ≤ raw + 0.5 µs",
+        per_cuda_build: true,
+        nodes: 1000,
+        metric: "submit_us",
+        per_node: false,
+        subject: side("seam", "cuda", "graph"),
+        judge: Judge::OverAtMost {
+            against: side("raw", "cuda", "graph"),
+            bound: 0.5,
+        },
+    },
+    Target {
+        claim: "CUDA replay, chain N=100: host submit per replay ≤ raw + 0.5 µs",
+        per_cuda_build: true,
+        nodes: 100,
+        metric: "submit_us",
+        per_node: false,
+        subject: side("seam", "cuda", "graph"),
+        judge: Judge::OverAtMost {
+            against: side("raw", "cuda", "graph"),
+            bound: 0.5,
+        },
+    },
+    // T3
+    Target {
+        claim: "CUDA eager, chain N=1000: host time per launch ≤ 1.10× raw cuLaunchKernel",
+        per_cuda_build: true,
+        nodes: 1000,
+        metric: "submit_us",
+        per_node: true,
+        subject: side("seam", "cuda", "eager"),
+        judge: Judge::RatioAtMost {
+            against: side("raw", "cuda", "eager"),
+            bound: 1.10,
+            per: "launch",
+        },
+    },
+    // T4
+    Target {
+        claim: "CUDA replay, chain N=1000: e2e per node ≥ 15% below PyTorch CUDAGraph (≤ 0.85×)",
+        per_cuda_build: true,
+        nodes: 1000,
+        metric: "e2e_us",
+        per_node: true,
+        subject: side("seam", "cuda", "graph"),
+        judge: Judge::RatioAtMost {
+            against: side("torch", "cuda", "graph"),
+            bound: 0.85,
+            per: "node",
+        },
+    },
+    // T5
+    Target {
+        claim: "Vulkan replay, chain N=1000: ≤ 1.0 µs per dispatch (e2e)",
+        per_cuda_build: false,
+        nodes: 1000,
+        metric: "e2e_us",
+        per_node: true,
+        subject: side("seam", "vulkan", "graph"),
+        judge: Judge::AtMost {
+            bound: 1.0,
+            per: "dispatch",
+        },
+    },
+    // T6, against both ways of running without a graph
+    Target {
+        claim: "Vulkan, chain N=100: replay ≥ 2× faster than eager (recorded anew every run)",
+        per_cuda_build: false,
+        nodes: 100,
+        metric: "e2e_us",
+        per_node: false,
+        subject: side("seam", "vulkan", "eager"),
+        judge: Judge::RatioAtLeast {
+            against: side("seam", "vulkan", "graph"),
+            bound: 2.0,
+        },
+    },
+    Target {
+        claim: "Vulkan, chain N=100: replay ≥ 2× faster than capture + end + replay every run",
+        per_cuda_build: false,
+        nodes: 100,
+        metric: "e2e_us",
+        per_node: false,
+        subject: side("seam", "vulkan", "rerecord"),
+        judge: Judge::RatioAtLeast {
+            against: side("seam", "vulkan", "graph"),
+            bound: 2.0,
+        },
+    },
+];
+
+/// Every target judged on the rows: the per-build ones for each seam build
+/// that measured cuda (`seam` first), then the rest.
+pub fn verdicts(input: &Input) -> Vec<Verdict> {
+    let mut cuda_arms: Vec<String> = Vec::new();
+    for r in &input.rows {
+        if r.arm.starts_with("seam") && r.device == "cuda" && !cuda_arms.contains(&r.arm) {
+            cuda_arms.push(r.arm.clone());
+        }
+    }
+    cuda_arms.sort_by_key(|a| a != "seam");
+    if cuda_arms.is_empty() {
+        cuda_arms.push("seam".into());
+    }
+    let mut v = Vec::new();
+    for arm in &cuda_arms {
+        let tag = if arm == "seam" {
+            String::new()
+        } else {
+            format!("[{arm}] ")
+        };
+        for t in TARGETS.iter().filter(|t| t.per_cuda_build) {
+            v.push(judge(input, t, arm, &tag));
+        }
+    }
+    for t in TARGETS.iter().filter(|t| !t.per_cuda_build) {
+        v.push(judge(input, t, "seam", ""));
+    }
+    v
+}
+
+/// One target's verdict for the seam build `build`.
+fn judge(input: &Input, t: &Target, build: &str, tag: &str) -> Verdict {
+    let target = format!("{tag}{}", t.claim);
+    let case = Case::chain(1, t.nodes);
+    let value = |s: &Side| {
+        let arm = if s.arm == "seam" { build } else { s.arm };
+        let v = input.get(&Series::new(arm, s.device, s.mode), &case, t.metric)?;
+        Some(if t.per_node { v / t.nodes as f64 } else { v })
+    };
+    let pair = |against: &Side| Some((value(&t.subject)?, value(against)?));
+    let verdict = match t.judge {
+        Judge::RatioAtMost {
+            against,
+            bound,
+            per,
+        } => pair(&against).map(|(a, b)| {
+            limit(&target, a / b, bound, "×", |x| {
+                format!("{} µs vs {} µs per {per} = {x:.3}×", us(a), us(b))
+            })
+        }),
+        Judge::OverAtMost { against, bound } => pair(&against).map(|(a, b)| {
+            limit(&target, a - b, bound, " µs over raw", |x| {
+                format!("{} µs vs {} µs ({x:+.2} µs)", us(a), us(b))
+            })
+        }),
+        Judge::AtMost { bound, per } => value(&t.subject).map(|a| {
+            limit(&target, a, bound, " µs", |x| {
+                format!("{x:.3} µs per {per}")
+            })
+        }),
+        Judge::RatioAtLeast { against, bound } => pair(&against).map(|(a, b)| {
+            let x = a / b;
+            let met = x >= bound;
+            Verdict {
+                target: target.clone(),
+                measured: format!("{} µs vs {} µs = {x:.2}×", us(a), us(b)),
+                met: Some(met),
+                note: if met {
+                    "met".into()
+                } else {
+                    format!(
+                        "missed by {:.2}× ({:.0}% short)",
+                        bound - x,
+                        (1.0 - x / bound) * 100.0
+                    )
+                },
+            }
+        }),
+    };
+    verdict.unwrap_or_else(|| Verdict {
+        target,
+        measured: "–".into(),
+        met: None,
+        note: "not measured in this run".into(),
+    })
+}
+
+/// A "value ≤ bound" verdict.
+fn limit(
+    target: &str,
+    value: f64,
+    bound: f64,
+    unit: &str,
+    show: impl Fn(f64) -> String,
+) -> Verdict {
+    let met = value <= bound;
+    Verdict {
+        target: target.into(),
+        measured: show(value),
+        met: Some(met),
+        note: if met {
+            "met".into()
+        } else if unit == "×" {
+            format!(
+                "missed by {:.3}× ({:.1}% over)",
+                value - bound,
+                (value / bound - 1.0) * 100.0
+            )
+        } else {
+            format!("missed by {:.2}{unit}", value - bound)
+        },
+    }
+}
