@@ -1,5 +1,7 @@
 //! The seam: the one trait every backend implements. A backend author reads
-//! this file and nothing else in core.
+//! this file, plus the types its signatures name: [`Launch`] and [`OpKind`]
+//! (`ops.rs`: what one launch carries, already validated) and [`ErrorKind`]
+//! (`error.rs`: what a backend returns; core adds backend, device and call).
 //!
 //! Backends are deliberately dumb. Core (`Device`) owns the capture state
 //! machine, argument validation, replay counting and tracing, and only calls
