@@ -78,13 +78,7 @@ pub fn markdown(input: &Input) -> String {
         ));
     }
     md.push('\n');
-    let elems: BTreeSet<u64> = input
-        .rows
-        .iter()
-        .filter(|r| r.workload == "chain")
-        .map(|r| r.elems)
-        .collect();
-    for e in elems {
+    for e in input.chain_elems() {
         chain_table(input, e, &mut md);
     }
     decode_table(input, &mut md);
@@ -158,17 +152,7 @@ fn decode_table(input: &Input, md: &mut String) {
          eager pipelined | replay pipelined | one-time | break-even runs |\n\
          |---|---|---|---|---|---|---|---|---|---|---|\n",
     );
-    let arms: Vec<(String, String)> = {
-        let mut seen: Vec<(String, String)> = Vec::new();
-        for s in input.series("decode") {
-            let k = (s.arm.clone(), s.device.clone());
-            if !seen.contains(&k) {
-                seen.push(k);
-            }
-        }
-        seen
-    };
-    for (arm, device) in &arms {
+    for (arm, device) in &input.decode_arms() {
         let eager = Series::new(arm, device, "eager");
         let graph = Series::new(arm, device, "graph");
         for &(l, h) in &cases {
@@ -187,11 +171,7 @@ fn decode_table(input: &Input, md: &mut String) {
             let (once, even) = one_time(input, &graph, &c);
             md.push_str(&format!(
                 "| {} | {l} | {h} | {} | {} ({}) | {} | {} | {} | {} | {} | {} |\n",
-                graph
-                    .label()
-                    .replace(" replay", "")
-                    .replace(" cuGraphLaunch", "")
-                    .replace(" CUDAGraph", ""),
+                graph.arm_label(),
                 opt(e),
                 us(g.median_us),
                 us(g.p99_us),

@@ -38,13 +38,7 @@ pub fn us(v: f64) -> String {
 pub fn write_all(input: &Input, dir: &Path) -> Result<Vec<PathBuf>, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut files = vec![(dir.join("results.md"), markdown(input))];
-    let elems: BTreeSet<u64> = input
-        .rows
-        .iter()
-        .filter(|r| r.workload == "chain")
-        .map(|r| r.elems)
-        .collect();
-    for e in elems {
+    for e in input.chain_elems() {
         files.push((
             dir.join(format!("chain_per_node_{e}.svg")),
             chain_svg(input, e)?,

@@ -68,6 +68,27 @@ impl Input {
             .collect()
     }
 
+    /// Every element count a chain was measured at, ascending.
+    pub(super) fn chain_elems(&self) -> BTreeSet<u64> {
+        self.rows
+            .iter()
+            .filter(|r| r.workload == "chain")
+            .map(|r| r.elems)
+            .collect()
+    }
+
+    /// Every (arm, device) that measured the decode step, in series order.
+    pub(super) fn decode_arms(&self) -> Vec<(String, String)> {
+        let mut arms: Vec<(String, String)> = Vec::new();
+        for s in self.series("decode") {
+            let k = (s.arm, s.device);
+            if !arms.contains(&k) {
+                arms.push(k);
+            }
+        }
+        arms
+    }
+
     pub(super) fn values(&self, pick: impl Fn(&Row) -> bool) -> Vec<u64> {
         let set: BTreeSet<u64> = self
             .rows
@@ -130,6 +151,14 @@ impl Series {
             (_, m) => m,
         };
         format!("{arm} {mode}")
+    }
+
+    /// The label without its mode's name: one row or line for both modes.
+    pub(super) fn arm_label(&self) -> String {
+        self.label()
+            .replace(" replay", "")
+            .replace(" cuGraphLaunch", "")
+            .replace(" CUDAGraph", "")
     }
 
     /// The raw-driver series a ratio is taken against: the graph for

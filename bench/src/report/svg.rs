@@ -150,14 +150,7 @@ pub fn decode_svg(input: &Input, layers: u64) -> Result<String, String> {
         .map(|r| r.hidden)
         .collect();
     let mut lines = Vec::new();
-    let mut arms: Vec<(String, String)> = Vec::new();
-    for s in input.series("decode") {
-        let k = (s.arm.clone(), s.device.clone());
-        if !arms.contains(&k) {
-            arms.push(k);
-        }
-    }
-    for (arm, device) in arms {
+    for (arm, device) in input.decode_arms() {
         let e = Series::new(&arm, &device, "eager");
         let g = Series::new(&arm, &device, "graph");
         let p: Vec<(f64, f64)> = hs
@@ -171,13 +164,7 @@ pub fn decode_svg(input: &Input, layers: u64) -> Result<String, String> {
             })
             .collect();
         if !p.is_empty() {
-            lines.push((
-                g.label()
-                    .replace(" replay", "")
-                    .replace(" cuGraphLaunch", "")
-                    .replace(" CUDAGraph", ""),
-                p,
-            ));
+            lines.push((g.arm_label(), p));
         }
     }
     plot(
