@@ -3,7 +3,7 @@
 //! device into its primary context, which stays retained for the life of the
 //! process (like the CUDA runtime's), so backends opened later reuse both.
 
-use crate::sys::{self, Context, Function, ImageKind, Module};
+use crate::sys::{self, Context, ImageKind};
 use seam::{DType, ErrorKind, OpKind};
 use seam_kernels::Language;
 use std::collections::HashMap;
@@ -89,33 +89,6 @@ pub fn image(target: &Target, op: OpKind, dtype: DType) -> Result<Arc<Vec<u8>>, 
     COMPILES.fetch_add(1, Ordering::Relaxed);
     map.insert(key, img.clone());
     Ok(img)
-}
-
-type FunctionCache = Mutex<HashMap<(usize, OpKind), Vec<(DType, Function)>>>;
-
-static FUNCTIONS: OnceLock<FunctionCache> = OnceLock::new();
-
-/// Every entry point of `op` (one per dtype it accepts), loaded into device
-/// `ordinal`'s primary context. The context must be current.
-pub fn kernels(
-    ordinal: usize,
-    target: &Target,
-    op: OpKind,
-) -> Result<Vec<(DType, Function)>, ErrorKind> {
-    let cache = FUNCTIONS.get_or_init(Default::default);
-    let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(fs) = map.get(&(ordinal, op)) {
-        return Ok(fs.clone());
-    }
-    let dtypes = op.dtypes();
-    let img = image(target, op, dtypes[0])?;
-    let module = Module::load(&img)?;
-    let fs = dtypes
-        .iter()
-        .map(|&d| Ok((d, module.function(&seam_kernels::entry_point(op, d))?)))
-        .collect::<Result<Vec<_>, ErrorKind>>()?;
-    map.insert((ordinal, op), fs.clone());
-    Ok(fs)
 }
 
 type ContextCache = Mutex<HashMap<usize, Arc<Context>>>;

@@ -5,19 +5,22 @@
 //!   what is missing instead of panicking.
 //! - Kernels are the CUDA C of `seam-kernels`, compiled by NVRTC for the
 //!   device's architecture once per process and loaded once per backend.
-//! - Capture is native: stream capture (thread-local mode) → instantiate →
-//!   upload; replay is `cuGraphLaunch`. The capture/replay/destroy logic and
-//!   device timing (events, issue 8) are seam-streamgraph's, shared with HIP.
+//! - The backend is seam-streamgraph's `StreamBackend` (buffer table,
+//!   launches, capture/replay/destroy, device timing, teardown: the code HIP
+//!   runs) over this crate's `sys` stream. Capture is native: stream capture
+//!   (thread-local mode) → instantiate → upload; replay is `cuGraphLaunch`.
 //! - GEMM goes through cuBLAS (`cublasGemmEx`, f32 compute) with a workspace
 //!   set at `prepare`, so a prepared GEMM can be captured (C7).
 //!
-//! All `unsafe` lives in [`sys`]; the rest is safe Rust.
+//! All `unsafe` lives in `sys` (driver, NVRTC, cuBLAS bindings); the rest
+//! is safe Rust.
 
 mod backend;
 mod compile;
+#[allow(unsafe_code)]
 mod sys;
 
-pub use backend::{CudaBackend, GemmRoute};
+pub use backend::{CudaBackend, CudaToolchain, GemmRoute};
 
 use seam::{Backend, ErrorKind};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -42,7 +45,7 @@ pub fn device_count() -> Result<usize, String> {
 
 /// Open CUDA device `index` (`cuda:<index>`).
 pub fn open(index: usize) -> Result<Box<dyn Backend>, ErrorKind> {
-    catch_unwind(AssertUnwindSafe(|| CudaBackend::open(index)))
+    catch_unwind(AssertUnwindSafe(|| backend::open(index)))
         .unwrap_or_else(|panic| {
             Err(ErrorKind::Unavailable {
                 reason: format!(

@@ -1,0 +1,529 @@
+//! Driver API: devices, the primary context, and the backend's stream,
+//! which implements seam-streamgraph's driver traits directly (each method
+//! body is the FFI call; there is no second forwarding layer).
+
+use super::{check, events, ready};
+use cudarc::driver::sys as cu;
+use seam::ErrorKind;
+use seam_streamgraph::{check_range, GraphDriver, KernelLaunch, StreamDriver};
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ptr;
+use std::sync::Arc;
+
+// ----- devices -----
+
+/// Number of CUDA devices.
+pub fn device_count() -> Result<usize, ErrorKind> {
+    ready()?;
+    let mut n: c_int = 0;
+    // SAFETY: writes one int.
+    check("cuDeviceGetCount", unsafe { cu::cuDeviceGetCount(&mut n) })?;
+    Ok(n.max(0) as usize)
+}
+
+/// The driver's CUDA version, e.g. 13000 for 13.0.
+pub fn driver_version() -> Result<i32, ErrorKind> {
+    ready()?;
+    let mut v: c_int = 0;
+    // SAFETY: writes one int.
+    check("cuDriverGetVersion", unsafe {
+        cu::cuDriverGetVersion(&mut v)
+    })?;
+    Ok(v)
+}
+
+fn device_handle(ordinal: usize) -> Result<cu::CUdevice, ErrorKind> {
+    ready()?;
+    let ordinal = c_int::try_from(ordinal)
+        .map_err(|_| ErrorKind::driver("cuDeviceGet", format!("ordinal {ordinal} out of range")))?;
+    let mut dev: cu::CUdevice = 0;
+    // SAFETY: writes one device handle; an invalid ordinal is reported as an error.
+    check("cuDeviceGet", unsafe { cu::cuDeviceGet(&mut dev, ordinal) })?;
+    Ok(dev)
+}
+
+/// The device's name as the driver reports it.
+pub fn device_name(ordinal: usize) -> Result<String, ErrorKind> {
+    let dev = device_handle(ordinal)?;
+    let mut buf = [0 as c_char; 257];
+    // SAFETY: the driver writes at most 256 bytes, so the last byte stays NUL.
+    check("cuDeviceGetName", unsafe {
+        cu::cuDeviceGetName(buf.as_mut_ptr(), 256, dev)
+    })?;
+    // SAFETY: buf is NUL-terminated (its last byte is never written).
+    let name = unsafe { CStr::from_ptr(buf.as_ptr()) };
+    Ok(name.to_string_lossy().into_owned())
+}
+
+/// Compute capability (major, minor).
+pub fn compute_capability(ordinal: usize) -> Result<(i32, i32), ErrorKind> {
+    let dev = device_handle(ordinal)?;
+    let attr = |a: cu::CUdevice_attribute| -> Result<i32, ErrorKind> {
+        let mut v: c_int = 0;
+        // SAFETY: writes one int for a valid device and attribute.
+        check("cuDeviceGetAttribute", unsafe {
+            cu::cuDeviceGetAttribute(&mut v, a, dev)
+        })?;
+        Ok(v)
+    };
+    Ok((
+        attr(cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+        attr(cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+    ))
+}
+
+// ----- context -----
+
+/// A retained primary context (shared with every other user of the device in
+/// the process, the CUDA runtime and cuBLAS included).
+pub struct Context {
+    dev: cu::CUdevice,
+    ctx: cu::CUcontext,
+}
+
+// SAFETY: a CUcontext is a process-wide handle that may be made current on
+// any thread, by several threads at once.
+unsafe impl Send for Context {}
+// SAFETY: as above; `make_current` only reads the handle.
+unsafe impl Sync for Context {}
+
+impl Context {
+    pub fn retain_primary(ordinal: usize) -> Result<Self, ErrorKind> {
+        let dev = device_handle(ordinal)?;
+        let mut ctx: cu::CUcontext = ptr::null_mut();
+        // SAFETY: writes one context handle for a valid device.
+        check("cuDevicePrimaryCtxRetain", unsafe {
+            cu::cuDevicePrimaryCtxRetain(&mut ctx, dev)
+        })?;
+        Ok(Context { dev, ctx })
+    }
+
+    /// Bind the context to the calling thread.
+    pub fn make_current(&self) -> Result<(), ErrorKind> {
+        // SAFETY: the context is retained for as long as self lives.
+        check("cuCtxSetCurrent", unsafe { cu::cuCtxSetCurrent(self.ctx) })
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // SAFETY: releases the reference retained in retain_primary, once.
+        let _ = unsafe { cu::cuDevicePrimaryCtxRelease_v2(self.dev) };
+    }
+}
+
+// ----- stream -----
+
+/// A non-blocking stream: no implicit synchronisation with the legacy
+/// default stream, so other threads' work cannot join our captures. Holds
+/// the context it was made in, which outlives it (field order).
+pub struct Stream {
+    raw: cu::CUstream,
+    context: Arc<Context>,
+}
+
+// SAFETY: a stream handle is usable from any thread with its context
+// current, and every method makes no assumption about the calling thread;
+// the backend serialises calls (core holds it behind a lock).
+unsafe impl Send for Stream {}
+
+impl Stream {
+    /// A new stream in `context`, which this makes current.
+    pub fn new(context: Arc<Context>) -> Result<Self, ErrorKind> {
+        context.make_current()?;
+        let mut raw: cu::CUstream = ptr::null_mut();
+        // SAFETY: `raw` is a valid out-pointer for one handle; the context
+        // is current (above), so the stream is created in it.
+        check("cuStreamCreate", unsafe {
+            cu::cuStreamCreate(&mut raw, cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
+        })?;
+        Ok(Stream { raw, context })
+    }
+
+    /// The raw handle, for binding a library handle to this stream.
+    pub(super) fn raw(&self) -> cu::CUstream {
+        self.raw
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        // SAFETY: destroys the stream created in new, once (the handle is
+        // owned and never copied out except into a cuBLAS handle the
+        // backend drops first); work still queued on it completes.
+        let _ = unsafe { cu::cuStreamDestroy_v2(self.raw) };
+    }
+}
+
+// ----- memory -----
+
+/// One `cuMemAlloc` allocation: device-only memory (not managed, not
+/// host-mapped), so device work on it never touches host memory.
+pub struct DeviceMemory {
+    ptr: cu::CUdeviceptr,
+    bytes: usize,
+}
+
+// SAFETY: a device pointer is a plain address valid in its context from any thread.
+unsafe impl Send for DeviceMemory {}
+
+impl DeviceMemory {
+    pub(super) fn alloc(bytes: usize) -> Result<Self, ErrorKind> {
+        let mut ptr: cu::CUdeviceptr = 0;
+        // SAFETY: `ptr` is a valid out-pointer for one device address.
+        check("cuMemAlloc", unsafe { cu::cuMemAlloc_v2(&mut ptr, bytes) })?;
+        Ok(DeviceMemory { ptr, bytes })
+    }
+
+    pub(super) fn ptr(&self) -> cu::CUdeviceptr {
+        self.ptr
+    }
+
+    pub(super) fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Drop for DeviceMemory {
+    fn drop(&mut self) {
+        // SAFETY: frees the allocation made in alloc, once (owned, never
+        // copied). Device work still using it would fault or read freed
+        // device memory, not host memory (cuMemAlloc is device-only); the
+        // backend waits for its stream before every free anyway.
+        let _ = unsafe { cu::cuMemFree_v2(self.ptr) };
+    }
+}
+
+// ----- modules and kernels -----
+
+struct ModuleHandle(cu::CUmodule);
+
+// SAFETY: a module handle is never mutated after loading (only unloaded on
+// drop, when no other reference exists) and is valid from any thread with
+// the context current.
+unsafe impl Send for ModuleHandle {}
+// SAFETY: as above: shared references only read the handle.
+unsafe impl Sync for ModuleHandle {}
+
+impl Drop for ModuleHandle {
+    fn drop(&mut self) {
+        // SAFETY: unloads the module loaded in load_module, once, after every
+        // Function (which holds an Arc to it) is gone.
+        let _ = unsafe { cu::cuModuleUnload(self.0) };
+    }
+}
+
+/// A loaded module (cubin or PTX image).
+pub struct Module(Arc<ModuleHandle>);
+
+/// A kernel; keeps its module loaded.
+#[derive(Clone)]
+pub struct Function {
+    _module: Arc<ModuleHandle>,
+    f: cu::CUfunction,
+}
+
+// SAFETY: function handles are immutable and usable from any thread with
+// the context current.
+unsafe impl Send for Function {}
+
+impl StreamDriver for Stream {
+    type Memory = DeviceMemory;
+    type Module = Module;
+    type Function = Function;
+
+    fn select(&self) -> Result<(), ErrorKind> {
+        self.context.make_current()
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<DeviceMemory, ErrorKind> {
+        DeviceMemory::alloc(bytes)
+    }
+
+    fn memory_bytes(&self, memory: &DeviceMemory) -> usize {
+        memory.bytes
+    }
+
+    fn free(&self, memory: DeviceMemory) {
+        drop(memory);
+    }
+
+    fn write(&self, memory: &DeviceMemory, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
+        check_range("cuMemcpyHtoDAsync", offset, data.len(), memory.bytes)?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the destination range lies inside this live allocation
+        // (checked above); the source slice stays borrowed until the stream
+        // is synchronised below, after the copy has completed.
+        check("cuMemcpyHtoDAsync", unsafe {
+            cu::cuMemcpyHtoDAsync_v2(
+                memory.ptr + offset as u64,
+                data.as_ptr() as *const c_void,
+                data.len(),
+                self.raw,
+            )
+        })?;
+        self.synchronize()
+    }
+
+    fn read(&self, memory: &DeviceMemory, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
+        check_range("cuMemcpyDtoHAsync", offset, out.len(), memory.bytes)?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the source range lies inside this live allocation (checked
+        // above); `out` is borrowed mutably, so nothing else touches it,
+        // until the stream is synchronised below.
+        check("cuMemcpyDtoHAsync", unsafe {
+            cu::cuMemcpyDtoHAsync_v2(
+                out.as_mut_ptr() as *mut c_void,
+                memory.ptr + offset as u64,
+                out.len(),
+                self.raw,
+            )
+        })?;
+        self.synchronize()
+    }
+
+    /// `image` is a cubin, or PTX text ending in NUL (as NVRTC returns it).
+    fn load_module(&self, image: &[u8]) -> Result<Module, ErrorKind> {
+        if image.is_empty() {
+            return Err(ErrorKind::driver("cuModuleLoadData", "empty image"));
+        }
+        let mut m: cu::CUmodule = ptr::null_mut();
+        // SAFETY: the driver reads the image only during the call and
+        // validates its format (a bad image is an error, not a read past the
+        // slice: a cubin carries its size, PTX ends in the NUL NVRTC wrote).
+        check("cuModuleLoadData", unsafe {
+            cu::cuModuleLoadData(&mut m, image.as_ptr() as *const c_void)
+        })?;
+        Ok(Module(Arc::new(ModuleHandle(m))))
+    }
+
+    fn function(&self, module: &Module, name: &str) -> Result<Function, ErrorKind> {
+        let cname = CString::new(name)
+            .map_err(|_| ErrorKind::driver("cuModuleGetFunction", "name contains NUL"))?;
+        let mut f: cu::CUfunction = ptr::null_mut();
+        // SAFETY: the module is live (held by `module`); the name is
+        // NUL-terminated; `f` is a valid out-pointer.
+        check("cuModuleGetFunction", unsafe {
+            cu::cuModuleGetFunction(&mut f, module.0 .0, cname.as_ptr())
+        })
+        .map_err(|e| match e {
+            ErrorKind::Driver { message, .. } => {
+                ErrorKind::driver("cuModuleGetFunction", format!("{name}: {message}"))
+            }
+            other => other,
+        })?;
+        Ok(Function {
+            _module: module.0.clone(),
+            f,
+        })
+    }
+
+    fn launch_kernel(&self, l: &KernelLaunch<'_, Self>) -> Result<(), ErrorKind> {
+        let mut ptrs: Vec<cu::CUdeviceptr> = l.buffers().iter().map(|b| b.ptr).collect();
+        let mut params = *l.params();
+        let mut args: Vec<*mut c_void> = ptrs
+            .iter_mut()
+            .map(|p| p as *mut cu::CUdeviceptr as *mut c_void)
+            .collect();
+        args.push(&mut params as *mut seam::Params as *mut c_void);
+        let ((gx, gy, gz), (bx, by, bz)) = (l.grid(), l.block());
+        // SAFETY: a KernelLaunch (made only by seam-streamgraph, after
+        // checking the launch against the op, C12) holds the op's entry point
+        // and one live allocation per parameter, each large enough for what
+        // the kernel indexes; `args` points at one live local per parameter,
+        // of its exact type (device pointers, then the 32-byte repr(C)
+        // Params), which the driver copies before returning.
+        check("cuLaunchKernel", unsafe {
+            cu::cuLaunchKernel(
+                l.function().f,
+                gx,
+                gy,
+                gz,
+                bx,
+                by,
+                bz,
+                0,
+                self.raw,
+                args.as_mut_ptr(),
+                ptr::null_mut(),
+            )
+        })
+    }
+}
+
+// ----- capture, graphs, events -----
+
+/// A captured graph (topology only; replay needs an instantiated [`GraphExec`]).
+pub struct Graph(cu::CUgraph);
+
+// SAFETY: graph handles are usable from any thread with the context current.
+unsafe impl Send for Graph {}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        // SAFETY: destroys the graph returned by end_capture, once; an exec
+        // instantiated from it is independent of it (the shared logic still
+        // destroys the exec first, as HIP wants).
+        let _ = unsafe { cu::cuGraphDestroy(self.0) };
+    }
+}
+
+/// An executable graph.
+pub struct GraphExec(cu::CUgraphExec);
+
+// SAFETY: exec handles are usable from any thread with the context current.
+unsafe impl Send for GraphExec {}
+
+impl Drop for GraphExec {
+    fn drop(&mut self) {
+        // SAFETY: destroys the exec once (owned). The driver defers the free
+        // of an exec still in flight; the shared logic also waits first (C8).
+        let _ = unsafe { cu::cuGraphExecDestroy(self.0) };
+    }
+}
+
+/// A timing event (default flags: timing enabled). Only created after
+/// [`events`] has checked the entry points.
+pub struct Event(cu::CUevent);
+
+// SAFETY: event handles are usable from any thread with the context current.
+unsafe impl Send for Event {}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: destroys the event created in create_event, once; an Event
+        // exists only after `events()` found cuEventDestroy_v2.
+        let _ = unsafe { cu::cuEventDestroy_v2(self.0) };
+    }
+}
+
+/// The driver calls the shared capture logic makes; the HIP backend's list
+/// is the same, call for call, with HIP's names.
+impl GraphDriver for Stream {
+    type Graph = Graph;
+    type Exec = GraphExec;
+    type Event = Event;
+
+    fn api(&self) -> &'static str {
+        "cu"
+    }
+
+    /// Thread-local mode: only the capturing thread is barred from unsafe
+    /// calls, so other devices' threads keep working.
+    fn begin_capture(&self) -> Result<(), ErrorKind> {
+        // SAFETY: the stream is live; a stream already capturing is an error
+        // the driver reports (core never asks: its state machine).
+        check("cuStreamBeginCapture", unsafe {
+            cu::cuStreamBeginCapture_v2(
+                self.raw,
+                cu::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+            )
+        })
+    }
+
+    /// An invalidated capture is an error and yields no graph.
+    fn end_capture(&self) -> Result<Graph, ErrorKind> {
+        let mut g: cu::CUgraph = ptr::null_mut();
+        // SAFETY: the stream is live; `g` is a valid out-pointer (left null
+        // if the capture was invalidated).
+        let r = unsafe { cu::cuStreamEndCapture(self.raw, &mut g) };
+        let graph = (!g.is_null()).then_some(Graph(g));
+        check("cuStreamEndCapture", r)?;
+        graph.ok_or_else(|| ErrorKind::driver("cuStreamEndCapture", "no graph was returned"))
+    }
+
+    fn is_capturing(&self) -> Result<bool, ErrorKind> {
+        let mut status = cu::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        // SAFETY: the stream is live; `status` is a valid out-pointer.
+        check("cuStreamIsCapturing", unsafe {
+            cu::cuStreamIsCapturing(self.raw, &mut status)
+        })?;
+        Ok(status != cu::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
+    }
+
+    fn instantiate(&self, graph: &Graph) -> Result<GraphExec, ErrorKind> {
+        let mut e: cu::CUgraphExec = ptr::null_mut();
+        // SAFETY: the graph is live (borrowed); `e` is a valid out-pointer.
+        check("cuGraphInstantiate", unsafe {
+            cu::cuGraphInstantiateWithFlags(&mut e, graph.0, 0)
+        })?;
+        Ok(GraphExec(e))
+    }
+
+    fn upload(&self, exec: &GraphExec) -> Result<(), ErrorKind> {
+        // SAFETY: exec and stream are live (borrowed).
+        check("cuGraphUpload", unsafe {
+            cu::cuGraphUpload(exec.0, self.raw)
+        })
+    }
+
+    fn launch(&self, exec: &GraphExec) -> Result<(), ErrorKind> {
+        // SAFETY: exec and stream are live (borrowed); the exec's kernels
+        // were checked launch by launch when recorded (KernelLaunch), and
+        // core keeps their buffers alive while the graph lives.
+        check("cuGraphLaunch", unsafe {
+            cu::cuGraphLaunch(exec.0, self.raw)
+        })
+    }
+
+    fn synchronize(&self) -> Result<(), ErrorKind> {
+        // SAFETY: the stream is live (borrowed).
+        check("cuStreamSynchronize", unsafe {
+            cu::cuStreamSynchronize(self.raw)
+        })
+    }
+
+    fn destroy_exec(&self, exec: GraphExec) {
+        drop(exec);
+    }
+
+    fn destroy_graph(&self, graph: Graph) {
+        drop(graph);
+    }
+
+    fn events_available(&self) -> Result<(), String> {
+        events()
+    }
+
+    fn create_event(&self) -> Result<Event, ErrorKind> {
+        events().map_err(|reason| ErrorKind::Unavailable { reason })?;
+        let mut e: cu::CUevent = ptr::null_mut();
+        // SAFETY: the event symbols are present (checked above); `e` is a
+        // valid out-pointer; the context is current (the backend selects).
+        check("cuEventCreate", unsafe {
+            cu::cuEventCreate(&mut e, cu::CUevent_flags::CU_EVENT_DEFAULT as u32)
+        })?;
+        Ok(Event(e))
+    }
+
+    fn record_event(&self, event: &Event) -> Result<(), ErrorKind> {
+        // SAFETY: event and stream are live (borrowed).
+        check("cuEventRecord", unsafe {
+            cu::cuEventRecord(event.0, self.raw)
+        })
+    }
+
+    fn wait_event(&self, event: &Event) -> Result<(), ErrorKind> {
+        // SAFETY: the event is live (borrowed).
+        check("cuEventSynchronize", unsafe {
+            cu::cuEventSynchronize(event.0)
+        })
+    }
+
+    fn elapsed_ms(&self, start: &Event, end: &Event) -> Result<f32, ErrorKind> {
+        let mut ms = 0f32;
+        // SAFETY: both events are live (borrowed); `ms` is a valid out-pointer.
+        check("cuEventElapsedTime", unsafe {
+            cu::cuEventElapsedTime_v2(&mut ms, start.0, end.0)
+        })?;
+        Ok(ms)
+    }
+
+    fn destroy_event(&self, event: Event) {
+        drop(event);
+    }
+}
