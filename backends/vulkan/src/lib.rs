@@ -46,13 +46,12 @@
 //! - **Pipelines** are created lazily per (op, variant) and cached; `prepare`
 //!   creates them ahead of a capture (C7).
 //!
-//! `unsafe` lives only in `raw`, each block with its `SAFETY` reason.
-#![deny(unsafe_code)]
+//! `unsafe` lives only in `sys`, each block with its `SAFETY` reason.
 
 mod backend;
 mod dispatch;
 #[allow(unsafe_code)]
-mod raw;
+mod sys;
 
 pub use backend::VulkanBackend;
 
@@ -61,12 +60,12 @@ use seam::{Backend, ErrorKind};
 /// How many Vulkan devices with a compute queue this machine has, or why
 /// there are none (with what to install).
 pub fn device_count() -> Result<usize, String> {
-    let instance = raw::Instance::shared()?;
+    let instance = sys::Instance::shared()?;
     let adapters = instance.adapters()?;
     if adapters.is_empty() {
         return Err(format!(
             "{} (the loader found no device with a compute queue)",
-            raw::INSTALL_HINT
+            sys::INSTALL_HINT
         ));
     }
     Ok(adapters.len())

@@ -1,13 +1,15 @@
-//! `VulkanBackend`: the seam over the `raw` layer. Safe Rust only; the
-//! decisions it implements are listed in the crate documentation.
+//! `VulkanBackend`: the seam over the `sys` layer. Safe Rust only; the
+//! decisions it implements are listed in the crate documentation. Objects the
+//! device may still use are kept alive by `sys` (a pending submission holds
+//! its command buffer, which holds what it uses), so this layer simply drops
+//! what it no longer needs: a freed buffer, a destroyed graph (C8), a
+//! replaced current exec.
 
-mod arena;
 mod staging;
 mod timing;
 
 use crate::dispatch;
-use crate::raw::{Gpu, Instance, RawBuf};
-use arena::Arena;
+use crate::sys::{Buffer, CommandBuffer, Gpu, Instance, Pipeline};
 use ash::vk;
 use seam::{
     Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, Launch, OpKind, RawBuffer,
@@ -19,33 +21,8 @@ use std::ffi::CString;
 /// Eager launches recorded before the batch is submitted on its own.
 const EAGER_BATCH: usize = 256;
 
-/// A command buffer being recorded, or recorded, with its descriptor sets.
-struct Recording {
-    cmd: vk::CommandBuffer,
-    arena: Arena,
-    launches: usize,
-}
-
-/// A recorded graph: the current exec or a handle.
-struct Exec {
-    rec: Recording,
-    /// Serial of the last submission of `rec.cmd` (0: never submitted).
-    last_serial: u64,
-}
-
-/// One queue submission.
-struct Submission {
-    serial: u64,
-    fence: vk::Fence,
-    /// The eager batch it carried, recycled once the fence signals.
-    eager: Option<Recording>,
-}
-
-/// Something to destroy once a submission serial has completed.
-enum Garbage {
-    Buffer(RawBuf),
-    Exec(Exec),
-}
+/// Submitted eager batches kept for reuse once they complete.
+const SPARE_BATCHES: usize = 8;
 
 /// One Vulkan device behind the seam.
 pub struct VulkanBackend {
@@ -53,29 +30,20 @@ pub struct VulkanBackend {
     /// Buffers in mapped host-visible memory (CPU/UMA devices) rather than
     /// device-local memory behind a staging buffer.
     host_visible: bool,
-    /// Per binding count 1..=3: descriptor set layout and pipeline layout.
-    layouts: Vec<(vk::DescriptorSetLayout, vk::PipelineLayout)>,
-    modules: HashMap<OpKind, vk::ShaderModule>,
-    pipelines: HashMap<(OpKind, &'static str), vk::Pipeline>,
-    cmd_pool: vk::CommandPool,
-    buffers: HashMap<u64, RawBuf>,
-    staging: Option<RawBuf>,
+    pipelines: HashMap<(OpKind, &'static str), Pipeline>,
+    buffers: HashMap<u64, Buffer>,
+    staging: Option<Buffer>,
     next_id: u64,
-    eager: Option<Recording>,
-    /// Completed eager recordings, ready to record again.
-    spare: Vec<Recording>,
-    free_fences: Vec<vk::Fence>,
-    in_flight: VecDeque<Submission>,
-    /// Serial the next submission gets; serials start at 1.
-    next_serial: u64,
-    /// Every submission up to this serial has completed.
-    completed: u64,
-    garbage: Vec<(u64, Garbage)>,
-    capture: Option<Recording>,
-    current: Option<Exec>,
-    graphs: HashMap<u64, Exec>,
+    /// The open eager batch.
+    eager: Option<CommandBuffer>,
+    /// Submitted eager batches, oldest first, recorded again once completed.
+    batches: VecDeque<CommandBuffer>,
+    capture: Option<CommandBuffer>,
+    current: Option<CommandBuffer>,
+    graphs: HashMap<u64, CommandBuffer>,
     /// Timestamp queries for device timing (see `timing.rs`).
     timing: timing::Timing,
+    /// Last: its `Drop` waits for (or, after a timeout, leaks) pending work.
     gpu: Gpu,
 }
 
@@ -92,7 +60,7 @@ impl VulkanBackend {
             ))
         })?;
         let gpu = Gpu::new(instance, adapter)?;
-        let a = &gpu.adapter;
+        let a = gpu.adapter();
         let uma = matches!(
             a.device_type,
             vk::PhysicalDeviceType::CPU | vk::PhysicalDeviceType::INTEGRATED_GPU
@@ -109,36 +77,21 @@ impl VulkanBackend {
             name: a.name.clone(),
             driver: a.driver.clone(),
         };
-        let mut backend = VulkanBackend {
+        Ok(VulkanBackend {
             info,
             host_visible: uma && has_coherent && !forced_staging,
-            layouts: Vec::new(),
-            modules: HashMap::new(),
             pipelines: HashMap::new(),
-            cmd_pool: vk::CommandPool::null(),
             buffers: HashMap::new(),
             staging: None,
             next_id: 1,
             eager: None,
-            spare: Vec::new(),
-            free_fences: Vec::new(),
-            in_flight: VecDeque::new(),
-            next_serial: 1,
-            completed: 0,
-            garbage: Vec::new(),
+            batches: VecDeque::new(),
             capture: None,
             current: None,
             graphs: HashMap::new(),
             timing: timing::Timing::default(),
             gpu,
-        };
-        // On failure, Drop releases whatever was created so far.
-        for n in 1..=3 {
-            let l = backend.gpu.create_layouts(n)?;
-            backend.layouts.push(l);
-        }
-        backend.cmd_pool = backend.gpu.create_command_pool()?;
-        Ok(backend)
+        })
     }
 
     // ----- memory preferences -----
@@ -166,161 +119,47 @@ impl VulkanBackend {
         }
     }
 
-    fn buffer(&self, id: RawBuffer) -> Result<&RawBuf, ErrorKind> {
+    fn buffer(&self, id: RawBuffer) -> Result<&Buffer, ErrorKind> {
         self.buffers
             .get(&id.0)
             .ok_or(ErrorKind::UnknownBuffer { id: id.0 })
     }
 
-    // ----- submissions and retirement -----
-
-    /// Serial of the latest work that may use a resource now: the open eager
-    /// batch (submitted next) if it has launches, else the last submission.
-    fn pending_serial(&self) -> u64 {
-        match &self.eager {
-            Some(_) => self.next_serial,
-            None => self.next_serial - 1,
-        }
-    }
-
-    fn retire(&mut self, serial: u64, garbage: Garbage) {
-        if serial <= self.completed {
-            self.destroy_garbage(garbage);
-        } else {
-            self.garbage.push((serial, garbage));
-        }
-    }
-
-    fn destroy_garbage(&mut self, garbage: Garbage) {
-        match garbage {
-            Garbage::Buffer(b) => self.gpu.destroy_buffer(b),
-            Garbage::Exec(e) => self.destroy_recording(e.rec),
-        }
-    }
-
-    fn destroy_recording(&mut self, rec: Recording) {
-        self.gpu.free_command_buffer(self.cmd_pool, rec.cmd);
-        rec.arena.destroy(&self.gpu);
-    }
-
-    /// Collect completed submissions (in order), recycle their fences and
-    /// eager recordings, and destroy garbage they no longer need.
-    fn poll(&mut self) -> Result<(), ErrorKind> {
-        while let Some(front) = self.in_flight.front() {
-            if !self.gpu.fence_signaled(front.fence)? {
-                break;
-            }
-            let Some(done) = self.in_flight.pop_front() else {
-                break;
-            };
-            self.completed = done.serial;
-            self.gpu.reset_fence(done.fence)?;
-            self.free_fences.push(done.fence);
-            if let Some(mut rec) = done.eager {
-                rec.arena.reset(&self.gpu)?;
-                rec.launches = 0;
-                self.spare.push(rec);
-            }
-        }
-        if self.in_flight.is_empty() {
-            self.completed = self.next_serial - 1;
-        }
-        let completed = self.completed;
-        let (ready, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.garbage)
-            .into_iter()
-            .partition(|(s, _)| *s <= completed);
-        self.garbage = keep;
-        for (_, g) in ready {
-            self.destroy_garbage(g);
-        }
-        Ok(())
-    }
-
-    /// Submit an executable command buffer; returns its serial.
-    fn submit(
-        &mut self,
-        cmd: vk::CommandBuffer,
-        eager: Option<Recording>,
-    ) -> Result<u64, ErrorKind> {
-        // Recycle what has completed, so replays without a synchronize
-        // between them reuse fences instead of creating one per replay.
-        if let Err(e) = self.poll() {
-            if let Some(rec) = eager {
-                self.destroy_recording(rec);
-            }
-            return Err(e);
-        }
-        let fence = match self.free_fences.pop() {
-            Some(f) => f,
-            None => match self.gpu.create_fence() {
-                Ok(f) => f,
-                Err(e) => {
-                    if let Some(rec) = eager {
-                        self.destroy_recording(rec);
-                    }
-                    return Err(e);
-                }
-            },
-        };
-        if let Err(e) = self.gpu.submit(cmd, fence) {
-            self.free_fences.push(fence);
-            if let Some(rec) = eager {
-                self.destroy_recording(rec);
-            }
-            return Err(e);
-        }
-        let serial = self.next_serial;
-        self.next_serial += 1;
-        self.in_flight.push_back(Submission {
-            serial,
-            fence,
-            eager,
-        });
-        Ok(serial)
-    }
+    // ----- submissions -----
 
     /// Submit the open eager batch, if any.
     fn flush(&mut self) -> Result<(), ErrorKind> {
-        let Some(rec) = self.eager.take() else {
+        let Some(mut batch) = self.eager.take() else {
             return Ok(());
         };
-        let submitted = match self.gpu.end(rec.cmd) {
-            Ok(()) => self.submit(rec.cmd, Some(rec)).map(drop),
-            Err(e) => {
-                self.destroy_recording(rec);
-                Err(e)
-            }
-        };
-        // On failure the batch was destroyed: its timestamps never happen.
+        let submitted = batch.end().and_then(|()| self.gpu.submit(&batch)).map(drop);
+        // On failure the batch is dropped: its timestamps never happen.
         self.timing_batch_done(submitted.is_ok());
         submitted?;
-        self.poll()
+        if self.batches.len() < SPARE_BATCHES {
+            self.batches.push_back(batch);
+        }
+        Ok(())
     }
 
     /// Submit the eager batch and wait for every submission.
     fn wait_all(&mut self) -> Result<(), ErrorKind> {
         self.flush()?;
-        let fences: Vec<vk::Fence> = self.in_flight.iter().map(|s| s.fence).collect();
-        self.gpu.wait(&fences)?;
-        self.poll()
+        self.gpu.wait_idle()
     }
 
-    /// The open eager batch, starting one if needed.
-    fn eager(&mut self) -> Result<&mut Recording, ErrorKind> {
+    /// The open eager batch, starting one if needed (reusing the oldest
+    /// submitted batch once it has completed).
+    fn eager(&mut self) -> Result<&mut CommandBuffer, ErrorKind> {
         if self.eager.is_none() {
-            let rec = match self.spare.pop() {
-                Some(rec) => rec,
-                None => Recording {
-                    cmd: self.gpu.allocate_command_buffer(self.cmd_pool)?,
-                    arena: Arena::default(),
-                    launches: 0,
-                },
-            };
-            if let Err(e) = self.gpu.begin(rec.cmd, false) {
-                self.spare.push(rec);
-                return Err(e);
+            self.gpu.poll()?;
+            let mut batch = match self.batches.front() {
+                Some(b) if !self.gpu.is_pending(b) => self.batches.pop_front(),
+                _ => None,
             }
-            self.eager = Some(rec);
+            .map_or_else(|| self.gpu.command_buffer(), Ok)?;
+            batch.begin(false)?;
+            self.eager = Some(batch);
         }
         self.eager
             .as_mut()
@@ -329,36 +168,20 @@ impl VulkanBackend {
 
     // ----- pipelines -----
 
-    /// The pipeline of an (op, dtype) pair with its layouts, created on first use.
-    fn pipeline(
-        &mut self,
-        op: OpKind,
-        dtype: DType,
-    ) -> Result<(vk::Pipeline, vk::DescriptorSetLayout, vk::PipelineLayout), ErrorKind> {
-        let n = op.signature().len();
-        let (set_layout, layout) = *self
-            .layouts
-            .get(n.wrapping_sub(1))
-            .ok_or(ErrorKind::OpUnsupported { op, dtype })?;
+    /// The pipeline of an (op, dtype) pair, created on first use.
+    fn pipeline(&mut self, op: OpKind, dtype: DType) -> Result<Pipeline, ErrorKind> {
         let key = (op, seam_kernels::variant(op, dtype));
-        if let Some(&p) = self.pipelines.get(&key) {
-            return Ok((p, set_layout, layout));
+        if let Some(p) = self.pipelines.get(&key) {
+            return Ok(p.clone());
         }
-        let module = match self.modules.get(&op) {
-            Some(&m) => m,
-            None => {
-                let words =
-                    seam_kernels::spirv(op).ok_or(ErrorKind::OpUnsupported { op, dtype })?;
-                let m = self.gpu.create_shader_module(words)?;
-                self.modules.insert(op, m);
-                m
-            }
-        };
+        let words = seam_kernels::spirv(op).ok_or(ErrorKind::OpUnsupported { op, dtype })?;
         let entry = CString::new(seam_kernels::entry_point(op, dtype))
             .map_err(|e| ErrorKind::driver("vkCreateComputePipelines", e))?;
-        let p = self.gpu.create_compute_pipeline(layout, module, &entry)?;
-        self.pipelines.insert(key, p);
-        Ok((p, set_layout, layout))
+        let p = self
+            .gpu
+            .compute_pipeline(op.signature().len(), words, &entry)?;
+        self.pipelines.insert(key, p.clone());
+        Ok(p)
     }
 }
 
@@ -374,7 +197,7 @@ impl Backend for VulkanBackend {
     fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
         // Kernels address every buffer as 32-bit words.
         let size = (bytes as u64).div_ceil(4) * 4;
-        let max = self.gpu.adapter.max_storage_buffer_range;
+        let max = self.gpu.adapter().max_storage_buffer_range;
         if size > max {
             return Err(ErrorKind::TooLarge {
                 what: "allocation",
@@ -382,8 +205,7 @@ impl Backend for VulkanBackend {
             });
         }
         let buf = self.gpu.create_buffer(size, self.buffer_memory())?;
-        if self.host_visible && buf.mapped.is_none() {
-            self.gpu.destroy_buffer(buf);
+        if self.host_visible && !buf.is_mapped() {
             return Err(ErrorKind::driver(
                 "vkMapMemory",
                 "host-visible buffer is not mapped",
@@ -396,14 +218,12 @@ impl Backend for VulkanBackend {
     }
 
     fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
-        let buf = self
-            .buffers
+        // Queued work or a pending replay may still use it: those hold it
+        // until they have completed.
+        self.buffers
             .remove(&buffer.0)
-            .ok_or(ErrorKind::UnknownBuffer { id: buffer.0 })?;
-        // Queued work or an earlier replay may still read it: retire, don't destroy.
-        let serial = self.pending_serial();
-        self.retire(serial, Garbage::Buffer(buf));
-        Ok(())
+            .map(drop)
+            .ok_or(ErrorKind::UnknownBuffer { id: buffer.0 })
     }
 
     fn write(&mut self, buffer: RawBuffer, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
@@ -412,11 +232,7 @@ impl Backend for VulkanBackend {
             return self.staged_write(buffer, offset, data);
         }
         self.wait_all()?;
-        let buf = self.buffer(buffer)?;
-        buf.mapped
-            .as_ref()
-            .ok_or_else(|| ErrorKind::driver("vkMapMemory", "buffer is not mapped"))?
-            .write(offset, data)
+        self.buffer(buffer)?.write(offset, data)
     }
 
     fn read(&mut self, buffer: RawBuffer, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
@@ -425,43 +241,39 @@ impl Backend for VulkanBackend {
             return self.staged_read(buffer, offset, out);
         }
         self.wait_all()?;
-        let buf = self.buffer(buffer)?;
-        buf.mapped
-            .as_ref()
-            .ok_or_else(|| ErrorKind::driver("vkMapMemory", "buffer is not mapped"))?
-            .read(offset, out)
+        self.buffer(buffer)?.read(offset, out)
     }
 
     fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
-        let (pipeline, set_layout, layout) = self.pipeline(launch.op, launch.dtype)?;
+        let pipeline = self.pipeline(launch.op, launch.dtype)?;
         let groups = dispatch::grid(
             dispatch::workgroups(launch),
-            self.gpu.adapter.max_group_count,
+            self.gpu.adapter().max_group_count,
         )?;
         let buffers = launch
             .buffers
             .iter()
-            .map(|b| self.buffer(*b).map(|r| r.buffer))
+            .map(|b| self.buffer(*b).cloned())
             .collect::<Result<Vec<_>, _>>()?;
+        let bindings: Vec<_> = buffers
+            .iter()
+            .zip(launch.op.signature())
+            .map(|(b, binding)| (b, binding.access))
+            .collect();
         let params = launch.params.to_bytes();
-        let capturing = self.capture.is_some();
-        if !capturing {
+        if self.capture.is_none() {
             self.eager()?;
         }
-        let rec = if capturing {
-            self.capture.as_mut()
-        } else {
-            self.eager.as_mut()
-        }
-        .ok_or_else(|| {
-            ErrorKind::driver("vkBeginCommandBuffer", "no command buffer to record into")
-        })?;
-        let set = rec.arena.set(&self.gpu, set_layout, &buffers)?;
-        self.gpu.barrier(rec.cmd);
-        self.gpu
-            .dispatch(rec.cmd, pipeline, layout, set, &params, groups);
-        rec.launches += 1;
-        if !capturing && rec.launches >= EAGER_BATCH {
+        let rec = self
+            .capture
+            .as_mut()
+            .or(self.eager.as_mut())
+            .ok_or_else(|| {
+                ErrorKind::driver("vkBeginCommandBuffer", "no command buffer to record into")
+            })?;
+        rec.barrier()?;
+        rec.dispatch(&pipeline, &bindings, &params, groups)?;
+        if self.capture.is_none() && rec_full(self.eager.as_ref()) {
             self.flush()?;
         }
         Ok(())
@@ -482,25 +294,16 @@ impl Backend for VulkanBackend {
         if self.capture.is_some() {
             return Err(ErrorKind::NestedCapture);
         }
-        let cmd = self.gpu.allocate_command_buffer(self.cmd_pool)?;
-        if let Err(e) = self.gpu.begin(cmd, true) {
-            self.gpu.free_command_buffer(self.cmd_pool, cmd);
-            return Err(e);
-        }
-        self.capture = Some(Recording {
-            cmd,
-            arena: Arena::default(),
-            launches: 0,
-        });
+        let mut cmd = self.gpu.command_buffer()?;
+        cmd.begin(true)?;
+        self.capture = Some(cmd);
         Ok(())
     }
 
     fn end_capture(&mut self) -> Result<(), ErrorKind> {
         let exec = self.finish_capture()?;
-        if let Some(old) = self.current.replace(exec) {
-            // A replay of the old exec may be in flight.
-            self.retire(old.last_serial, Garbage::Exec(old));
-        }
+        // A replay of the old exec may be in flight: it holds the exec.
+        self.current = Some(exec);
         Ok(())
     }
 
@@ -513,33 +316,30 @@ impl Backend for VulkanBackend {
     }
 
     fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
-        let cmd = self.exec(target)?.rec.cmd;
+        self.exec(target)?;
         // Launches queued before the replay run before it.
         self.flush()?;
-        let serial = self.submit(cmd, None)?;
-        if let Ok(exec) = self.exec(target) {
-            exec.last_serial = serial;
-        }
-        Ok(())
+        let exec = match target {
+            ReplayTarget::Current => self.current.as_ref(),
+            ReplayTarget::Graph(g) => self.graphs.get(&g.0),
+        };
+        self.gpu
+            .submit(exec.ok_or(ErrorKind::NoCurrentExec)?)
+            .map(drop)
     }
 
     fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
-        let exec = self
-            .graphs
+        // C8: a replay may be in flight; it holds the command buffer, which
+        // is freed once that submission has completed, never while pending.
+        self.graphs
             .remove(&graph.0)
             .ok_or(ErrorKind::UnknownGraph { id: graph.0 })?;
-        // C8: a replay may be in flight; the command buffer is freed once its
-        // last submission has completed, never while pending.
-        let poll = self.poll();
-        self.retire(exec.last_serial, Garbage::Exec(exec));
-        poll
+        self.gpu.poll()
     }
 
     fn abort_capture(&mut self) -> Result<(), ErrorKind> {
-        let rec = self.capture.take().ok_or(ErrorKind::NotCapturing)?;
         // A command buffer in the recording state was never submitted.
-        self.destroy_recording(rec);
-        Ok(())
+        self.capture.take().map(drop).ok_or(ErrorKind::NotCapturing)
     }
 
     fn live_resources(&self) -> ResourceCounts {
@@ -571,76 +371,32 @@ impl Backend for VulkanBackend {
 }
 
 impl VulkanBackend {
-    fn finish_capture(&mut self) -> Result<Exec, ErrorKind> {
-        let rec = self.capture.take().ok_or(ErrorKind::NotCapturing)?;
-        if let Err(e) = self.gpu.end(rec.cmd) {
-            self.destroy_recording(rec);
-            return Err(e);
-        }
-        Ok(Exec {
-            rec,
-            last_serial: 0,
-        })
+    fn finish_capture(&mut self) -> Result<CommandBuffer, ErrorKind> {
+        let mut rec = self.capture.take().ok_or(ErrorKind::NotCapturing)?;
+        rec.end()?;
+        Ok(rec)
     }
 
-    fn exec(&mut self, target: ReplayTarget) -> Result<&mut Exec, ErrorKind> {
+    fn exec(&self, target: ReplayTarget) -> Result<&CommandBuffer, ErrorKind> {
         match target {
-            ReplayTarget::Current => self.current.as_mut().ok_or(ErrorKind::NoCurrentExec),
+            ReplayTarget::Current => self.current.as_ref().ok_or(ErrorKind::NoCurrentExec),
             ReplayTarget::Graph(g) => self
                 .graphs
-                .get_mut(&g.0)
+                .get(&g.0)
                 .ok_or(ErrorKind::UnknownGraph { id: g.0 }),
         }
     }
 }
 
+/// Whether the eager batch has reached [`EAGER_BATCH`] launches.
+fn rec_full(batch: Option<&CommandBuffer>) -> bool {
+    batch.is_some_and(|b| b.dispatches() >= EAGER_BATCH)
+}
+
 impl Drop for VulkanBackend {
     fn drop(&mut self) {
-        if let Some(rec) = self.capture.take() {
-            self.destroy_recording(rec);
-        }
-        if self.wait_all().is_err() {
-            // Something may still run: destroying it would be undefined
-            // behaviour, so everything is leaked instead.
-            self.gpu.leak();
-            return;
-        }
-        for (_, g) in std::mem::take(&mut self.garbage) {
-            self.destroy_garbage(g);
-        }
-        let execs: Vec<Exec> = self
-            .graphs
-            .drain()
-            .map(|(_, e)| e)
-            .chain(self.current.take())
-            .collect();
-        for e in execs {
-            self.destroy_recording(e.rec);
-        }
-        for rec in std::mem::take(&mut self.spare) {
-            self.destroy_recording(rec);
-        }
-        self.release_query_pools();
-        for (_, b) in std::mem::take(&mut self.buffers) {
-            self.gpu.destroy_buffer(b);
-        }
-        if let Some(s) = self.staging.take() {
-            self.gpu.destroy_buffer(s);
-        }
-        for f in std::mem::take(&mut self.free_fences) {
-            self.gpu.destroy_fence(f);
-        }
-        for (_, p) in std::mem::take(&mut self.pipelines) {
-            self.gpu.destroy_pipeline(p);
-        }
-        for (_, m) in std::mem::take(&mut self.modules) {
-            self.gpu.destroy_shader_module(m);
-        }
-        for (s, l) in std::mem::take(&mut self.layouts) {
-            self.gpu.destroy_layouts(s, l);
-        }
-        if self.cmd_pool != vk::CommandPool::null() {
-            self.gpu.destroy_command_pool(self.cmd_pool);
-        }
+        // Run what was launched; `Gpu`'s own `Drop` then waits for it (or
+        // leaks the device if it does not finish).
+        let _ = self.flush();
     }
 }

@@ -18,6 +18,7 @@
 //! with timing off, and at teardown.
 
 use super::VulkanBackend;
+use crate::sys::QueryPool;
 use ash::vk;
 use seam::{DeviceSpan, ErrorKind};
 use std::collections::HashMap;
@@ -26,7 +27,7 @@ use std::collections::HashMap;
 const QUERIES_PER_POOL: u32 = 1024;
 
 struct Pool {
-    pool: vk::QueryPool,
+    pool: QueryPool,
     /// Its queries must be reset (on the queue) before the next write.
     dirty: bool,
 }
@@ -48,7 +49,7 @@ pub(super) struct Timing {
 impl VulkanBackend {
     /// Whether the queue family can write timestamps, or why not.
     pub(super) fn timing_support(&self) -> Result<(), String> {
-        let a = &self.gpu.adapter;
+        let a = self.gpu.adapter();
         if a.timestamp_valid_bits == 0 {
             return Err(format!(
                 "queue family {} of {} reports timestampValidBits = 0: it cannot write timestamps",
@@ -96,21 +97,20 @@ impl VulkanBackend {
         if p == self.timing.pools.len() {
             self.add_query_pool()?;
         }
-        let cmd = self.eager()?.cmd;
+        self.eager()?;
+        let batch = self
+            .eager
+            .as_mut()
+            .ok_or_else(|| ErrorKind::driver("vkCmdWriteTimestamp", "no eager batch"))?;
         let pool = &mut self.timing.pools[p];
         if pool.dirty {
             // Every earlier write to this pool was read back (or never
             // submitted): reset all of it, ahead of this write in the queue.
-            self.gpu.reset_queries(cmd, pool.pool, 0, QUERIES_PER_POOL);
+            batch.reset_queries(&pool.pool, 0, QUERIES_PER_POOL)?;
             pool.dirty = false;
             self.timing.reset_in_batch.push(p);
         }
-        self.gpu.write_timestamp(
-            cmd,
-            vk::PipelineStageFlags::BOTTOM_OF_PIPE,
-            pool.pool,
-            query,
-        );
+        batch.write_timestamp(vk::PipelineStageFlags::BOTTOM_OF_PIPE, &pool.pool, query)?;
         self.timing.marks.push((tag, begin));
         Ok(())
     }
@@ -153,7 +153,7 @@ impl VulkanBackend {
             .chunks_mut(QUERIES_PER_POOL as usize)
             .zip(&self.timing.pools)
         {
-            self.gpu.query_results(pool.pool, 0, chunk)?;
+            self.gpu.query_results(&pool.pool, 0, chunk)?;
         }
         if !self.timing.on {
             // Nothing pending or open uses them (wait_all flushed and waited).
@@ -163,13 +163,13 @@ impl VulkanBackend {
     }
 
     fn spans(&self, marks: &[(u64, bool)], ticks: &[u64]) -> Vec<DeviceSpan> {
-        let bits = self.gpu.adapter.timestamp_valid_bits;
+        let bits = self.gpu.adapter().timestamp_valid_bits;
         let mask = if bits >= 64 {
             u64::MAX
         } else {
             (1u64 << bits) - 1
         };
-        let period = f64::from(self.gpu.adapter.timestamp_period);
+        let period = f64::from(self.gpu.adapter().timestamp_period);
         let ns = |t: u64| -> u64 {
             if period == 1.0 {
                 t
@@ -197,12 +197,9 @@ impl VulkanBackend {
         spans
     }
 
-    /// Destroy every query pool. Only when no pending or open command buffer
-    /// uses them.
+    /// Drop every query pool (command buffers that use one hold it).
     pub(super) fn release_query_pools(&mut self) {
-        for pool in std::mem::take(&mut self.timing.pools) {
-            self.gpu.destroy_query_pool(pool.pool);
-        }
+        self.timing.pools = Vec::new();
         self.timing.marks = Vec::new();
         self.timing.submitted = 0;
         self.timing.reset_in_batch.clear();

@@ -28,7 +28,10 @@ impl Instance {
 /// A physical device with a compute queue, as discovery sees it.
 #[derive(Clone, Debug)]
 pub struct Adapter {
-    pub phys: vk::PhysicalDevice,
+    /// Private: only [`Instance::adapters`] makes one, so `phys` belongs to
+    /// the instance `of`, which [`super::Gpu::new`] checks.
+    pub(super) phys: vk::PhysicalDevice,
+    pub(super) of: vk::Instance,
     pub name: String,
     pub driver: String,
     pub device_type: vk::PhysicalDeviceType,
@@ -126,6 +129,7 @@ impl Instance {
             };
             out.push(Adapter {
                 phys: pd,
+                of: self.instance.handle(),
                 name,
                 driver,
                 device_type: props.device_type,
@@ -167,9 +171,10 @@ impl Instance {
 
 impl Drop for Instance {
     fn drop(&mut self) {
-        // SAFETY: every device made from this instance is destroyed first
-        // (each `Gpu` holds an `Arc` of its instance and destroys its device
-        // before releasing it). The shared instance is never dropped.
+        // SAFETY: every device made from this instance is destroyed first:
+        // each device's `Shared` holds an `Arc` of its instance and destroys
+        // the device in its `Drop`, before that field is released (a leaked
+        // device keeps its instance alive). The shared instance is never dropped.
         unsafe { self.instance.destroy_instance(None) };
         let _ = &self.entry;
     }

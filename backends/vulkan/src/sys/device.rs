@@ -1,0 +1,717 @@
+//! The logical device, its objects and the queue timeline.
+//!
+//! Every object is an owning type whose `Drop` destroys it. What the device
+//! may still use is kept alive by reference counts, not by the caller's
+//! bookkeeping: a command buffer holds the buffers, pipelines and query pools
+//! it records, and every pending submission holds its command buffer until
+//! its fence has signalled. So dropping anything from safe code is sound, and
+//! so is re-recording (a pending command buffer cannot be borrowed mutably).
+
+use super::command::{CommandBuffer, QueryOp};
+use super::{drv, Adapter, Instance, FENCE_TIMEOUT_NS, PUSH_CONSTANT_BYTES};
+use ash::vk;
+use seam::ErrorKind;
+use std::collections::VecDeque;
+use std::ffi::CStr;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The `ash::Device` and what every object made from it shares.
+pub(super) struct Shared {
+    pub(super) device: ash::Device,
+    pub(super) adapter: Adapter,
+    /// Set when a wait timed out: work may still run, so nothing is destroyed.
+    leaked: AtomicBool,
+    /// Every submission up to this serial has completed.
+    completed: AtomicU64,
+    /// Keeps the process-wide instance alive; dropped after the device.
+    _instance: Arc<Instance>,
+}
+
+impl Shared {
+    /// Whether destroying objects is forbidden (see [`Gpu`]'s `Drop`).
+    pub(super) fn leaked(&self) -> bool {
+        self.leaked.load(Ordering::Acquire)
+    }
+
+    pub(super) fn completed(&self) -> u64 {
+        self.completed.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if self.leaked() {
+            return;
+        }
+        // SAFETY: every object made from the device holds an `Arc<Shared>`,
+        // so all of them are gone; `Gpu`'s `Drop` waited for every
+        // submission (or set `leaked`). The instance outlives this call.
+        unsafe { self.device.destroy_device(None) };
+    }
+}
+
+/// Lock a mutex whose data stays consistent even if a holder panicked.
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Host mapping of a host-visible, host-coherent allocation.
+struct Mapped {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the pointer is a mapping of device memory owned by the same
+// `BufferInner`; nothing about it is tied to the thread that mapped it.
+// Access goes through the `Mutex` around it.
+unsafe impl Send for Mapped {}
+
+struct BufferInner {
+    shared: Arc<Shared>,
+    buffer: vk::Buffer,
+    memory: vk::DeviceMemory,
+    size: u64,
+    mapped: Option<Mutex<Mapped>>,
+    /// Serial of the last submission that used the buffer (0: none).
+    last_use: AtomicU64,
+}
+
+impl Drop for BufferInner {
+    fn drop(&mut self) {
+        if self.shared.leaked() {
+            return;
+        }
+        // SAFETY: the last reference is gone, and every pending submission
+        // that uses the buffer holds one (through its command buffer); so no
+        // pending work uses it. Freeing the memory unmaps it.
+        unsafe {
+            self.shared.device.destroy_buffer(self.buffer, None);
+            self.shared.device.free_memory(self.memory, None);
+        }
+    }
+}
+
+/// A storage buffer with its own memory. Clones share it; it is destroyed
+/// with the last clone, which pending work holds while it runs.
+#[derive(Clone)]
+pub struct Buffer(Arc<BufferInner>);
+
+impl Buffer {
+    pub fn size(&self) -> u64 {
+        self.0.size
+    }
+
+    pub fn is_mapped(&self) -> bool {
+        self.0.mapped.is_some()
+    }
+
+    pub(super) fn handle(&self) -> vk::Buffer {
+        self.0.buffer
+    }
+
+    pub(super) fn same(&self, other: &Buffer) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    pub(super) fn set_last_use(&self, serial: u64) {
+        self.0.last_use.fetch_max(serial, Ordering::AcqRel);
+    }
+
+    /// The mapping, once no pending submission uses the buffer.
+    fn mapping(&self, what: &'static str) -> Result<MutexGuard<'_, Mapped>, ErrorKind> {
+        let last = self.0.last_use.load(Ordering::Acquire);
+        if last > self.0.shared.completed() {
+            return Err(ErrorKind::driver(
+                what,
+                format!("the buffer is in use by submission {last}, which has not completed"),
+            ));
+        }
+        self.0
+            .mapped
+            .as_ref()
+            .map(lock)
+            .ok_or_else(|| ErrorKind::driver(what, "the buffer is not host-visible"))
+    }
+
+    /// Copy `data` to byte `offset`. Refused while a submission that uses the
+    /// buffer is pending (wait first: [`Gpu::wait_idle`]).
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
+        let m = self.mapping("mapped memory write")?;
+        check(&m, offset, data.len())?;
+        // SAFETY: the range is inside the mapping (checked); no pending
+        // submission uses the memory (checked), the lock excludes other host
+        // access, and `data` cannot overlap device memory the host mapped.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), m.ptr.as_ptr().add(offset), data.len())
+        };
+        Ok(())
+    }
+
+    /// Copy from byte `offset` into `out`; refused as [`Buffer::write`]. The
+    /// memory is coherent and every command buffer ends with a host barrier,
+    /// so completed device writes are visible.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
+        let m = self.mapping("mapped memory read")?;
+        check(&m, offset, out.len())?;
+        // SAFETY: as in `write`, reading instead; `out` is a distinct Rust
+        // borrow, so it cannot overlap the mapping.
+        unsafe {
+            std::ptr::copy_nonoverlapping(m.ptr.as_ptr().add(offset), out.as_mut_ptr(), out.len())
+        };
+        Ok(())
+    }
+}
+
+fn check(m: &Mapped, offset: usize, len: usize) -> Result<(), ErrorKind> {
+    match offset.checked_add(len) {
+        Some(end) if end <= m.len => Ok(()),
+        _ => Err(ErrorKind::driver(
+            "mapped memory access",
+            format!("{len} bytes at {offset} exceed the {}-byte mapping", m.len),
+        )),
+    }
+}
+
+/// A descriptor set layout of `bindings` storage buffers and the pipeline
+/// layout adding the push-constant block.
+pub(super) struct Layout {
+    shared: Arc<Shared>,
+    pub(super) set_layout: vk::DescriptorSetLayout,
+    pub(super) layout: vk::PipelineLayout,
+    pub(super) bindings: usize,
+}
+
+impl Drop for Layout {
+    fn drop(&mut self) {
+        if self.shared.leaked() {
+            return;
+        }
+        // SAFETY: the last reference is gone: every pipeline made with it
+        // (and every command buffer binding such a pipeline) held one.
+        unsafe {
+            self.shared
+                .device
+                .destroy_pipeline_layout(self.layout, None);
+            self.shared
+                .device
+                .destroy_descriptor_set_layout(self.set_layout, None);
+        }
+    }
+}
+
+pub(super) struct PipelineInner {
+    pub(super) pipeline: vk::Pipeline,
+    pub(super) layout: Arc<Layout>,
+}
+
+impl Drop for PipelineInner {
+    fn drop(&mut self) {
+        let shared = &self.layout.shared;
+        if shared.leaked() {
+            return;
+        }
+        // SAFETY: the last reference is gone; command buffers that bind the
+        // pipeline hold one, so no pending work uses it.
+        unsafe { shared.device.destroy_pipeline(self.pipeline, None) };
+    }
+}
+
+/// A compute pipeline with its layouts.
+#[derive(Clone)]
+pub struct Pipeline(pub(super) Arc<PipelineInner>);
+
+pub(super) struct QueryPoolInner {
+    pub(super) shared: Arc<Shared>,
+    pub(super) pool: vk::QueryPool,
+    pub(super) count: u32,
+    /// Per query, whether it holds a timestamp, as the queue will see it:
+    /// updated in submission order by [`Gpu::submit`], which refuses a write
+    /// to a query not reset since its last write.
+    pub(super) written: Mutex<Vec<bool>>,
+    pub(super) last_use: AtomicU64,
+}
+
+impl Drop for QueryPoolInner {
+    fn drop(&mut self) {
+        if self.shared.leaked() {
+            return;
+        }
+        // SAFETY: the last reference is gone; command buffers that use the
+        // pool hold one, so no pending or recording work uses it.
+        unsafe { self.shared.device.destroy_query_pool(self.pool, None) };
+    }
+}
+
+/// A pool of timestamp queries. Its queries start unwritten and must be reset
+/// on the queue ([`CommandBuffer::reset_queries`]) before each write.
+#[derive(Clone)]
+pub struct QueryPool(pub(super) Arc<QueryPoolInner>);
+
+/// One queue submission, holding what it uses until its fence signals.
+struct Submission {
+    serial: u64,
+    fence: vk::Fence,
+    _cmd: CommandBuffer,
+}
+
+/// A logical device, its queue and the submissions on it.
+pub struct Gpu {
+    shared: Arc<Shared>,
+    queue: vk::Queue,
+    in_flight: VecDeque<Submission>,
+    free_fences: Vec<vk::Fence>,
+    /// Serial the next submission gets; serials start at 1.
+    next_serial: u64,
+    /// Per binding count 1..=3, created on first use.
+    layouts: Vec<Option<Arc<Layout>>>,
+}
+
+impl Gpu {
+    pub fn new(instance: Arc<Instance>, adapter: Adapter) -> Result<Gpu, ErrorKind> {
+        if adapter.of != instance.instance.handle() {
+            return Err(ErrorKind::driver(
+                "vkCreateDevice",
+                "the adapter was enumerated from another instance",
+            ));
+        }
+        let priorities = [1.0f32];
+        let queues = [vk::DeviceQueueCreateInfo::default()
+            .queue_family_index(adapter.queue_family)
+            .queue_priorities(&priorities)];
+        let info = vk::DeviceCreateInfo::default().queue_create_infos(&queues);
+        // SAFETY: `adapter.phys` was enumerated from this live instance
+        // (checked above);
+        // `info` and its queue array live across the call.
+        let device = unsafe { instance.instance.create_device(adapter.phys, &info, None) }
+            .map_err(drv("vkCreateDevice"))?;
+        // SAFETY: the device was created with one queue of this family.
+        let queue = unsafe { device.get_device_queue(adapter.queue_family, 0) };
+        Ok(Gpu {
+            shared: Arc::new(Shared {
+                device,
+                adapter,
+                leaked: AtomicBool::new(false),
+                completed: AtomicU64::new(0),
+                _instance: instance,
+            }),
+            queue,
+            in_flight: VecDeque::new(),
+            free_fences: Vec::new(),
+            next_serial: 1,
+            layouts: Vec::new(),
+        })
+    }
+
+    pub fn adapter(&self) -> &Adapter {
+        &self.shared.adapter
+    }
+
+    // ----- memory -----
+
+    /// A storage buffer (also a copy source and destination) bound to fresh
+    /// memory of the first type in `prefer` (memory property sets, best
+    /// first) that the buffer accepts; mapped when the type is host-visible
+    /// and coherent.
+    pub fn create_buffer(
+        &self,
+        size: u64,
+        prefer: &[vk::MemoryPropertyFlags],
+    ) -> Result<Buffer, ErrorKind> {
+        let d = &self.shared.device;
+        let info = vk::BufferCreateInfo::default()
+            .size(size.max(4))
+            .usage(
+                vk::BufferUsageFlags::STORAGE_BUFFER
+                    | vk::BufferUsageFlags::TRANSFER_SRC
+                    | vk::BufferUsageFlags::TRANSFER_DST,
+            )
+            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        // SAFETY: valid create info (size > 0) living across the call.
+        let buffer = unsafe { d.create_buffer(&info, None) }.map_err(drv("vkCreateBuffer"))?;
+        match self.bind_memory(buffer, prefer) {
+            Ok((memory, mapped)) => Ok(Buffer(Arc::new(BufferInner {
+                shared: self.shared.clone(),
+                buffer,
+                memory,
+                size,
+                mapped: mapped.map(Mutex::new),
+                last_use: AtomicU64::new(0),
+            }))),
+            Err(e) => {
+                // SAFETY: the buffer was never bound or used.
+                unsafe { d.destroy_buffer(buffer, None) };
+                Err(e)
+            }
+        }
+    }
+
+    fn bind_memory(
+        &self,
+        buffer: vk::Buffer,
+        prefer: &[vk::MemoryPropertyFlags],
+    ) -> Result<(vk::DeviceMemory, Option<Mapped>), ErrorKind> {
+        let d = &self.shared.device;
+        // SAFETY: `buffer` is live.
+        let req = unsafe { d.get_buffer_memory_requirements(buffer) };
+        let mem = &self.shared.adapter.memory;
+        let types = &mem.memory_types[..mem.memory_type_count as usize];
+        let index = prefer
+            .iter()
+            .find_map(|want| {
+                types.iter().enumerate().position(|(i, t)| {
+                    req.memory_type_bits & (1 << i) != 0 && t.property_flags.contains(*want)
+                })
+            })
+            .ok_or_else(|| {
+                ErrorKind::driver(
+                    "vkAllocateMemory",
+                    format!("no memory type with {prefer:?} accepts this buffer"),
+                )
+            })?;
+        let flags = types[index].property_flags;
+        let info = vk::MemoryAllocateInfo::default()
+            .allocation_size(req.size)
+            .memory_type_index(index as u32);
+        // SAFETY: valid allocate info for a type the buffer accepts.
+        let memory = unsafe { d.allocate_memory(&info, None) }.map_err(drv("vkAllocateMemory"))?;
+        let bound = (|| {
+            // SAFETY: fresh memory of an accepted type and size, offset 0;
+            // the buffer is unbound.
+            unsafe { d.bind_buffer_memory(buffer, memory, 0) }
+                .map_err(drv("vkBindBufferMemory"))?;
+            let host =
+                vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+            if !flags.contains(host) {
+                return Ok(None);
+            }
+            // SAFETY: host-visible memory, not mapped yet, whole range.
+            let ptr =
+                unsafe { d.map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty()) }
+                    .map_err(drv("vkMapMemory"))?;
+            let ptr = NonNull::new(ptr.cast::<u8>())
+                .ok_or_else(|| ErrorKind::driver("vkMapMemory", "returned a null pointer"))?;
+            Ok(Some(Mapped {
+                ptr,
+                len: req.size as usize,
+            }))
+        })();
+        match bound {
+            Ok(mapped) => Ok((memory, mapped)),
+            Err(e) => {
+                // SAFETY: the memory is unused (binding or mapping failed).
+                unsafe { d.free_memory(memory, None) };
+                Err(e)
+            }
+        }
+    }
+
+    // ----- pipelines -----
+
+    /// The layouts for `bindings` storage buffers (1..=3), created on first use.
+    fn layout(&mut self, bindings: usize) -> Result<Arc<Layout>, ErrorKind> {
+        if !(1..=3).contains(&bindings) {
+            return Err(ErrorKind::driver(
+                "vkCreateDescriptorSetLayout",
+                format!("{bindings} bindings: kernels take 1 to 3 buffers"),
+            ));
+        }
+        if self.layouts.len() < bindings {
+            self.layouts.resize(bindings, None);
+        }
+        if let Some(l) = &self.layouts[bindings - 1] {
+            return Ok(l.clone());
+        }
+        let d = &self.shared.device;
+        let list: Vec<_> = (0..bindings as u32)
+            .map(|i| {
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(i)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            })
+            .collect();
+        let info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&list);
+        // SAFETY: valid create info living across the call.
+        let set_layout = unsafe { d.create_descriptor_set_layout(&info, None) }
+            .map_err(drv("vkCreateDescriptorSetLayout"))?;
+        let set_layouts = [set_layout];
+        let ranges = [vk::PushConstantRange::default()
+            .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            .offset(0)
+            .size(PUSH_CONSTANT_BYTES)];
+        let info = vk::PipelineLayoutCreateInfo::default()
+            .set_layouts(&set_layouts)
+            .push_constant_ranges(&ranges);
+        // SAFETY: as above; `set_layout` is live.
+        let layout = match unsafe { d.create_pipeline_layout(&info, None) } {
+            Ok(layout) => layout,
+            Err(e) => {
+                // SAFETY: the set layout is unused.
+                unsafe { d.destroy_descriptor_set_layout(set_layout, None) };
+                return Err(ErrorKind::driver("vkCreatePipelineLayout", e));
+            }
+        };
+        let l = Arc::new(Layout {
+            shared: self.shared.clone(),
+            set_layout,
+            layout,
+            bindings,
+        });
+        self.layouts[bindings - 1] = Some(l.clone());
+        Ok(l)
+    }
+
+    /// A compute pipeline for entry point `entry` of the SPIR-V module
+    /// `words`, whose kernel binds `bindings` storage buffers (set 0,
+    /// bindings 0..n) and the push-constant block. The module is validated:
+    /// naga produced it at build time and `seam-kernels` checks it.
+    pub fn compute_pipeline(
+        &mut self,
+        bindings: usize,
+        words: &[u32],
+        entry: &CStr,
+    ) -> Result<Pipeline, ErrorKind> {
+        let layout = self.layout(bindings)?;
+        let d = &self.shared.device;
+        let info = vk::ShaderModuleCreateInfo::default().code(words);
+        // SAFETY: `words` is a SPIR-V module produced and validated by naga.
+        let module =
+            unsafe { d.create_shader_module(&info, None) }.map_err(drv("vkCreateShaderModule"))?;
+        let stage = vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::COMPUTE)
+            .module(module)
+            .name(entry);
+        let info = [vk::ComputePipelineCreateInfo::default()
+            .stage(stage)
+            .layout(layout.layout)];
+        // SAFETY: live module and layout; the create info lives across the call.
+        let made = unsafe { d.create_compute_pipelines(vk::PipelineCache::null(), &info, None) };
+        // SAFETY: a module is only needed while pipelines are created from it.
+        unsafe { d.destroy_shader_module(module, None) };
+        let pipeline = made
+            .map_err(|(_, e)| ErrorKind::driver("vkCreateComputePipelines", e))?
+            .into_iter()
+            .next()
+            .ok_or_else(|| ErrorKind::driver("vkCreateComputePipelines", "returned no pipeline"))?;
+        Ok(Pipeline(Arc::new(PipelineInner { pipeline, layout })))
+    }
+
+    // ----- timestamp queries -----
+
+    pub fn create_query_pool(&self, count: u32) -> Result<QueryPool, ErrorKind> {
+        let info = vk::QueryPoolCreateInfo::default()
+            .query_type(vk::QueryType::TIMESTAMP)
+            .query_count(count);
+        // SAFETY: valid create info living across the call.
+        let pool = unsafe { self.shared.device.create_query_pool(&info, None) }
+            .map_err(drv("vkCreateQueryPool"))?;
+        Ok(QueryPool(Arc::new(QueryPoolInner {
+            shared: self.shared.clone(),
+            pool,
+            count,
+            written: Mutex::new(vec![false; count as usize]),
+            last_use: AtomicU64::new(0),
+        })))
+    }
+
+    /// Read queries `first..first + out.len()` of `pool` as 64-bit ticks.
+    /// Refused unless every submission that used the pool has completed and
+    /// wrote each of those queries.
+    pub fn query_results(
+        &mut self,
+        pool: &QueryPool,
+        first: u32,
+        out: &mut [u64],
+    ) -> Result<(), ErrorKind> {
+        const CALL: &str = "vkGetQueryPoolResults";
+        if out.is_empty() {
+            return Ok(());
+        }
+        self.poll()?;
+        let p = &pool.0;
+        let last = p.last_use.load(Ordering::Acquire);
+        if last > self.shared.completed() {
+            return Err(ErrorKind::driver(
+                CALL,
+                format!("submission {last} has not completed"),
+            ));
+        }
+        let end = first as usize + out.len();
+        let written = lock(&p.written);
+        if end > p.count as usize || !written[first as usize..end].iter().all(|&w| w) {
+            return Err(ErrorKind::driver(
+                CALL,
+                format!("queries {first}..{end} are not all written"),
+            ));
+        }
+        // SAFETY: live pool, range inside it (checked); `out` holds one u64
+        // per query (TYPE_64). Every query was written by a completed
+        // submission (checked), so WAIT returns at once.
+        unsafe {
+            self.shared.device.get_query_pool_results(
+                p.pool,
+                first,
+                out,
+                vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+            )
+        }
+        .map_err(drv(CALL))
+    }
+
+    // ----- command buffers and submission -----
+
+    pub fn command_buffer(&self) -> Result<CommandBuffer, ErrorKind> {
+        CommandBuffer::new(self.shared.clone())
+    }
+
+    /// Whether a submission of `cmd` may still be running (as of the last poll).
+    pub fn is_pending(&self, cmd: &CommandBuffer) -> bool {
+        cmd.last_serial() > self.shared.completed()
+    }
+
+    /// Submit an executable command buffer; returns the submission's serial.
+    /// The submission holds `cmd` (and so everything it uses) until it has
+    /// completed.
+    pub fn submit(&mut self, cmd: &CommandBuffer) -> Result<u64, ErrorKind> {
+        self.poll()?;
+        cmd.check_submit()?;
+        let serial = self.next_serial;
+        // Query commands of this submission, in queue order (see
+        // `QueryPoolInner`): the pools' states after it, committed once it
+        // is submitted.
+        let queries = cmd.query_ops();
+        let mut after = Vec::with_capacity(queries.len());
+        for (pool, ops) in queries {
+            let mut next = lock(&pool.0.written).clone();
+            for op in ops {
+                match *op {
+                    QueryOp::Reset { first, count } => {
+                        next[first as usize..(first + count) as usize].fill(false)
+                    }
+                    QueryOp::Write(q) if next[q as usize] => {
+                        return Err(ErrorKind::driver(
+                            "vkQueueSubmit",
+                            format!("timestamp query {q} is written again without a reset"),
+                        ))
+                    }
+                    QueryOp::Write(q) => next[q as usize] = true,
+                }
+            }
+            after.push(next);
+        }
+        let fence = match self.free_fences.pop() {
+            Some(f) => f,
+            // SAFETY: valid create info; the device is live.
+            None => unsafe {
+                self.shared
+                    .device
+                    .create_fence(&vk::FenceCreateInfo::default(), None)
+            }
+            .map_err(drv("vkCreateFence"))?,
+        };
+        let cmds = [cmd.handle()];
+        let submit = [vk::SubmitInfo::default().command_buffers(&cmds)];
+        // SAFETY: `cmd` is executable and, unless recorded SIMULTANEOUS_USE,
+        // not pending or already submitted once (checked by `check_submit`);
+        // every object it uses is alive (it holds them) and stays so (the
+        // submission holds it). The fence is unsignaled and in no pending
+        // submission (fresh, or reset when its submission was collected);
+        // the queue is used only through `&mut self`.
+        if let Err(e) = unsafe { self.shared.device.queue_submit(self.queue, &submit, fence) } {
+            self.free_fences.push(fence);
+            return Err(ErrorKind::driver("vkQueueSubmit", e));
+        }
+        self.next_serial += 1;
+        cmd.submitted(serial);
+        for ((pool, _), next) in queries.iter().zip(after) {
+            *lock(&pool.0.written) = next;
+            pool.0.last_use.fetch_max(serial, Ordering::AcqRel);
+        }
+        self.in_flight.push_back(Submission {
+            serial,
+            fence,
+            _cmd: cmd.clone_ref(),
+        });
+        Ok(serial)
+    }
+
+    /// Collect completed submissions, in order: their command buffers (and
+    /// what those hold) are released and their fences reused.
+    pub fn poll(&mut self) -> Result<(), ErrorKind> {
+        while let Some(front) = self.in_flight.front() {
+            // SAFETY: live fence, owned by this `Gpu`.
+            let done = unsafe { self.shared.device.get_fence_status(front.fence) }
+                .map_err(drv("vkGetFenceStatus"))?;
+            if !done {
+                break;
+            }
+            self.collect_front()?;
+        }
+        Ok(())
+    }
+
+    fn collect_front(&mut self) -> Result<(), ErrorKind> {
+        let Some(done) = self.in_flight.pop_front() else {
+            return Ok(());
+        };
+        self.shared.completed.store(done.serial, Ordering::Release);
+        // SAFETY: the fence has signalled, so its submission completed and it
+        // is in no pending submission.
+        let reset = unsafe { self.shared.device.reset_fences(&[done.fence]) };
+        match reset {
+            Ok(()) => self.free_fences.push(done.fence),
+            // SAFETY: as above; a fence that cannot be reset is not reused.
+            Err(_) => unsafe { self.shared.device.destroy_fence(done.fence, None) },
+        }
+        reset.map_err(drv("vkResetFences"))
+    }
+
+    /// Wait for every submission, at most [`FENCE_TIMEOUT_NS`].
+    pub fn wait_idle(&mut self) -> Result<(), ErrorKind> {
+        let fences: Vec<vk::Fence> = self.in_flight.iter().map(|s| s.fence).collect();
+        if fences.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: live fences owned by this `Gpu`.
+        match unsafe {
+            self.shared
+                .device
+                .wait_for_fences(&fences, true, FENCE_TIMEOUT_NS)
+        } {
+            Ok(()) => {}
+            Err(vk::Result::TIMEOUT) => {
+                return Err(ErrorKind::driver(
+                    "vkWaitForFences",
+                    format!(
+                        "the device did not finish within {} s",
+                        FENCE_TIMEOUT_NS / 1_000_000_000
+                    ),
+                ))
+            }
+            Err(e) => return Err(ErrorKind::driver("vkWaitForFences", e)),
+        }
+        while !self.in_flight.is_empty() {
+            self.collect_front()?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        if self.wait_idle().is_err() {
+            // Work may still run: destroying what it uses would be undefined
+            // behaviour, so every object of this device is leaked instead.
+            self.shared.leaked.store(true, Ordering::Release);
+            std::mem::forget(std::mem::take(&mut self.in_flight));
+            return;
+        }
+        for f in self.free_fences.drain(..) {
+            // SAFETY: every submission completed; the fence is in none.
+            unsafe { self.shared.device.destroy_fence(f, None) };
+        }
+    }
+}

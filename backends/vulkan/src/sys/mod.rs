@@ -1,0 +1,43 @@
+//! The thin unsafe layer: every Vulkan call of the crate, each checked and
+//! returned as a `Result` naming the call. Nothing above this module uses
+//! `unsafe`, and nothing it exports can be misused into undefined behaviour
+//! from safe code:
+//! - every object is an owning type destroyed by its `Drop`, never a copyable
+//!   handle (no double destroy, no use after destroy);
+//! - what the device may still use is kept alive by reference counts: a
+//!   command buffer holds the buffers, pipelines and query pools it records,
+//!   and a pending submission holds its command buffer until its fence has
+//!   signalled (`device.rs`); re-recording a pending command buffer, host
+//!   access to a buffer a pending submission uses, resubmitting a
+//!   ONE_TIME_SUBMIT buffer and rewriting a timestamp query without a reset
+//!   are refused with an error;
+//! - a wait that timed out at teardown leaks the device and every object of
+//!   it instead of destroying what may still run.
+//!
+//! The backend above (`backend/mod.rs`) therefore keeps no lifetime
+//! bookkeeping of its own: it drops what it no longer needs.
+
+use ash::vk;
+use seam::ErrorKind;
+
+/// How long any wait on the device may take before it is reported as an error.
+pub const FENCE_TIMEOUT_NS: u64 = 20_000_000_000;
+
+/// The fix printed when there is no loader or no driver.
+pub const INSTALL_HINT: &str =
+    "no Vulkan loader/ICD: install mesa-vulkan-drivers for the CPU device (lavapipe)";
+
+/// Size of the push-constant block (`seam::Params`).
+pub const PUSH_CONSTANT_BYTES: u32 = seam::Params::BYTES as u32;
+
+pub(crate) fn drv(call: &'static str) -> impl Fn(vk::Result) -> ErrorKind {
+    move |r| ErrorKind::driver(call, r)
+}
+
+mod command;
+mod device;
+mod instance;
+
+pub use command::CommandBuffer;
+pub use device::{Buffer, Gpu, Pipeline, QueryPool};
+pub use instance::{Adapter, Instance};
