@@ -3,8 +3,8 @@
 //! and each code object loaded once per device.
 
 use crate::options;
-use crate::sys::{self, Function, Module};
-use seam::{DType, ErrorKind, OpKind};
+use crate::sys;
+use seam::{ErrorKind, OpKind};
 use seam_kernels::Language;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -45,31 +45,4 @@ pub fn image(arch: &str, op: OpKind) -> Result<Arc<Vec<u8>>, ErrorKind> {
     let img = Arc::new(compile(arch, op)?);
     map.insert(key, img.clone());
     Ok(img)
-}
-
-type FunctionCache = Mutex<HashMap<(usize, OpKind), Vec<(DType, Function)>>>;
-
-static FUNCTIONS: OnceLock<FunctionCache> = OnceLock::new();
-
-/// Every entry point of `op` (one per dtype it accepts), loaded on device
-/// `ordinal`, which must be the calling thread's current device.
-pub fn kernels(
-    ordinal: usize,
-    arch: &str,
-    op: OpKind,
-) -> Result<Vec<(DType, Function)>, ErrorKind> {
-    let cache = FUNCTIONS.get_or_init(Default::default);
-    let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(fs) = map.get(&(ordinal, op)) {
-        return Ok(fs.clone());
-    }
-    let img = image(arch, op)?;
-    let module = Module::load(&img)?;
-    let fs = op
-        .dtypes()
-        .iter()
-        .map(|&d| Ok((d, module.function(&seam_kernels::entry_point(op, d))?)))
-        .collect::<Result<Vec<_>, ErrorKind>>()?;
-    map.insert((ordinal, op), fs.clone());
-    Ok(fs)
 }

@@ -17,7 +17,8 @@
 //!   node by node so a profiler sees every replay.
 //!
 //! Without the feature only [`options`] and [`profile`] (pure logic, unit
-//! tested everywhere) are built. All `unsafe` lives in `sys`.
+//! tested everywhere) are built. All `unsafe` lives in `sys` (HIP runtime and
+//! hipRTC bindings).
 
 pub mod options;
 pub mod profile;
@@ -27,6 +28,7 @@ mod backend;
 #[cfg(feature = "rocm")]
 mod compile;
 #[cfg(feature = "rocm")]
+#[allow(unsafe_code)]
 mod sys;
 
 #[cfg(feature = "rocm")]
@@ -34,7 +36,7 @@ pub use rocm::*;
 
 #[cfg(feature = "rocm")]
 mod rocm {
-    pub use crate::backend::HipBackend;
+    pub use crate::backend::{HipBackend, HipToolchain};
     use crate::{compile, profile, sys};
     use seam::{Backend, ErrorKind, OpKind};
     use std::sync::OnceLock;
@@ -71,8 +73,21 @@ mod rocm {
 
     /// Open HIP device `index` (`hip:<index>`).
     pub fn open(index: usize) -> Result<Box<dyn Backend>, ErrorKind> {
-        HipBackend::open(index).map(|b| Box::new(b) as Box<dyn Backend>)
+        crate::backend::open(index).map(|b| Box::new(b) as Box<dyn Backend>)
     }
+
+    /// The HIP backend's description of itself (`seam::registration`).
+    pub const REGISTRATION: seam::Registration = seam::Registration {
+        name: "hip",
+        feature: Some("rocm"),
+        device_count,
+        open,
+        capture: &[seam::CaptureKind::Native],
+        device_timing: seam::DeclaredTiming::Timed,
+        capabilities: seam::ALL_CAPABILITIES,
+        unsupported: &[],
+        expected_failures: &[],
+    };
 
     /// Compile `op`'s kernel for `arch` with hipRTC (no GPU needed), with
     /// the same options the backend uses; the code object's size.

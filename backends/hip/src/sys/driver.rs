@@ -1,0 +1,422 @@
+//! The backend's stream, which implements seam-streamgraph's driver traits
+//! directly (each method body is the HIP call; there is no second
+//! forwarding layer): memory, modules, kernel launches, capture, graphs,
+//! events.
+
+use super::check;
+use hip_runtime_sys as hip;
+use seam::ErrorKind;
+use seam_streamgraph::{check_range, GraphDriver, KernelLaunch, StreamDriver};
+use std::ffi::{c_int, c_void, CString};
+use std::ptr;
+use std::sync::{Arc, OnceLock};
+
+// ----- stream -----
+
+/// A non-blocking stream on one device: no implicit synchronisation with
+/// the null stream, so other threads' work cannot join our captures.
+pub struct Stream {
+    raw: hip::hipStream_t,
+    device: c_int,
+}
+
+// SAFETY: a stream handle is usable from any thread once its device is
+// selected there, which `select` does; the backend serialises calls (core
+// holds it behind a lock).
+unsafe impl Send for Stream {}
+
+impl Stream {
+    /// A new stream on device `ordinal`, which this selects.
+    pub fn new(ordinal: usize) -> Result<Self, ErrorKind> {
+        let device = c_int::try_from(ordinal).map_err(|_| {
+            ErrorKind::driver("hipSetDevice", format!("ordinal {ordinal} out of range"))
+        })?;
+        super::set_device(device)?;
+        let mut raw: hip::hipStream_t = ptr::null_mut();
+        // SAFETY: `raw` is a valid out-pointer for one handle; the device is
+        // selected (above), so the stream is created on it.
+        check("hipStreamCreateWithFlags", unsafe {
+            hip::hipStreamCreateWithFlags(&mut raw, hip::hipStreamNonBlocking)
+        })?;
+        Ok(Stream { raw, device })
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        // SAFETY: destroys the stream created in new, once (owned, never
+        // copied out); work still queued on it completes.
+        let _ = unsafe { hip::hipStreamDestroy(self.raw) };
+    }
+}
+
+// ----- memory -----
+
+/// One `hipMalloc` allocation: device memory, so device work on it never
+/// touches host memory.
+pub struct DeviceMemory {
+    ptr: hip::hipDeviceptr_t,
+    bytes: usize,
+}
+
+// SAFETY: a device pointer is a plain address, valid from any thread.
+unsafe impl Send for DeviceMemory {}
+
+impl Drop for DeviceMemory {
+    fn drop(&mut self) {
+        // SAFETY: frees the allocation made in alloc, once (owned, never
+        // copied). Device work still using it would fault or read freed
+        // device memory, not host memory; the backend waits for its stream
+        // before every free anyway.
+        let _ = unsafe { hip::hipFree(self.ptr) };
+    }
+}
+
+/// `base + offset` as a device pointer (an address only: never dereferenced here).
+fn at(base: hip::hipDeviceptr_t, offset: usize) -> hip::hipDeviceptr_t {
+    (base as *mut u8).wrapping_add(offset) as hip::hipDeviceptr_t
+}
+
+// ----- modules and kernels -----
+
+struct ModuleHandle(hip::hipModule_t);
+
+// SAFETY: a module handle is never mutated after loading and is valid from
+// any thread.
+unsafe impl Send for ModuleHandle {}
+// SAFETY: as above: shared references only read the handle.
+unsafe impl Sync for ModuleHandle {}
+
+impl Drop for ModuleHandle {
+    fn drop(&mut self) {
+        // SAFETY: unloads the module loaded in load_module, once, after every
+        // Function (which holds an Arc to it) is gone.
+        let _ = unsafe { hip::hipModuleUnload(self.0) };
+    }
+}
+
+/// A loaded code object.
+pub struct Module(Arc<ModuleHandle>);
+
+/// A kernel; keeps its module loaded.
+#[derive(Clone)]
+pub struct Function {
+    _module: Arc<ModuleHandle>,
+    f: hip::hipFunction_t,
+}
+
+// SAFETY: function handles are immutable and usable from any thread.
+unsafe impl Send for Function {}
+
+impl StreamDriver for Stream {
+    type Memory = DeviceMemory;
+    type Module = Module;
+    type Function = Function;
+
+    fn select(&self) -> Result<(), ErrorKind> {
+        super::set_device(self.device)
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<DeviceMemory, ErrorKind> {
+        let mut ptr: *mut c_void = ptr::null_mut();
+        // SAFETY: `ptr` is a valid out-pointer for one device address.
+        check("hipMalloc", unsafe { hip::hipMalloc(&mut ptr, bytes) })?;
+        Ok(DeviceMemory { ptr, bytes })
+    }
+
+    fn memory_bytes(&self, memory: &DeviceMemory) -> usize {
+        memory.bytes
+    }
+
+    fn free(&self, memory: DeviceMemory) {
+        drop(memory);
+    }
+
+    fn write(&self, memory: &DeviceMemory, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
+        check_range("hipMemcpyHtoDAsync", offset, data.len(), memory.bytes)?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the destination range lies inside this live allocation
+        // (checked above); the runtime only reads the source, which stays
+        // borrowed until the stream is synchronised below.
+        check("hipMemcpyHtoDAsync", unsafe {
+            hip::hipMemcpyHtoDAsync(
+                at(memory.ptr, offset),
+                data.as_ptr() as *mut c_void,
+                data.len(),
+                self.raw,
+            )
+        })?;
+        self.synchronize()
+    }
+
+    fn read(&self, memory: &DeviceMemory, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
+        check_range("hipMemcpyDtoHAsync", offset, out.len(), memory.bytes)?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the source range lies inside this live allocation (checked
+        // above); `out` is borrowed mutably, so nothing else touches it,
+        // until the stream is synchronised below.
+        check("hipMemcpyDtoHAsync", unsafe {
+            hip::hipMemcpyDtoHAsync(
+                out.as_mut_ptr() as *mut c_void,
+                at(memory.ptr, offset),
+                out.len(),
+                self.raw,
+            )
+        })?;
+        self.synchronize()
+    }
+
+    /// `image` is an AMD code object from hipRTC.
+    fn load_module(&self, image: &[u8]) -> Result<Module, ErrorKind> {
+        if image.is_empty() {
+            return Err(ErrorKind::driver("hipModuleLoadData", "empty image"));
+        }
+        let mut m: hip::hipModule_t = ptr::null_mut();
+        // SAFETY: the runtime reads the code object only during the call and
+        // validates it (an ELF carries its own size); `m` is a valid out-pointer.
+        check("hipModuleLoadData", unsafe {
+            hip::hipModuleLoadData(&mut m, image.as_ptr() as *const c_void)
+        })?;
+        Ok(Module(Arc::new(ModuleHandle(m))))
+    }
+
+    fn function(&self, module: &Module, name: &str) -> Result<Function, ErrorKind> {
+        let cname = CString::new(name)
+            .map_err(|_| ErrorKind::driver("hipModuleGetFunction", "name contains NUL"))?;
+        let mut f: hip::hipFunction_t = ptr::null_mut();
+        // SAFETY: the module is live (held by `module`); the name is
+        // NUL-terminated; `f` is a valid out-pointer.
+        let r = unsafe { hip::hipModuleGetFunction(&mut f, module.0 .0, cname.as_ptr()) };
+        if r != hip::hipError_t::hipSuccess {
+            let text = super::describe(r);
+            return Err(ErrorKind::driver(
+                "hipModuleGetFunction",
+                format!("{name}: {text}"),
+            ));
+        }
+        Ok(Function {
+            _module: module.0.clone(),
+            f,
+        })
+    }
+
+    fn launch_kernel(&self, l: &KernelLaunch<'_, Self>) -> Result<(), ErrorKind> {
+        let mut ptrs: Vec<hip::hipDeviceptr_t> = l.buffers().iter().map(|b| b.ptr).collect();
+        let mut params = *l.params();
+        let mut args: Vec<*mut c_void> = ptrs
+            .iter_mut()
+            .map(|p| p as *mut hip::hipDeviceptr_t as *mut c_void)
+            .collect();
+        args.push(&mut params as *mut seam::Params as *mut c_void);
+        let (grid, block) = (l.grid(), l.block());
+        // SAFETY: a KernelLaunch (made only by seam-streamgraph, after
+        // checking the launch against the op, C12) holds the op's entry point
+        // and one live allocation per parameter, each large enough for what
+        // the kernel indexes; `args` points at one live local per parameter,
+        // of its exact type (device pointers, then the 32-byte repr(C)
+        // Params), which the runtime copies before returning.
+        check("hipModuleLaunchKernel", unsafe {
+            hip::hipModuleLaunchKernel(
+                l.function().f,
+                grid.0,
+                grid.1,
+                grid.2,
+                block.0,
+                block.1,
+                block.2,
+                0,
+                self.raw,
+                args.as_mut_ptr(),
+                ptr::null_mut(),
+            )
+        })
+    }
+}
+
+// ----- capture, graphs, events -----
+
+/// A captured graph (topology; replay needs an instantiated [`GraphExec`]).
+pub struct Graph(hip::hipGraph_t);
+
+// SAFETY: graph handles are usable from any thread.
+unsafe impl Send for Graph {}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        // SAFETY: destroys the graph returned by end_capture, once (the shared
+        // logic destroys its exec first).
+        let _ = unsafe { hip::hipGraphDestroy(self.0) };
+    }
+}
+
+/// An executable graph.
+pub struct GraphExec(hip::hipGraphExec_t);
+
+// SAFETY: exec handles are usable from any thread.
+unsafe impl Send for GraphExec {}
+
+impl Drop for GraphExec {
+    fn drop(&mut self) {
+        // SAFETY: destroys the exec once (owned); the shared logic waits for
+        // the stream before destroying an exec a replay may still use (C8).
+        let _ = unsafe { hip::hipGraphExecDestroy(self.0) };
+    }
+}
+
+/// A timing event (default flags: timing enabled).
+pub struct Event(hip::hipEvent_t);
+
+// SAFETY: event handles are usable from any thread.
+unsafe impl Send for Event {}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: destroys the event created in create_event, once (owned).
+        let _ = unsafe { hip::hipEventDestroy(self.0) };
+    }
+}
+
+type GraphUploadFn = unsafe extern "C" fn(hip::hipGraphExec_t, hip::hipStream_t) -> hip::hipError_t;
+
+/// `hipGraphUpload`, which ROCm 5.2's runtime does not export (5.3 does):
+/// looked up in the already-loaded libamdhip64, so linking never needs it.
+fn graph_upload_fn() -> Option<GraphUploadFn> {
+    static UPLOAD: OnceLock<Option<usize>> = OnceLock::new();
+    let addr = *UPLOAD.get_or_init(|| {
+        // SAFETY: dlsym with RTLD_DEFAULT only searches the loaded objects
+        // (libamdhip64 is one: we link it) for a NUL-terminated name.
+        let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"hipGraphUpload".as_ptr()) };
+        (!p.is_null()).then_some(p as usize)
+    });
+    // SAFETY: the symbol is HIP's hipGraphUpload, whose C signature is
+    // hipError_t (hipGraphExec_t, hipStream_t).
+    addr.map(|a| unsafe { std::mem::transmute::<usize, GraphUploadFn>(a) })
+}
+
+/// The HIP calls the shared capture logic makes: the CUDA backend's list,
+/// call for call, with HIP's names.
+impl GraphDriver for Stream {
+    type Graph = Graph;
+    type Exec = GraphExec;
+    type Event = Event;
+
+    fn api(&self) -> &'static str {
+        "hip"
+    }
+
+    /// Thread-local mode, as the CUDA backend.
+    fn begin_capture(&self) -> Result<(), ErrorKind> {
+        // SAFETY: the stream is live; a stream already capturing is an error
+        // the runtime reports (core never asks: its state machine).
+        check("hipStreamBeginCapture", unsafe {
+            hip::hipStreamBeginCapture(
+                self.raw,
+                hip::hipStreamCaptureMode::hipStreamCaptureModeThreadLocal,
+            )
+        })
+    }
+
+    /// An invalidated capture is an error and yields no graph.
+    fn end_capture(&self) -> Result<Graph, ErrorKind> {
+        let mut g: hip::hipGraph_t = ptr::null_mut();
+        // SAFETY: the stream is live; `g` is a valid out-pointer (left null
+        // if the capture was invalidated).
+        let r = unsafe { hip::hipStreamEndCapture(self.raw, &mut g) };
+        let graph = (!g.is_null()).then_some(Graph(g));
+        check("hipStreamEndCapture", r)?;
+        graph.ok_or_else(|| ErrorKind::driver("hipStreamEndCapture", "no graph was returned"))
+    }
+
+    fn is_capturing(&self) -> Result<bool, ErrorKind> {
+        let mut status = hip::hipStreamCaptureStatus::hipStreamCaptureStatusNone;
+        // SAFETY: the stream is live; `status` is a valid out-pointer.
+        check("hipStreamIsCapturing", unsafe {
+            hip::hipStreamIsCapturing(self.raw, &mut status)
+        })?;
+        Ok(status != hip::hipStreamCaptureStatus::hipStreamCaptureStatusNone)
+    }
+
+    /// The 5-argument `hipGraphInstantiate` (CUDA's 3-argument form plus an
+    /// error node and a log buffer, which we do not ask for).
+    fn instantiate(&self, graph: &Graph) -> Result<GraphExec, ErrorKind> {
+        let mut e: hip::hipGraphExec_t = ptr::null_mut();
+        // SAFETY: the graph is live (borrowed); `e` is a valid out-pointer;
+        // null error-node and log pointers with size 0 are allowed.
+        check("hipGraphInstantiate", unsafe {
+            hip::hipGraphInstantiate(&mut e, graph.0, ptr::null_mut(), ptr::null_mut(), 0)
+        })?;
+        Ok(GraphExec(e))
+    }
+
+    /// Where the runtime can (ROCm ≥ 5.3); on older runtimes the first
+    /// launch uploads it.
+    fn upload(&self, exec: &GraphExec) -> Result<(), ErrorKind> {
+        match graph_upload_fn() {
+            // SAFETY: exec and stream are live (borrowed).
+            Some(upload) => check("hipGraphUpload", unsafe { upload(exec.0, self.raw) }),
+            None => Ok(()),
+        }
+    }
+
+    fn launch(&self, exec: &GraphExec) -> Result<(), ErrorKind> {
+        // SAFETY: exec and stream are live (borrowed); the exec's kernels
+        // were checked launch by launch when recorded (KernelLaunch), and
+        // core keeps their buffers alive while the graph lives.
+        check("hipGraphLaunch", unsafe {
+            hip::hipGraphLaunch(exec.0, self.raw)
+        })
+    }
+
+    fn synchronize(&self) -> Result<(), ErrorKind> {
+        // SAFETY: the stream is live (borrowed).
+        check("hipStreamSynchronize", unsafe {
+            hip::hipStreamSynchronize(self.raw)
+        })
+    }
+
+    fn destroy_exec(&self, exec: GraphExec) {
+        drop(exec);
+    }
+
+    fn destroy_graph(&self, graph: Graph) {
+        drop(graph);
+    }
+
+    fn create_event(&self) -> Result<Event, ErrorKind> {
+        let mut e: hip::hipEvent_t = ptr::null_mut();
+        // SAFETY: `e` is a valid out-pointer; the device is selected.
+        check("hipEventCreate", unsafe { hip::hipEventCreate(&mut e) })?;
+        Ok(Event(e))
+    }
+
+    fn record_event(&self, event: &Event) -> Result<(), ErrorKind> {
+        // SAFETY: event and stream are live (borrowed).
+        check("hipEventRecord", unsafe {
+            hip::hipEventRecord(event.0, self.raw)
+        })
+    }
+
+    fn wait_event(&self, event: &Event) -> Result<(), ErrorKind> {
+        // SAFETY: the event is live (borrowed).
+        check("hipEventSynchronize", unsafe {
+            hip::hipEventSynchronize(event.0)
+        })
+    }
+
+    fn elapsed_ms(&self, start: &Event, end: &Event) -> Result<f32, ErrorKind> {
+        let mut ms = 0f32;
+        // SAFETY: both events are live (borrowed); `ms` is a valid out-pointer.
+        check("hipEventElapsedTime", unsafe {
+            hip::hipEventElapsedTime(&mut ms, start.0, end.0)
+        })?;
+        Ok(ms)
+    }
+
+    fn destroy_event(&self, event: Event) {
+        drop(event);
+    }
+}
