@@ -195,21 +195,12 @@ impl Matrix {
 
 /// Verdicts that make a run fail (as `Summary::ok` counts them).
 fn fails(v: &Verdict) -> bool {
-    v.fails_run() || matches!(v, Verdict::Crashed(_) | Verdict::TeardownHang(_))
+    v.fails_run()
 }
 
 /// A verdict's message, empty for a pass.
 pub fn detail(v: &Verdict) -> &str {
-    match v {
-        Verdict::Passed => "",
-        Verdict::Failed(m)
-        | Verdict::Ignored(m)
-        | Verdict::ExpectedFailure(m)
-        | Verdict::UnexpectedPass(m)
-        | Verdict::TimedOut(m)
-        | Verdict::Crashed(m)
-        | Verdict::TeardownHang(m) => m,
-    }
+    v.detail()
 }
 
 /// Text of a cell: the verdict's short code, and the digest group in a

@@ -75,3 +75,16 @@ pub fn device_count() -> Result<usize, String> {
 pub fn open(index: usize) -> Result<Box<dyn Backend>, ErrorKind> {
     Ok(Box::new(VulkanBackend::open(index)?))
 }
+
+/// The Vulkan backend's description of itself (`seam::registration`).
+pub const REGISTRATION: seam::Registration = seam::Registration {
+    name: "vulkan",
+    feature: Some("vulkan"),
+    device_count,
+    open,
+    capture: &[seam::CaptureKind::Native],
+    device_timing: seam::DeclaredTiming::Timed,
+    capabilities: seam::ALL_CAPABILITIES,
+    unsupported: &[],
+    expected_failures: &[],
+};

@@ -148,12 +148,8 @@ fn main() -> ExitCode {
         }
     }
     print_matrix(&report);
-    for t in report.trials.iter().filter(|t| t.verdict.fails_run()) {
-        println!(
-            "FAILED {}: {}",
-            t.name,
-            detail(&t.verdict).trim_start_matches(": ")
-        );
+    for line in report.failed_lines() {
+        println!("{line}");
     }
     println!("{}", report.summary.line());
     if let Some(path) = &args.json {

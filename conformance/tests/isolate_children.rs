@@ -1,0 +1,216 @@
+//! The isolated harness against real child processes: this test binary
+//! re-invokes itself as the device child (`fake_child`, selected by
+//! `SEAM_FAKE_CHILD`), which runs real trials on cpu:0 through the runner —
+//! so through the runner's verdict stream — and then misbehaves as asked:
+//! crashes in a trial, hangs in a trial, or hangs after its summary line.
+
+use seam_conformance::isolate::{self, ChildEnd, ChildFiles, Limits, Planned};
+use seam_conformance::report::{Report, Summary, TrialRecord, Verdict};
+use seam_conformance::runner::{self, Filter, RunOptions};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const FAKE: &str = "SEAM_FAKE_CHILD";
+/// The trial (0-based) the fake misbehaves in.
+const BAD_TRIAL: usize = 2;
+
+fn filter() -> Filter {
+    Filter {
+        backends: vec!["cpu".into()],
+        cases: vec!["c1_".into()],
+        devices: vec!["cpu:0".into()],
+    }
+}
+
+/// The device child. In a normal test run (no `SEAM_FAKE_CHILD`) it does nothing.
+#[test]
+fn fake_child() {
+    let Ok(behaviour) = std::env::var(FAKE) else {
+        return;
+    };
+    let plan = runner::plan(&filter());
+    let mut n = 0;
+    let (report, _) = runner::run_all_observed(
+        &plan,
+        RunOptions::default(),
+        |_| {
+            if n == BAD_TRIAL {
+                match behaviour.as_str() {
+                    "crash" => std::process::abort(),
+                    "hang" => loop {
+                        std::thread::sleep(Duration::from_secs(3600));
+                    },
+                    _ => {}
+                }
+            }
+            n += 1;
+        },
+        |_, _| {},
+    );
+    // libtest left "test fake_child ... " unterminated: the summary starts a line.
+    println!("\n{}", report.summary.line());
+    if behaviour == "teardown-hang" {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+fn planned() -> Vec<Planned> {
+    let plan = runner::plan(&filter());
+    let planned: Vec<Planned> = plan.trials.iter().map(Planned::from).collect();
+    assert!(
+        planned.len() > BAD_TRIAL + 1,
+        "need more than {} c1_ trials on cpu:0: {planned:?}",
+        BAD_TRIAL + 1
+    );
+    planned
+}
+
+/// Run the fake child with `behaviour` under `limits`.
+fn run_fake(behaviour: &str, limits: &Limits) -> (isolate::ChildRun, Vec<TrialRecord>) {
+    let dir = std::env::temp_dir().join(format!(
+        "seam-isolate-children-{}-{behaviour}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let files = ChildFiles::for_device(&dir, "cpu:0");
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "fake_child",
+        "--exact",
+        "--nocapture",
+        "--test-threads",
+        "1",
+    ])
+    .env(FAKE, behaviour);
+    let run = isolate::watch(cmd, &files, limits);
+    let records = isolate::verdicts("cpu:0", &planned(), &run);
+    let _ = std::fs::remove_dir_all(&dir);
+    (run, records)
+}
+
+fn limits() -> Limits {
+    Limits {
+        device: Duration::from_secs(120),
+        trial: Duration::from_secs(120),
+        teardown: Duration::from_secs(120),
+    }
+}
+
+fn report_of(records: Vec<TrialRecord>) -> Report {
+    let mut s = Summary::default();
+    records.iter().for_each(|t| s.add(&t.verdict));
+    Report::new(vec![], vec![], records, s)
+}
+
+#[test]
+fn a_crash_in_a_child_keeps_the_verdicts_of_trials_that_finished() {
+    let planned = planned();
+    let (run, records) = run_fake("crash", &limits());
+    assert!(
+        matches!(&run.end, ChildEnd::Signaled(_)),
+        "{:?}\n{}",
+        run.end,
+        run.log
+    );
+    assert_eq!(
+        run.running.as_deref(),
+        Some(planned[BAD_TRIAL].name.as_str())
+    );
+    assert_eq!(records.len(), planned.len(), "{records:#?}");
+    for (t, p) in records.iter().zip(&planned) {
+        assert_eq!(t.name, p.name);
+    }
+    // The trials before the crash ran for real: their own verdicts and durations.
+    for t in &records[..BAD_TRIAL] {
+        assert_eq!(t.verdict, Verdict::Passed, "{t:?}");
+        assert!(t.duration_ms > 0.0, "{t:?}");
+    }
+    let Verdict::Crashed(why) = &records[BAD_TRIAL].verdict else {
+        panic!("{:?}", records[BAD_TRIAL]);
+    };
+    assert!(why.contains("while this trial ran"), "{why}");
+    for t in &records[BAD_TRIAL + 1..] {
+        assert!(
+            matches!(&t.verdict, Verdict::Crashed(m) if m.starts_with("not run")),
+            "{t:?}"
+        );
+    }
+    let report = report_of(records);
+    assert!(!report.summary.ok());
+    assert_eq!(report.summary.passed, BAD_TRIAL);
+    let failed = report.failed_lines();
+    assert!(
+        failed[0].starts_with(&format!("FAILED {}: ", planned[BAD_TRIAL].name)),
+        "{failed:?}"
+    );
+}
+
+#[test]
+fn a_trial_that_never_returns_times_out() {
+    let planned = planned();
+    let limits = Limits {
+        trial: Duration::from_secs(2),
+        ..limits()
+    };
+    let start = Instant::now();
+    let (run, records) = run_fake("hang", &limits);
+    assert!(
+        matches!(run.end, ChildEnd::TimedOut),
+        "{:?}\n{}",
+        run.end,
+        run.log
+    );
+    assert!(start.elapsed() < Duration::from_secs(120));
+    assert!(records[..BAD_TRIAL]
+        .iter()
+        .all(|t| t.verdict == Verdict::Passed));
+    let Verdict::TimedOut(why) = &records[BAD_TRIAL].verdict else {
+        panic!("{:?}", records[BAD_TRIAL]);
+    };
+    assert!(why.contains("no verdict within 2s"), "{why}");
+    let report = report_of(records);
+    assert!(!report.summary.ok());
+    assert!(report.failed_lines()[0].starts_with(&format!("FAILED {}: ", planned[BAD_TRIAL].name)));
+}
+
+#[test]
+fn a_child_that_prints_its_summary_then_sleeps_is_a_teardown_hang() {
+    let planned = planned();
+    let limits = Limits {
+        teardown: Duration::from_millis(500),
+        ..limits()
+    };
+    let (run, records) = run_fake("teardown-hang", &limits);
+    assert!(
+        matches!(run.end, ChildEnd::TeardownHang),
+        "{:?}\n{}",
+        run.end,
+        run.log
+    );
+    // Every trial finished and kept its verdict; the hang is a record of its own.
+    assert_eq!(records.len(), planned.len() + 1, "{records:#?}");
+    assert!(records[..planned.len()]
+        .iter()
+        .all(|t| t.verdict == Verdict::Passed));
+    let hang = records.last().unwrap();
+    assert_eq!(hang.name, "cpu:0::teardown");
+    assert!(
+        matches!(&hang.verdict, Verdict::TeardownHang(m) if m.contains("did not exit within 500ms")),
+        "{hang:?}"
+    );
+    let report = report_of(records);
+    assert!(!report.summary.ok());
+    assert_eq!(report.summary.teardown_hangs, 1);
+    assert_eq!(
+        report.failed_lines(),
+        ["FAILED cpu:0::teardown: printed its summary, then did not exit within 500ms"]
+    );
+}
+
+/// A device's files are named after it, without the `:`.
+#[test]
+fn files_of_a_device_are_named_after_it() {
+    let f = ChildFiles::for_device(&PathBuf::from("/tmp/x"), "cuda:1");
+    assert_eq!(f.stream, PathBuf::from("/tmp/x/cuda_1.verdicts.jsonl"));
+}
