@@ -1,9 +1,9 @@
-//! `MetalBackend`: the seam over the `mtl` layer. Safe Rust only; the
+//! `MetalBackend`: the seam over the `sys` layer. Safe Rust only; the
 //! decisions it implements are listed in the crate documentation.
 
 use crate::dispatch;
 use crate::msl::{self, EntryPoint, Library as MslLibrary};
-use crate::mtl::{self, Buffer, CommandBuffer, Device, Dispatch, Encoder, Icb, Pipeline, Queue};
+use crate::sys::{self, Buffer, CommandBuffer, Device, Dispatch, Encoder, Icb, Pipeline, Queue};
 use seam::{
     Backend, CaptureSupport, DType, DeviceInfo, ErrorKind, Launch, OpKind, RawBuffer, RawGraph,
     ReplayTarget, ResourceCounts,
@@ -49,14 +49,9 @@ impl Recorded {
 enum Graph {
     /// Nothing was launched between begin and end.
     Empty,
-    /// An indirect command buffer; `launches` keeps every pipeline and buffer
-    /// its commands reference alive, `buffers` lists each buffer once for
-    /// `useResource`.
-    Native {
-        icb: Icb,
-        _launches: Vec<Recorded>,
-        buffers: Vec<Arc<Buffer>>,
-    },
+    /// An indirect command buffer (it holds every pipeline and buffer its
+    /// commands reference).
+    Native { icb: Icb },
     /// Re-encoded on every replay.
     Emulated { launches: Vec<Recorded> },
 }
@@ -98,7 +93,7 @@ pub struct MetalBackend {
     info: DeviceInfo,
     /// Capture through indirect command buffers (else Emulated).
     native: bool,
-    libraries: HashMap<OpKind, mtl::Library>,
+    libraries: HashMap<OpKind, sys::Library>,
     /// Keyed by MSL entry point name.
     pipelines: HashMap<&'static str, Arc<Pipeline>>,
     buffers: HashMap<u64, Arc<Buffer>>,
@@ -120,7 +115,7 @@ fn failed(message: String) -> ErrorKind {
 impl MetalBackend {
     /// Open `metal:<index>`: the index-th device of `MTLCopyAllDevices`.
     pub fn open(index: usize) -> Result<MetalBackend, ErrorKind> {
-        mtl::pool(|| {
+        sys::pool(|| {
             let device = Device::open(index).map_err(|reason| ErrorKind::Unavailable { reason })?;
             let forced = std::env::var(CAPTURE_ENV).is_ok_and(|v| v == "emulated");
             let native = device.supports_compute_icb() && !forced;
@@ -130,7 +125,7 @@ impl MetalBackend {
                 name: device.name(),
                 driver: format!(
                     "Metal, {}; MSL {}.{} from naga",
-                    mtl::os_version(),
+                    sys::os_version(),
                     msl::MSL_VERSION.0,
                     msl::MSL_VERSION.1
                 ),
@@ -239,7 +234,7 @@ impl MetalBackend {
     fn submit(&mut self) -> Result<(), ErrorKind> {
         if let Some(mut batch) = self.batch.take() {
             batch.end_encoder();
-            batch.cb.commit();
+            batch.cb.commit()?;
             self.in_flight.push_back(Submitted {
                 cb: batch.cb,
                 _keep: batch.keep,
@@ -255,11 +250,11 @@ impl MetalBackend {
     fn reap(&mut self) -> Result<(), ErrorKind> {
         while let Some(s) = self.in_flight.front() {
             match s.cb.status() {
-                mtl::Status::Pending => break,
-                mtl::Status::Completed => {
+                sys::Status::Pending => break,
+                sys::Status::Completed => {
                     self.in_flight.pop_front();
                 }
-                mtl::Status::Failed(message) => {
+                sys::Status::Failed(message) => {
                     self.in_flight.pop_front();
                     return Err(failed(message));
                 }
@@ -277,7 +272,7 @@ impl MetalBackend {
         let status = s.cb.wait()?;
         self.in_flight.pop_front();
         match status {
-            mtl::Status::Failed(message) => Err(failed(message)),
+            sys::Status::Failed(message) => Err(failed(message)),
             _ => Ok(()),
         }
     }
@@ -314,19 +309,9 @@ impl MetalBackend {
         }
         let icb = {
             let dispatches: Vec<Dispatch<'_>> = launches.iter().map(Recorded::dispatch).collect();
-            mtl::pool(|| self.device.new_icb(&dispatches))?
+            sys::pool(|| self.device.new_icb(&dispatches))?
         };
-        let mut buffers: Vec<Arc<Buffer>> = Vec::new();
-        for b in launches.iter().flat_map(|l| &l.buffers) {
-            if !buffers.iter().any(|x| Arc::ptr_eq(x, b)) {
-                buffers.push(b.clone());
-            }
-        }
-        Ok(Graph::Native {
-            icb,
-            _launches: launches,
-            buffers,
-        })
+        Ok(Graph::Native { icb })
     }
 }
 
@@ -351,7 +336,7 @@ impl Backend for MetalBackend {
                 what: "allocation",
                 detail: format!("{bytes} bytes"),
             })?;
-        let buffer = mtl::pool(|| self.device.new_buffer(rounded))?;
+        let buffer = sys::pool(|| self.device.new_buffer(rounded))?;
         let id = self.next_id;
         self.next_id += 1;
         self.buffers.insert(id, Arc::new(buffer));
@@ -369,18 +354,18 @@ impl Backend for MetalBackend {
 
     fn write(&mut self, buffer: RawBuffer, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
         let buf = self.buffer(buffer)?;
-        mtl::pool(|| self.wait_idle())?;
+        sys::pool(|| self.wait_idle())?;
         buf.write(offset, data)
     }
 
     fn read(&mut self, buffer: RawBuffer, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
         let buf = self.buffer(buffer)?;
-        mtl::pool(|| self.wait_idle())?;
+        sys::pool(|| self.wait_idle())?;
         buf.read(offset, out)
     }
 
     fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
-        mtl::pool(|| {
+        sys::pool(|| {
             let rec = self.resolve(launch)?;
             if let Some(capture) = &mut self.capture {
                 capture.push(rec);
@@ -397,11 +382,11 @@ impl Backend for MetalBackend {
     }
 
     fn synchronize(&mut self) -> Result<(), ErrorKind> {
-        mtl::pool(|| self.wait_idle())
+        sys::pool(|| self.wait_idle())
     }
 
     fn prepare(&mut self, ops: &[(OpKind, DType)]) -> Result<(), ErrorKind> {
-        mtl::pool(|| {
+        sys::pool(|| {
             for &(op, dtype) in ops {
                 let (lib, ep) =
                     msl::kernel(op, dtype).ok_or(ErrorKind::OpUnsupported { op, dtype })?;
@@ -439,7 +424,7 @@ impl Backend for MetalBackend {
         if matches!(*graph, Graph::Empty) {
             return Ok(());
         }
-        mtl::pool(|| {
+        sys::pool(|| {
             let batch = self.batch()?;
             match &*graph {
                 Graph::Empty => {}
@@ -450,13 +435,12 @@ impl Backend for MetalBackend {
                     }
                     batch.launches += launches.len();
                 }
-                Graph::Native { icb, buffers, .. } => {
+                Graph::Native { icb } => {
                     // Its own encoder: useResource orders it after the eager
                     // dispatches before it and before the ones after it.
                     batch.end_encoder();
                     let enc = batch.cb.encoder()?;
-                    let refs: Vec<&Buffer> = buffers.iter().map(|b| &**b).collect();
-                    enc.execute(icb, &refs)?;
+                    enc.execute(icb)?;
                     enc.end();
                     batch.launches += 1;
                 }
@@ -493,6 +477,6 @@ impl Drop for MetalBackend {
     fn drop(&mut self) {
         // Nothing Metal still executes may be released under it; the wait is
         // bounded, so a hung GPU cannot hang the drop.
-        let _ = mtl::pool(|| self.wait_idle());
+        let _ = sys::pool(|| self.wait_idle());
     }
 }

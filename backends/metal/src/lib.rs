@@ -41,8 +41,7 @@
 //!   not completed after 20 s is an error naming `MTLCommandBuffer.status`
 //!   (`waitUntilCompleted` would wait forever on a hung GPU).
 //!
-//! `unsafe` lives only in `mtl`, each block with its `SAFETY` reason.
-#![deny(unsafe_code)]
+//! `unsafe` lives only in `sys`, each block with its `SAFETY` reason.
 
 mod dispatch;
 pub mod msl;
@@ -51,7 +50,7 @@ pub mod msl;
 mod backend;
 #[cfg(target_vendor = "apple")]
 #[allow(unsafe_code)]
-mod mtl;
+mod sys;
 
 #[cfg(target_vendor = "apple")]
 pub use backend::MetalBackend;
@@ -65,7 +64,7 @@ pub const NOT_APPLE: &str = "Metal is only available on Apple platforms (macOS/i
 pub fn device_count() -> Result<usize, String> {
     #[cfg(target_vendor = "apple")]
     {
-        Ok(mtl::device_count())
+        Ok(sys::device_count())
     }
     #[cfg(not(target_vendor = "apple"))]
     {

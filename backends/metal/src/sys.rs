@@ -3,6 +3,13 @@
 //! [`ErrorKind::Driver`] naming the Metal call. Above this module the
 //! backend is safe Rust that cannot leak or dangle a Metal object: every
 //! object is a `Retained` released on drop, and an encoder is ended on drop.
+//! Nothing here relies on how the caller uses it:
+//! - a [`CommandBuffer`] holds every buffer, pipeline and indirect command
+//!   buffer its commands use until it is seen completed (or, if it is
+//!   dropped while still running, leaks them);
+//! - an [`Icb`] holds the pipelines and buffers its commands reference;
+//! - host access to a [`Buffer`] is refused while a command buffer that uses
+//!   it has not been seen completed, and is serialised by a lock.
 
 use crate::msl::{PARAMS_INDEX, SIZES_INDEX};
 use objc2::available;
@@ -19,6 +26,8 @@ use objc2_metal::{
 use seam::ErrorKind;
 use std::ffi::c_void;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 type Result<T> = std::result::Result<T, ErrorKind>;
@@ -117,7 +126,12 @@ impl Device {
             .raw
             .newBufferWithLength_options(bytes, MTLResourceOptions::StorageModeShared)
             .ok_or_else(|| nil("newBufferWithLength:options:"))?;
-        Ok(Buffer { raw, len: bytes })
+        Ok(Buffer(Arc::new(BufferInner {
+            raw,
+            len: bytes,
+            users: AtomicUsize::new(0),
+            host: Mutex::new(()),
+        })))
     }
 
     pub fn new_queue(&self) -> Result<Queue> {
@@ -212,6 +226,13 @@ impl Device {
             d.check()?;
         }
         let args = self.new_buffer(count * 2 * ARG_STRIDE)?;
+        let mut buffers: Vec<Buffer> = Vec::new();
+        for b in dispatches.iter().flat_map(|d| &d.buffers) {
+            if !buffers.iter().any(|x| Arc::ptr_eq(&x.0, &b.0)) {
+                buffers.push((*b).clone());
+            }
+        }
+        let pipelines = dispatches.iter().map(|d| d.pipeline.raw.clone()).collect();
         for (i, d) in dispatches.iter().enumerate() {
             args.write(i * 2 * ARG_STRIDE, &d.params)?;
             let sizes: Vec<u8> = d.sizes.iter().flat_map(|s| s.to_ne_bytes()).collect();
@@ -246,7 +267,13 @@ impl Device {
                 let cmd = unsafe { raw.indirectComputeCommandAtIndex(i) };
                 encode_icb_command(&cmd, d, &args, i);
             }
-            Ok(Icb { raw, count, args })
+            Ok(Icb(Arc::new(IcbInner {
+                raw,
+                count,
+                args,
+                buffers,
+                _pipelines: pipelines,
+            })))
         })
     }
 }
@@ -260,15 +287,16 @@ fn encode_icb_command(
     cmd.setComputePipelineState(&d.pipeline.raw);
     for (index, buf) in d.buffers.iter().enumerate() {
         // SAFETY: index < PARAMS_INDEX < maxKernelBufferBindCount (checked by
-        // Dispatch::check); the graph holding this ICB keeps `buf` alive.
-        unsafe { cmd.setKernelBuffer_offset_atIndex(&buf.raw, 0, index) };
+        // Dispatch::check); the `Icb` holds `buf` (and every command buffer
+        // executing it holds the `Icb`).
+        unsafe { cmd.setKernelBuffer_offset_atIndex(&buf.0.raw, 0, index) };
     }
     // SAFETY: both offsets lie inside `args` (2 * ARG_STRIDE per command,
     // sized for every command), 256-aligned; the indices are below
     // maxKernelBufferBindCount; the Icb owns `args`.
     unsafe {
-        cmd.setKernelBuffer_offset_atIndex(&args.raw, i * 2 * ARG_STRIDE, PARAMS_INDEX);
-        cmd.setKernelBuffer_offset_atIndex(&args.raw, (i * 2 + 1) * ARG_STRIDE, SIZES_INDEX);
+        cmd.setKernelBuffer_offset_atIndex(&args.0.raw, i * 2 * ARG_STRIDE, PARAMS_INDEX);
+        cmd.setKernelBuffer_offset_atIndex(&args.0.raw, (i * 2 + 1) * ARG_STRIDE, SIZES_INDEX);
     }
     for (index, &len) in d.threadgroup_memory.iter().enumerate() {
         // SAFETY: index < MAX_THREADGROUP_ARGS = maxKernelThreadgroupMemoryBindCount
@@ -326,57 +354,74 @@ impl Dispatch<'_> {
     }
 }
 
-/// A shared-storage `MTLBuffer`.
-pub struct Buffer {
+struct BufferInner {
     raw: Retained<ProtocolObject<dyn MTLBuffer>>,
     len: usize,
+    /// Command buffers that use it and have not been seen completed.
+    users: AtomicUsize,
+    /// Serialises host access to the contents.
+    host: Mutex<()>,
 }
 
 // SAFETY: MTLBuffer objects may be used from any thread (Metal resources are
-// thread-safe to reference); the contents are only touched by `write`/`read`,
-// which take `&self` but are called by the backend under its `&mut self`
-// after the GPU work using the buffer has completed.
-unsafe impl Send for Buffer {}
+// thread-safe to reference); the contents are touched only by
+// `Buffer::write`/`read`, under the `host` lock and only while no command
+// buffer that uses the buffer may run (`users == 0`).
+unsafe impl Send for BufferInner {}
 // SAFETY: as above.
-unsafe impl Sync for Buffer {}
+unsafe impl Sync for BufferInner {}
+
+/// A shared-storage `MTLBuffer`. Clones share it.
+#[derive(Clone)]
+pub struct Buffer(Arc<BufferInner>);
 
 impl Buffer {
     pub fn len(&self) -> usize {
-        self.len
+        self.0.len
     }
 
-    fn range(&self, what: &'static str, offset: usize, count: usize) -> Result<()> {
-        if offset.checked_add(count).is_none_or(|end| end > self.len) {
+    /// The contents, for the host: refused while a command buffer that uses
+    /// the buffer has not been seen completed (wait for it first).
+    fn host(&self, what: &'static str, offset: usize, count: usize) -> Result<MutexGuard<'_, ()>> {
+        if offset.checked_add(count).is_none_or(|end| end > self.0.len) {
             return Err(ErrorKind::HostRange {
                 what,
                 offset,
                 count,
-                len: self.len,
+                len: self.0.len,
             });
         }
-        Ok(())
+        let guard = self.0.host.lock().unwrap_or_else(|p| p.into_inner());
+        let users = self.0.users.load(Ordering::Acquire);
+        if users > 0 {
+            return Err(ErrorKind::driver(
+                "MTLBuffer.contents",
+                format!("{what}: {users} command buffer(s) using the buffer have not completed"),
+            ));
+        }
+        Ok(guard)
     }
 
-    /// Copy `data` into the buffer at byte `offset`. The caller has waited
-    /// for every GPU command that uses the buffer.
+    /// Copy `data` into the buffer at byte `offset`.
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
-        self.range("write", offset, data.len())?;
-        let base = self.raw.contents().cast::<u8>();
+        let _host = self.host("write", offset, data.len())?;
+        let base = self.0.raw.contents().cast::<u8>();
         // SAFETY: shared storage: `contents` maps all `len` bytes for the CPU;
-        // offset + data.len() <= len was checked; the GPU is not using the
-        // buffer (caller's contract); `data` cannot overlap Metal's memory.
+        // offset + data.len() <= len was checked; no command buffer using
+        // the buffer may run and no other host access runs (both checked
+        // under the lock); `data` cannot overlap Metal's memory.
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), base.as_ptr().add(offset), data.len())
         };
         Ok(())
     }
 
-    /// Copy from byte `offset` into `out`. The caller has waited for every
-    /// GPU command that uses the buffer.
+    /// Copy from byte `offset` into `out`.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        self.range("read", offset, out.len())?;
-        let base = self.raw.contents().cast::<u8>();
-        // SAFETY: as in `write`, reading instead.
+        let _host = self.host("read", offset, out.len())?;
+        let base = self.0.raw.contents().cast::<u8>();
+        // SAFETY: as in `write`, reading instead; `out` is a distinct Rust
+        // borrow.
         unsafe {
             std::ptr::copy_nonoverlapping(base.as_ptr().add(offset), out.as_mut_ptr(), out.len())
         };
@@ -384,7 +429,7 @@ impl Buffer {
     }
 
     fn resource(&self) -> &ProtocolObject<dyn MTLResource> {
-        ProtocolObject::from_ref(&*self.raw)
+        ProtocolObject::from_ref(&*self.0.raw)
     }
 }
 
@@ -398,20 +443,27 @@ pub struct Pipeline {
     raw: Retained<ProtocolObject<dyn MTLComputePipelineState>>,
 }
 
-/// A recorded graph's indirect command buffer and the argument buffer its
-/// commands read `Params` and buffer sizes from.
-pub struct Icb {
+struct IcbInner {
     raw: Retained<ProtocolObject<dyn MTLIndirectCommandBuffer>>,
     count: usize,
     args: Buffer,
+    /// Every buffer its commands reference, once each (for `useResource`).
+    buffers: Vec<Buffer>,
+    /// Every pipeline its commands reference (an ICB does not retain them).
+    _pipelines: Vec<Retained<ProtocolObject<dyn MTLComputePipelineState>>>,
 }
 
-// SAFETY: an MTLIndirectCommandBuffer is a Metal resource (thread-safe to
-// reference); it is encoded once, in `Device::new_icb`, and only read by the
-// GPU afterwards.
-unsafe impl Send for Icb {}
+// SAFETY: an MTLIndirectCommandBuffer and pipeline states are Metal objects
+// that are thread-safe to reference; the ICB is encoded once, in
+// `Device::new_icb`, before it is shared, and only read by the GPU afterwards.
+unsafe impl Send for IcbInner {}
 // SAFETY: as above.
-unsafe impl Sync for Icb {}
+unsafe impl Sync for IcbInner {}
+
+/// A recorded graph's indirect command buffer, the argument buffer its
+/// commands read `Params` and buffer sizes from, and everything they use.
+#[derive(Clone)]
+pub struct Icb(Arc<IcbInner>);
 
 /// The device's command queue.
 pub struct Queue {
@@ -426,7 +478,10 @@ impl Queue {
                 .raw
                 .commandBuffer()
                 .ok_or_else(|| nil("commandBuffer"))?;
-            Ok(CommandBuffer { raw })
+            Ok(CommandBuffer {
+                raw,
+                uses: Arc::new(Mutex::new(Uses::default())),
+            })
         })
     }
 }
@@ -439,34 +494,96 @@ pub enum Status {
     Failed(String),
 }
 
-pub struct CommandBuffer {
-    raw: Retained<ProtocolObject<dyn MTLCommandBuffer>>,
+/// What a command buffer's commands use, held until it is seen completed.
+#[derive(Default)]
+struct Uses {
+    buffers: Vec<Buffer>,
+    icbs: Vec<Icb>,
+    pipelines: Vec<Retained<ProtocolObject<dyn MTLComputePipelineState>>>,
+    /// An encoder of it has not ended (Metal allows one at a time).
+    encoding: bool,
+    committed: bool,
+    /// Seen completed or failed: `buffers`' use counts were given back.
+    released: bool,
 }
 
-// SAFETY: a command buffer is used by one thread at a time: the backend owns
-// it and is only reached through `&mut self` behind core's lock.
+impl Uses {
+    fn hold(&mut self, buffer: &Buffer) {
+        if !self.buffers.iter().any(|b| Arc::ptr_eq(&b.0, &buffer.0)) {
+            buffer.0.users.fetch_add(1, Ordering::AcqRel);
+            self.buffers.push(buffer.clone());
+        }
+    }
+
+    /// The commands will not run (again): give back the use counts.
+    fn release(&mut self) {
+        if !self.released {
+            self.released = true;
+            for b in self.buffers.drain(..) {
+                b.0.users.fetch_sub(1, Ordering::AcqRel);
+            }
+            self.icbs.clear();
+            self.pipelines.clear();
+        }
+    }
+}
+
+fn lock(uses: &Mutex<Uses>) -> MutexGuard<'_, Uses> {
+    uses.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub struct CommandBuffer {
+    raw: Retained<ProtocolObject<dyn MTLCommandBuffer>>,
+    /// Shared with its encoder.
+    uses: Arc<Mutex<Uses>>,
+}
+
+// SAFETY: Metal command buffers may be encoded and committed from any thread,
+// one at a time; `Send` without `Sync` allows exactly that. What it holds is
+// behind a `Mutex`.
 unsafe impl Send for CommandBuffer {}
 
 impl CommandBuffer {
-    /// A serial compute encoder: dispatches run in order.
+    /// A serial compute encoder: dispatches run in order. Refused while
+    /// another encoder of it is open or once it is committed.
     pub fn encoder(&self) -> Result<Encoder> {
+        let mut uses = lock(&self.uses);
+        if uses.encoding || uses.committed {
+            return Err(ErrorKind::driver(
+                "computeCommandEncoder",
+                "an encoder is open or the command buffer is committed",
+            ));
+        }
         pool(|| {
             let raw = self
                 .raw
                 .computeCommandEncoder()
                 .ok_or_else(|| nil("computeCommandEncoder"))?;
-            Ok(Encoder { raw: Some(raw) })
+            uses.encoding = true;
+            Ok(Encoder {
+                raw: Some(raw),
+                uses: self.uses.clone(),
+            })
         })
     }
 
-    /// Submit. Every encoder of it must have ended (the backend ends the
-    /// batch encoder before committing).
-    pub fn commit(&self) {
+    /// Submit. Refused while an encoder of it is open, or a second time.
+    pub fn commit(&self) -> Result<()> {
+        let mut uses = lock(&self.uses);
+        if uses.encoding || uses.committed {
+            return Err(ErrorKind::driver(
+                "commit",
+                "an encoder is open or the command buffer is committed",
+            ));
+        }
+        uses.committed = true;
         self.raw.commit();
+        Ok(())
     }
 
+    /// Where it stands; once completed or failed, what it holds is released.
     pub fn status(&self) -> Status {
-        match self.raw.status() {
+        let status = match self.raw.status() {
             MTLCommandBufferStatus::Completed => Status::Completed,
             MTLCommandBufferStatus::Error => Status::Failed(pool(|| {
                 self.raw
@@ -474,8 +591,10 @@ impl CommandBuffer {
                     .map(|e| e.localizedDescription().to_string())
                     .unwrap_or_else(|| "command buffer failed".into())
             })),
-            _ => Status::Pending,
-        }
+            _ => return Status::Pending,
+        };
+        lock(&self.uses).release();
+        status
     }
 
     /// Wait for a committed command buffer to finish (completed or failed),
@@ -505,12 +624,35 @@ impl CommandBuffer {
     }
 }
 
+impl Drop for CommandBuffer {
+    fn drop(&mut self) {
+        let mut uses = lock(&self.uses);
+        if !uses.committed {
+            // Never submitted: nothing of it runs.
+            uses.release();
+        } else if !uses.released
+            && matches!(
+                self.raw.status(),
+                MTLCommandBufferStatus::Completed | MTLCommandBufferStatus::Error
+            )
+        {
+            uses.release();
+        } else if !uses.released {
+            // Still running: keep what it uses alive and its buffers marked
+            // in use, for good.
+            std::mem::forget(std::mem::take(&mut *uses));
+        }
+    }
+}
+
 /// A compute command encoder; ended on drop if not ended before.
 pub struct Encoder {
     raw: Option<Retained<ProtocolObject<dyn MTLComputeCommandEncoder>>>,
+    uses: Arc<Mutex<Uses>>,
 }
 
-// SAFETY: as `CommandBuffer`: owned by the backend, used by one thread at a time.
+// SAFETY: as `CommandBuffer`: an encoder may be used from any thread, one at
+// a time, which `Send` without `Sync` allows.
 unsafe impl Send for Encoder {}
 
 impl Encoder {
@@ -521,11 +663,15 @@ impl Encoder {
         let Some(enc) = &self.raw else {
             return Err(nil("computeCommandEncoder (ended)"));
         };
+        let mut uses = lock(&self.uses);
         enc.setComputePipelineState(&d.pipeline.raw);
+        uses.pipelines.push(d.pipeline.raw.clone());
         for (index, buf) in d.buffers.iter().enumerate() {
             // SAFETY: index < PARAMS_INDEX (checked); the command buffer
-            // retains `buf` (created with `commandBuffer`, retained references).
-            unsafe { enc.setBuffer_offset_atIndex(Some(&buf.raw), 0, index) };
+            // holds `buf` until it is seen completed (below), and Metal
+            // retains it too (`commandBuffer`: retained references).
+            unsafe { enc.setBuffer_offset_atIndex(Some(&buf.0.raw), 0, index) };
+            uses.hold(buf);
         }
         let params = NonNull::from(&d.params).cast::<c_void>();
         // SAFETY: `params` points at 32 live bytes; Metal copies them now.
@@ -550,32 +696,34 @@ impl Encoder {
     /// Run a recorded graph: declare every buffer its commands use
     /// (`useResource:usage:`, which also orders it after earlier writers),
     /// then execute every command.
-    pub fn execute(&self, icb: &Icb, buffers: &[&Buffer]) -> Result<()> {
+    pub fn execute(&self, icb: &Icb) -> Result<()> {
         let Some(enc) = &self.raw else {
             return Err(nil("computeCommandEncoder (ended)"));
         };
+        let mut uses = lock(&self.uses);
         let rw = MTLResourceUsage::Read | MTLResourceUsage::Write;
-        for buf in buffers {
+        for buf in &icb.0.buffers {
             enc.useResource_usage(buf.resource(), rw);
+            uses.hold(buf);
         }
-        enc.useResource_usage(icb.args.resource(), MTLResourceUsage::Read);
+        enc.useResource_usage(icb.0.args.resource(), MTLResourceUsage::Read);
+        uses.hold(&icb.0.args);
         let range = NSRange {
             location: 0,
-            length: icb.count,
+            length: icb.0.count,
         };
         // SAFETY: the range is exactly the commands encoded in `new_icb`;
-        // the caller keeps the Icb (and every buffer it references) alive
-        // until this command buffer completes.
-        unsafe { enc.executeCommandsInBuffer_withRange(&icb.raw, range) };
+        // every buffer and pipeline they reference is held by the Icb, which
+        // this command buffer holds (below) until it is seen completed.
+        unsafe { enc.executeCommandsInBuffer_withRange(&icb.0.raw, range) };
+        uses.icbs.push(icb.clone());
         Ok(())
     }
 
     /// `endEncoding`; required before the command buffer is committed or
     /// another encoder is made.
-    pub fn end(mut self) {
-        if let Some(enc) = self.raw.take() {
-            enc.endEncoding();
-        }
+    pub fn end(self) {
+        drop(self);
     }
 }
 
@@ -583,6 +731,7 @@ impl Drop for Encoder {
     fn drop(&mut self) {
         if let Some(enc) = self.raw.take() {
             enc.endEncoding();
+            lock(&self.uses).encoding = false;
         }
     }
 }
