@@ -17,9 +17,10 @@
 //! against the CPU reference themselves (C11), and the verdict says so.
 
 use crate::matrix::{Cell, Column, Digests, Matrix, Missing, Row, Source};
-use crate::report::Report;
+use crate::report::{Report, ReportError};
 use seam::{DType, OpKind, Tolerance};
 use std::fmt;
+use std::io::Read;
 use std::path::Path;
 
 /// The (op, dtype) outputs a case folds into its digest, for every case that
@@ -84,9 +85,15 @@ pub enum MergeError {
         path: String,
         error: String,
     },
+    /// Not a report: which file, and which field (or that it is not JSON).
     Parse {
         path: String,
-        error: String,
+        error: ReportError,
+    },
+    /// Larger than any report ([`MAX_REPORT_BYTES`]).
+    TooLarge {
+        path: String,
+        bytes: u64,
     },
     /// Two reports of different seam versions.
     VersionMismatch {
@@ -103,6 +110,10 @@ impl fmt::Display for MergeError {
             MergeError::Parse { path, error } => {
                 write!(f, "{path} is not a seam conformance report: {error}")
             }
+            MergeError::TooLarge { path, bytes } => write!(
+                f,
+                "{path} is {bytes} bytes or more; a seam conformance report is at most {MAX_REPORT_BYTES}"
+            ),
             MergeError::VersionMismatch { first, other } => write!(
                 f,
                 "refusing to merge reports of different seam versions: {} is seam {}, {} is seam {}; \
@@ -115,18 +126,43 @@ impl fmt::Display for MergeError {
 
 impl std::error::Error for MergeError {}
 
-/// Read one JSON report; `label` is how the matrix names it (its path).
+/// The largest report `load` reads: a whole suite on many devices is a few
+/// MiB; anything far beyond is not a report.
+pub const MAX_REPORT_BYTES: u64 = 256 << 20;
+
+/// Read one JSON report, written on any machine, so checked field by field
+/// ([`Report::parse`]); `label` is how the matrix names it (its path).
 pub fn load(path: &Path) -> Result<(String, Report), MergeError> {
     let label = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| MergeError::Read {
+    let read = |e: std::io::Error| MergeError::Read {
         path: label.clone(),
         error: e.to_string(),
-    })?;
-    let report = Report::from_json(&text).map_err(|e| MergeError::Parse {
-        path: label.clone(),
-        error: e.to_string(),
-    })?;
-    Ok((label, report))
+    };
+    let file = std::fs::File::open(path).map_err(read)?;
+    if let Some(bytes) = file.metadata().ok().map(|m| m.len()) {
+        if bytes > MAX_REPORT_BYTES {
+            return Err(MergeError::TooLarge { path: label, bytes });
+        }
+    }
+    let mut text = String::new();
+    // A pipe or a growing file has no honest length: read one byte past the
+    // limit, to tell "at the limit" from "over it".
+    let bytes = file
+        .take(MAX_REPORT_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(read)? as u64;
+    if bytes > MAX_REPORT_BYTES {
+        return Err(MergeError::TooLarge { path: label, bytes });
+    }
+    parse(&label, &text).map(|r| (label, r))
+}
+
+/// [`load`] of text already read; `label` names it in errors.
+pub fn parse(label: &str, text: &str) -> Result<Report, MergeError> {
+    Report::parse(text).map_err(|error| MergeError::Parse {
+        path: label.into(),
+        error,
+    })
 }
 
 /// One matrix from `(label, report)` pairs, all of one seam version.
