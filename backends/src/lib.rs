@@ -1,30 +1,50 @@
 //! Every seam backend, one cargo feature each, and device discovery.
 //!
+//! A backend is one crate `seam-<name>` exporting one
+//! `pub const REGISTRATION: seam::Registration`, and one feature line in this
+//! crate's Cargo.toml (`<feature> = ["dep:seam-<name>"]`); `build.rs` turns
+//! the feature lines into [`KNOWN`] and [`registrations`].
+//!
 //! `discover()` lists every device of every compiled-in backend, and for a
 //! backend whose driver or hardware is missing, why: the conformance harness
 //! turns that into ignored trials that say what to install.
 
-use seam::{Backend, Device, ErrorKind};
+use seam::{Backend, Device, ErrorKind, Registration};
+use std::sync::Arc;
 
 pub use seam_cpu::CpuBackend;
+
+include!(concat!(env!("OUT_DIR"), "/known.rs"));
 
 /// Opens a fresh backend for one device.
 pub type Opener = Box<dyn Fn() -> Result<Box<dyn Backend>, ErrorKind> + Send + Sync>;
 
-/// A device that was found: its id and a way to open it.
+/// A device that was found: its id, its backend's registration and a way to open it.
 pub struct DeviceSlot {
     /// `<backend>:<index>`.
     pub id: String,
     pub backend: &'static str,
+    pub registration: &'static Registration,
     pub open: Opener,
 }
 
 impl DeviceSlot {
+    /// Device `index` of a registered backend.
+    pub fn new(registration: &'static Registration, index: usize) -> DeviceSlot {
+        let open = registration.open;
+        DeviceSlot {
+            id: format!("{}:{index}", registration.name),
+            backend: registration.name,
+            registration,
+            open: Box::new(move || open(index)),
+        }
+    }
+
     /// Open the device behind the shared semantics. An error names the
     /// backend, the device and the call (`open`), like every other seam error.
     pub fn device(&self) -> seam::Result<Device> {
         (self.open)().map(Device::new).map_err(|kind| seam::Error {
-            site: std::sync::Arc::new(seam::Site {
+            site: Arc::new(seam::Site {
                 backend: self.backend.to_string(),
                 device: self.id.clone(),
                 device_name: "not opened".into(),
@@ -35,7 +55,7 @@ impl DeviceSlot {
     }
 }
 
-/// A compiled-in backend that has no usable device here, and why.
+/// A known backend that has no usable device here, and why.
 #[derive(Clone, Debug)]
 pub struct Missing {
     pub backend: &'static str,
@@ -50,41 +70,12 @@ pub struct Discovery {
     pub missing: Vec<Missing>,
 }
 
-/// Every backend this build knows, compiled in or not, with the feature that enables it.
-pub const BACKENDS: &[(&str, &str)] = &[
-    ("cpu", "always on"),
-    ("cuda", "cuda"),
-    ("hip", "rocm"),
-    ("vulkan", "vulkan"),
-    ("metal", "metal"),
-    ("wgpu", "wgpu"),
-];
-
 /// Find every device of every compiled-in backend. Never panics: a backend
-/// whose driver is missing is reported in `missing`.
+/// whose driver is missing is reported in `missing`, and so is every known
+/// backend this build left out (with the feature that compiles it in).
 pub fn discover() -> Discovery {
-    let mut d = Discovery::default();
-    d.devices.push(DeviceSlot {
-        id: "cpu:0".into(),
-        backend: "cpu",
-        open: Box::new(|| Ok(Box::new(CpuBackend::new(0)))),
-    });
-    #[cfg(feature = "cuda")]
-    probe(&mut d, "cuda", seam_cuda::device_count, seam_cuda::open);
-    #[cfg(feature = "rocm")]
-    probe(&mut d, "hip", seam_hip::device_count, seam_hip::open);
-    #[cfg(feature = "vulkan")]
-    probe(
-        &mut d,
-        "vulkan",
-        seam_vulkan::device_count,
-        seam_vulkan::open,
-    );
-    #[cfg(feature = "wgpu")]
-    probe(&mut d, "wgpu", seam_wgpu::device_count, seam_wgpu::open);
-    #[cfg(feature = "metal")]
-    probe(&mut d, "metal", seam_metal::device_count, seam_metal::open);
-    for &(backend, feature) in BACKENDS.iter().skip(1) {
+    let mut d = discover_in(&registrations());
+    for &(backend, feature) in KNOWN {
         if !compiled_in(backend) {
             d.missing.push(Missing {
                 backend,
@@ -95,50 +86,78 @@ pub fn discover() -> Discovery {
     d
 }
 
-/// Add a backend's devices, or why it has none. Every backend crate exposes
-/// `device_count() -> Result<usize, String>` (the error says what is missing
-/// and what to install) and `open(index)`.
-#[allow(dead_code)]
-fn probe(
-    d: &mut Discovery,
-    backend: &'static str,
-    count: fn() -> Result<usize, String>,
-    open: fn(usize) -> Result<Box<dyn Backend>, ErrorKind>,
-) {
-    match count() {
-        Ok(0) => d.missing.push(Missing {
-            backend,
-            reason: "driver found, no device".into(),
-        }),
-        Ok(n) => {
-            for index in 0..n {
-                d.devices.push(DeviceSlot {
-                    id: format!("{backend}:{index}"),
-                    backend,
-                    open: Box::new(move || open(index)),
-                });
-            }
+/// Find every device of these backends (the in-tree ones, or any other
+/// crate's registration: `seam_conformance::harness` certifies backends
+/// that live outside seam this way).
+pub fn discover_in(registrations: &[&'static Registration]) -> Discovery {
+    let mut d = Discovery::default();
+    for &reg in registrations {
+        match (reg.device_count)() {
+            Ok(0) => d.missing.push(Missing {
+                backend: reg.name,
+                reason: "driver found, no device".into(),
+            }),
+            Ok(n) => d.devices.extend((0..n).map(|i| DeviceSlot::new(reg, i))),
+            Err(reason) => d.missing.push(Missing {
+                backend: reg.name,
+                reason,
+            }),
         }
-        Err(reason) => d.missing.push(Missing { backend, reason }),
     }
+    d
 }
 
-/// Backends compiled into this build.
-pub const COMPILED_IN: &[&str] = &[
-    "cpu",
-    #[cfg(feature = "cuda")]
-    "cuda",
-    #[cfg(feature = "rocm")]
-    "hip",
-    #[cfg(feature = "vulkan")]
-    "vulkan",
-    #[cfg(feature = "metal")]
-    "metal",
-    #[cfg(feature = "wgpu")]
-    "wgpu",
-];
+/// The registration of a compiled-in backend.
+pub fn registration(backend: &str) -> Option<&'static Registration> {
+    registrations().into_iter().find(|r| r.name == backend)
+}
 
 /// Whether this build includes the backend.
 pub fn compiled_in(backend: &str) -> bool {
-    COMPILED_IN.contains(&backend)
+    registration(backend).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each compiled-in registration is the one its feature line names, and
+    /// says so: name = crate suffix, feature = the feature. Mutation: a
+    /// backend's REGISTRATION with another name or feature → red.
+    #[test]
+    fn registrations_match_their_feature_lines() {
+        let regs = registrations();
+        assert_eq!(regs[0].name, "cpu");
+        assert_eq!(regs[0].feature, None);
+        for reg in &regs[1..] {
+            let known = KNOWN.iter().find(|(n, _)| *n == reg.name);
+            assert_eq!(
+                known.map(|(_, f)| *f),
+                reg.feature,
+                "{}: its registration and its feature line disagree",
+                reg.name
+            );
+        }
+        let names: std::collections::BTreeSet<_> = regs.iter().map(|r| r.name).collect();
+        assert_eq!(names.len(), regs.len(), "two registrations share a name");
+    }
+
+    /// A backend left out of the build is missing with the feature to add.
+    /// Mutation: drop the not-compiled-in loop in `discover` → red (in a
+    /// build without every feature, as `cargo test -p seam-backends` is).
+    #[test]
+    fn left_out_backends_say_which_feature_adds_them() {
+        let d = discover();
+        for &(backend, feature) in &KNOWN[1..] {
+            if !compiled_in(backend) {
+                let m = d.missing.iter().find(|m| m.backend == backend);
+                let reason = m.map(|m| m.reason.as_str()).unwrap_or("");
+                assert!(
+                    reason.contains(&format!("--features {feature}")),
+                    "{backend}: {reason}"
+                );
+            }
+        }
+        assert!(d.devices.iter().any(|s| s.id == "cpu:0"));
+    }
 }

@@ -3,7 +3,7 @@
 
 use crate::csv::Row;
 use crate::stats::{reps_for, summarize};
-use crate::timed::Timed;
+use crate::timed::timed;
 use seam::{ops, DType, Device, GraphRef, OpCall, OpKind};
 use seam_backends::DeviceSlot;
 use std::sync::atomic::Ordering;
@@ -357,7 +357,7 @@ fn decode(dev: &Device, s: &Stack, m: Meta, cfg: &Config, out: &mut dyn Sink) ->
 /// Split the host time of seam calls into core's share and the backend's,
 /// on a second device of the same backend wrapped in [`Timed`].
 fn profile(slot: &DeviceSlot, m: Meta, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
-    let (timed, clock) = Timed::new((slot.open)().map_err(err)?);
+    let (timed, clock) = timed((slot.open)().map_err(err)?);
     let dev = Device::new(Box::new(timed));
     dev.prepare(&[(OpKind::ScaleAdd, DType::F32)])
         .map_err(err)?;

@@ -4,10 +4,12 @@
 //! rule, tags, modes) plus a body over the seam. The harness expands cases ×
 //! discovered devices × modes into trials named `<device>::<case>` (or
 //! `<device>::<case>::<mode>` for cases run both eagerly and captured).
-//! Backend differences are data ([`expectations`]), never a forked case.
+//! Backend differences are data in each backend's [`seam::Registration`]
+//! (declared capture and timing, capabilities, unsupported cases and
+//! expected failures, each with a reason), never a forked case.
 
 pub mod cases;
-pub mod expectations;
+pub mod harness;
 pub mod isolate;
 pub mod junit;
 pub mod matrix;
@@ -43,18 +45,43 @@ impl fmt::Display for Rule {
     }
 }
 
-/// What a case needs from a device.
+/// What a case needs from a device. The runner reads each one: a trial
+/// whose device lacks it is ignored with the reason, never run to a
+/// failure nor counted as a pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Tag {
     /// Needs `capture_support()` to be Native or Emulated.
     NeedsCapture,
-    /// Exercises a vendor library op (GEMM) that may initialise lazily.
-    VendorGemm,
-    /// Exercises f16/bf16 buffers.
+    /// Needs f16/bf16 buffers ([`seam::Capability::Half`]).
     NeedsHalf,
-    /// Uses more than one host thread.
+    /// Uses more than one host thread ([`seam::Capability::Threads`]).
     Threads,
+}
+
+impl Tag {
+    /// Why a device of `registration` reporting `support` cannot run a case
+    /// with this tag, if it cannot.
+    pub fn unmet(
+        self,
+        registration: &seam::Registration,
+        support: &seam::CaptureSupport,
+    ) -> Option<String> {
+        let lacks = |c: seam::Capability| {
+            (!registration.has(c))
+                .then(|| format!("{} does not declare {c:?} support", registration.name))
+        };
+        match self {
+            Tag::NeedsCapture => match support {
+                seam::CaptureSupport::Unsupported(reason) => {
+                    Some(format!("capture unsupported: {reason}"))
+                }
+                _ => None,
+            },
+            Tag::NeedsHalf => lacks(seam::Capability::Half),
+            Tag::Threads => lacks(seam::Capability::Threads),
+        }
+    }
 }
 
 /// How a trial runs a case's workload.
@@ -98,6 +125,8 @@ pub type CaseResult = Result<(), Failure>;
 pub struct Ctx {
     /// A freshly opened device.
     pub dev: Device,
+    /// What the device's backend declares about itself.
+    pub registration: &'static seam::Registration,
     pub mode: Mode,
     /// Opens a fresh CPU reference device (the C11 oracle).
     pub reference: fn() -> Device,
@@ -105,9 +134,10 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    pub fn new(dev: Device, mode: Mode) -> Self {
+    pub fn new(dev: Device, registration: &'static seam::Registration, mode: Mode) -> Self {
         Ctx {
             dev,
+            registration,
             mode,
             reference: || Device::new(Box::new(seam_backends::CpuBackend::new(0))),
             digest: Default::default(),

@@ -1,10 +1,9 @@
 //! Expands cases × devices × modes into trials, and runs one trial with a
 //! deadline, mapping its outcome through the expectations to a verdict.
 
-use crate::expectations;
 use crate::report::{DeviceRecord, MissingRecord, Report, Summary, TrialRecord, Verdict};
 use crate::{Case, Ctx, Mode, Tag};
-use seam_backends::{discover, DeviceSlot};
+use seam_backends::{discover, DeviceSlot, Discovery};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -59,10 +58,16 @@ pub struct Plan {
     pub missing: Vec<MissingRecord>,
 }
 
-/// Discover devices and expand every case onto every device (and every
-/// missing backend, as ignored trials).
+/// Discover the in-tree backends' devices and expand every case onto every
+/// device (and every missing backend, as ignored trials).
 pub fn plan(filter: &Filter) -> Plan {
-    let found = discover();
+    plan_in(filter, discover())
+}
+
+/// [`plan`] over what a discovery found: the in-tree backends
+/// (`seam_backends::discover`) or any others
+/// (`seam_backends::discover_in(&[&MY_BACKEND])`).
+pub fn plan_in(filter: &Filter, found: Discovery) -> Plan {
     let mut trials = Vec::new();
     let mut devices = Vec::new();
     let cases: Vec<&'static Case> = crate::cases::ALL
@@ -194,7 +199,8 @@ pub fn run_with(trial: &Trial, opts: RunOptions) -> Outcome {
         }
         Target::Device(slot) => slot.clone(),
     };
-    if let Some(e) = expectations::unsupported(trial.backend, trial.case.name) {
+    let registration = slot.registration;
+    if let Some(e) = registration.unsupported_case(trial.case.name) {
         return Outcome {
             verdict: Verdict::Ignored(format!("unsupported on {}: {}", trial.backend, e.reason)),
             duration: start.elapsed(),
@@ -210,18 +216,17 @@ pub fn run_with(trial: &Trial, opts: RunOptions) -> Outcome {
         .name(trial.name.clone())
         .spawn(move || {
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let dev = slot
-                    .device()
-                    .map_err(|e| e.to_string())?;
-                if case.tags.contains(&Tag::NeedsCapture) || mode == Mode::Captured {
-                    if let seam::CaptureSupport::Unsupported(reason) = dev.capture_support() {
-                        return Ok((Some(format!("capture unsupported: {reason}")), None, None));
+                let dev = slot.device().map_err(|e| e.to_string())?;
+                let needs_capture = (mode == Mode::Captured).then_some(Tag::NeedsCapture);
+                for tag in case.tags.iter().copied().chain(needs_capture) {
+                    if let Some(why) = tag.unmet(registration, dev.capture_support()) {
+                        return Ok((Some(why), None, None));
                     }
                 }
                 if opts.trace {
                     dev.set_tracing(true);
                 }
-                let ctx = Ctx::new(dev, mode);
+                let ctx = Ctx::new(dev, registration, mode);
                 (case.body)(&ctx).map_err(|f| f.0)?;
                 let trace = if opts.trace {
                     ctx.dev.take_trace_log(&label).ok()
@@ -265,13 +270,10 @@ pub fn run_with(trial: &Trial, opts: RunOptions) -> Outcome {
             };
         }
     };
-    let verdict = match (
-        expectations::expected_failure(trial.backend, trial.case.name),
-        raw,
-    ) {
+    let verdict = match (registration.expected_failure(trial.case.name), raw) {
         (Some(e), Verdict::Failed(msg)) => Verdict::ExpectedFailure(format!("{}: {msg}", e.reason)),
         (Some(e), Verdict::Passed) => Verdict::UnexpectedPass(format!(
-            "listed as an expected failure ({}), but passed: remove it from expectations",
+            "listed as an expected failure ({}), but passed: remove it from the backend's registration",
             e.reason
         )),
         (_, v) => v,
@@ -345,19 +347,24 @@ pub fn run_all_observed(
         traces.extend(out.trace.take());
         progress(trial, &out);
         summary.add(&out.verdict);
-        let record = TrialRecord {
-            name: trial.name.clone(),
-            device: trial.device.clone(),
-            case: trial.case.name.into(),
-            rule: trial.case.rule.to_string(),
-            mode: trial.mode.to_string(),
-            verdict: out.verdict,
-            duration_ms: out.duration.as_secs_f64() * 1e3,
-            digest: out.digest.map(|d| format!("{d:016x}")),
-        };
+        let record = record(trial, out);
         stream.finished(&record);
         records.push(record);
     }
     let report = Report::new(plan.devices.clone(), plan.missing.clone(), records, summary);
     (report, traces)
+}
+
+/// The report's record of one trial's outcome.
+pub fn record(trial: &Trial, out: Outcome) -> TrialRecord {
+    TrialRecord {
+        name: trial.name.clone(),
+        device: trial.device.clone(),
+        case: trial.case.name.into(),
+        rule: trial.case.rule.to_string(),
+        mode: trial.mode.to_string(),
+        verdict: out.verdict,
+        duration_ms: out.duration.as_secs_f64() * 1e3,
+        digest: out.digest.map(|d| format!("{d:016x}")),
+    }
 }

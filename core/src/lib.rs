@@ -14,6 +14,7 @@ pub mod device;
 pub mod dtype;
 pub mod error;
 pub mod ops;
+pub mod registration;
 pub mod testing;
 pub mod trace;
 pub mod validate;
@@ -27,4 +28,7 @@ pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, GraphUser, Result, Site};
 pub use half::{bf16, f16};
 pub use ops::{Launch, OpCall, OpKind, Params, Tolerance};
+pub use registration::{
+    Capability, CaptureKind, DeclaredTiming, Expectation, Registration, ALL_CAPABILITIES,
+};
 pub use trace::{chrome_trace, EventKind, TraceEvent, TraceLog};

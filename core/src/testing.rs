@@ -1,9 +1,12 @@
 //! Tools for backend authors and for tests of core itself.
 //!
-//! [`NullBackend`] runs nothing, hands out distinct handles, counts what is
-//! live and logs every call it gets: enough to test what core alone decides
-//! (the capture state machine, deferred frees, teardown order, timing
-//! markers) without a device.
+//! - [`NullBackend`] runs nothing, hands out distinct handles, counts what is
+//!   live and logs every call it gets: enough to test what core alone
+//!   decides (the capture state machine, deferred frees, teardown order,
+//!   timing markers) without a device.
+//! - [`Forward`] wraps a backend and forwards every call through [`Hooks`]:
+//!   fault injectors, profilers and loggers without a hand-written copy of
+//!   the trait.
 
 use crate::backend::ResourceCounts;
 use crate::backend::{Backend, CaptureSupport, DeviceInfo, RawBuffer, RawGraph, ReplayTarget};
@@ -138,5 +141,127 @@ impl Backend for NullBackend {
     fn begin_timed(&mut self, _: u64) -> Result<(), ErrorKind> {
         self.note("begin_timed");
         Ok(())
+    }
+}
+
+/// What a [`Forward`] wrapper does around the calls it forwards.
+///
+/// `before` runs ahead of every call that can change or wait on the device
+/// (all but the queries `info`, `capture_support`, `supports_capture`,
+/// `device_timing` and `live_resources`); an error it returns is the call's
+/// result and the wrapped backend never sees the call. `after` runs once
+/// the wrapped backend returned, with when the call started.
+pub trait Hooks: Send {
+    fn before(&mut self, _call: &'static str) -> Result<(), ErrorKind> {
+        Ok(())
+    }
+    fn after(&mut self, _call: &'static str, _started: std::time::Instant) {}
+    /// When the wrapper is dropped, after core's teardown, before the
+    /// wrapped backend is.
+    fn on_drop(&mut self, _inner: &dyn Backend) {}
+}
+
+/// A backend that forwards every call to another one, through [`Hooks`]:
+/// a fault injector, a profiler or a logger is its hooks, not a hand copy of
+/// every trait method (which silently drops the ones it forgets, such as
+/// device timing).
+pub struct Forward<H: Hooks> {
+    pub inner: Box<dyn Backend>,
+    pub hooks: H,
+}
+
+impl<H: Hooks> Forward<H> {
+    pub fn new(inner: Box<dyn Backend>, hooks: impl Into<H>) -> Forward<H> {
+        Forward {
+            inner,
+            hooks: hooks.into(),
+        }
+    }
+
+    fn call<T>(
+        &mut self,
+        name: &'static str,
+        f: impl FnOnce(&mut dyn Backend) -> Result<T, ErrorKind>,
+    ) -> Result<T, ErrorKind> {
+        self.hooks.before(name)?;
+        let started = std::time::Instant::now();
+        let r = f(&mut *self.inner);
+        self.hooks.after(name, started);
+        r
+    }
+}
+
+impl<H: Hooks> Drop for Forward<H> {
+    fn drop(&mut self) {
+        self.hooks.on_drop(&*self.inner);
+    }
+}
+
+impl<H: Hooks> Backend for Forward<H> {
+    fn info(&self) -> &DeviceInfo {
+        self.inner.info()
+    }
+    fn capture_support(&self) -> CaptureSupport {
+        self.inner.capture_support()
+    }
+    fn supports_capture(&self) -> bool {
+        self.inner.supports_capture()
+    }
+    fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
+        self.call("alloc", |b| b.alloc(bytes))
+    }
+    fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
+        self.call("free", |b| b.free(buffer))
+    }
+    fn write(&mut self, buffer: RawBuffer, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
+        self.call("write", |b| b.write(buffer, offset, data))
+    }
+    fn read(&mut self, buffer: RawBuffer, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
+        self.call("read", |b| b.read(buffer, offset, out))
+    }
+    fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
+        self.call("launch", |b| b.launch(launch))
+    }
+    fn synchronize(&mut self) -> Result<(), ErrorKind> {
+        self.call("synchronize", |b| b.synchronize())
+    }
+    fn prepare(&mut self, ops: &[(OpKind, DType)]) -> Result<(), ErrorKind> {
+        self.call("prepare", |b| b.prepare(ops))
+    }
+    fn begin_capture(&mut self) -> Result<(), ErrorKind> {
+        self.call("begin_capture", |b| b.begin_capture())
+    }
+    fn end_capture(&mut self) -> Result<(), ErrorKind> {
+        self.call("end_capture", |b| b.end_capture())
+    }
+    fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
+        self.call("end_capture_graph", |b| b.end_capture_graph())
+    }
+    fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
+        self.call("replay", |b| b.replay(target))
+    }
+    fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
+        self.call("destroy_graph", |b| b.destroy_graph(graph))
+    }
+    fn abort_capture(&mut self) -> Result<(), ErrorKind> {
+        self.call("abort_capture", |b| b.abort_capture())
+    }
+    fn live_resources(&self) -> ResourceCounts {
+        self.inner.live_resources()
+    }
+    fn device_timing(&self) -> Result<(), String> {
+        self.inner.device_timing()
+    }
+    fn set_device_timing(&mut self, on: bool) -> Result<(), ErrorKind> {
+        self.call("set_device_timing", |b| b.set_device_timing(on))
+    }
+    fn begin_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
+        self.call("begin_timed", |b| b.begin_timed(tag))
+    }
+    fn end_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
+        self.call("end_timed", |b| b.end_timed(tag))
+    }
+    fn take_device_spans(&mut self) -> Result<Vec<crate::backend::DeviceSpan>, ErrorKind> {
+        self.call("take_device_spans", |b| b.take_device_spans())
     }
 }

@@ -1,7 +1,8 @@
 //! `FaultyBackend`: a wrapper that fails the k-th call into any backend.
 //!
-//! Every trait method counts except the three pure queries core may call at
-//! any time (`info`, `capture_support`, `live_resources`). The failing call
+//! Every trait method counts except the pure queries core may call at any
+//! time (`info`, `capture_support`, `supports_capture`, `device_timing`,
+//! `live_resources`): the ones `seam::testing::Forward` passes to its hooks. The failing call
 //! returns [`ErrorKind::Injected`] naming itself and does *not* reach the
 //! wrapped backend: it models a call that failed before doing anything, which
 //! is the one failure every backend can produce. After it fires once the plan
@@ -11,10 +12,8 @@
 //! dropped (after core's teardown has run), so a test can check that dropping
 //! a `Device` leaves nothing behind.
 
-use seam::{
-    Backend, CaptureSupport, DType, DeviceInfo, ErrorKind, Launch, OpKind, RawBuffer, RawGraph,
-    ReplayTarget, ResourceCounts,
-};
+use seam::testing::{Forward, Hooks};
+use seam::{Backend, ErrorKind, ResourceCounts};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -101,106 +100,26 @@ impl FaultPlan {
     }
 }
 
-/// A backend that fails where its [`FaultPlan`] says, and otherwise forwards.
-pub struct FaultyBackend {
-    inner: Box<dyn Backend>,
-    plan: Arc<FaultPlan>,
-}
+/// A backend that fails where its [`FaultPlan`] says, and otherwise
+/// forwards (`FaultyBackend::new(inner, plan)`).
+pub type FaultyBackend = Forward<Faults>;
 
-impl FaultyBackend {
-    pub fn new(inner: Box<dyn Backend>, plan: Arc<FaultPlan>) -> FaultyBackend {
-        FaultyBackend { inner, plan }
+/// The fault plan as [`Forward`] hooks: every forwarded call is gated, and
+/// the wrapped backend's live counts are recorded when it is dropped (after
+/// core's `State::drop` has run, before the wrapped backend's own drop).
+pub struct Faults(pub Arc<FaultPlan>);
+
+impl From<Arc<FaultPlan>> for Faults {
+    fn from(plan: Arc<FaultPlan>) -> Faults {
+        Faults(plan)
     }
 }
 
-impl Backend for FaultyBackend {
-    fn info(&self) -> &DeviceInfo {
-        self.inner.info()
+impl Hooks for Faults {
+    fn before(&mut self, call: &'static str) -> Result<(), ErrorKind> {
+        self.0.gate(call)
     }
-
-    fn capture_support(&self) -> CaptureSupport {
-        self.inner.capture_support()
-    }
-
-    fn supports_capture(&self) -> bool {
-        // A query with no error channel: counted, never failed.
-        let _ = self.plan.calls.fetch_add(1, Ordering::SeqCst);
-        self.inner.supports_capture()
-    }
-
-    fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
-        self.plan.gate("alloc")?;
-        self.inner.alloc(bytes)
-    }
-
-    fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
-        self.plan.gate("free")?;
-        self.inner.free(buffer)
-    }
-
-    fn write(&mut self, buffer: RawBuffer, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
-        self.plan.gate("write")?;
-        self.inner.write(buffer, offset, data)
-    }
-
-    fn read(&mut self, buffer: RawBuffer, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
-        self.plan.gate("read")?;
-        self.inner.read(buffer, offset, out)
-    }
-
-    fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
-        self.plan.gate("launch")?;
-        self.inner.launch(launch)
-    }
-
-    fn synchronize(&mut self) -> Result<(), ErrorKind> {
-        self.plan.gate("synchronize")?;
-        self.inner.synchronize()
-    }
-
-    fn prepare(&mut self, ops: &[(OpKind, DType)]) -> Result<(), ErrorKind> {
-        self.plan.gate("prepare")?;
-        self.inner.prepare(ops)
-    }
-
-    fn begin_capture(&mut self) -> Result<(), ErrorKind> {
-        self.plan.gate("begin_capture")?;
-        self.inner.begin_capture()
-    }
-
-    fn end_capture(&mut self) -> Result<(), ErrorKind> {
-        self.plan.gate("end_capture")?;
-        self.inner.end_capture()
-    }
-
-    fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
-        self.plan.gate("end_capture_graph")?;
-        self.inner.end_capture_graph()
-    }
-
-    fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
-        self.plan.gate("replay")?;
-        self.inner.replay(target)
-    }
-
-    fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
-        self.plan.gate("destroy_graph")?;
-        self.inner.destroy_graph(graph)
-    }
-
-    fn abort_capture(&mut self) -> Result<(), ErrorKind> {
-        self.plan.gate("abort_capture")?;
-        self.inner.abort_capture()
-    }
-
-    fn live_resources(&self) -> ResourceCounts {
-        self.inner.live_resources()
-    }
-}
-
-impl Drop for FaultyBackend {
-    fn drop(&mut self) {
-        // Core's `State::drop` has run by now; the inner backend has not.
-        *lock(&self.plan.at_drop) = Some(self.inner.live_resources());
+    fn on_drop(&mut self, inner: &dyn Backend) {
+        *lock(&self.0.at_drop) = Some(inner.live_resources());
     }
 }

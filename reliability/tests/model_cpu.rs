@@ -20,7 +20,7 @@ const CASES: u32 = 2500;
 const KEYS: [&str; 9] = [
     "launch: Ok",
     "replay: Ok",
-    "end_capture: Ok",
+    "end_capture_into_current: Ok",
     "end_capture_graph: Ok",
     "free: BufferInUse",
     "launch: CrossThreadCapture",

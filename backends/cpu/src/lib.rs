@@ -365,3 +365,16 @@ impl Drop for CpuBackend {
         }
     }
 }
+
+/// The CPU reference's description of itself (`seam::registration`).
+pub const REGISTRATION: seam::Registration = seam::Registration {
+    name: "cpu",
+    feature: None,
+    device_count: || Ok(1),
+    open: |index| Ok(Box::new(CpuBackend::new(index))),
+    capture: &[seam::CaptureKind::Native],
+    device_timing: seam::DeclaredTiming::Timed,
+    capabilities: seam::ALL_CAPABILITIES,
+    unsupported: &[],
+    expected_failures: &[],
+};

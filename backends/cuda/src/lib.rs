@@ -73,3 +73,16 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// The CUDA backend's description of itself (`seam::registration`).
+pub const REGISTRATION: seam::Registration = seam::Registration {
+    name: "cuda",
+    feature: Some("cuda"),
+    device_count,
+    open,
+    capture: &[seam::CaptureKind::Native],
+    device_timing: seam::DeclaredTiming::Timed,
+    capabilities: seam::ALL_CAPABILITIES,
+    unsupported: &[],
+    expected_failures: &[],
+};

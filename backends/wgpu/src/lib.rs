@@ -160,3 +160,18 @@ pub fn open(index: usize) -> Result<Box<dyn Backend>, ErrorKind> {
         })?;
     Ok(Box::new(WgpuBackend::open(index, &adapter)?))
 }
+
+/// The wgpu backend's description of itself (`seam::registration`).
+pub const REGISTRATION: seam::Registration = seam::Registration {
+    name: "wgpu",
+    feature: Some("wgpu"),
+    device_count,
+    open,
+    capture: &[seam::CaptureKind::Emulated],
+    device_timing: seam::DeclaredTiming::Untimed(
+        "wgpu's timestamp queries are not wired in: replays are timed on the host only",
+    ),
+    capabilities: seam::ALL_CAPABILITIES,
+    unsupported: &[],
+    expected_failures: &[],
+};

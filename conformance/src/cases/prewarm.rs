@@ -12,7 +12,7 @@ use seam::{ops, DType, GraphRef, OpKind};
 pub const C7_PREPARED_GEMM_CAPTURES_AND_REPLAYS: Case = Case {
     name: "c7_prepared_gemm_captures_and_replays",
     rule: Rule::C7,
-    tags: &[Tag::NeedsCapture, Tag::VendorGemm, Tag::NeedsHalf],
+    tags: &[Tag::NeedsCapture, Tag::NeedsHalf],
     modes: ONCE,
     body: |cx| {
         let d = &cx.dev;
@@ -58,7 +58,7 @@ pub const C7_PREPARED_GEMM_CAPTURES_AND_REPLAYS: Case = Case {
 pub const C7_COLD_VENDOR_OP_FAILS_LOUDLY_OR_SUCCEEDS: Case = Case {
     name: "c7_cold_vendor_op_fails_loudly_or_succeeds",
     rule: Rule::C7,
-    tags: &[Tag::NeedsCapture, Tag::VendorGemm],
+    tags: &[Tag::NeedsCapture],
     modes: ONCE,
     body: |cx| {
         let d = &cx.dev;

@@ -9,9 +9,9 @@ use std::collections::HashMap;
 /// Emulated begins, ends and replays a capture. (That such a device also
 /// passes C1–C8 is the rest of this suite.)
 ///
-/// The report must also match what the backend declares in
-/// `expectations::DECLARED_CAPTURE`, so a silent regression to `Unsupported`
-/// (which would turn every capture case into an ignored trial) is a failure.
+/// The report must also match the capture support the backend declares in
+/// its `Registration`, so a silent regression to `Unsupported` (which would
+/// turn every capture case into an ignored trial) is a failure.
 ///
 /// Mutations: make the CPU backend report `Unsupported` → red (declared
 /// native); make the CPU backend's `begin_capture` return an error while
@@ -23,23 +23,14 @@ pub const C9_REPORT_MATCHES_BEHAVIOUR: Case = Case {
     modes: ONCE,
     body: |cx| {
         let d = &cx.dev;
-        let reported = match d.capture_support() {
-            CaptureSupport::Native => "native",
-            CaptureSupport::Emulated => "emulated",
-            CaptureSupport::Unsupported(_) => "unsupported",
-        };
-        let backend = d.info().backend.clone();
-        match crate::expectations::declared_capture(&backend) {
-            Some(declared) => check!(
-                declared.split(" or ").any(|x| x == reported),
-                "{backend} declares capture `{declared}` but the device reports `{reported}`"
-            ),
-            None => {
-                return Err(crate::Failure(format!(
-                    "{backend} has no DECLARED_CAPTURE entry"
-                )))
-            }
-        }
+        let reg = cx.registration;
+        check!(
+            reg.declares_capture(d.capture_support()),
+            "{} declares capture `{}` but the device reports `{}`",
+            reg.name,
+            reg.declared_capture(),
+            seam::CaptureKind::of(d.capture_support()).name()
+        );
         match d.capture_support().clone() {
             CaptureSupport::Unsupported(reason) => {
                 check!(
@@ -189,10 +180,14 @@ pub const C10_COUNTS_ARE_PER_HANDLE: Case = Case {
 /// a traced window gives exactly N device spans tagged with the N replay
 /// events (plus one for a traced eager launch), each with end ≥ start, in
 /// queue order; the Chrome trace export of the window parses back with N
-/// replay slices. A device that cannot time itself must say why, and then
-/// records no spans.
+/// replay slices. Whether a device times itself is what its backend's
+/// registration declares (`DeclaredTiming`): a declared-timed device that
+/// does not time fails (a backend that stops timing cannot skip these
+/// checks), and an untimed one must say why and record no spans.
 ///
-/// Mutation: make the CPU backend's `take_device_spans` drop the last span → red.
+/// Mutations: make the CPU backend's `take_device_spans` drop the last span
+/// → red; make the CPU backend's `device_timing` return `Err` → red at "cpu
+/// declares device timing, but the device does not time".
 pub const C10_DEVICE_SPANS_MATCH_REPLAYS: Case = Case {
     name: "c10_device_spans_match_replays",
     rule: Rule::C10,
@@ -240,8 +235,21 @@ fn spans_window(cx: &Ctx, n: usize) -> CaseResult {
                 .count()
         })
         .unwrap_or(0);
-    match &log.device_timing_unavailable {
-        None => {
+    let declared = cx.registration.device_timing;
+    match (&log.device_timing_unavailable, declared) {
+        (Some(why), seam::DeclaredTiming::Timed) => {
+            return Err(crate::Failure(format!(
+                "{} declares device timing, but the device does not time: {why}",
+                cx.registration.name
+            )))
+        }
+        (None, seam::DeclaredTiming::Untimed(reason)) => {
+            return Err(crate::Failure(format!(
+                "{} declares no device timing ({reason}), but the device times: update its registration",
+                cx.registration.name
+            )))
+        }
+        (None, seam::DeclaredTiming::Timed) => {
             let by_tag: HashMap<u64, &seam::DeviceSpan> =
                 log.device_spans.iter().map(|s| (s.tag, s)).collect();
             check_eq!(
@@ -266,7 +274,7 @@ fn spans_window(cx: &Ctx, n: usize) -> CaseResult {
             }
             check_eq!(slices, n, "replay slices in the exported trace");
         }
-        Some(why) => {
+        (Some(why), seam::DeclaredTiming::Untimed(_)) => {
             check!(!why.is_empty(), "an untimed device must say why");
             check!(
                 log.device_spans.is_empty(),

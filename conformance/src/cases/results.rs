@@ -25,7 +25,7 @@ fn run_pair(dev: &Device, mode: Mode, op: OpKind, dtype: DType) -> Result<Vec<u8
 pub const C4_EAGER_AND_CAPTURED_IDENTICAL: Case = Case {
     name: "c4_eager_and_captured_identical",
     rule: Rule::C4,
-    tags: &[Tag::NeedsCapture, Tag::NeedsHalf, Tag::VendorGemm],
+    tags: &[Tag::NeedsCapture, Tag::NeedsHalf],
     modes: ONCE,
     body: |cx| {
         let d = &cx.dev;
@@ -52,7 +52,7 @@ pub const C4_EAGER_AND_CAPTURED_IDENTICAL: Case = Case {
 pub const C4_DECODE_STACK_EAGER_AND_CAPTURED_IDENTICAL: Case = Case {
     name: "c4_decode_stack_eager_and_captured_identical",
     rule: Rule::C4,
-    tags: &[Tag::NeedsCapture, Tag::VendorGemm],
+    tags: &[Tag::NeedsCapture],
     modes: ONCE,
     body: |cx| {
         let d = &cx.dev;
@@ -112,7 +112,7 @@ fn decode_stack(d: &Device, mode: Mode) -> Result<Vec<u8>, Failure> {
 pub const C11_EVERY_OP_AGREES_WITH_CPU: Case = Case {
     name: "c11_every_op_agrees_with_cpu",
     rule: Rule::C11,
-    tags: &[Tag::NeedsHalf, Tag::VendorGemm],
+    tags: &[Tag::NeedsHalf],
     modes: BOTH,
     body: |cx| {
         let d = &cx.dev;
