@@ -10,31 +10,13 @@ fn driver_present() -> bool {
 }
 
 #[test]
-fn device_count_never_panics_and_says_what_to_install() {
-    match crate::device_count() {
-        Ok(n) => assert!(driver_present(), "{n} devices reported without a driver"),
-        Err(reason) => {
-            assert!(!reason.is_empty());
-            if !driver_present() {
-                assert!(
-                    reason.starts_with("no CUDA driver")
-                        && reason.contains("install the NVIDIA driver"),
-                    "unhelpful reason: {reason}"
-                );
-            }
-        }
-    }
-}
-
-#[test]
-fn open_without_a_driver_is_an_error_not_a_panic() {
-    if driver_present() {
-        return;
-    }
-    match crate::open(0) {
-        Ok(_) => panic!("opened a CUDA device without a driver"),
-        Err(e) => assert!(e.to_string().contains("no CUDA driver"), "{e}"),
-    }
+fn without_a_driver_device_count_says_what_to_install_and_open_fails() {
+    let without_driver = !driver_present();
+    seam_streamgraph::testing::check_missing_device(crate::device_count, crate::open, |why| {
+        !why.is_empty()
+            && (!without_driver
+                || why.starts_with("no CUDA driver") && why.contains("install the NVIDIA driver"))
+    });
 }
 
 #[test]

@@ -144,34 +144,13 @@ fn versions_decode() {
 mod rocm {
     use seam::OpKind;
 
-    /// Whether this machine has an AMD GPU the runtime can see.
-    fn gpu_present() -> bool {
-        crate::device_count().is_ok_and(|n| n > 0)
-    }
-
+    /// The runtime's own answer, and `open` refusing with it.
     #[test]
-    fn probe_gives_the_runtimes_own_answer() {
-        match crate::device_count() {
-            Ok(n) => assert!(n > 0),
-            Err(reason) => {
-                assert!(
-                    reason.starts_with("ROCm runtime ")
-                        && reason.contains(" found, no HIP device (hipGetDeviceCount: "),
-                    "{reason}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn open_without_a_device_is_an_error_not_a_panic() {
-        if gpu_present() {
-            return;
-        }
-        match crate::open(0) {
-            Ok(_) => panic!("opened a HIP device without one"),
-            Err(e) => assert!(e.to_string().contains("no HIP device"), "{e}"),
-        }
+    fn without_a_device_the_probe_and_open_give_the_runtimes_answer() {
+        seam_streamgraph::testing::check_missing_device(crate::device_count, crate::open, |why| {
+            why.starts_with("ROCm runtime ")
+                && why.contains(" found, no HIP device (hipGetDeviceCount: ")
+        });
     }
 
     #[test]

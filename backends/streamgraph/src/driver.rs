@@ -40,8 +40,14 @@ pub trait GraphDriver {
     fn launch(&self, exec: &Self::Exec) -> Result<(), ErrorKind>;
     /// Block until the stream is idle.
     fn synchronize(&self) -> Result<(), ErrorKind>;
-    fn destroy_exec(&self, exec: Self::Exec);
-    fn destroy_graph(&self, graph: Self::Graph);
+    /// Release an exec (default: its `Drop`, for owning handle types).
+    fn destroy_exec(&self, exec: Self::Exec) {
+        drop(exec);
+    }
+    /// Release a graph after every exec made from it (default: its `Drop`).
+    fn destroy_graph(&self, graph: Self::Graph) {
+        drop(graph);
+    }
 
     // --- events (device timing) ---
     /// Whether the event calls device timing needs are there; `Err` says why not.
@@ -55,7 +61,10 @@ pub trait GraphDriver {
     fn wait_event(&self, event: &Self::Event) -> Result<(), ErrorKind>;
     /// Milliseconds from `start` to `end`, both completed.
     fn elapsed_ms(&self, start: &Self::Event, end: &Self::Event) -> Result<f32, ErrorKind>;
-    fn destroy_event(&self, event: Self::Event);
+    /// Release an event (default: its `Drop`).
+    fn destroy_event(&self, event: Self::Event) {
+        drop(event);
+    }
 }
 
 /// One device's stream: memory, modules and kernel launches on top of the
@@ -77,8 +86,13 @@ pub trait StreamDriver: GraphDriver + Send {
     fn alloc(&self, bytes: usize) -> Result<Self::Memory, ErrorKind>;
     /// Size of an allocation in bytes, as asked for.
     fn memory_bytes(&self, memory: &Self::Memory) -> usize;
-    /// Release an allocation. The backend waits for the stream first.
-    fn free(&self, memory: Self::Memory);
+    /// The allocation's device address, as a kernel parameter holds it.
+    fn device_address(&self, memory: &Self::Memory) -> u64;
+    /// Release an allocation (default: its `Drop`). The backend waits for
+    /// the stream first.
+    fn free(&self, memory: Self::Memory) {
+        drop(memory);
+    }
     /// Copy `data` in at `offset` after all work queued on the stream, and
     /// wait, so `data` may be reused when this returns. Checks the range.
     fn write(&self, memory: &Self::Memory, offset: usize, data: &[u8]) -> Result<(), ErrorKind>;

@@ -400,6 +400,10 @@ impl StreamDriver for FakeDriver {
         memory.bytes
     }
 
+    fn device_address(&self, memory: &FakeBuffer) -> u64 {
+        u64::from(memory.id) << 32
+    }
+
     fn free(&self, memory: FakeBuffer) {
         let _ = self.step(Call::Free(memory.id), "free");
         let mut s = self.s();
@@ -467,7 +471,9 @@ impl StreamDriver for FakeDriver {
 
     fn launch_kernel(&self, l: &KernelLaunch<'_, Self>) -> Result<(), ErrorKind> {
         let name = l.function().name.clone();
-        let buffers = l.buffers().iter().map(|b| b.id).collect();
+        // The ids back from the packed arguments, as a kernel would see them.
+        let args = l.args(self);
+        let buffers = args.addresses().iter().map(|a| (a >> 32) as u32).collect();
         let call = Call::LaunchKernel {
             name: name.clone(),
             buffers,

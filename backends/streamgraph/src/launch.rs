@@ -6,6 +6,7 @@ use crate::driver::StreamDriver;
 use seam::ops::Role;
 use seam::validate::{self, BufferMeta};
 use seam::{BufferId, DType, ErrorKind, Launch, OpCall, OpKind, Params, RawBuffer};
+use std::ffi::c_void;
 
 /// Threads per block for elementwise and row kernels (a power of two, as
 /// the row kernels' tree reductions need).
@@ -68,8 +69,39 @@ impl<'a, D: StreamDriver> KernelLaunch<'a, D> {
     pub fn buffers(&self) -> &[&'a D::Memory] {
         &self.buffers
     }
-    pub fn params(&self) -> &Params {
-        &self.params
+    /// The kernel's arguments: the buffers' device addresses in signature
+    /// order, then the [`Params`] block.
+    pub fn args(&self, d: &D) -> KernelArgs {
+        KernelArgs {
+            addresses: self.buffers.iter().map(|b| d.device_address(b)).collect(),
+            params: self.params,
+        }
+    }
+}
+
+/// A kernel's argument values, packed once here for every driver.
+pub struct KernelArgs {
+    addresses: Vec<u64>,
+    params: Params,
+}
+
+impl KernelArgs {
+    /// The buffers' device addresses, in signature order.
+    pub fn addresses(&self) -> &[u64] {
+        &self.addresses
+    }
+
+    /// One pointer per kernel parameter, to its value (a 64-bit device
+    /// address, then the 32-byte `repr(C)` Params), as `cuLaunchKernel` and
+    /// `hipModuleLaunchKernel` take them. Valid while `self` is borrowed.
+    pub fn pointers(&mut self) -> Vec<*mut c_void> {
+        let mut ptrs: Vec<*mut c_void> = self
+            .addresses
+            .iter_mut()
+            .map(|a| a as *mut u64 as *mut c_void)
+            .collect();
+        ptrs.push(&mut self.params as *mut Params as *mut c_void);
+        ptrs
     }
 }
 

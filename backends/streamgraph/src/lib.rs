@@ -9,7 +9,9 @@
 //!
 //! - [`graphs`]: capture → instantiate → upload, replay, destroy (C1, C3, C8);
 //! - [`timing`]: events around traced work, spans against a base event;
-//! - [`launch`]: launches checked once (C12) before a driver's `unsafe` call;
+//! - [`launch`]: launches checked once (C12) and their arguments packed,
+//!   before a driver's `unsafe` call;
+//! - [`rtc`]: runtime-compiler inputs and logs, and driver error results;
 //! - [`backend`]: the `seam::Backend` impl and teardown order.
 //!
 //! No `unsafe` here: each backend's `sys` layer implements the driver traits.
@@ -18,14 +20,18 @@ pub mod backend;
 pub mod cache;
 pub mod driver;
 pub mod graphs;
+mod handle;
 pub mod launch;
+pub mod rtc;
+pub mod testing;
 pub mod timing;
 
 pub use backend::StreamBackend;
 pub use cache::OnceMap;
 pub use driver::{GraphDriver, OpKernels, SharedKernels, StreamDriver, Toolchain};
 pub use graphs::StreamGraphs;
-pub use launch::{check_range, Dims, KernelLaunch, VendorLaunch};
+pub use launch::{check_range, Dims, KernelArgs, KernelLaunch, VendorLaunch};
+pub use rtc::{compile_error, driver_result, RtcInput};
 pub use timing::EventTimer;
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 use super::{check, events, ready};
 use cudarc::driver::sys as cu;
 use seam::ErrorKind;
-use seam_streamgraph::{check_range, GraphDriver, KernelLaunch, StreamDriver};
+use seam_streamgraph::{check_range, owned_handle, GraphDriver, KernelLaunch, StreamDriver};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::ptr;
 use std::sync::Arc;
@@ -244,8 +244,8 @@ impl StreamDriver for Stream {
         memory.bytes
     }
 
-    fn free(&self, memory: DeviceMemory) {
-        drop(memory);
+    fn device_address(&self, memory: &DeviceMemory) -> u64 {
+        memory.ptr
     }
 
     fn write(&self, memory: &DeviceMemory, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
@@ -323,20 +323,16 @@ impl StreamDriver for Stream {
     }
 
     fn launch_kernel(&self, l: &KernelLaunch<'_, Self>) -> Result<(), ErrorKind> {
-        let mut ptrs: Vec<cu::CUdeviceptr> = l.buffers().iter().map(|b| b.ptr).collect();
-        let mut params = *l.params();
-        let mut args: Vec<*mut c_void> = ptrs
-            .iter_mut()
-            .map(|p| p as *mut cu::CUdeviceptr as *mut c_void)
-            .collect();
-        args.push(&mut params as *mut seam::Params as *mut c_void);
+        let mut args = l.args(self);
+        let mut ptrs = args.pointers();
         let ((gx, gy, gz), (bx, by, bz)) = (l.grid(), l.block());
         // SAFETY: a KernelLaunch (made only by seam-streamgraph, after
         // checking the launch against the op, C12) holds the op's entry point
         // and one live allocation per parameter, each large enough for what
-        // the kernel indexes; `args` points at one live local per parameter,
-        // of its exact type (device pointers, then the 32-byte repr(C)
-        // Params), which the driver copies before returning.
+        // the kernel indexes; `ptrs` holds one pointer per parameter, to a
+        // value of its exact size and layout in `args` (64-bit device
+        // addresses, as CUdeviceptr is, then the 32-byte repr(C) Params),
+        // which outlives the call; the driver copies the values before returning.
         check("cuLaunchKernel", unsafe {
             cu::cuLaunchKernel(
                 l.function().f,
@@ -348,7 +344,7 @@ impl StreamDriver for Stream {
                 bz,
                 0,
                 self.raw,
-                args.as_mut_ptr(),
+                ptrs.as_mut_ptr(),
                 ptr::null_mut(),
             )
         })
@@ -357,48 +353,23 @@ impl StreamDriver for Stream {
 
 // ----- capture, graphs, events -----
 
-/// A captured graph (topology only; replay needs an instantiated [`GraphExec`]).
-pub struct Graph(cu::CUgraph);
-
-// SAFETY: graph handles are usable from any thread with the context current.
-unsafe impl Send for Graph {}
-
-impl Drop for Graph {
-    fn drop(&mut self) {
-        // SAFETY: destroys the graph returned by end_capture, once; an exec
-        // instantiated from it is independent of it (the shared logic still
-        // destroys the exec first, as HIP wants).
-        let _ = unsafe { cu::cuGraphDestroy(self.0) };
-    }
+owned_handle! {
+    /// A captured graph (topology only; replay needs an instantiated
+    /// [`GraphExec`]). An exec made from it is independent of it (the shared
+    /// logic still destroys the exec first, as HIP wants).
+    pub struct Graph(cu::CUgraph) => cu::cuGraphDestroy;
 }
 
-/// An executable graph.
-pub struct GraphExec(cu::CUgraphExec);
-
-// SAFETY: exec handles are usable from any thread with the context current.
-unsafe impl Send for GraphExec {}
-
-impl Drop for GraphExec {
-    fn drop(&mut self) {
-        // SAFETY: destroys the exec once (owned). The driver defers the free
-        // of an exec still in flight; the shared logic also waits first (C8).
-        let _ = unsafe { cu::cuGraphExecDestroy(self.0) };
-    }
+owned_handle! {
+    /// An executable graph. The driver defers the free of an exec still in
+    /// flight; the shared logic also waits for the stream first (C8).
+    pub struct GraphExec(cu::CUgraphExec) => cu::cuGraphExecDestroy;
 }
 
-/// A timing event (default flags: timing enabled). Only created after
-/// [`events`] has checked the entry points.
-pub struct Event(cu::CUevent);
-
-// SAFETY: event handles are usable from any thread with the context current.
-unsafe impl Send for Event {}
-
-impl Drop for Event {
-    fn drop(&mut self) {
-        // SAFETY: destroys the event created in create_event, once; an Event
-        // exists only after `events()` found cuEventDestroy_v2.
-        let _ = unsafe { cu::cuEventDestroy_v2(self.0) };
-    }
+owned_handle! {
+    /// A timing event (default flags: timing enabled). Only created after
+    /// [`events`] has checked the entry points, destroy included.
+    pub struct Event(cu::CUevent) => cu::cuEventDestroy_v2;
 }
 
 /// The driver calls the shared capture logic makes; the HIP backend's list
@@ -477,14 +448,6 @@ impl GraphDriver for Stream {
         })
     }
 
-    fn destroy_exec(&self, exec: GraphExec) {
-        drop(exec);
-    }
-
-    fn destroy_graph(&self, graph: Graph) {
-        drop(graph);
-    }
-
     fn events_available(&self) -> Result<(), String> {
         events()
     }
@@ -521,9 +484,5 @@ impl GraphDriver for Stream {
             cu::cuEventElapsedTime_v2(&mut ms, start.0, end.0)
         })?;
         Ok(ms)
-    }
-
-    fn destroy_event(&self, event: Event) {
-        drop(event);
     }
 }

@@ -36,6 +36,7 @@ use cudarc::cublas::sys as blas;
 use cudarc::driver::sys as cu;
 use cudarc::nvrtc::sys as rtc;
 use seam::ErrorKind;
+use seam_streamgraph::driver_result;
 use std::ffi::{c_char, CStr};
 use std::ptr;
 use std::sync::OnceLock;
@@ -227,27 +228,18 @@ fn describe(r: cu::CUresult) -> String {
 }
 
 pub(crate) fn check(call: &'static str, r: cu::CUresult) -> Result<(), ErrorKind> {
-    if r == cu::CUresult::CUDA_SUCCESS {
-        Ok(())
-    } else {
-        Err(ErrorKind::driver(call, describe(r)))
-    }
+    driver_result(call, r == cu::CUresult::CUDA_SUCCESS, || describe(r))
 }
 
 pub(crate) fn check_blas(call: &'static str, s: blas::cublasStatus_t) -> Result<(), ErrorKind> {
-    if s == blas::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
-        Ok(())
-    } else {
-        Err(ErrorKind::driver(call, format!("{s:?}")))
-    }
+    let ok = s == blas::cublasStatus_t::CUBLAS_STATUS_SUCCESS;
+    driver_result(call, ok, || format!("{s:?}"))
 }
 
 pub(crate) fn check_rtc(call: &'static str, r: rtc::nvrtcResult) -> Result<(), ErrorKind> {
-    if r == rtc::nvrtcResult::NVRTC_SUCCESS {
-        Ok(())
-    } else {
-        Err(ErrorKind::driver(call, format!("{r:?}")))
-    }
+    driver_result(call, r == rtc::nvrtcResult::NVRTC_SUCCESS, || {
+        format!("{r:?}")
+    })
 }
 
 pub(crate) fn ready() -> Result<(), ErrorKind> {

@@ -3,7 +3,8 @@
 use super::{check_rtc, nvrtc};
 use cudarc::nvrtc::sys as rtc;
 use seam::ErrorKind;
-use std::ffi::{c_char, c_int, CString};
+use seam_streamgraph::rtc::{compile_error, log_buffer, log_text, RtcInput};
+use std::ffi::{c_char, c_int};
 use std::ptr;
 
 fn rtc_ready() -> Result<(), ErrorKind> {
@@ -65,25 +66,16 @@ pub fn nvrtc_compile(
     kind: ImageKind,
 ) -> Result<Vec<u8>, ErrorKind> {
     rtc_ready()?;
-    let src = CString::new(source)
-        .map_err(|_| ErrorKind::driver("nvrtcCreateProgram", "source contains NUL"))?;
-    let cname = CString::new(name)
-        .map_err(|_| ErrorKind::driver("nvrtcCreateProgram", "name contains NUL"))?;
-    let opts: Vec<CString> = options
-        .iter()
-        .map(|o| CString::new(o.as_str()))
-        .collect::<Result<_, _>>()
-        .map_err(|_| ErrorKind::driver("nvrtcCompileProgram", "option contains NUL"))?;
-    let opt_ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
-
+    let input = RtcInput::new("nvrtc", source, name, options)?;
     let mut prog: rtc::nvrtcProgram = ptr::null_mut();
     // SAFETY: source and name are NUL-terminated and outlive the program
-    // (dropped at the end of this function); no headers are passed.
+    // (`input` is dropped after it); no headers are passed; `prog` is a
+    // valid out-pointer.
     check_rtc("nvrtcCreateProgram", unsafe {
         rtc::nvrtcCreateProgram(
             &mut prog,
-            src.as_ptr(),
-            cname.as_ptr(),
+            input.source(),
+            input.name(),
             0,
             ptr::null(),
             ptr::null(),
@@ -91,14 +83,17 @@ pub fn nvrtc_compile(
     })?;
     let prog = Program(prog);
 
-    // SAFETY: opt_ptrs points at NUL-terminated strings that outlive the call.
+    // SAFETY: the program is live; `input` holds option_count pointers to
+    // NUL-terminated options, alive for the call.
     let compiled =
-        unsafe { rtc::nvrtcCompileProgram(prog.0, opt_ptrs.len() as c_int, opt_ptrs.as_ptr()) };
+        unsafe { rtc::nvrtcCompileProgram(prog.0, input.option_count(), input.options()) };
     if compiled != rtc::nvrtcResult::NVRTC_SUCCESS {
-        let log = program_log(&prog).unwrap_or_else(|e| format!("(no log: {e})"));
-        return Err(ErrorKind::driver(
+        let log = program_log(&prog);
+        return Err(compile_error(
             "nvrtcCompileProgram",
-            format!("{name}: {compiled:?}\n{log}"),
+            name,
+            format!("{compiled:?}"),
+            log,
         ));
     }
 
@@ -137,11 +132,11 @@ fn program_log(prog: &Program) -> Result<String, ErrorKind> {
     check_rtc("nvrtcGetProgramLogSize", unsafe {
         rtc::nvrtcGetProgramLogSize(prog.0, &mut size)
     })?;
-    let mut log = vec![0u8; size.max(1)];
-    // SAFETY: the buffer holds at least the size NVRTC reported.
+    let mut log = log_buffer(size);
+    // SAFETY: the program is live; the buffer holds at least the size NVRTC
+    // reported.
     check_rtc("nvrtcGetProgramLog", unsafe {
         rtc::nvrtcGetProgramLog(prog.0, log.as_mut_ptr() as *mut c_char)
     })?;
-    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-    Ok(String::from_utf8_lossy(&log[..end]).into_owned())
+    Ok(log_text(&log))
 }

@@ -6,7 +6,7 @@
 use super::check;
 use hip_runtime_sys as hip;
 use seam::ErrorKind;
-use seam_streamgraph::{check_range, GraphDriver, KernelLaunch, StreamDriver};
+use seam_streamgraph::{check_range, owned_handle, GraphDriver, KernelLaunch, StreamDriver};
 use std::ffi::{c_int, c_void, CString};
 use std::ptr;
 use std::sync::{Arc, OnceLock};
@@ -128,8 +128,8 @@ impl StreamDriver for Stream {
         memory.bytes
     }
 
-    fn free(&self, memory: DeviceMemory) {
-        drop(memory);
+    fn device_address(&self, memory: &DeviceMemory) -> u64 {
+        memory.ptr as u64
     }
 
     fn write(&self, memory: &DeviceMemory, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
@@ -205,20 +205,16 @@ impl StreamDriver for Stream {
     }
 
     fn launch_kernel(&self, l: &KernelLaunch<'_, Self>) -> Result<(), ErrorKind> {
-        let mut ptrs: Vec<hip::hipDeviceptr_t> = l.buffers().iter().map(|b| b.ptr).collect();
-        let mut params = *l.params();
-        let mut args: Vec<*mut c_void> = ptrs
-            .iter_mut()
-            .map(|p| p as *mut hip::hipDeviceptr_t as *mut c_void)
-            .collect();
-        args.push(&mut params as *mut seam::Params as *mut c_void);
+        let mut args = l.args(self);
+        let mut ptrs = args.pointers();
         let (grid, block) = (l.grid(), l.block());
         // SAFETY: a KernelLaunch (made only by seam-streamgraph, after
         // checking the launch against the op, C12) holds the op's entry point
         // and one live allocation per parameter, each large enough for what
-        // the kernel indexes; `args` points at one live local per parameter,
-        // of its exact type (device pointers, then the 32-byte repr(C)
-        // Params), which the runtime copies before returning.
+        // the kernel indexes; `ptrs` holds one pointer per parameter, to a
+        // value of its exact size and layout in `args` (64-bit device
+        // addresses, the size of hipDeviceptr_t, then the 32-byte repr(C)
+        // Params), which outlives the call; the runtime copies the values.
         check("hipModuleLaunchKernel", unsafe {
             hip::hipModuleLaunchKernel(
                 l.function().f,
@@ -230,7 +226,7 @@ impl StreamDriver for Stream {
                 block.2,
                 0,
                 self.raw,
-                args.as_mut_ptr(),
+                ptrs.as_mut_ptr(),
                 ptr::null_mut(),
             )
         })
@@ -239,45 +235,21 @@ impl StreamDriver for Stream {
 
 // ----- capture, graphs, events -----
 
-/// A captured graph (topology; replay needs an instantiated [`GraphExec`]).
-pub struct Graph(hip::hipGraph_t);
-
-// SAFETY: graph handles are usable from any thread.
-unsafe impl Send for Graph {}
-
-impl Drop for Graph {
-    fn drop(&mut self) {
-        // SAFETY: destroys the graph returned by end_capture, once (the shared
-        // logic destroys its exec first).
-        let _ = unsafe { hip::hipGraphDestroy(self.0) };
-    }
+owned_handle! {
+    /// A captured graph (topology; replay needs an instantiated
+    /// [`GraphExec`]); the shared logic destroys its exec first.
+    pub struct Graph(hip::hipGraph_t) => hip::hipGraphDestroy;
 }
 
-/// An executable graph.
-pub struct GraphExec(hip::hipGraphExec_t);
-
-// SAFETY: exec handles are usable from any thread.
-unsafe impl Send for GraphExec {}
-
-impl Drop for GraphExec {
-    fn drop(&mut self) {
-        // SAFETY: destroys the exec once (owned); the shared logic waits for
-        // the stream before destroying an exec a replay may still use (C8).
-        let _ = unsafe { hip::hipGraphExecDestroy(self.0) };
-    }
+owned_handle! {
+    /// An executable graph; the shared logic waits for the stream before
+    /// destroying an exec a replay may still use (C8).
+    pub struct GraphExec(hip::hipGraphExec_t) => hip::hipGraphExecDestroy;
 }
 
-/// A timing event (default flags: timing enabled).
-pub struct Event(hip::hipEvent_t);
-
-// SAFETY: event handles are usable from any thread.
-unsafe impl Send for Event {}
-
-impl Drop for Event {
-    fn drop(&mut self) {
-        // SAFETY: destroys the event created in create_event, once (owned).
-        let _ = unsafe { hip::hipEventDestroy(self.0) };
-    }
+owned_handle! {
+    /// A timing event (default flags: timing enabled).
+    pub struct Event(hip::hipEvent_t) => hip::hipEventDestroy;
 }
 
 type GraphUploadFn = unsafe extern "C" fn(hip::hipGraphExec_t, hip::hipStream_t) -> hip::hipError_t;
@@ -378,14 +350,6 @@ impl GraphDriver for Stream {
         })
     }
 
-    fn destroy_exec(&self, exec: GraphExec) {
-        drop(exec);
-    }
-
-    fn destroy_graph(&self, graph: Graph) {
-        drop(graph);
-    }
-
     fn create_event(&self) -> Result<Event, ErrorKind> {
         let mut e: hip::hipEvent_t = ptr::null_mut();
         // SAFETY: `e` is a valid out-pointer; the device is selected.
@@ -414,9 +378,5 @@ impl GraphDriver for Stream {
             hip::hipEventElapsedTime(&mut ms, start.0, end.0)
         })?;
         Ok(ms)
-    }
-
-    fn destroy_event(&self, event: Event) {
-        drop(event);
     }
 }

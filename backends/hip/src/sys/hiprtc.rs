@@ -1,7 +1,9 @@
 //! hipRTC: runtime compilation of CUDA C / HIP C to an AMD code object.
 
 use seam::ErrorKind;
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use seam_streamgraph::driver_result;
+use seam_streamgraph::rtc::{compile_error, log_buffer, log_text, RtcInput};
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ptr;
 
 /// hipRTC's handle and entry points (in libamdhip64 since ROCm 4.2; not
@@ -34,20 +36,18 @@ extern "C" {
 }
 
 fn check_rtc(call: &'static str, r: c_int) -> Result<(), ErrorKind> {
-    if r == HIPRTC_SUCCESS {
-        return Ok(());
-    }
-    // SAFETY: returns a static NUL-terminated string (or null).
-    let text = unsafe { hiprtcGetErrorString(r) };
-    let msg = if text.is_null() {
-        format!("hiprtcResult {r}")
-    } else {
-        // SAFETY: non-null, static, NUL-terminated.
+    driver_result(call, r == HIPRTC_SUCCESS, || {
+        // SAFETY: hiprtcGetErrorString takes any code and returns a static
+        // NUL-terminated string, or null.
+        let text = unsafe { hiprtcGetErrorString(r) };
+        if text.is_null() {
+            return format!("hiprtcResult {r}");
+        }
+        // SAFETY: non-null, static, NUL-terminated (above).
         unsafe { CStr::from_ptr(text) }
             .to_string_lossy()
             .into_owned()
-    };
-    Err(ErrorKind::driver(call, msg))
+    })
 }
 
 /// hipRTC's version (major, minor).
@@ -72,25 +72,16 @@ impl Drop for Program {
 /// Compile CUDA C / HIP C with hipRTC into an AMD code object. A compile
 /// error carries hipRTC's log. Needs no GPU.
 pub fn hiprtc_compile(source: &str, name: &str, options: &[String]) -> Result<Vec<u8>, ErrorKind> {
-    let src = CString::new(source)
-        .map_err(|_| ErrorKind::driver("hiprtcCreateProgram", "source contains NUL"))?;
-    let cname = CString::new(name)
-        .map_err(|_| ErrorKind::driver("hiprtcCreateProgram", "name contains NUL"))?;
-    let opts: Vec<CString> = options
-        .iter()
-        .map(|o| CString::new(o.as_str()))
-        .collect::<Result<_, _>>()
-        .map_err(|_| ErrorKind::driver("hiprtcCompileProgram", "option contains NUL"))?;
-    let opt_ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
-
+    let input = RtcInput::new("hiprtc", source, name, options)?;
     let mut prog: HiprtcProgram = ptr::null_mut();
     // SAFETY: source and name are NUL-terminated and outlive the program
-    // (dropped at the end of this function); no headers are passed.
+    // (`input` is dropped after it); no headers are passed; `prog` is a
+    // valid out-pointer.
     check_rtc("hiprtcCreateProgram", unsafe {
         hiprtcCreateProgram(
             &mut prog,
-            src.as_ptr(),
-            cname.as_ptr(),
+            input.source(),
+            input.name(),
             0,
             ptr::null(),
             ptr::null(),
@@ -98,19 +89,12 @@ pub fn hiprtc_compile(source: &str, name: &str, options: &[String]) -> Result<Ve
     })?;
     let prog = Program(prog);
 
-    // SAFETY: opt_ptrs points at NUL-terminated strings that outlive the call.
-    let compiled =
-        unsafe { hiprtcCompileProgram(prog.0, opt_ptrs.len() as c_int, opt_ptrs.as_ptr()) };
-    if compiled != HIPRTC_SUCCESS {
-        let log = program_log(&prog).unwrap_or_else(|e| format!("(no log: {e})"));
-        let what = check_rtc("hiprtcCompileProgram", compiled)
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
-        return Err(ErrorKind::driver(
-            "hiprtcCompileProgram",
-            format!("{name}: {what}\n{log}"),
-        ));
+    // SAFETY: the program is live; `input` holds option_count pointers to
+    // NUL-terminated options, alive for the call.
+    let compiled = unsafe { hiprtcCompileProgram(prog.0, input.option_count(), input.options()) };
+    if let Err(what) = check_rtc("hiprtcCompileProgram", compiled) {
+        let log = program_log(&prog);
+        return Err(compile_error("hiprtcCompileProgram", name, what, log));
     }
     let mut size: usize = 0;
     // SAFETY: the program compiled; writes one size.
@@ -133,11 +117,11 @@ fn program_log(prog: &Program) -> Result<String, ErrorKind> {
     check_rtc("hiprtcGetProgramLogSize", unsafe {
         hiprtcGetProgramLogSize(prog.0, &mut size)
     })?;
-    let mut log = vec![0u8; size.max(1)];
-    // SAFETY: the buffer holds at least the size hipRTC reported.
+    let mut log = log_buffer(size);
+    // SAFETY: the program is live; the buffer holds at least the size hipRTC
+    // reported.
     check_rtc("hiprtcGetProgramLog", unsafe {
         hiprtcGetProgramLog(prog.0, log.as_mut_ptr() as *mut c_char)
     })?;
-    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-    Ok(String::from_utf8_lossy(&log[..end]).into_owned())
+    Ok(log_text(&log))
 }

@@ -24,6 +24,7 @@ pub use hiprtc::{hiprtc_compile, hiprtc_version};
 
 use hip_runtime_sys as hip;
 use seam::ErrorKind;
+use seam_streamgraph::driver_result;
 use std::ffi::{c_char, c_int, CStr};
 
 fn error_name(r: hip::hipError_t) -> String {
@@ -54,11 +55,7 @@ pub(crate) fn describe(r: hip::hipError_t) -> String {
 }
 
 pub(crate) fn check(call: &'static str, r: hip::hipError_t) -> Result<(), ErrorKind> {
-    if r == hip::hipError_t::hipSuccess {
-        Ok(())
-    } else {
-        Err(ErrorKind::driver(call, describe(r)))
-    }
+    driver_result(call, r == hip::hipError_t::hipSuccess, || describe(r))
 }
 
 // ----- runtime and devices -----
