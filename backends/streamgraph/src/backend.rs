@@ -208,7 +208,8 @@ where
     fn begin_capture(&mut self) -> Result<(), ErrorKind> {
         self.driver.select()?;
         // Modules are loaded (and compiled, once per process) outside the
-        // capture, so recording a kernel never loads or allocates anything.
+        // capture: loading allocates (cuModuleLoadData, hipModuleLoadData),
+        // so recording a kernel never loads or allocates anything.
         for op in OpKind::ALL {
             if !self.toolchain.vendor_routes(op) {
                 self.load_kernels(op)?;

@@ -82,7 +82,8 @@ pub trait StreamDriver: GraphDriver + Send {
     /// HIP: `hipSetDevice`).
     fn select(&self) -> Result<(), ErrorKind>;
 
-    /// Allocate `bytes` (> 0) of device memory (not stream-ordered).
+    /// Allocate `bytes` (> 0) of device memory (not stream-ordered; core
+    /// refuses an allocation inside a capture, C5).
     fn alloc(&self, bytes: usize) -> Result<Self::Memory, ErrorKind>;
     /// Size of an allocation in bytes, as asked for.
     fn memory_bytes(&self, memory: &Self::Memory) -> usize;

@@ -157,8 +157,9 @@ impl Drop for Stream {
 
 // ----- memory -----
 
-/// One `cuMemAlloc` allocation: device-only memory (not managed, not
-/// host-mapped), so device work on it never touches host memory.
+/// One `cuMemAlloc` allocation (not stream-ordered: C5 is core's to
+/// enforce): device-only memory (not managed, not host-mapped), so device
+/// work on it never touches host memory.
 pub struct DeviceMemory {
     ptr: cu::CUdeviceptr,
     bytes: usize,

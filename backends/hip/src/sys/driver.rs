@@ -52,8 +52,8 @@ impl Drop for Stream {
 
 // ----- memory -----
 
-/// One `hipMalloc` allocation: device memory, so device work on it never
-/// touches host memory.
+/// One `hipMalloc` allocation (C5 is core's to enforce): device memory,
+/// so device work on it never touches host memory.
 pub struct DeviceMemory {
     ptr: hip::hipDeviceptr_t,
     bytes: usize,
