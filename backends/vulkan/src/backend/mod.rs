@@ -9,7 +9,7 @@ mod staging;
 mod timing;
 
 use crate::dispatch;
-use crate::sys::{Buffer, CommandBuffer, Gpu, Instance, Pipeline};
+use crate::sys::{self, Buffer, CommandBuffer, Gpu, Instance, Pipeline, Validation};
 use ash::vk;
 use seam::{
     Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, Launch, OpKind, RawBuffer,
@@ -43,6 +43,11 @@ pub struct VulkanBackend {
     graphs: HashMap<u64, CommandBuffer>,
     /// Timestamp queries for device timing (see `timing.rs`).
     timing: timing::Timing,
+    /// `SEAM_VULKAN_VALIDATION`: validation messages fail the call that
+    /// raised them, and the teardown of a device that saw any.
+    validation: Validation,
+    /// Every validation message this device's calls raised.
+    raised: Vec<String>,
     /// Last: its `Drop` waits for (or, after a timeout, leaks) pending work.
     gpu: Gpu,
 }
@@ -90,8 +95,33 @@ impl VulkanBackend {
             current: None,
             graphs: HashMap::new(),
             timing: timing::Timing::default(),
+            validation: Validation::from_env(),
+            raised: Vec::new(),
             gpu,
         })
+    }
+
+    /// Run one backend call. A validation message raised inside it (the
+    /// layer reports synchronously, on this thread) turns its result into an
+    /// error quoting the message (issue 21).
+    fn validated<T>(
+        &mut self,
+        call: impl FnOnce(&mut Self) -> Result<T, ErrorKind>,
+    ) -> Result<T, ErrorKind> {
+        let result = call(self);
+        if self.validation == Validation::Off {
+            return result;
+        }
+        let raised = sys::take_validation_messages();
+        if raised.is_empty() {
+            return result;
+        }
+        let mut message = raised.join(" | ");
+        if let Err(e) = result {
+            message = format!("{message} (and the call failed: {e})");
+        }
+        self.raised.extend(raised);
+        Err(ErrorKind::driver("validation", message))
     }
 
     // ----- memory preferences -----
@@ -195,92 +225,98 @@ impl Backend for VulkanBackend {
     }
 
     fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
-        // Kernels address every buffer as 32-bit words.
-        let size = (bytes as u64).div_ceil(4) * 4;
-        let max = self.gpu.adapter().max_storage_buffer_range;
-        if size > max {
-            return Err(ErrorKind::TooLarge {
-                what: "allocation",
-                detail: format!("{size} bytes exceed the device's maxStorageBufferRange {max}"),
-            });
-        }
-        let buf = self.gpu.create_buffer(size, self.buffer_memory())?;
-        if self.host_visible && !buf.is_mapped() {
-            return Err(ErrorKind::driver(
-                "vkMapMemory",
-                "host-visible buffer is not mapped",
-            ));
-        }
-        let id = self.next_id;
-        self.next_id += 1;
-        self.buffers.insert(id, buf);
-        Ok(RawBuffer(id))
+        self.validated(|b| {
+            // Kernels address every buffer as 32-bit words.
+            let size = (bytes as u64).div_ceil(4) * 4;
+            let max = b.gpu.adapter().max_storage_buffer_range;
+            if size > max {
+                return Err(ErrorKind::TooLarge {
+                    what: "allocation",
+                    detail: format!("{size} bytes exceed the device's maxStorageBufferRange {max}"),
+                });
+            }
+            let buf = b.gpu.create_buffer(size, b.buffer_memory())?;
+            if b.host_visible && !buf.is_mapped() {
+                return Err(ErrorKind::driver(
+                    "vkMapMemory",
+                    "host-visible buffer is not mapped",
+                ));
+            }
+            let id = b.next_id;
+            b.next_id += 1;
+            b.buffers.insert(id, buf);
+            Ok(RawBuffer(id))
+        })
     }
 
     fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
-        // Queued work or a pending replay may still use it: those hold it
-        // until they have completed.
-        self.buffers
-            .remove(&buffer.0)
-            .map(drop)
-            .ok_or(ErrorKind::UnknownBuffer { id: buffer.0 })
+        self.validated(|b| {
+            // Queued work or a pending replay may still use it: those hold it
+            // until they have completed.
+            b.buffers
+                .remove(&buffer.0)
+                .map(drop)
+                .ok_or(ErrorKind::UnknownBuffer { id: buffer.0 })
+        })
     }
 
     fn write(&mut self, buffer: RawBuffer, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
-        self.buffer(buffer)?;
-        if !self.host_visible {
-            return self.staged_write(buffer, offset, data);
-        }
-        self.wait_all()?;
-        self.buffer(buffer)?.write(offset, data)
+        self.validated(|b| {
+            b.buffer(buffer)?;
+            if !b.host_visible {
+                return b.staged_write(buffer, offset, data);
+            }
+            b.wait_all()?;
+            b.buffer(buffer)?.write(offset, data)
+        })
     }
 
     fn read(&mut self, buffer: RawBuffer, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
-        self.buffer(buffer)?;
-        if !self.host_visible {
-            return self.staged_read(buffer, offset, out);
-        }
-        self.wait_all()?;
-        self.buffer(buffer)?.read(offset, out)
+        self.validated(|b| {
+            b.buffer(buffer)?;
+            if !b.host_visible {
+                return b.staged_read(buffer, offset, out);
+            }
+            b.wait_all()?;
+            b.buffer(buffer)?.read(offset, out)
+        })
     }
 
     fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
-        let pipeline = self.pipeline(launch.op, launch.dtype)?;
-        let groups = dispatch::grid(
-            dispatch::workgroups(launch),
-            self.gpu.adapter().max_group_count,
-        )?;
-        let buffers = launch
-            .buffers
-            .iter()
-            .map(|b| self.buffer(*b).cloned())
-            .collect::<Result<Vec<_>, _>>()?;
-        let bindings: Vec<_> = buffers
-            .iter()
-            .zip(launch.op.signature())
-            .map(|(b, binding)| (b, binding.access))
-            .collect();
-        let params = launch.params.to_bytes();
-        if self.capture.is_none() {
-            self.eager()?;
-        }
-        let rec = self
-            .capture
-            .as_mut()
-            .or(self.eager.as_mut())
-            .ok_or_else(|| {
+        self.validated(|b| {
+            let pipeline = b.pipeline(launch.op, launch.dtype)?;
+            let groups = dispatch::grid(
+                dispatch::workgroups(launch),
+                b.gpu.adapter().max_group_count,
+            )?;
+            let buffers = launch
+                .buffers
+                .iter()
+                .map(|id| b.buffer(*id).cloned())
+                .collect::<Result<Vec<_>, _>>()?;
+            let bindings: Vec<_> = buffers
+                .iter()
+                .zip(launch.op.signature())
+                .map(|(b, binding)| (b, binding.access))
+                .collect();
+            let params = launch.params.to_bytes();
+            if b.capture.is_none() {
+                b.eager()?;
+            }
+            let rec = b.capture.as_mut().or(b.eager.as_mut()).ok_or_else(|| {
                 ErrorKind::driver("vkBeginCommandBuffer", "no command buffer to record into")
             })?;
-        rec.barrier()?;
-        rec.dispatch(&pipeline, &bindings, &params, groups)?;
-        if self.capture.is_none() && rec_full(self.eager.as_ref()) {
-            self.flush()?;
-        }
-        Ok(())
+            rec.barrier()?;
+            rec.dispatch(&pipeline, &bindings, &params, groups)?;
+            if b.capture.is_none() && rec_full(b.eager.as_ref()) {
+                b.flush()?;
+            }
+            Ok(())
+        })
     }
 
     fn synchronize(&mut self) -> Result<(), ErrorKind> {
-        self.wait_all()
+        self.validated(|b| b.wait_all())
     }
 
     fn prepare(&mut self, ops: &[(OpKind, DType)]) -> Result<(), ErrorKind> {
@@ -291,55 +327,67 @@ impl Backend for VulkanBackend {
     }
 
     fn begin_capture(&mut self) -> Result<(), ErrorKind> {
-        if self.capture.is_some() {
-            return Err(ErrorKind::NestedCapture);
-        }
-        let mut cmd = self.gpu.command_buffer()?;
-        cmd.begin(true)?;
-        self.capture = Some(cmd);
-        Ok(())
+        self.validated(|b| {
+            if b.capture.is_some() {
+                return Err(ErrorKind::NestedCapture);
+            }
+            let mut cmd = b.gpu.command_buffer()?;
+            cmd.begin(true)?;
+            b.capture = Some(cmd);
+            Ok(())
+        })
     }
 
     fn end_capture(&mut self) -> Result<(), ErrorKind> {
-        let exec = self.finish_capture()?;
-        // A replay of the old exec may be in flight: it holds the exec.
-        self.current = Some(exec);
-        Ok(())
+        self.validated(|b| {
+            let exec = b.finish_capture()?;
+            // A replay of the old exec may be in flight: it holds the exec.
+            b.current = Some(exec);
+            Ok(())
+        })
     }
 
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
-        let exec = self.finish_capture()?;
-        let id = self.next_id;
-        self.next_id += 1;
-        self.graphs.insert(id, exec);
-        Ok(RawGraph(id))
+        self.validated(|b| {
+            let exec = b.finish_capture()?;
+            let id = b.next_id;
+            b.next_id += 1;
+            b.graphs.insert(id, exec);
+            Ok(RawGraph(id))
+        })
     }
 
     fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
-        self.exec(target)?;
-        // Launches queued before the replay run before it.
-        self.flush()?;
-        let exec = match target {
-            ReplayTarget::Current => self.current.as_ref(),
-            ReplayTarget::Graph(g) => self.graphs.get(&g.0),
-        };
-        self.gpu
-            .submit(exec.ok_or(ErrorKind::NoCurrentExec)?)
-            .map(drop)
+        self.validated(|b| {
+            b.exec(target)?;
+            // Launches queued before the replay run before it.
+            b.flush()?;
+            let exec = match target {
+                ReplayTarget::Current => b.current.as_ref(),
+                ReplayTarget::Graph(g) => b.graphs.get(&g.0),
+            };
+            b.gpu
+                .submit(exec.ok_or(ErrorKind::NoCurrentExec)?)
+                .map(drop)
+        })
     }
 
     fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
-        // C8: a replay may be in flight; it holds the command buffer, which
-        // is freed once that submission has completed, never while pending.
-        self.graphs
-            .remove(&graph.0)
-            .ok_or(ErrorKind::UnknownGraph { id: graph.0 })?;
-        self.gpu.poll()
+        self.validated(|b| {
+            // C8: a replay may be in flight; it holds the command buffer, which
+            // is freed once that submission has completed, never while pending.
+            b.graphs
+                .remove(&graph.0)
+                .ok_or(ErrorKind::UnknownGraph { id: graph.0 })?;
+            b.gpu.poll()
+        })
     }
 
     fn abort_capture(&mut self) -> Result<(), ErrorKind> {
-        // A command buffer in the recording state was never submitted.
-        self.capture.take().map(drop).ok_or(ErrorKind::NotCapturing)
+        self.validated(|b| {
+            // A command buffer in the recording state was never submitted.
+            b.capture.take().map(drop).ok_or(ErrorKind::NotCapturing)
+        })
     }
 
     fn live_resources(&self) -> ResourceCounts {
@@ -354,19 +402,19 @@ impl Backend for VulkanBackend {
     }
 
     fn set_device_timing(&mut self, on: bool) -> Result<(), ErrorKind> {
-        self.set_timing(on)
+        self.validated(|b| b.set_timing(on))
     }
 
     fn begin_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
-        self.mark(tag, true)
+        self.validated(|b| b.mark(tag, true))
     }
 
     fn end_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
-        self.mark(tag, false)
+        self.validated(|b| b.mark(tag, false))
     }
 
     fn take_device_spans(&mut self) -> Result<Vec<DeviceSpan>, ErrorKind> {
-        self.take_spans()
+        self.validated(|b| b.take_spans())
     }
 }
 
@@ -398,5 +446,21 @@ impl Drop for VulkanBackend {
         // Run what was launched; `Gpu`'s own `Drop` then waits for it (or
         // leaks the device if it does not finish).
         let _ = self.flush();
+        if self.validation == Validation::Off {
+            return;
+        }
+        // A device that saw a validation message fails its teardown too, so
+        // a message whose error a caller swallowed still fails the trial
+        // (messages from destroying the device itself: `sys::Shared`).
+        self.raised.extend(sys::take_validation_messages());
+        if !self.raised.is_empty() && !std::thread::panicking() {
+            panic!(
+                "vulkan device {}:{} ({}): drop: validation: {}",
+                self.info.backend,
+                self.info.index,
+                self.info.name,
+                self.raised.join(" | ")
+            );
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! recorded commands use, so none of them can be destroyed while the command
 //! buffer may still run.
 
+use super::audit::Audit;
 use super::device::{Buffer, Pipeline, QueryPool, Shared};
 use super::{drv, PUSH_CONSTANT_BYTES};
 use ash::vk;
@@ -46,6 +47,8 @@ struct Inner {
     pipelines: Vec<Pipeline>,
     buffers: Vec<Buffer>,
     queries: Vec<(QueryPool, Vec<QueryOp>)>,
+    /// seam's barrier audit of the recorded commands (`audit.rs`).
+    audit: Audit,
 }
 
 impl Drop for Inner {
@@ -109,6 +112,7 @@ impl CommandBuffer {
             pipelines: Vec::new(),
             buffers: Vec::new(),
             queries: Vec::new(),
+            audit: Audit::default(),
         })))
     }
 
@@ -159,6 +163,7 @@ impl CommandBuffer {
         inner.buffers.clear();
         inner.queries.clear();
         inner.dispatches = 0;
+        inner.audit = Audit::default();
         inner.last_serial = AtomicU64::new(0);
         let flags = if reusable {
             vk::CommandBufferUsageFlags::SIMULTANEOUS_USE
@@ -222,6 +227,7 @@ impl CommandBuffer {
                     | vk::AccessFlags::TRANSFER_READ
                     | vk::AccessFlags::TRANSFER_WRITE,
             )];
+        inner.audit.barrier();
         // SAFETY: the command buffer is recording, outside a render pass.
         unsafe {
             inner.shared.device.cmd_pipeline_barrier(
@@ -279,6 +285,19 @@ impl CommandBuffer {
                 format!("a {}-byte buffer exceeds maxStorageBufferRange", b.size()),
             ));
         }
+        let accesses: Vec<(u64, bool)> = bindings
+            .iter()
+            .map(|(b, a)| {
+                (
+                    vk::Handle::as_raw(b.handle()),
+                    *a == seam::ops::Access::Write,
+                )
+            })
+            .collect();
+        inner
+            .audit
+            .command("dispatch", &accesses)
+            .map_err(|h| ErrorKind::driver(CALL, h))?;
         let set = inner.descriptor_set(layout.set_layout, bindings)?;
         let d = &inner.shared.device;
         // SAFETY: the command buffer is recording; pipeline, layout and set
@@ -347,6 +366,16 @@ impl CommandBuffer {
         if src.same(dst) && src_offset < dst_offset + size && dst_offset < src_offset + size {
             return Err(ErrorKind::driver(CALL, "source and destination overlap"));
         }
+        inner
+            .audit
+            .command(
+                "copy",
+                &[
+                    (vk::Handle::as_raw(src.handle()), false),
+                    (vk::Handle::as_raw(dst.handle()), true),
+                ],
+            )
+            .map_err(|h| ErrorKind::driver(CALL, h))?;
         let region = [vk::BufferCopy {
             src_offset,
             dst_offset,

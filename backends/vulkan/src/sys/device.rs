@@ -21,6 +21,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 pub(super) struct Shared {
     pub(super) device: ash::Device,
     pub(super) adapter: Adapter,
+    /// Validation is on: messages raised destroying the device are a panic.
+    validation: bool,
     /// Set when a wait timed out: work may still run, so nothing is destroyed.
     leaked: AtomicBool,
     /// Every submission up to this serial has completed.
@@ -49,6 +51,14 @@ impl Drop for Shared {
         // so all of them are gone; `Gpu`'s `Drop` waited for every
         // submission (or set `leaked`). The instance outlives this call.
         unsafe { self.device.destroy_device(None) };
+        let raised = super::validation::take();
+        if self.validation && !raised.is_empty() && !std::thread::panicking() {
+            panic!(
+                "vulkan device ({}): vkDestroyDevice: validation: {}",
+                self.adapter.name,
+                raised.join(" | ")
+            );
+        }
     }
 }
 
@@ -292,6 +302,7 @@ impl Gpu {
             shared: Arc::new(Shared {
                 device,
                 adapter,
+                validation: instance.validating(),
                 leaked: AtomicBool::new(false),
                 completed: AtomicU64::new(0),
                 _instance: instance,

@@ -1,5 +1,6 @@
 //! The loader, the instance and device discovery.
 
+use super::validation::{self, Validation};
 use super::INSTALL_HINT;
 use ash::vk;
 use std::ffi::{c_char, CStr};
@@ -10,6 +11,8 @@ pub struct Instance {
     pub(super) instance: ash::Instance,
     /// Instance API version actually requested (≥ 1.1 enables properties2).
     api: u32,
+    /// The validation messenger, when `SEAM_VULKAN_VALIDATION` is set.
+    messenger: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
 }
 
 impl Instance {
@@ -46,8 +49,10 @@ pub struct Adapter {
 }
 
 impl Instance {
-    /// Open the loader and create an instance. Set `SEAM_VULKAN_VALIDATION=1`
-    /// to enable the Khronos validation layer when it is installed.
+    /// Open the loader and create an instance. `SEAM_VULKAN_VALIDATION=1`
+    /// enables the Khronos validation layer with a messenger (`=sync` adds
+    /// synchronization validation); see `validation.rs`. Asked for and not
+    /// installed, it is an error, not a silent pass.
     pub fn new() -> Result<Instance, String> {
         // SAFETY: loading libvulkan runs its initialisers; the Vulkan loader is
         // designed to be dlopen'ed and has no preconditions.
@@ -64,30 +69,72 @@ impl Instance {
             .application_name(c"seam")
             .engine_name(c"seam-vulkan")
             .api_version(api);
-        let validation = c"VK_LAYER_KHRONOS_validation";
-        let want_validation = std::env::var_os("SEAM_VULKAN_VALIDATION").is_some_and(|v| v == "1");
-        // SAFETY: global query on a loaded loader.
-        let layers_available = unsafe { entry.enumerate_instance_layer_properties() }
-            .unwrap_or_default()
-            .iter()
-            .any(|l| l.layer_name_as_c_str().is_ok_and(|n| n == validation));
-        let layers: Vec<*const c_char> = if want_validation && layers_available {
-            vec![validation.as_ptr()]
+        let layer = c"VK_LAYER_KHRONOS_validation";
+        let mode = Validation::from_env();
+        let (layers, extensions): (Vec<*const c_char>, Vec<*const c_char>) = if mode
+            == Validation::Off
+        {
+            (Vec::new(), Vec::new())
         } else {
-            Vec::new()
+            // SAFETY: global query on a loaded loader.
+            let layers_available = unsafe { entry.enumerate_instance_layer_properties() }
+                .unwrap_or_default()
+                .iter()
+                .any(|l| l.layer_name_as_c_str().is_ok_and(|n| n == layer));
+            if !layers_available {
+                return Err(format!(
+                    "SEAM_VULKAN_VALIDATION is set but {} is not installed (apt-get install vulkan-validationlayers)",
+                    layer.to_string_lossy()
+                ));
+            }
+            let mut ext = vec![ash::ext::debug_utils::NAME.as_ptr()];
+            if mode == Validation::Sync {
+                ext.push(ash::ext::validation_features::NAME.as_ptr());
+            }
+            (vec![layer.as_ptr()], ext)
         };
-        let info = vk::InstanceCreateInfo::default()
+        let sync = [vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION];
+        let mut features = vk::ValidationFeaturesEXT::default().enabled_validation_features(&sync);
+        let mut info = vk::InstanceCreateInfo::default()
             .application_info(&app)
-            .enabled_layer_names(&layers);
-        // SAFETY: `info` and everything it points to (app, layer names) live
-        // until the call returns.
+            .enabled_layer_names(&layers)
+            .enabled_extension_names(&extensions);
+        if mode == Validation::Sync {
+            info = info.push_next(&mut features);
+        }
+        // SAFETY: `info` and everything it points to (app, layer and
+        // extension names, the validation features) live until the call
+        // returns; the extensions are the validation layer's own.
         let instance = unsafe { entry.create_instance(&info, None) }
             .map_err(|e| format!("{INSTALL_HINT} (vkCreateInstance: {e})"))?;
+        let messenger = if mode == Validation::Off {
+            None
+        } else {
+            let utils = ash::ext::debug_utils::Instance::new(&entry, &instance);
+            // SAFETY: VK_EXT_debug_utils is enabled on this live instance; the
+            // callback is a plain function that never unwinds, and the create
+            // info (no user data) lives across the call.
+            match unsafe { utils.create_debug_utils_messenger(&validation::messenger_info(), None) }
+            {
+                Ok(m) => Some((utils, m)),
+                Err(e) => {
+                    // SAFETY: nothing was made from the instance yet.
+                    unsafe { instance.destroy_instance(None) };
+                    return Err(format!("vkCreateDebugUtilsMessengerEXT: {e}"));
+                }
+            }
+        };
         Ok(Instance {
             entry,
             instance,
             api,
+            messenger,
         })
+    }
+
+    /// Whether the validation messenger is registered.
+    pub fn validating(&self) -> bool {
+        self.messenger.is_some()
     }
 
     /// Every physical device that has a compute queue, in enumeration order.
@@ -174,8 +221,14 @@ impl Drop for Instance {
         // SAFETY: every device made from this instance is destroyed first:
         // each device's `Shared` holds an `Arc` of its instance and destroys
         // the device in its `Drop`, before that field is released (a leaked
-        // device keeps its instance alive). The shared instance is never dropped.
-        unsafe { self.instance.destroy_instance(None) };
+        // device keeps its instance alive). The shared instance is never
+        // dropped. The messenger was made from this instance and goes first.
+        unsafe {
+            if let Some((utils, m)) = self.messenger.take() {
+                utils.destroy_debug_utils_messenger(m, None);
+            }
+            self.instance.destroy_instance(None)
+        };
         let _ = &self.entry;
     }
 }

@@ -34,10 +34,13 @@ pub(crate) fn drv(call: &'static str) -> impl Fn(vk::Result) -> ErrorKind {
     move |r| ErrorKind::driver(call, r)
 }
 
+mod audit;
 mod command;
 mod device;
 mod instance;
+mod validation;
 
 pub use command::CommandBuffer;
 pub use device::{Buffer, Gpu, Pipeline, QueryPool};
 pub use instance::{Adapter, Instance};
+pub use validation::{take as take_validation_messages, Validation};
