@@ -7,10 +7,10 @@ use crate::graphs::StreamGraphs;
 use crate::launch::{KernelLaunch, VendorLaunch};
 use crate::timing::EventTimer;
 use seam::{
-    Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, Launch, OpKind, RawBuffer,
-    RawGraph, ReplayTarget, ResourceCounts,
+    Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, GraphUser, Launch, OpKind,
+    RawBuffer, RawGraph, ReplayTarget, ResourceCounts,
 };
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 /// One device behind the seam.
 ///
@@ -26,8 +26,52 @@ pub struct StreamBackend<D: StreamDriver, T: Toolchain<D>> {
     timer: EventTimer<D>,
     kernels: HashMap<(OpKind, DType), D::Function>,
     buffers: HashMap<u64, D::Memory>,
+    /// Buffers the open capture, the current exec and each handle launch.
+    users: Users,
     toolchain: T,
     driver: D,
+}
+
+/// Which buffers each graph's kernels touch, so that no buffer is freed
+/// while a replay could still reach it, whoever calls (core already refuses
+/// such a free; a direct caller of the backend gets the same refusal). What
+/// lets a driver launch an exec with only the exec in hand.
+#[derive(Default)]
+struct Users(Vec<(GraphUser, BTreeSet<u64>)>);
+
+impl Users {
+    fn record(&mut self, user: GraphUser, buffers: &[RawBuffer]) {
+        let set = match self.0.iter().position(|(u, _)| *u == user) {
+            Some(i) => &mut self.0[i].1,
+            None => {
+                self.0.push((user, BTreeSet::new()));
+                &mut self.0.last_mut().expect("just pushed").1
+            }
+        };
+        set.extend(buffers.iter().map(|b| b.0));
+    }
+
+    fn remove(&mut self, user: GraphUser) -> BTreeSet<u64> {
+        match self.0.iter().position(|(u, _)| *u == user) {
+            Some(i) => self.0.swap_remove(i).1,
+            None => BTreeSet::new(),
+        }
+    }
+
+    /// The open capture's buffers now belong to `user` (replacing what it had).
+    fn end_capture_into(&mut self, user: GraphUser) {
+        let recorded = self.remove(GraphUser::OpenCapture);
+        self.remove(user);
+        self.0.push((user, recorded));
+    }
+
+    fn of(&self, buffer: u64) -> Vec<GraphUser> {
+        self.0
+            .iter()
+            .filter(|(_, set)| set.contains(&buffer))
+            .map(|(u, _)| *u)
+            .collect()
+    }
 }
 
 impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
@@ -40,13 +84,10 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
             timer: EventTimer::new(),
             kernels: HashMap::new(),
             buffers: HashMap::new(),
+            users: Users::default(),
             toolchain,
             driver,
         }
-    }
-
-    pub fn driver(&self) -> &D {
-        &self.driver
     }
 
     pub fn toolchain(&self) -> &T {
@@ -150,6 +191,13 @@ where
 
     fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
         self.buffer(buffer)?;
+        let users = self.users.of(buffer.0);
+        if !users.is_empty() {
+            return Err(ErrorKind::BufferInUse {
+                id: buffer.0,
+                users,
+            });
+        }
         // Queued eager work may still read or write it.
         self.quiesce()?;
         if let Some(mem) = self.buffers.remove(&buffer.0) {
@@ -170,6 +218,9 @@ where
 
     fn launch(&mut self, l: &Launch) -> Result<(), ErrorKind> {
         self.driver.select()?;
+        if self.graphs.is_capturing() {
+            self.users.record(GraphUser::OpenCapture, &l.buffers);
+        }
         if self.toolchain.vendor_routes(l.op) {
             return self.launch_vendor(l);
         }
@@ -221,12 +272,22 @@ where
     fn end_capture(&mut self) -> Result<(), ErrorKind> {
         self.driver.select()?;
         // The exec being replaced may still be running: waited for (C8).
-        self.graphs.end_capture(&self.driver)
+        let ended = self.graphs.end_capture(&self.driver);
+        match ended {
+            Ok(()) => self.users.end_capture_into(GraphUser::Current),
+            Err(_) => drop(self.users.remove(GraphUser::OpenCapture)),
+        }
+        ended
     }
 
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
         self.driver.select()?;
-        let graph = self.graphs.end_capture_graph(&self.driver, self.next_id)?;
+        let ended = self.graphs.end_capture_graph(&self.driver, self.next_id);
+        let Ok(graph) = ended else {
+            self.users.remove(GraphUser::OpenCapture);
+            return ended;
+        };
+        self.users.end_capture_into(GraphUser::Handle(graph.0));
         self.next_id += 1;
         Ok(graph)
     }
@@ -239,11 +300,16 @@ where
     fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
         self.driver.select()?;
         // A replay of it may still be running: wait, then destroy (C8).
-        self.graphs.destroy_graph(&self.driver, graph)
+        let destroyed = self.graphs.destroy_graph(&self.driver, graph);
+        if !matches!(destroyed, Err(ErrorKind::UnknownGraph { .. })) {
+            self.users.remove(GraphUser::Handle(graph.0));
+        }
+        destroyed
     }
 
     fn abort_capture(&mut self) -> Result<(), ErrorKind> {
         self.driver.select()?;
+        self.users.remove(GraphUser::OpenCapture);
         self.graphs.abort_capture(&self.driver)
     }
 

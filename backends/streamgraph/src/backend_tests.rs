@@ -5,8 +5,8 @@
 use crate::fake::{Call, FakeDriver, FakeToolchain};
 use crate::StreamBackend;
 use seam::{
-    Backend, DType, DeviceInfo, ErrorKind, Launch, OpKind, Params, RawBuffer, ReplayTarget,
-    ResourceCounts,
+    Backend, DType, DeviceInfo, ErrorKind, GraphUser, Launch, OpKind, Params, RawBuffer,
+    ReplayTarget, ResourceCounts,
 };
 
 type Fake = StreamBackend<FakeDriver, FakeToolchain>;
@@ -291,5 +291,43 @@ fn teardown_aborts_waits_and_destroys_execs_before_graphs_then_frees() {
     assert_eq!(log.last(), Some(&Call::DestroyStream));
     assert_eq!(d.live(), (0, 0, 0));
     assert_eq!(d.live_memory(), 0);
+    assert_clean(&d);
+}
+
+#[test]
+fn a_buffer_a_graph_uses_is_never_freed() {
+    let (mut b, d) = backend(false);
+    let [x, y, z] = three(&mut b, 4);
+    let [p, q, r] = three(&mut b, 4);
+    b.begin_capture().unwrap();
+    b.launch(&add(x, y, z, 4)).unwrap();
+    let in_use = |b: &mut Fake, buf: RawBuffer| match b.free(buf) {
+        Err(ErrorKind::BufferInUse { users, .. }) => users,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(in_use(&mut b, x), [GraphUser::OpenCapture]);
+    b.end_capture().unwrap();
+    assert_eq!(in_use(&mut b, y), [GraphUser::Current]);
+    b.begin_capture().unwrap();
+    b.launch(&add(p, q, x, 4)).unwrap();
+    let h = b.end_capture_graph().unwrap();
+    assert_eq!(
+        in_use(&mut b, x),
+        [GraphUser::Current, GraphUser::Handle(h.0)]
+    );
+    // An aborted capture holds nothing.
+    b.begin_capture().unwrap();
+    b.launch(&add(r, r, r, 4)).unwrap();
+    b.abort_capture().unwrap();
+    b.free(r).unwrap();
+    // Destroying the handle releases what only it used.
+    b.destroy_graph(h).unwrap();
+    b.free(p).unwrap();
+    // Replacing the current exec releases what only the old one used.
+    b.begin_capture().unwrap();
+    b.launch(&add(q, q, x, 4)).unwrap();
+    b.end_capture().unwrap();
+    b.free(z).unwrap();
+    assert!(!d.log().contains(&Call::Free(1)));
     assert_clean(&d);
 }

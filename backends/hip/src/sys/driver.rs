@@ -335,9 +335,10 @@ impl GraphDriver for Stream {
     }
 
     fn launch(&self, exec: &GraphExec) -> Result<(), ErrorKind> {
-        // SAFETY: exec and stream are live (borrowed); the exec's kernels
-        // were checked launch by launch when recorded (KernelLaunch), and
-        // core keeps their buffers alive while the graph lives.
+        // SAFETY: exec and stream are live (borrowed). Execs are only made
+        // and held by seam-streamgraph's StreamBackend (this crate hands the
+        // stream to nothing else): each recorded kernel was a checked
+        // KernelLaunch, and it refuses to free a buffer a live exec uses.
         check("hipGraphLaunch", unsafe {
             hip::hipGraphLaunch(exec.0, self.raw)
         })
