@@ -171,11 +171,8 @@ pub struct Forward<H: Hooks> {
 }
 
 impl<H: Hooks> Forward<H> {
-    pub fn new(inner: Box<dyn Backend>, hooks: impl Into<H>) -> Forward<H> {
-        Forward {
-            inner,
-            hooks: hooks.into(),
-        }
+    pub fn new(inner: Box<dyn Backend>, hooks: H) -> Forward<H> {
+        Forward { inner, hooks }
     }
 
     fn call<T>(

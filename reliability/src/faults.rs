@@ -4,7 +4,7 @@
 //! launch + read gives the right answer, nothing leaks once every handle is
 //! dropped, and the error the workload saw names the failed call.
 
-use crate::faulty::{FaultPlan, FaultyBackend};
+use crate::faulty::{FaultPlan, Faults, FaultyBackend};
 use crate::Opener;
 use seam::{ops, DType, Device, GraphRef, OpKind, ResourceCounts};
 use std::sync::Arc;
@@ -198,7 +198,7 @@ fn open_faulty(open: &Opener, plan: &Arc<FaultPlan>) -> Result<Device, String> {
     let inner = open().map_err(|e| format!("opening the device: {e}"))?;
     Ok(Device::new(Box::new(FaultyBackend::new(
         inner,
-        plan.clone(),
+        Faults(plan.clone()),
     ))))
 }
 

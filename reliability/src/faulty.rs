@@ -101,19 +101,13 @@ impl FaultPlan {
 }
 
 /// A backend that fails where its [`FaultPlan`] says, and otherwise
-/// forwards (`FaultyBackend::new(inner, plan)`).
+/// forwards (`FaultyBackend::new(inner, Faults(plan))`).
 pub type FaultyBackend = Forward<Faults>;
 
 /// The fault plan as [`Forward`] hooks: every forwarded call is gated, and
 /// the wrapped backend's live counts are recorded when it is dropped (after
 /// core's `State::drop` has run, before the wrapped backend's own drop).
 pub struct Faults(pub Arc<FaultPlan>);
-
-impl From<Arc<FaultPlan>> for Faults {
-    fn from(plan: Arc<FaultPlan>) -> Faults {
-        Faults(plan)
-    }
-}
 
 impl Hooks for Faults {
     fn before(&mut self, call: &'static str) -> Result<(), ErrorKind> {

@@ -24,7 +24,7 @@ use seam::{Backend, ErrorKind};
 /// Opens a fresh backend (the shape of `seam_backends::Opener`).
 pub type Opener = dyn Fn() -> Result<Box<dyn Backend>, ErrorKind> + Send + Sync;
 
-pub use faulty::{FaultPlan, FaultyBackend};
+pub use faulty::{FaultPlan, Faults, FaultyBackend};
 pub use machine::{check_against_model, run_sequence, PropConfig, PropReport};
 
 /// The fault sweep (every k of every workload) and `model_cases` seeded

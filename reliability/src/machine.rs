@@ -4,7 +4,7 @@
 //! different read contents or replay counts, different live counts (core's and
 //! the backend's), or anything left alive once every handle is dropped.
 
-use crate::faulty::{FaultPlan, FaultyBackend};
+use crate::faulty::{FaultPlan, Faults, FaultyBackend};
 use crate::model::{MLaunch, MTarget, Model, Slot, Thread, BOGUS};
 use crate::steps::{self, BufSel, FillValue, GraphSel, Step, TargetSel};
 use crate::Opener;
@@ -447,7 +447,7 @@ impl Run {
 pub fn run_sequence(open: &Opener, steps: &[Step]) -> Result<Coverage, String> {
     let plan = FaultPlan::new();
     let inner = open().map_err(|e| format!("opening the device: {e}"))?;
-    let dev = Device::new(Box::new(FaultyBackend::new(inner, plan.clone())));
+    let dev = Device::new(Box::new(FaultyBackend::new(inner, Faults(plan.clone()))));
     let mut run = Run {
         model: Model::new(dev.supports_capture()),
         dev,

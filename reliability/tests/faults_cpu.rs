@@ -3,7 +3,7 @@
 use seam::{ops, Backend, DType, Device, ErrorKind};
 use seam_cpu::CpuBackend;
 use seam_reliability::faults::sweep_all;
-use seam_reliability::{FaultPlan, FaultyBackend};
+use seam_reliability::{FaultPlan, Faults, FaultyBackend};
 
 fn cpu() -> Result<Box<dyn Backend>, ErrorKind> {
     Ok(Box::new(CpuBackend::new(0)))
@@ -12,7 +12,10 @@ fn cpu() -> Result<Box<dyn Backend>, ErrorKind> {
 #[test]
 fn injected_fault_hits_exactly_call_k_and_names_it() {
     let plan = FaultPlan::new();
-    let dev = Device::new(Box::new(FaultyBackend::new(cpu().unwrap(), plan.clone())));
+    let dev = Device::new(Box::new(FaultyBackend::new(
+        cpu().unwrap(),
+        Faults(plan.clone()),
+    )));
     // Calls: alloc (0), write (1), alloc (2) → fail the second alloc.
     plan.arm(Some(2));
     let a = dev.buffer_from(&[1u32, 2]).unwrap();
@@ -67,7 +70,10 @@ fn fault_sweep_cpu() {
 #[test]
 fn failed_end_capture_leaves_device_usable() {
     let plan = FaultPlan::new();
-    let dev = Device::new(Box::new(FaultyBackend::new(cpu().unwrap(), plan.clone())));
+    let dev = Device::new(Box::new(FaultyBackend::new(
+        cpu().unwrap(),
+        Faults(plan.clone()),
+    )));
     let a = dev.buffer_from(&[1u32]).unwrap();
     let b = dev.buffer_from(&[0u32]).unwrap();
     dev.begin_capture().unwrap();
