@@ -327,16 +327,12 @@ pub fn watch(mut cmd: Command, files: &ChildFiles, limits: &Limits) -> ChildRun 
                 );
                 (ChildEnd::TeardownHang, why)
             })
-        } else if let Some((name, t)) = stream
+        } else if stream
             .running
             .as_ref()
-            .filter(|(_, t)| t.elapsed() > limits.trial)
+            .is_some_and(|(_, t)| t.elapsed() > limits.trial)
         {
-            let why = format!(
-                "no verdict within {:?} of the trial's start ({:.1} s ago); the device process was killed in {name}",
-                limits.trial,
-                t.elapsed().as_secs_f64()
-            );
+            let why = format!("no verdict within {:?} of the trial's start", limits.trial);
             Some((ChildEnd::TimedOut, why))
         } else {
             (start.elapsed() > limits.device).then(|| {
@@ -475,7 +471,11 @@ pub fn verdicts(device: &str, planned: &[Planned], run: &ChildRun) -> Vec<TrialR
             }
             blamed = true;
             let msg = if run.running.as_deref() == Some(t.name.as_str()) {
-                format!("{ended} while this trial ran; last output:\n{log_tail}")
+                let during = match run.end {
+                    ChildEnd::TimedOut => "",
+                    _ => " while this trial ran",
+                };
+                format!("{ended}{during}; last output:\n{log_tail}")
             } else {
                 format!("not run: {gone}")
             };
