@@ -236,10 +236,13 @@ pub fn os_pretty_name(os_release: &str) -> Option<String> {
     })
 }
 
-/// The commit the suite was built from: `SEAM_GIT_COMMIT` when set (a
-/// binary copied to another machine: whatever checkout sits at the build
-/// path there may be at another commit), else `git rev-parse HEAD` in the
-/// source checkout, else "unknown".
+/// The commit the suite ran from: `SEAM_GIT_COMMIT` when set (`cargo xtask
+/// conformance` sets it from the checkout it found at run time; a binary
+/// copied to another machine gets it from whoever runs it), else
+/// `git rev-parse HEAD` in the current directory's checkout, else
+/// "unknown". Never the build path: a target dir shared by two checkouts
+/// reuses the binary built in the first, whose path says nothing about the
+/// run.
 pub fn git_commit() -> String {
     let given = std::env::var("SEAM_GIT_COMMIT")
         .ok()
@@ -247,9 +250,8 @@ pub fn git_commit() -> String {
         .filter(|s| !s.is_empty());
     given
         .or_else(|| {
-            let dir = env!("CARGO_MANIFEST_DIR");
             std::process::Command::new("git")
-                .args(["-C", dir, "rev-parse", "HEAD"])
+                .args(["rev-parse", "HEAD"])
                 .stderr(std::process::Stdio::null())
                 .output()
                 .ok()

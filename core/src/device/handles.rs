@@ -94,7 +94,7 @@ impl Drop for Graph {
 /// `?`, panic) aborts the capture so the device is never left capturing.
 ///
 /// A capture belongs to the thread that began it (a CUDA stream capture
-/// does too), so the scope is neither `Send` nor `Sync` (decision D13): it
+/// does too), so the scope is neither `Send` nor `Sync` (decision D10): it
 /// cannot be ended or dropped on a thread whose abort the device would
 /// refuse, which would leave the device capturing and every later launch on
 /// the owning thread recorded instead of run.
