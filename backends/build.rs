@@ -34,6 +34,25 @@ fn main() {
         !known.is_empty(),
         "no `feature = [\"dep:seam-<name>\"]` line in seam-backends' [features]"
     );
+    // A backend that only type-checks for another target says so in its own
+    // manifest: `[package.metadata.seam] check-target = "<triple>"`.
+    let mut targets = Vec::new();
+    for (name, _) in &known {
+        let path = format!("{name}/Cargo.toml");
+        println!("cargo::rerun-if-changed={path}");
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let mut in_seam = false;
+        for line in text.lines().map(str::trim) {
+            if line.starts_with('[') {
+                in_seam = line == "[package.metadata.seam]";
+            } else if let (true, Some(v)) = (in_seam, line.strip_prefix("check-target")) {
+                let triple = v.trim_start_matches([' ', '=']).trim().trim_matches('"');
+                targets.push((name.clone(), triple.to_string()));
+            }
+        }
+    }
     let mut out = String::from(
         "/// Every backend this build knows, compiled in or not: (name, cargo feature).\n\
          pub const KNOWN: &[(&str, &str)] = &[\n    (\"cpu\", \"always on\"),\n",
@@ -53,7 +72,16 @@ fn main() {
         )
         .unwrap();
     }
-    out.push_str("    ]\n}\n");
+    out.push_str("    ]\n}\n\n");
+    out.push_str(
+        "/// Backends whose crate type-checks only for another target (the seam\n\
+         /// guard checks them there): (name, target triple).\n\
+         pub const CHECK_TARGETS: &[(&str, &str)] = &[\n",
+    );
+    for (name, triple) in &targets {
+        writeln!(out, "    ({name:?}, {triple:?}),").unwrap();
+    }
+    out.push_str("];\n");
     let dest = std::path::Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR")).join("known.rs");
     std::fs::write(dest, out).expect("writing known.rs");
 }

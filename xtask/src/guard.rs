@@ -1,20 +1,32 @@
 //! The seam guard: every backend must still compile against the seam on a
-//! machine without its hardware. Each backend adds one row to `GUARDS`.
+//! machine without its hardware. The rows come from `seam-backends`' feature
+//! lines (`seam_backends::KNOWN`): one `cargo check --features <f>` each, for
+//! the target a backend's manifest names in `[package.metadata.seam]
+//! check-target` where it only compiles there (`CHECK_TARGETS`). HIP, linked
+//! at build time, has its own rows below.
 
 use crate::{cargo, run};
 
 /// One compile-only check.
 struct Guard {
     /// What is checked, for the summary.
-    name: &'static str,
+    name: String,
     /// cargo arguments.
-    args: &'static [&'static str],
+    args: Vec<String>,
 }
 
-const GUARDS: &[Guard] = &[
+fn guard(name: String, args: &[&str]) -> Guard {
     Guard {
-        name: "core + cpu",
-        args: &[
+        name,
+        args: args.iter().map(|a| a.to_string()).collect(),
+    }
+}
+
+/// Every row but HIP's, derived from the known backends.
+fn guards() -> Vec<Guard> {
+    let mut rows = vec![guard(
+        "core + cpu".into(),
+        &[
             "check",
             "-p",
             "seam",
@@ -24,66 +36,50 @@ const GUARDS: &[Guard] = &[
             "seam-backends",
             "--all-targets",
         ],
-    },
-    Guard {
-        name: "cuda (cudarc, loaded at run time)",
-        args: &[
-            "check",
-            "-p",
-            "seam-backends",
-            "--features",
-            "cuda",
-            "--all-targets",
-        ],
-    },
-    Guard {
-        name: "vulkan (ash, loaded at run time)",
-        args: &[
-            "check",
-            "-p",
-            "seam-backends",
-            "--features",
-            "vulkan",
-            "--all-targets",
-        ],
-    },
-    Guard {
-        name: "wgpu (wgpu 30, adapters found at run time)",
-        args: &[
-            "check",
-            "-p",
-            "seam-backends",
-            "--features",
-            "wgpu",
-            "--all-targets",
-        ],
-    },
-    Guard {
-        name: "metal (objc2-metal), type-checked for aarch64-apple-darwin",
-        args: &[
-            "check",
-            "-p",
-            "seam-metal",
-            "--all-targets",
-            "--target",
-            "aarch64-apple-darwin",
-        ],
-    },
-    Guard {
-        name: "seam-backends --features metal, type-checked for aarch64-apple-darwin",
-        args: &[
-            "check",
-            "-p",
-            "seam-backends",
-            "--features",
-            "metal",
-            "--target",
-            "aarch64-apple-darwin",
-        ],
-    },
-    Guard {
-        name: "clippy -D warnings, whole workspace",
-        args: &[
+    )];
+    for &(backend, feature) in &seam_backends::KNOWN[1..] {
+        if backend == "hip" {
+            continue; // linked at build time: `hip_rows`
+        }
+        let krate = format!("seam-{backend}");
+        match seam_backends::CHECK_TARGETS
+            .iter()
+            .find(|(b, _)| *b == backend)
+        {
+            Some(&(_, target)) => {
+                rows.push(guard(
+                    format!("{backend}, type-checked for {target}"),
+                    &["check", "-p", &krate, "--all-targets", "--target", target],
+                ));
+                rows.push(guard(
+                    format!("seam-backends --features {feature}, type-checked for {target}"),
+                    &[
+                        "check",
+                        "-p",
+                        "seam-backends",
+                        "--features",
+                        feature,
+                        "--target",
+                        target,
+                    ],
+                ));
+            }
+            None => rows.push(guard(
+                format!("{backend} (seam-backends --features {feature})"),
+                &[
+                    "check",
+                    "-p",
+                    "seam-backends",
+                    "--features",
+                    feature,
+                    "--all-targets",
+                ],
+            )),
+        }
+    }
+    rows.push(guard(
+        "clippy -D warnings, whole workspace".into(),
+        &[
             "clippy",
             "--workspace",
             "--all-targets",
@@ -91,15 +87,18 @@ const GUARDS: &[Guard] = &[
             "-D",
             "warnings",
         ],
-    },
-];
+    ));
+    rows
+}
 
 pub fn seam_guard() -> Result<(), String> {
     let cargo = cargo();
     let mut failed = Vec::new();
-    for g in GUARDS {
+    let rows = guards();
+    for g in &rows {
         eprintln!("seam-guard: {}", g.name);
-        if let Err(e) = target_installed(g.args).and_then(|()| run(&cargo, g.args, &[])) {
+        let args: Vec<&str> = g.args.iter().map(String::as_str).collect();
+        if let Err(e) = target_installed(&args).and_then(|()| run(&cargo, &args, &[])) {
             failed.push(format!("{}: {e}", g.name));
         }
     }
@@ -107,7 +106,7 @@ pub fn seam_guard() -> Result<(), String> {
     if failed.is_empty() {
         eprintln!(
             "seam-guard: all {} checks passed",
-            GUARDS.len() + HIP_ROWS.len() + HIP_ARCHS.len()
+            rows.len() + HIP_ROWS.len() + HIP_ARCHS.len()
         );
         Ok(())
     } else {
@@ -145,11 +144,11 @@ fn target_installed(args: &[&str]) -> Result<(), String> {
 const HIP_INSTALL: &str =
     "install libamdhip64-dev (apt-get install libamdhip64-dev) and set HIP_PATH=/usr";
 
-/// Compile-only rows for the HIP backend (run with `HIP_PATH` set).
-const HIP_ROWS: &[Guard] = &[
-    Guard {
-        name: "rocm (hip-runtime-sys, linked at build time)",
-        args: &[
+/// Compile-only rows for the HIP backend (run with `HIP_PATH` set): name, cargo arguments.
+const HIP_ROWS: &[(&str, &[&str])] = &[
+    (
+        "rocm (hip-runtime-sys, linked at build time)",
+        &[
             "check",
             "-p",
             "seam-backends",
@@ -157,10 +156,10 @@ const HIP_ROWS: &[Guard] = &[
             "rocm",
             "--all-targets",
         ],
-    },
-    Guard {
-        name: "rocm: clippy -D warnings, seam-hip with its runtime",
-        args: &[
+    ),
+    (
+        "rocm: clippy -D warnings, seam-hip with its runtime",
+        &[
             "clippy",
             "-p",
             "seam-hip",
@@ -171,7 +170,7 @@ const HIP_ROWS: &[Guard] = &[
             "-D",
             "warnings",
         ],
-    },
+    ),
 ];
 
 /// Every kernel is compiled with hipRTC for these, no GPU needed (ROCm 5.2
@@ -196,19 +195,19 @@ fn hip_rows(cargo: &str) -> Vec<String> {
     let hip = match hip_path() {
         Ok(path) => path,
         Err(e) => {
-            for g in HIP_ROWS {
-                eprintln!("seam-guard: {}", g.name);
-                failed.push(format!("{}: {e}", g.name));
+            for (name, _) in HIP_ROWS {
+                eprintln!("seam-guard: {name}");
+                failed.push(format!("{name}: {e}"));
             }
             failed.push(format!("hip device code: {e}"));
             return failed;
         }
     };
     let env = [("HIP_PATH", hip.as_str())];
-    for g in HIP_ROWS {
-        eprintln!("seam-guard: {}", g.name);
-        if let Err(e) = run(cargo, g.args, &env) {
-            failed.push(format!("{}: {e} ({HIP_INSTALL})", g.name));
+    for (name, args) in HIP_ROWS {
+        eprintln!("seam-guard: {name}");
+        if let Err(e) = run(cargo, args, &env) {
+            failed.push(format!("{name}: {e} ({HIP_INSTALL})"));
         }
     }
     for arch in HIP_ARCHS {
@@ -231,4 +230,35 @@ fn hip_rows(cargo: &str) -> Vec<String> {
         }
     }
     failed
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every known backend but HIP (its own rows) gets a row, on the target
+    /// its manifest names. Mutation: skip `CHECK_TARGETS` → red (metal would
+    /// be checked for the host, where it is a shim).
+    #[test]
+    fn every_known_backend_has_a_row_on_its_target() {
+        let rows = super::guards();
+        for &(backend, feature) in &seam_backends::KNOWN[1..] {
+            if backend == "hip" {
+                continue;
+            }
+            let row = rows
+                .iter()
+                .find(|g| {
+                    g.args
+                        .windows(2)
+                        .any(|w| w[0] == "--features" && w[1] == feature)
+                })
+                .unwrap_or_else(|| panic!("no guard row for {backend}"));
+            if backend == "metal" {
+                assert!(
+                    row.args.iter().any(|a| a == "aarch64-apple-darwin"),
+                    "{:?}",
+                    row.args
+                );
+            }
+        }
+    }
 }
