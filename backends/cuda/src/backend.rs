@@ -56,10 +56,6 @@ impl CudaToolchain {
 }
 
 impl Toolchain<Stream> for CudaToolchain {
-    fn compiler(&self) -> &'static str {
-        "NVRTC"
-    }
-
     fn image(&self, op: OpKind) -> Result<Arc<Vec<u8>>, ErrorKind> {
         compile::image(&self.target, op, op.dtypes()[0])
     }

@@ -26,10 +26,6 @@ pub struct HipToolchain {
 }
 
 impl Toolchain<Stream> for HipToolchain {
-    fn compiler(&self) -> &'static str {
-        "hipRTC"
-    }
-
     fn image(&self, op: OpKind) -> Result<Arc<Vec<u8>>, ErrorKind> {
         compile::image(&self.arch, op)
     }

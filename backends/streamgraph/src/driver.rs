@@ -119,8 +119,6 @@ pub type SharedKernels<F> = OnceMap<(usize, OpKind), OpKernels<F>>;
 /// What a vendor brings besides its driver: compiled kernel images and,
 /// where it has one, a vendor BLAS. Implemented outside the `sys` layers.
 pub trait Toolchain<D: StreamDriver>: Send {
-    /// The compiler's name, for messages (`NVRTC`, `hipRTC`).
-    fn compiler(&self) -> &'static str;
     /// The compiled image of `op`'s kernels for this device (compiled once
     /// per process per architecture; the toolchain caches it).
     fn image(&self, op: OpKind) -> Result<Arc<Vec<u8>>, ErrorKind>;

@@ -517,10 +517,6 @@ impl FakeToolchain {
 }
 
 impl Toolchain<FakeDriver> for FakeToolchain {
-    fn compiler(&self) -> &'static str {
-        "fake-rtc"
-    }
-
     fn image(&self, op: OpKind) -> Result<Arc<Vec<u8>>, ErrorKind> {
         self.driver.step(Call::Image(op), "image")?;
         Ok(Arc::new(op.name().as_bytes().to_vec()))

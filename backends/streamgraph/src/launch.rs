@@ -143,7 +143,9 @@ impl<'a, D: StreamDriver> VendorLaunch<'a, D> {
 
 /// Core's own validation (C12), run again over this backend's buffer sizes:
 /// a `Backend` can be called directly, not only through core, and the
-/// launch types above promise what it checks.
+/// launch types above promise what it checks. The ids given to it are
+/// binding positions, so core's aliasing rule (about results, not memory
+/// safety) is not checked twice.
 fn check<D: StreamDriver>(d: &D, l: &Launch, buffers: &[&D::Memory]) -> Result<(), ErrorKind> {
     let sig = l.op.signature();
     let call = OpCall {
