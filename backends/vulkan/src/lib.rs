@@ -30,11 +30,15 @@
 //!   same graph: the leading barrier and the in-order queue make it start
 //!   after everything submitted before it. The current exec and graph handles
 //!   are separate command buffers (C3).
-//! - **Lifetimes.** Every submission gets a serial and a fence. A freed buffer,
-//!   a destroyed graph (C8: destroy while its replay is in flight) or a
-//!   replaced current exec is retired with the serial of the last submission
-//!   that may use it and destroyed once that fence has signalled, so a
-//!   pending command buffer is never freed.
+//! - **Lifetimes.** Every submission gets a serial and a fence, and holds
+//!   its command buffer, which holds every buffer, pipeline and query pool it
+//!   records, until the fence has signalled. So a freed buffer, a destroyed
+//!   graph (C8: destroy while its replay is in flight) or a replaced current
+//!   exec is dropped at once and destroyed when the last pending use
+//!   completes; a pending command buffer is never freed (`sys`).
+//! - **Validation.** `SEAM_VULKAN_VALIDATION=1|sync` turns Khronos
+//!   validation messages into failures of the call that raised them, and
+//!   every command buffer runs seam's barrier audit (docs/vulkan.md).
 //! - **Waits** are bounded: a fence that has not signalled after 20 s is an
 //!   error naming `vkWaitForFences`.
 //! - **Device timing** uses timestamp queries where the queue family has

@@ -106,6 +106,7 @@ impl VulkanBackend {
     /// error quoting the message (issue 21).
     fn validated<T>(
         &mut self,
+        name: &'static str,
         call: impl FnOnce(&mut Self) -> Result<T, ErrorKind>,
     ) -> Result<T, ErrorKind> {
         let result = call(self);
@@ -120,7 +121,7 @@ impl VulkanBackend {
         if let Err(e) = result {
             message = format!("{message} (and the call failed: {e})");
         }
-        self.raised.extend(raised);
+        self.raised.push(format!("{name}: {message}"));
         Err(ErrorKind::driver("validation", message))
     }
 
@@ -225,7 +226,7 @@ impl Backend for VulkanBackend {
     }
 
     fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
-        self.validated(|b| {
+        self.validated("alloc", |b| {
             // Kernels address every buffer as 32-bit words.
             let size = (bytes as u64).div_ceil(4) * 4;
             let max = b.gpu.adapter().max_storage_buffer_range;
@@ -250,7 +251,7 @@ impl Backend for VulkanBackend {
     }
 
     fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
-        self.validated(|b| {
+        self.validated("free", |b| {
             // Queued work or a pending replay may still use it: those hold it
             // until they have completed.
             b.buffers
@@ -261,7 +262,7 @@ impl Backend for VulkanBackend {
     }
 
     fn write(&mut self, buffer: RawBuffer, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
-        self.validated(|b| {
+        self.validated("write", |b| {
             b.buffer(buffer)?;
             if !b.host_visible {
                 return b.staged_write(buffer, offset, data);
@@ -272,7 +273,7 @@ impl Backend for VulkanBackend {
     }
 
     fn read(&mut self, buffer: RawBuffer, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
-        self.validated(|b| {
+        self.validated("read", |b| {
             b.buffer(buffer)?;
             if !b.host_visible {
                 return b.staged_read(buffer, offset, out);
@@ -283,7 +284,7 @@ impl Backend for VulkanBackend {
     }
 
     fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
-        self.validated(|b| {
+        self.validated("launch", |b| {
             let pipeline = b.pipeline(launch.op, launch.dtype)?;
             let groups = dispatch::grid(
                 dispatch::workgroups(launch),
@@ -316,18 +317,20 @@ impl Backend for VulkanBackend {
     }
 
     fn synchronize(&mut self) -> Result<(), ErrorKind> {
-        self.validated(|b| b.wait_all())
+        self.validated("synchronize", |b| b.wait_all())
     }
 
     fn prepare(&mut self, ops: &[(OpKind, DType)]) -> Result<(), ErrorKind> {
-        for &(op, dtype) in ops {
-            self.pipeline(op, dtype)?;
-        }
-        Ok(())
+        self.validated("prepare", |b| {
+            for &(op, dtype) in ops {
+                b.pipeline(op, dtype)?;
+            }
+            Ok(())
+        })
     }
 
     fn begin_capture(&mut self) -> Result<(), ErrorKind> {
-        self.validated(|b| {
+        self.validated("begin_capture", |b| {
             if b.capture.is_some() {
                 return Err(ErrorKind::NestedCapture);
             }
@@ -339,7 +342,7 @@ impl Backend for VulkanBackend {
     }
 
     fn end_capture(&mut self) -> Result<(), ErrorKind> {
-        self.validated(|b| {
+        self.validated("end_capture", |b| {
             let exec = b.finish_capture()?;
             // A replay of the old exec may be in flight: it holds the exec.
             b.current = Some(exec);
@@ -348,7 +351,7 @@ impl Backend for VulkanBackend {
     }
 
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
-        self.validated(|b| {
+        self.validated("end_capture_graph", |b| {
             let exec = b.finish_capture()?;
             let id = b.next_id;
             b.next_id += 1;
@@ -358,7 +361,7 @@ impl Backend for VulkanBackend {
     }
 
     fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
-        self.validated(|b| {
+        self.validated("replay", |b| {
             b.exec(target)?;
             // Launches queued before the replay run before it.
             b.flush()?;
@@ -373,7 +376,7 @@ impl Backend for VulkanBackend {
     }
 
     fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
-        self.validated(|b| {
+        self.validated("destroy_graph", |b| {
             // C8: a replay may be in flight; it holds the command buffer, which
             // is freed once that submission has completed, never while pending.
             b.graphs
@@ -384,7 +387,7 @@ impl Backend for VulkanBackend {
     }
 
     fn abort_capture(&mut self) -> Result<(), ErrorKind> {
-        self.validated(|b| {
+        self.validated("abort_capture", |b| {
             // A command buffer in the recording state was never submitted.
             b.capture.take().map(drop).ok_or(ErrorKind::NotCapturing)
         })
@@ -402,19 +405,19 @@ impl Backend for VulkanBackend {
     }
 
     fn set_device_timing(&mut self, on: bool) -> Result<(), ErrorKind> {
-        self.validated(|b| b.set_timing(on))
+        self.validated("set_device_timing", |b| b.set_timing(on))
     }
 
     fn begin_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
-        self.validated(|b| b.mark(tag, true))
+        self.validated("begin_timed", |b| b.mark(tag, true))
     }
 
     fn end_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
-        self.validated(|b| b.mark(tag, false))
+        self.validated("end_timed", |b| b.mark(tag, false))
     }
 
     fn take_device_spans(&mut self) -> Result<Vec<DeviceSpan>, ErrorKind> {
-        self.validated(|b| b.take_spans())
+        self.validated("take_device_spans", |b| b.take_spans())
     }
 }
 
@@ -452,7 +455,11 @@ impl Drop for VulkanBackend {
         // A device that saw a validation message fails its teardown too, so
         // a message whose error a caller swallowed still fails the trial
         // (messages from destroying the device itself: `sys::Shared`).
-        self.raised.extend(sys::take_validation_messages());
+        self.raised.extend(
+            sys::take_validation_messages()
+                .into_iter()
+                .map(|m| format!("teardown: {m}")),
+        );
         if !self.raised.is_empty() && !std::thread::panicking() {
             panic!(
                 "vulkan device {}:{} ({}): drop: validation: {}",
