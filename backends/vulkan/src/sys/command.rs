@@ -3,7 +3,8 @@
 //! buffer may still run.
 
 use super::audit::Audit;
-use super::device::{Buffer, Pipeline, QueryPool, Shared};
+use super::device::{Pipeline, QueryPool, Shared};
+use super::memory::Buffer;
 use super::{drv, PUSH_CONSTANT_BYTES};
 use ash::vk;
 use seam::ErrorKind;

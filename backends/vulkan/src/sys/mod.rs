@@ -38,9 +38,11 @@ mod audit;
 mod command;
 mod device;
 mod instance;
+mod memory;
 mod validation;
 
 pub use command::CommandBuffer;
-pub use device::{Buffer, Gpu, Pipeline, QueryPool};
+pub use device::{Gpu, Pipeline, QueryPool};
 pub use instance::{Adapter, Instance};
+pub use memory::Buffer;
 pub use validation::{take as take_validation_messages, Validation};

@@ -1,0 +1,225 @@
+//! Buffers and their memory: allocation, binding, the host mapping.
+
+use super::device::{lock, Gpu, Shared};
+use super::drv;
+use ash::vk;
+use seam::ErrorKind;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Host mapping of a host-visible, host-coherent allocation.
+struct Mapped {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the pointer is a mapping of device memory owned by the same
+// `BufferInner`; nothing about it is tied to the thread that mapped it.
+// Access goes through the `Mutex` around it.
+unsafe impl Send for Mapped {}
+
+struct BufferInner {
+    shared: Arc<Shared>,
+    buffer: vk::Buffer,
+    memory: vk::DeviceMemory,
+    size: u64,
+    mapped: Option<Mutex<Mapped>>,
+    /// Serial of the last submission that used the buffer (0: none).
+    last_use: AtomicU64,
+}
+
+impl Drop for BufferInner {
+    fn drop(&mut self) {
+        if self.shared.leaked() {
+            return;
+        }
+        // SAFETY: the last reference is gone, and every pending submission
+        // that uses the buffer holds one (through its command buffer); so no
+        // pending work uses it. Freeing the memory unmaps it.
+        unsafe {
+            self.shared.device.destroy_buffer(self.buffer, None);
+            self.shared.device.free_memory(self.memory, None);
+        }
+    }
+}
+
+/// A storage buffer with its own memory. Clones share it; it is destroyed
+/// with the last clone, which pending work holds while it runs.
+#[derive(Clone)]
+pub struct Buffer(Arc<BufferInner>);
+
+impl Buffer {
+    pub fn size(&self) -> u64 {
+        self.0.size
+    }
+
+    pub fn is_mapped(&self) -> bool {
+        self.0.mapped.is_some()
+    }
+
+    pub(super) fn handle(&self) -> vk::Buffer {
+        self.0.buffer
+    }
+
+    pub(super) fn same(&self, other: &Buffer) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    pub(super) fn set_last_use(&self, serial: u64) {
+        self.0.last_use.fetch_max(serial, Ordering::AcqRel);
+    }
+
+    /// The mapping, once no pending submission uses the buffer.
+    fn mapping(&self, what: &'static str) -> Result<MutexGuard<'_, Mapped>, ErrorKind> {
+        let last = self.0.last_use.load(Ordering::Acquire);
+        if last > self.0.shared.completed() {
+            return Err(ErrorKind::driver(
+                what,
+                format!("the buffer is in use by submission {last}, which has not completed"),
+            ));
+        }
+        self.0
+            .mapped
+            .as_ref()
+            .map(lock)
+            .ok_or_else(|| ErrorKind::driver(what, "the buffer is not host-visible"))
+    }
+
+    /// Copy `data` to byte `offset`. Refused while a submission that uses the
+    /// buffer is pending (wait first: [`Gpu::wait_idle`]).
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
+        let m = self.mapping("mapped memory write")?;
+        check(&m, offset, data.len())?;
+        // SAFETY: the range is inside the mapping (checked); no pending
+        // submission uses the memory (checked), the lock excludes other host
+        // access, and `data` cannot overlap device memory the host mapped.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), m.ptr.as_ptr().add(offset), data.len())
+        };
+        Ok(())
+    }
+
+    /// Copy from byte `offset` into `out`; refused as [`Buffer::write`]. The
+    /// memory is coherent and every command buffer ends with a host barrier,
+    /// so completed device writes are visible.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
+        let m = self.mapping("mapped memory read")?;
+        check(&m, offset, out.len())?;
+        // SAFETY: as in `write`, reading instead; `out` is a distinct Rust
+        // borrow, so it cannot overlap the mapping.
+        unsafe {
+            std::ptr::copy_nonoverlapping(m.ptr.as_ptr().add(offset), out.as_mut_ptr(), out.len())
+        };
+        Ok(())
+    }
+}
+
+fn check(m: &Mapped, offset: usize, len: usize) -> Result<(), ErrorKind> {
+    match offset.checked_add(len) {
+        Some(end) if end <= m.len => Ok(()),
+        _ => Err(ErrorKind::driver(
+            "mapped memory access",
+            format!("{len} bytes at {offset} exceed the {}-byte mapping", m.len),
+        )),
+    }
+}
+
+impl Gpu {
+    /// A storage buffer (also a copy source and destination) bound to fresh
+    /// memory of the first type in `prefer` (memory property sets, best
+    /// first) that the buffer accepts; mapped when the type is host-visible
+    /// and coherent.
+    pub fn create_buffer(
+        &self,
+        size: u64,
+        prefer: &[vk::MemoryPropertyFlags],
+    ) -> Result<Buffer, ErrorKind> {
+        let d = &self.shared.device;
+        let info = vk::BufferCreateInfo::default()
+            .size(size.max(4))
+            .usage(
+                vk::BufferUsageFlags::STORAGE_BUFFER
+                    | vk::BufferUsageFlags::TRANSFER_SRC
+                    | vk::BufferUsageFlags::TRANSFER_DST,
+            )
+            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        // SAFETY: valid create info (size > 0) living across the call.
+        let buffer = unsafe { d.create_buffer(&info, None) }.map_err(drv("vkCreateBuffer"))?;
+        match self.bind_memory(buffer, prefer) {
+            Ok((memory, mapped)) => Ok(Buffer(Arc::new(BufferInner {
+                shared: self.shared.clone(),
+                buffer,
+                memory,
+                size,
+                mapped: mapped.map(Mutex::new),
+                last_use: AtomicU64::new(0),
+            }))),
+            Err(e) => {
+                // SAFETY: the buffer was never bound or used.
+                unsafe { d.destroy_buffer(buffer, None) };
+                Err(e)
+            }
+        }
+    }
+
+    fn bind_memory(
+        &self,
+        buffer: vk::Buffer,
+        prefer: &[vk::MemoryPropertyFlags],
+    ) -> Result<(vk::DeviceMemory, Option<Mapped>), ErrorKind> {
+        let d = &self.shared.device;
+        // SAFETY: `buffer` is live.
+        let req = unsafe { d.get_buffer_memory_requirements(buffer) };
+        let mem = &self.shared.adapter.memory;
+        let types = &mem.memory_types[..mem.memory_type_count as usize];
+        let index = prefer
+            .iter()
+            .find_map(|want| {
+                types.iter().enumerate().position(|(i, t)| {
+                    req.memory_type_bits & (1 << i) != 0 && t.property_flags.contains(*want)
+                })
+            })
+            .ok_or_else(|| {
+                ErrorKind::driver(
+                    "vkAllocateMemory",
+                    format!("no memory type with {prefer:?} accepts this buffer"),
+                )
+            })?;
+        let flags = types[index].property_flags;
+        let info = vk::MemoryAllocateInfo::default()
+            .allocation_size(req.size)
+            .memory_type_index(index as u32);
+        // SAFETY: valid allocate info for a type the buffer accepts.
+        let memory = unsafe { d.allocate_memory(&info, None) }.map_err(drv("vkAllocateMemory"))?;
+        let bound = (|| {
+            // SAFETY: fresh memory of an accepted type and size, offset 0;
+            // the buffer is unbound.
+            unsafe { d.bind_buffer_memory(buffer, memory, 0) }
+                .map_err(drv("vkBindBufferMemory"))?;
+            let host =
+                vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+            if !flags.contains(host) {
+                return Ok(None);
+            }
+            // SAFETY: host-visible memory, not mapped yet, whole range.
+            let ptr =
+                unsafe { d.map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty()) }
+                    .map_err(drv("vkMapMemory"))?;
+            let ptr = NonNull::new(ptr.cast::<u8>())
+                .ok_or_else(|| ErrorKind::driver("vkMapMemory", "returned a null pointer"))?;
+            Ok(Some(Mapped {
+                ptr,
+                len: req.size as usize,
+            }))
+        })();
+        match bound {
+            Ok(mapped) => Ok((memory, mapped)),
+            Err(e) => {
+                // SAFETY: the memory is unused (binding or mapping failed).
+                unsafe { d.free_memory(memory, None) };
+                Err(e)
+            }
+        }
+    }
+}
