@@ -1,0 +1,313 @@
+//! The device: buffers, libraries, pipelines and indirect command buffers it makes.
+
+use super::memory::BufferInner;
+use super::*;
+
+/// One Metal device.
+pub struct Device {
+    pub(super) raw: Retained<ProtocolObject<dyn MTLDevice>>,
+}
+
+impl Device {
+    /// The index-th device of `MTLCopyAllDevices`.
+    pub fn open(index: usize) -> std::result::Result<Device, String> {
+        pool(|| {
+            let all = MTLCopyAllDevices();
+            let count = all.count();
+            if index >= count {
+                return Err(format!(
+                    "metal:{index} does not exist (MTLCopyAllDevices found {count})"
+                ));
+            }
+            Ok(Device {
+                raw: all.objectAtIndex(index),
+            })
+        })
+    }
+
+    pub fn name(&self) -> String {
+        pool(|| self.raw.name().to_string())
+    }
+
+    /// Whether compute dispatches can be recorded into indirect command
+    /// buffers: GPU family Apple3+ or Mac2, on an OS that has the compute
+    /// half of the API (`MTLIndirectCommandTypeConcurrentDispatch`,
+    /// `MTLIndirectComputeCommand.setBarrier`).
+    pub fn supports_compute_icb(&self) -> bool {
+        available!(macos = 11.0, ios = 13.0, tvos = 13.0, visionos = 1.0)
+            && (self.raw.supportsFamily(MTLGPUFamily::Apple3)
+                || self.raw.supportsFamily(MTLGPUFamily::Mac2))
+    }
+
+    /// A shared-storage buffer (CPU and GPU see the same memory).
+    pub fn new_buffer(&self, bytes: usize) -> Result<Buffer> {
+        let max = self.raw.maxBufferLength();
+        if bytes > max {
+            return Err(ErrorKind::TooLarge {
+                what: "allocation",
+                detail: format!("{bytes} bytes exceed the device's maxBufferLength {max}"),
+            });
+        }
+        let raw = self
+            .raw
+            .newBufferWithLength_options(bytes, MTLResourceOptions::StorageModeShared)
+            .ok_or_else(|| nil("newBufferWithLength:options:"))?;
+        Ok(Buffer(Arc::new(BufferInner {
+            raw,
+            len: bytes,
+            users: AtomicUsize::new(0),
+            host: Mutex::new(()),
+        })))
+    }
+
+    pub fn new_queue(&self) -> Result<Queue> {
+        let raw = self
+            .raw
+            .newCommandQueue()
+            .ok_or_else(|| nil("newCommandQueue"))?;
+        Ok(Queue { raw })
+    }
+
+    /// Compile MSL source, with fast math off (C11: results are compared
+    /// with the CPU reference).
+    pub fn new_library(&self, source: &str) -> Result<Library> {
+        pool(|| {
+            let options = MTLCompileOptions::new();
+            // `mathMode` replaces it only from macOS 15 / iOS 18; this works everywhere.
+            #[allow(deprecated)]
+            options.setFastMathEnabled(false);
+            let raw = self
+                .raw
+                .newLibraryWithSource_options_error(&NSString::from_str(source), Some(&options))
+                .map_err(|e| {
+                    ErrorKind::driver(
+                        "newLibraryWithSource:options:error:",
+                        e.localizedDescription(),
+                    )
+                })?;
+            Ok(Library { raw })
+        })
+    }
+
+    /// A compute pipeline for one kernel function; `icb`: usable from an
+    /// indirect command buffer (`supportIndirectCommandBuffers = YES`).
+    pub fn new_pipeline(
+        &self,
+        library: &Library,
+        function: &str,
+        threads_per_group: u64,
+        icb: bool,
+    ) -> Result<Pipeline> {
+        pool(|| {
+            let f = library
+                .raw
+                .newFunctionWithName(&NSString::from_str(function))
+                .ok_or_else(|| {
+                    ErrorKind::driver("newFunctionWithName", format!("no function `{function}`"))
+                })?;
+            let desc = MTLComputePipelineDescriptor::new();
+            desc.setComputeFunction(Some(&f));
+            if icb {
+                // Only where ICBs are supported: the property is macOS 11+.
+                desc.setSupportIndirectCommandBuffers(true);
+            }
+            let raw = self
+                .raw
+                .newComputePipelineStateWithDescriptor_options_reflection_error(
+                    &desc,
+                    MTLPipelineOption::None,
+                    None,
+                )
+                .map_err(|e| {
+                    ErrorKind::driver(
+                        "newComputePipelineStateWithDescriptor:options:reflection:error:",
+                        e.localizedDescription(),
+                    )
+                })?;
+            let max = raw.maxTotalThreadsPerThreadgroup() as u64;
+            if max < threads_per_group {
+                return Err(ErrorKind::driver(
+                    "maxTotalThreadsPerThreadgroup",
+                    format!("{function} needs {threads_per_group} threads per threadgroup, the pipeline allows {max}"),
+                ));
+            }
+            Ok(Pipeline { raw })
+        })
+    }
+
+    /// Encode `dispatches` into a new indirect command buffer, in order, each
+    /// with a barrier after the one before it (the Vulkan backend's barrier
+    /// before every dispatch). Params and buffer sizes go into an argument
+    /// buffer the returned [`Icb`] owns. Every pipeline must have been made
+    /// with `icb = true`.
+    pub fn new_icb(&self, dispatches: &[Dispatch<'_>]) -> Result<Icb> {
+        let count = dispatches.len();
+        if count == 0 {
+            return Err(ErrorKind::driver(
+                "newIndirectCommandBufferWithDescriptor:maxCommandCount:options:",
+                "no commands",
+            ));
+        }
+        for d in dispatches {
+            d.check()?;
+        }
+        let args = self.new_buffer(count * 2 * ARG_STRIDE)?;
+        let mut buffers: Vec<Buffer> = Vec::new();
+        for b in dispatches.iter().flat_map(|d| &d.buffers) {
+            if !buffers.iter().any(|x| Arc::ptr_eq(&x.0, &b.0)) {
+                buffers.push((*b).clone());
+            }
+        }
+        let pipelines = dispatches.iter().map(|d| d.pipeline.raw.clone()).collect();
+        for (i, d) in dispatches.iter().enumerate() {
+            args.write(i * 2 * ARG_STRIDE, &d.params)?;
+            let sizes: Vec<u8> = d.sizes.iter().flat_map(|s| s.to_ne_bytes()).collect();
+            args.write((i * 2 + 1) * ARG_STRIDE, &sizes)?;
+        }
+        pool(|| {
+            let desc = MTLIndirectCommandBufferDescriptor::new();
+            desc.setCommandTypes(MTLIndirectCommandType::ConcurrentDispatch);
+            desc.setInheritPipelineState(false);
+            desc.setInheritBuffers(false);
+            desc.setMaxKernelBufferBindCount(SIZES_INDEX + 1);
+            // The property exists from macOS 14 / iOS 17; before it, compute
+            // commands take threadgroup lengths without declaring a count.
+            if available!(macos = 14.0, ios = 17.0, tvos = 17.0, visionos = 1.0) {
+                // SAFETY: a small constant, within Metal's limit of 31.
+                unsafe { desc.setMaxKernelThreadgroupMemoryBindCount(MAX_THREADGROUP_ARGS) };
+            }
+            // SAFETY: `count` is the number of commands encoded below, > 0.
+            let raw = unsafe {
+                self.raw
+                    .newIndirectCommandBufferWithDescriptor_maxCommandCount_options(
+                        &desc,
+                        count,
+                        MTLResourceOptions::StorageModeShared,
+                    )
+            }
+            .ok_or_else(|| {
+                nil("newIndirectCommandBufferWithDescriptor:maxCommandCount:options:")
+            })?;
+            for (i, d) in dispatches.iter().enumerate() {
+                // SAFETY: i < count, the ICB's maxCommandCount.
+                let cmd = unsafe { raw.indirectComputeCommandAtIndex(i) };
+                encode_icb_command(&cmd, d, &args, i);
+            }
+            Ok(Icb(Arc::new(IcbInner {
+                raw,
+                count,
+                args,
+                buffers,
+                _pipelines: pipelines,
+            })))
+        })
+    }
+}
+
+fn encode_icb_command(
+    cmd: &ProtocolObject<dyn MTLIndirectComputeCommand>,
+    d: &Dispatch<'_>,
+    args: &Buffer,
+    i: usize,
+) {
+    cmd.setComputePipelineState(&d.pipeline.raw);
+    for (index, buf) in d.buffers.iter().enumerate() {
+        // SAFETY: index < PARAMS_INDEX < maxKernelBufferBindCount (checked by
+        // Dispatch::check); the `Icb` holds `buf` (and every command buffer
+        // executing it holds the `Icb`).
+        unsafe { cmd.setKernelBuffer_offset_atIndex(&buf.0.raw, 0, index) };
+    }
+    // SAFETY: both offsets lie inside `args` (2 * ARG_STRIDE per command,
+    // sized for every command), 256-aligned; the indices are below
+    // maxKernelBufferBindCount; the Icb owns `args`.
+    unsafe {
+        cmd.setKernelBuffer_offset_atIndex(&args.0.raw, i * 2 * ARG_STRIDE, PARAMS_INDEX);
+        cmd.setKernelBuffer_offset_atIndex(&args.0.raw, (i * 2 + 1) * ARG_STRIDE, SIZES_INDEX);
+    }
+    for (index, &len) in d.threadgroup_memory.iter().enumerate() {
+        // SAFETY: index < MAX_THREADGROUP_ARGS = maxKernelThreadgroupMemoryBindCount
+        // (checked by Dispatch::check); lengths are multiples of 16 (build.rs).
+        unsafe { cmd.setThreadgroupMemoryLength_atIndex(len as usize, index) };
+    }
+    let [tx, ty, tz] = d.threads;
+    cmd.concurrentDispatchThreadgroups_threadsPerThreadgroup(
+        size(d.groups.0, d.groups.1, 1),
+        size(tx, ty, tz),
+    );
+    if i > 0 {
+        // Ordered after every earlier command in the ICB, as the eager
+        // serial encoder orders dispatches.
+        cmd.setBarrier();
+    }
+}
+
+/// One kernel dispatch: what the eager path encodes directly and capture
+/// records into an indirect command buffer.
+pub struct Dispatch<'a> {
+    pub pipeline: &'a Pipeline,
+    /// Bound at indices 0.. in signature order.
+    pub buffers: Vec<&'a Buffer>,
+    /// The 32-byte `Params` block, at `PARAMS_INDEX`.
+    pub params: [u8; 32],
+    /// naga's `_mslBufferSizes` members, at `SIZES_INDEX`.
+    pub sizes: Vec<u32>,
+    /// Length of each `threadgroup` argument.
+    pub threadgroup_memory: &'static [u32],
+    /// Threadgroups in x and y.
+    pub groups: (u32, u32),
+    pub threads: [u32; 3],
+}
+
+impl Dispatch<'_> {
+    /// The bounds the unsafe calls rely on.
+    pub(super) fn check(&self) -> Result<()> {
+        if self.buffers.len() > PARAMS_INDEX
+            || self.sizes.is_empty()
+            || self.sizes.len() > MAX_SIZES
+            || self.threadgroup_memory.len() > MAX_THREADGROUP_ARGS
+        {
+            return Err(ErrorKind::driver(
+                "dispatch",
+                format!(
+                    "{} buffers, {} sizes, {} threadgroup arguments exceed the binding layout",
+                    self.buffers.len(),
+                    self.sizes.len(),
+                    self.threadgroup_memory.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A compiled MSL library.
+pub struct Library {
+    pub(super) raw: Retained<ProtocolObject<dyn MTLLibrary>>,
+}
+
+/// A compute pipeline state.
+pub struct Pipeline {
+    pub(super) raw: Retained<ProtocolObject<dyn MTLComputePipelineState>>,
+}
+
+pub(super) struct IcbInner {
+    pub(super) raw: Retained<ProtocolObject<dyn MTLIndirectCommandBuffer>>,
+    pub(super) count: usize,
+    pub(super) args: Buffer,
+    /// Every buffer its commands reference, once each (for `useResource`).
+    pub(super) buffers: Vec<Buffer>,
+    /// Every pipeline its commands reference (an ICB does not retain them).
+    pub(super) _pipelines: Vec<Retained<ProtocolObject<dyn MTLComputePipelineState>>>,
+}
+
+// SAFETY: an MTLIndirectCommandBuffer and pipeline states are Metal objects
+// that are thread-safe to reference; the ICB is encoded once, in
+// `Device::new_icb`, before it is shared, and only read by the GPU afterwards.
+unsafe impl Send for IcbInner {}
+// SAFETY: as above.
+unsafe impl Sync for IcbInner {}
+
+/// A recorded graph's indirect command buffer, the argument buffer its
+/// commands read `Params` and buffer sizes from, and everything they use.
+#[derive(Clone)]
+pub struct Icb(pub(super) Arc<IcbInner>);
