@@ -37,6 +37,7 @@ pub enum Rule {
     C10,
     C11,
     C12,
+    C13,
 }
 
 impl fmt::Display for Rule {

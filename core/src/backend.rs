@@ -47,6 +47,23 @@ impl CaptureSupport {
     }
 }
 
+/// How a device updates a captured graph without a new capture by the user
+/// (C13: `Device::rebind`, `Device::update_params`). Reported like capture
+/// support, and what the report says must be what happens.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "reason")]
+pub enum UpdateSupport {
+    /// The backend patches the instantiated graph in place
+    /// ([`Backend::update_launches`]): no re-capture, no re-instantiation.
+    Native,
+    /// Core re-records the graph from the launches it validated
+    /// (begin_capture, launch…, end): the same semantics at the cost of a
+    /// capture.
+    Emulated,
+    /// The device cannot capture, so there is nothing to update.
+    Unsupported(String),
+}
+
 /// Who a device is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceInfo {
@@ -133,6 +150,28 @@ pub trait Backend: Send {
 
     /// Live allocations and graphs (the current exec counts as a graph), for leak checks.
     fn live_resources(&self) -> ResourceCounts;
+
+    // --- graph update (C13; optional) ---
+    /// How this backend updates captured graphs. The default, `Emulated`,
+    /// needs nothing from the backend: core re-records the graph through
+    /// the capture calls above.
+    fn update_support(&self) -> UpdateSupport {
+        UpdateSupport::Emulated
+    }
+    /// Replace launches of a captured graph in place. `changes` are (index
+    /// in capture order, new launch), validated by core; each has the op
+    /// and dtype of the launch it replaces. Replays queued before this call
+    /// must still run the old launches. Called only when `update_support()`
+    /// is `Native` and never while capturing; on an error core re-records
+    /// the graph instead, so a partial update must not be left looking like
+    /// a finished one.
+    fn update_launches(
+        &mut self,
+        _target: ReplayTarget,
+        _changes: &[(usize, Launch)],
+    ) -> Result<(), ErrorKind> {
+        Err(ErrorKind::UpdateUnsupported)
+    }
 
     // --- device timing (optional; every replay on the record) ---
     /// Whether this device can time work on the device itself; `Err` says why not.

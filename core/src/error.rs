@@ -58,6 +58,25 @@ pub enum ErrorKind {
     ForeignGraph { id: u64, owner: String },
     #[error("no current exec: end_capture_into_current has not made one")]
     NoCurrentExec,
+    // --- graph update (C13) ---
+    #[error("updating a graph inside a capture region is refused")]
+    UpdateInCapture,
+    #[error("the graph does not use buffer {id}: nothing to rebind")]
+    NotUsedByGraph { id: u64 },
+    #[error("buffer {new} cannot stand in for buffer {old}: {reason}")]
+    RebindMismatch { old: u64, new: u64, reason: String },
+    #[error("the graph has {launches} launches; there is no launch {index}")]
+    NoSuchLaunch { index: usize, launches: usize },
+    #[error("launch {index} is {recorded}; an update cannot make it {requested}")]
+    UpdateChangesOp {
+        index: usize,
+        recorded: OpKind,
+        requested: OpKind,
+    },
+    #[error("this backend cannot update a captured graph in place")]
+    UpdateUnsupported,
+    #[error("the graph is unusable: {reason}; rebind it again or destroy it")]
+    GraphBroken { reason: String },
     #[error("op {op} with {dtype} needs prepare() before capture: its vendor resources are not initialised")]
     NotPrepared { op: OpKind, dtype: DType },
 

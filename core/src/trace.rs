@@ -33,6 +33,14 @@ pub enum EventKind {
     Destroy {
         graph: u64,
     },
+    /// C13: launches of a graph replaced (`rebind`, `update_params`);
+    /// `graph` is `None` for the current exec. `native`: patched in place by
+    /// the backend, else re-recorded by core.
+    Update {
+        graph: Option<u64>,
+        launches: usize,
+        native: bool,
+    },
 }
 
 /// One trace event, host-timestamped in nanoseconds since the device opened.
@@ -194,6 +202,17 @@ fn event_name(kind: &EventKind) -> (String, serde_json::Value) {
             json!({"graph": graph, "replay_index": index}),
         ),
         EventKind::Destroy { graph } => (format!("destroy g{graph}"), json!({"graph": graph})),
+        EventKind::Update {
+            graph,
+            launches,
+            native,
+        } => (
+            match graph {
+                Some(g) => format!("update g{g}"),
+                None => "update current".into(),
+            },
+            json!({"graph": graph, "launches": launches, "native": native}),
+        ),
     }
 }
 

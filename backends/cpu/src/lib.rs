@@ -290,6 +290,36 @@ impl Backend for CpuBackend {
         self.send(Command::RunGraph(graph))
     }
 
+    fn update_support(&self) -> seam::UpdateSupport {
+        seam::UpdateSupport::Native
+    }
+
+    /// C13 in place: the graph's launch list is swapped for a patched copy.
+    /// A queued replay holds the old list, so it runs the old launches.
+    fn update_launches(
+        &mut self,
+        target: ReplayTarget,
+        changes: &[(usize, Launch)],
+    ) -> Result<(), ErrorKind> {
+        let slot = match target {
+            ReplayTarget::Current => self.current.as_mut().ok_or(ErrorKind::NoCurrentExec)?,
+            ReplayTarget::Graph(g) => self
+                .graphs
+                .get_mut(&g.0)
+                .ok_or(ErrorKind::UnknownGraph { id: g.0 })?,
+        };
+        let mut list = Vec::clone(slot);
+        for (index, launch) in changes {
+            let entry = list.get_mut(*index).ok_or(ErrorKind::NoSuchLaunch {
+                index: *index,
+                launches: slot.len(),
+            })?;
+            *entry = launch.clone();
+        }
+        *slot = Arc::new(list);
+        Ok(())
+    }
+
     fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
         // A queued replay holds its own reference: it completes (C8).
         self.graphs

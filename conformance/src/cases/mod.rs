@@ -10,6 +10,7 @@ mod prewarm;
 mod reexecution;
 mod reporting;
 mod results;
+mod update;
 
 /// The whole suite, in contract order.
 pub static ALL: &[Case] = &[
@@ -48,6 +49,12 @@ pub static ALL: &[Case] = &[
     bad_input::C12_BAD_HOST_ACCESS_REFUSED,
     bad_input::C12_BAD_MEMORY_CALLS_REFUSED,
     bad_input::C12_FOREIGN_IDS_REFUSED,
+    update::C13_REBIND_EQUALS_FRESH_CAPTURE,
+    update::C13_QUEUED_REPLAYS_KEEP_OLD_BINDINGS,
+    update::C13_UPDATE_PARAMS_EQUALS_FRESH_CAPTURE,
+    update::C13_BAD_UPDATES_REFUSED,
+    update::C13_REBINDS_LEAVE_RESOURCES_FLAT,
+    update::C13_UPDATE_REPORT_MATCHES_BEHAVIOUR,
 ];
 
 #[cfg(test)]
@@ -72,7 +79,7 @@ mod tests {
     #[test]
     fn every_rule_has_a_case() {
         use crate::Rule::*;
-        for r in [C1, C2, C3, C4, C5, C6, C7, C8, C9, C10, C11, C12] {
+        for r in [C1, C2, C3, C4, C5, C6, C7, C8, C9, C10, C11, C12, C13] {
             assert!(ALL.iter().any(|c| c.rule == r), "no case for {r}");
         }
     }

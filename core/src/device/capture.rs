@@ -4,7 +4,7 @@
 use super::handles::{GraphId, GraphRef};
 use super::state::{Capture, ExecEntry, State};
 use super::Device;
-use crate::backend::{CaptureSupport, ReplayTarget};
+use crate::backend::CaptureSupport;
 use crate::error::{ErrorKind, Result};
 use crate::trace::EventKind;
 use std::collections::BTreeSet;
@@ -25,7 +25,7 @@ impl Device {
             st.capture = Some(Capture {
                 thread: me,
                 uses: BTreeSet::new(),
-                launches: 0,
+                recorded: Vec::new(),
             });
             st.trace.record(|| EventKind::BeginCapture);
             Ok(())
@@ -64,15 +64,9 @@ impl Device {
                 Self::stop_recording(st);
             }
             if r.is_ok() {
-                st.current = Some(ExecEntry {
-                    raw: None,
-                    uses: cap.uses,
-                    replays: 0,
-                    released: false,
-                });
-                st.trace.record(|| EventKind::EndCapture {
-                    launches: cap.launches,
-                });
+                let launches = cap.recorded.len();
+                st.current = Some(ExecEntry::new(None, cap));
+                st.trace.record(|| EventKind::EndCapture { launches });
             }
             st.sweep();
             r
@@ -89,18 +83,11 @@ impl Device {
             }
             let out = r.map(|raw| {
                 let id = GraphId(st.new_id());
-                st.graphs.insert(
-                    id,
-                    ExecEntry {
-                        raw: Some(raw),
-                        uses: cap.uses,
-                        replays: 0,
-                        released: false,
-                    },
-                );
+                let launches = cap.recorded.len();
+                st.graphs.insert(id, ExecEntry::new(Some(raw), cap));
                 st.trace.record(|| EventKind::EndCaptureGraph {
                     graph: id.0,
-                    launches: cap.launches,
+                    launches,
                 });
                 id
             });
@@ -136,13 +123,12 @@ impl Device {
             if st.capture.is_some() {
                 return Err(ErrorKind::ReplayInCapture);
             }
-            let raw_target = match target {
-                GraphRef::Current => {
-                    st.current.as_ref().ok_or(ErrorKind::NoCurrentExec)?;
-                    ReplayTarget::Current
-                }
-                GraphRef::Handle(id) => ReplayTarget::Graph(st.raw_graph(id)?),
-            };
+            let raw_target = st.replay_target(target)?;
+            if let Some(reason) = &st.entry(target)?.broken {
+                return Err(ErrorKind::GraphBroken {
+                    reason: reason.clone(),
+                });
+            }
             let timed = st.trace.enabled();
             let tag = st.trace.next_seq();
             if timed {

@@ -82,6 +82,15 @@ impl Graph {
     pub fn replay_count(&self) -> Result<u64> {
         self.dev.replay_count(GraphRef::Handle(self.id))
     }
+    /// Substitute buffers in this graph (C13; see [`Device::rebind`]).
+    pub fn rebind(&self, pairs: &[(BufferId, BufferId)]) -> Result<()> {
+        self.dev.rebind(GraphRef::Handle(self.id), pairs)
+    }
+    /// Replace one launch's parameters (C13; see [`Device::update_params`]).
+    pub fn update_params(&self, index: usize, params: crate::ops::Params) -> Result<()> {
+        self.dev
+            .update_params(GraphRef::Handle(self.id), index, params)
+    }
 }
 
 impl Drop for Graph {

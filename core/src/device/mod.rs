@@ -15,6 +15,7 @@ mod handles;
 mod state;
 #[cfg(test)]
 mod tests;
+mod update;
 
 pub use handles::{Buffer, BufferId, CaptureScope, Graph, GraphId, GraphRef};
 
@@ -314,7 +315,10 @@ impl Device {
             }
             let captured = if let Some(cap) = &mut st.capture {
                 cap.uses.extend(call.buffers.iter().copied());
-                cap.launches += 1;
+                cap.recorded.push(state::Recorded {
+                    call: call.clone(),
+                    launch,
+                });
                 true
             } else {
                 false

@@ -3,10 +3,11 @@
 //! frees and destroys once they are legal. Also the process-wide id space
 //! that lets a device tell a foreign id from an unknown one (C12).
 
-use super::handles::{BufferId, GraphId};
-use crate::backend::{Backend, RawGraph};
+use super::handles::{BufferId, GraphId, GraphRef};
+use crate::backend::{Backend, RawGraph, ReplayTarget};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, GraphUser};
+use crate::ops::{Launch, OpCall};
 use crate::trace::{EventKind, Trace};
 use crate::validate::BufferMeta;
 use std::collections::{BTreeMap, BTreeSet};
@@ -38,18 +39,44 @@ pub(super) struct BufEntry {
     pub(super) released: bool,
 }
 
+/// One captured launch, as the user stated it and as core lowered it: what
+/// a graph update (C13) re-validates and, where the backend cannot patch
+/// in place, re-records.
+#[derive(Clone, Debug)]
+pub(super) struct Recorded {
+    pub(super) call: OpCall,
+    pub(super) launch: Launch,
+}
+
 pub(super) struct ExecEntry {
     /// `None` for the current exec (the backend's `ReplayTarget::Current`).
     pub(super) raw: Option<RawGraph>,
     pub(super) uses: BTreeSet<BufferId>,
+    pub(super) recorded: Vec<Recorded>,
     pub(super) replays: u64,
     pub(super) released: bool,
+    /// Set when an update failed half-way and could not be undone: replays
+    /// are refused (`GraphBroken`) until an update succeeds.
+    pub(super) broken: Option<String>,
+}
+
+impl ExecEntry {
+    pub(super) fn new(raw: Option<RawGraph>, cap: Capture) -> ExecEntry {
+        ExecEntry {
+            raw,
+            uses: cap.uses,
+            recorded: cap.recorded,
+            replays: 0,
+            released: false,
+            broken: None,
+        }
+    }
 }
 
 pub(super) struct Capture {
     pub(super) thread: ThreadId,
     pub(super) uses: BTreeSet<BufferId>,
-    pub(super) launches: usize,
+    pub(super) recorded: Vec<Recorded>,
 }
 
 pub(super) struct State {
@@ -140,6 +167,34 @@ impl State {
     pub(super) fn raw_graph(&self, id: GraphId) -> Result<RawGraph, ErrorKind> {
         let g = self.graphs.get(&id).ok_or_else(|| self.missing_graph(id))?;
         Ok(g.raw.expect("handles always carry a raw graph"))
+    }
+
+    /// The graph a [`GraphRef`] names.
+    pub(super) fn entry(&self, target: GraphRef) -> Result<&ExecEntry, ErrorKind> {
+        match target {
+            GraphRef::Current => self.current.as_ref().ok_or(ErrorKind::NoCurrentExec),
+            GraphRef::Handle(id) => self.graphs.get(&id).ok_or_else(|| self.missing_graph(id)),
+        }
+    }
+
+    pub(super) fn entry_mut(&mut self, target: GraphRef) -> Result<&mut ExecEntry, ErrorKind> {
+        if let GraphRef::Handle(id) = target {
+            if !self.graphs.contains_key(&id) {
+                return Err(self.missing_graph(id));
+            }
+        }
+        match target {
+            GraphRef::Current => self.current.as_mut().ok_or(ErrorKind::NoCurrentExec),
+            GraphRef::Handle(id) => Ok(self.graphs.get_mut(&id).expect("checked above")),
+        }
+    }
+
+    /// What the backend replays for a [`GraphRef`].
+    pub(super) fn replay_target(&self, target: GraphRef) -> Result<ReplayTarget, ErrorKind> {
+        match target {
+            GraphRef::Current => self.entry(target).map(|_| ReplayTarget::Current),
+            GraphRef::Handle(id) => self.raw_graph(id).map(ReplayTarget::Graph),
+        }
     }
 
     pub(super) fn host_access_check(

@@ -1,0 +1,327 @@
+//! C13 graph update without re-capture: `rebind` (buffers) and
+//! `update_params` (scalars and dims) of a captured graph behave exactly as
+//! a fresh capture over the new bindings would, never silently.
+
+use crate::{check, check_eq, expect_err, Case, CaseResult, Ctx, Rule, Tag, ONCE};
+use seam::{ops, Buffer, Device, ErrorKind, EventKind, Graph, UpdateSupport};
+
+const CAP: &[Tag] = &[Tag::NeedsCapture];
+
+/// The captured work every C13 case updates: `t = fma(2, a, 1)` into `out`
+/// (copy a → out, scale_add over out), then `out = out + b`.
+fn capture(d: &Device, a: &Buffer<f32>, b: &Buffer<f32>, out: &Buffer<f32>) -> seam::Result<Graph> {
+    let n = a.len() as u32;
+    let s = d.capture()?;
+    d.launch(&ops::copy(a.id(), out.id(), n))?;
+    d.launch(&ops::scale_add(out.id(), out.id(), n, 2.0, 1.0))?;
+    d.launch(&ops::add(out.id(), b.id(), out.id(), n))?;
+    s.end_graph()
+}
+
+fn vals(n: usize, k: f32) -> Vec<f32> {
+    (0..n).map(|i| k + i as f32 * 0.25).collect()
+}
+
+/// Rebind `a` and `out` of a captured graph to fresh buffers; a replay then
+/// gives, bit for bit, what a fresh capture over the new buffers gives, and
+/// the old buffers keep what the last replay before the rebind left.
+///
+/// Mutation: `apply` in core/src/device/update.rs updating its tables but
+/// neither patching nor re-recording the backend's graph → red at "rebound
+/// replay vs a fresh capture" (the replay still writes the old `out`).
+pub const C13_REBIND_EQUALS_FRESH_CAPTURE: Case = Case {
+    name: "c13_rebind_equals_fresh_capture",
+    rule: Rule::C13,
+    tags: CAP,
+    modes: ONCE,
+    body: |cx| {
+        let d = &cx.dev;
+        let n = 64;
+        let (a, b, out) = (
+            d.buffer_from(&vals(n, 1.0))?,
+            d.buffer_from(&vals(n, -3.0))?,
+            d.buffer_from(&vec![0.0f32; n])?,
+        );
+        let g = capture(d, &a, &b, &out)?;
+        g.replay()?;
+        let before = d.read_bytes(out.id())?;
+        let (a2, out2) = (
+            d.buffer_from(&vals(n, 7.5))?,
+            d.buffer_from(&vec![0.0f32; n])?,
+        );
+        g.rebind(&[(a.id(), a2.id()), (out.id(), out2.id())])?;
+        g.replay()?;
+        let rebound = d.read_bytes(out2.id())?;
+        let out3 = d.buffer_from(&vec![0.0f32; n])?;
+        let fresh = capture(d, &a2, &b, &out3)?;
+        fresh.replay()?;
+        check!(
+            rebound == d.read_bytes(out3.id())?,
+            "rebound replay vs a fresh capture over the new buffers: they differ"
+        );
+        check!(
+            d.read_bytes(out.id())? == before,
+            "the old output changed after the rebind"
+        );
+        check_eq!(a.read()?, vals(n, 1.0), "the old input");
+        cx.digest_bytes(&rebound);
+        Ok(())
+    },
+};
+
+/// Replays queued before a rebind run with the old bindings; the replay
+/// queued after it, with the new ones. No host call in between: three
+/// replays, the rebind and one more replay are queued back to back.
+///
+/// Mutation: the CPU backend's `update_launches` patching the launch list
+/// only when no queued replay holds it (`Arc::get_mut`) and returning Ok
+/// otherwise (HIP's "success while keeping the stale packet") → red at
+/// "the replay after the rebind".
+pub const C13_QUEUED_REPLAYS_KEEP_OLD_BINDINGS: Case = Case {
+    name: "c13_queued_replays_keep_old_bindings",
+    rule: Rule::C13,
+    tags: CAP,
+    modes: ONCE,
+    body: |cx| {
+        let d = &cx.dev;
+        let one = d.buffer_from(&[1u32; 256])?;
+        let (x, y) = (d.buffer_from(&[0u32; 256])?, d.buffer_from(&[100u32; 256])?);
+        let s = d.capture()?;
+        d.launch(&ops::add(x.id(), one.id(), x.id(), 256))?;
+        let g = s.end_graph()?;
+        for _ in 0..3 {
+            g.replay()?;
+        }
+        g.rebind(&[(x.id(), y.id())])?;
+        g.replay()?;
+        check_eq!(
+            x.read()?,
+            vec![3u32; 256],
+            "the three replays before the rebind"
+        );
+        check_eq!(y.read()?, vec![101u32; 256], "the replay after the rebind");
+        Ok(())
+    },
+};
+
+/// `update_params` of one launch (scale_add's factors and its length)
+/// equals a fresh capture with those parameters, and the other launches
+/// keep theirs.
+///
+/// Mutation: `update_params` building the new call with the recorded
+/// parameters instead of the given ones → red at "updated replay vs a fresh
+/// capture".
+pub const C13_UPDATE_PARAMS_EQUALS_FRESH_CAPTURE: Case = Case {
+    name: "c13_update_params_equals_fresh_capture",
+    rule: Rule::C13,
+    tags: CAP,
+    modes: ONCE,
+    body: |cx| {
+        let d = &cx.dev;
+        let n = 64;
+        let (a, b, out) = (
+            d.buffer_from(&vals(n, 1.0))?,
+            d.buffer_from(&vals(n, 0.5))?,
+            d.buffer_from(&vec![0.0f32; n])?,
+        );
+        let g = capture(d, &a, &b, &out)?;
+        let mut p = ops::scale_add(out.id(), out.id(), 48, -0.5, 3.0).params;
+        g.update_params(1, p)?;
+        g.replay()?;
+        let updated = d.read_bytes(out.id())?;
+        let out2 = d.buffer_from(&vec![0.0f32; n])?;
+        let s = d.capture()?;
+        d.launch(&ops::copy(a.id(), out2.id(), n as u32))?;
+        d.launch(&ops::scale_add(out2.id(), out2.id(), 48, -0.5, 3.0))?;
+        d.launch(&ops::add(out2.id(), b.id(), out2.id(), n as u32))?;
+        let fresh = s.end_graph()?;
+        fresh.replay()?;
+        check!(
+            updated == d.read_bytes(out2.id())?,
+            "updated replay vs a fresh capture with the new parameters: they differ"
+        );
+        p.d0 = n as u32 + 1;
+        expect_err!(g.update_params(1, p), ErrorKind::OutOfRange { .. });
+        cx.digest_bytes(&updated);
+        Ok(())
+    },
+};
+
+/// Every bad update is a named error and changes nothing: a new buffer of
+/// another dtype, one too short for a launch, another device's buffer, a
+/// freed one, a buffer the graph does not use, an update inside a capture,
+/// a launch index past the end, parameters a launch cannot take. Afterwards
+/// the graph still gives its original result.
+///
+/// Mutation: drop the dtype check in `Device::rebind` → red at
+/// "rebind to an i32 buffer: ... but it succeeded".
+pub const C13_BAD_UPDATES_REFUSED: Case = Case {
+    name: "c13_bad_updates_refused",
+    rule: Rule::C13,
+    tags: CAP,
+    modes: ONCE,
+    body: |cx| {
+        let d = &cx.dev;
+        let n = 32;
+        let (a, b, out) = (
+            d.buffer_from(&vals(n, 1.0))?,
+            d.buffer_from(&vals(n, 2.0))?,
+            d.buffer_from(&vec![0.0f32; n])?,
+        );
+        let g = capture(d, &a, &b, &out)?;
+        g.replay()?;
+        let want = d.read_bytes(out.id())?;
+        let ints = d.buffer_from(&vec![0i32; n])?;
+        let short = d.buffer_from(&vec![0.0f32; n - 1])?;
+        let other = (cx.reference)();
+        let foreign = other.buffer_from(&vec![0.0f32; n])?;
+        let freed = d.alloc(seam::DType::F32, n)?;
+        d.free(freed)?;
+        let unused = d.buffer_from(&vec![0.0f32; n])?;
+        let e = expect_err!(
+            g.rebind(&[(a.id(), ints.id())]),
+            ErrorKind::RebindMismatch { .. }
+        );
+        check!(e.call == "rebind", "the error names the call: {e}");
+        expect_err!(
+            g.rebind(&[(a.id(), short.id())]),
+            ErrorKind::OutOfRange { .. }
+        );
+        expect_err!(
+            g.rebind(&[(a.id(), foreign.id())]),
+            ErrorKind::ForeignBuffer { .. }
+        );
+        expect_err!(
+            g.rebind(&[(a.id(), freed)]),
+            ErrorKind::UnknownBuffer { .. }
+        );
+        expect_err!(
+            g.rebind(&[(unused.id(), a.id())]),
+            ErrorKind::NotUsedByGraph { .. }
+        );
+        // One good pair and one bad: nothing of it applies.
+        let a2 = d.buffer_from(&vals(n, 9.0))?;
+        expect_err!(
+            g.rebind(&[(a.id(), a2.id()), (b.id(), ints.id())]),
+            ErrorKind::RebindMismatch { .. }
+        );
+        let p = ops::scale_add(out.id(), out.id(), n as u32, 1.0, 0.0).params;
+        expect_err!(g.update_params(3, p), ErrorKind::NoSuchLaunch { .. });
+        let mut bad = p;
+        bad.d0 = 0;
+        expect_err!(
+            g.update_params(1, bad),
+            ErrorKind::InvalidParam { .. } | ErrorKind::ZeroSize { .. }
+        );
+        let s = d.capture()?;
+        expect_err!(g.rebind(&[(a.id(), a2.id())]), ErrorKind::UpdateInCapture);
+        expect_err!(g.update_params(1, p), ErrorKind::UpdateInCapture);
+        s.end_graph()?;
+        g.replay()?;
+        check!(
+            d.read_bytes(out.id())? == want,
+            "after the refused updates the graph's result changed"
+        );
+        Ok(())
+    },
+};
+
+/// 10,000 rebinds back and forth between two buffers leave the device's
+/// and the backend's live buffers and graphs where they were, and the
+/// graph still computes.
+///
+/// Mutation: `rerecord` (core's emulated update) not destroying the graph
+/// it replaced → red at "backend graphs after 10,000 rebinds" on devices
+/// that update by re-recording (wgpu, vulkan); on a native device (cpu)
+/// the same count is the check for its in-place patch.
+pub const C13_REBINDS_LEAVE_RESOURCES_FLAT: Case = Case {
+    name: "c13_rebinds_leave_resources_flat",
+    rule: Rule::C13,
+    tags: CAP,
+    modes: ONCE,
+    body: |cx| {
+        let d = &cx.dev;
+        let one = d.buffer_from(&[1u32; 16])?;
+        let (x, y) = (d.buffer_from(&[0u32; 16])?, d.buffer_from(&[0u32; 16])?);
+        let s = d.capture()?;
+        d.launch(&ops::add(x.id(), one.id(), x.id(), 16))?;
+        let g = s.end_graph()?;
+        g.replay()?;
+        d.synchronize()?;
+        let start = d.live();
+        for i in 0..10_000 {
+            let (from, to) = if i % 2 == 0 { (&x, &y) } else { (&y, &x) };
+            g.rebind(&[(from.id(), to.id())])?;
+        }
+        g.replay()?;
+        d.synchronize()?;
+        let end = d.live();
+        check_eq!(end.graphs, start.graphs, "graphs after 10,000 rebinds");
+        check_eq!(end.buffers, start.buffers, "buffers after 10,000 rebinds");
+        check_eq!(
+            end.backend.graphs,
+            start.backend.graphs,
+            "backend graphs after 10,000 rebinds"
+        );
+        check_eq!(
+            end.backend.buffers,
+            start.backend.buffers,
+            "backend buffers after 10,000 rebinds"
+        );
+        check_eq!(x.read()?, vec![2u32; 16], "the graph still adds into x");
+        Ok(())
+    },
+};
+
+/// The device's update report matches what updates do: a traced update is
+/// recorded as native exactly when the device reports `Native`, and a
+/// device that captures never reports `Unsupported`.
+///
+/// Mutation: core re-recording every update even where the backend
+/// patches in place (ignoring `update_support`) → red at "cpu reports
+/// Native but the update was re-recorded".
+pub const C13_UPDATE_REPORT_MATCHES_BEHAVIOUR: Case = Case {
+    name: "c13_update_report_matches_behaviour",
+    rule: Rule::C13,
+    tags: CAP,
+    modes: ONCE,
+    body: |cx| update_report(cx),
+};
+
+fn update_report(cx: &Ctx) -> CaseResult {
+    let d = &cx.dev;
+    let support = d.update_support();
+    check!(
+        !matches!(support, UpdateSupport::Unsupported(_)),
+        "a device that captures reports update {support:?}"
+    );
+    let one = d.buffer_from(&[1u32; 4])?;
+    let (x, y) = (d.buffer_from(&[0u32; 4])?, d.buffer_from(&[0u32; 4])?);
+    let s = d.capture()?;
+    d.launch(&ops::add(x.id(), one.id(), x.id(), 4))?;
+    let g = s.end_graph()?;
+    d.set_tracing(true);
+    g.rebind(&[(x.id(), y.id())])?;
+    d.set_tracing(false);
+    let events = d.take_trace_log("c13")?.events;
+    let natives: Vec<bool> = events
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Update { graph, native, .. } if graph == Some(g.id().0) => Some(native),
+            _ => None,
+        })
+        .collect();
+    check_eq!(natives.len(), 1, "update events for the one rebind");
+    let want = support == UpdateSupport::Native;
+    check!(
+        natives[0] == want,
+        "{} reports {support:?} but the update was {}",
+        cx.registration.name,
+        if natives[0] {
+            "patched in place"
+        } else {
+            "re-recorded"
+        }
+    );
+    Ok(())
+}

@@ -1,0 +1,162 @@
+//! What a backend says about itself, once: how to find and open its devices,
+//! what it declares (capture support, device timing, capabilities), and how
+//! it differs from the contract (cases it cannot run, cases expected to
+//! fail), each with a reason. IREE's HAL CTS works the same way: every
+//! driver registers a factory plus its unsupported and expected-failure
+//! lists.
+//!
+//! Every backend crate exports one `pub const REGISTRATION: Registration`.
+//! `seam-backends` collects the compiled-in ones; the conformance runner,
+//! its reports and `seam_conformance::harness` (for backends outside this
+//! repository) read nothing else.
+
+use crate::backend::{Backend, CaptureSupport};
+use crate::error::ErrorKind;
+
+/// One backend's description of itself.
+#[derive(Clone, Copy, Debug)]
+pub struct Registration {
+    /// Backend kind, as in `DeviceInfo::backend`: `cuda`, `vulkan`, ...
+    pub name: &'static str,
+    /// The `seam-backends` cargo feature that compiles it in; `None` when
+    /// it is always compiled in (the CPU reference) or lives outside seam.
+    pub feature: Option<&'static str>,
+    /// How many devices there are; `Err` says what is missing and what to
+    /// install (the runner turns it into ignored trials with that reason).
+    pub device_count: fn() -> Result<usize, String>,
+    /// Open device `index` (`0..device_count()`), fresh.
+    pub open: fn(usize) -> Result<Box<dyn Backend>, ErrorKind>,
+    /// The capture support its devices may report (C9): a device that
+    /// reports anything else fails `c9_report_matches_behaviour`, so a
+    /// silent regression to `Unsupported` is a failure, not ignored trials.
+    pub capture: &'static [CaptureKind],
+    /// Whether its devices time work on the device (C10): a device that
+    /// declares timing must return device spans for traced work.
+    pub device_timing: DeclaredTiming,
+    /// What its devices can do, for cases that need it (`Tag`s).
+    pub capabilities: &'static [Capability],
+    /// Cases it can never run: their trials are ignored with the reason.
+    pub unsupported: &'static [Expectation],
+    /// Cases known to fail for now: their trials must fail, and one that
+    /// passes fails the run ("unexpected pass"), so stale entries go.
+    pub expected_failures: &'static [Expectation],
+}
+
+/// The kind of a [`CaptureSupport`], without its reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CaptureKind {
+    Native,
+    Emulated,
+    Unsupported,
+}
+
+impl CaptureKind {
+    pub fn of(support: &CaptureSupport) -> CaptureKind {
+        match support {
+            CaptureSupport::Native => CaptureKind::Native,
+            CaptureSupport::Emulated => CaptureKind::Emulated,
+            CaptureSupport::Unsupported(_) => CaptureKind::Unsupported,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CaptureKind::Native => "native",
+            CaptureKind::Emulated => "emulated",
+            CaptureKind::Unsupported => "unsupported",
+        }
+    }
+}
+
+/// Device timing, as declared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeclaredTiming {
+    /// Every device times traced replays and launches on the device.
+    Timed,
+    /// No device does, and why.
+    Untimed(&'static str),
+}
+
+/// What a case may need from a device beyond the contract's core. A case
+/// that needs one a backend does not declare is ignored there, with the
+/// reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Capability {
+    /// f16 and bf16 buffers and ops.
+    Half,
+    /// Calls from several host threads on one device.
+    Threads,
+}
+
+/// A case a backend differs on, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expectation {
+    /// The exact case name (`c8_destroy_while_replay_in_flight`).
+    pub case: &'static str,
+    pub reason: &'static str,
+}
+
+impl Registration {
+    /// Whether a device reporting `support` keeps this declaration.
+    pub fn declares_capture(&self, support: &CaptureSupport) -> bool {
+        self.capture.contains(&CaptureKind::of(support))
+    }
+
+    /// The declared capture support in words: `native`, `native or emulated`.
+    pub fn declared_capture(&self) -> String {
+        let names: Vec<&str> = self.capture.iter().map(|k| k.name()).collect();
+        names.join(" or ")
+    }
+
+    pub fn has(&self, capability: Capability) -> bool {
+        self.capabilities.contains(&capability)
+    }
+
+    pub fn unsupported_case(&self, case: &str) -> Option<&'static Expectation> {
+        self.unsupported.iter().find(|e| e.case == case)
+    }
+
+    pub fn expected_failure(&self, case: &str) -> Option<&'static Expectation> {
+        self.expected_failures.iter().find(|e| e.case == case)
+    }
+}
+
+/// Every capability: what a backend that runs all of the contract declares.
+pub const ALL_CAPABILITIES: &[Capability] = &[Capability::Half, Capability::Threads];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REG: Registration = Registration {
+        name: "null",
+        feature: None,
+        device_count: || Ok(0),
+        open: |_| {
+            Err(ErrorKind::Unavailable {
+                reason: "no".into(),
+            })
+        },
+        capture: &[CaptureKind::Native, CaptureKind::Emulated],
+        device_timing: DeclaredTiming::Untimed("no clock"),
+        capabilities: &[Capability::Half],
+        unsupported: &[Expectation {
+            case: "c8_x",
+            reason: "because",
+        }],
+        expected_failures: &[],
+    };
+
+    /// Mutations: `declares_capture` → `true`, `has` → `true`,
+    /// `unsupported_case` → `None` → red.
+    #[test]
+    fn declarations_are_read_as_written() {
+        assert!(REG.declares_capture(&CaptureSupport::Emulated));
+        assert!(!REG.declares_capture(&CaptureSupport::Unsupported("x".into())));
+        assert_eq!(REG.declared_capture(), "native or emulated");
+        assert!(REG.has(Capability::Half) && !REG.has(Capability::Threads));
+        assert_eq!(REG.unsupported_case("c8_x").unwrap().reason, "because");
+        assert!(REG.unsupported_case("c8_y").is_none());
+        assert!(REG.expected_failure("c8_x").is_none());
+    }
+}
