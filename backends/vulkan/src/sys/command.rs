@@ -257,6 +257,14 @@ impl CommandBuffer {
         const CALL: &str = "vkCmdDispatch";
         let inner = self.recording(CALL)?;
         let layout = &pipeline.0.layout;
+        if !Arc::ptr_eq(&layout.shared, &inner.shared)
+            || bindings.iter().any(|(b, _)| !b.of(&inner.shared))
+        {
+            return Err(ErrorKind::driver(
+                CALL,
+                "a pipeline or buffer of another device",
+            ));
+        }
         if bindings.len() != layout.bindings {
             return Err(ErrorKind::driver(
                 CALL,
@@ -353,6 +361,9 @@ impl CommandBuffer {
     ) -> Result<(), ErrorKind> {
         const CALL: &str = "vkCmdCopyBuffer";
         let inner = self.recording(CALL)?;
+        if !src.of(&inner.shared) || !dst.of(&inner.shared) {
+            return Err(ErrorKind::driver(CALL, "a buffer of another device"));
+        }
         let fits = |off: u64, len: u64| off.checked_add(size).is_some_and(|end| end <= len);
         if size == 0 || !fits(src_offset, src.size()) || !fits(dst_offset, dst.size()) {
             return Err(ErrorKind::driver(
@@ -405,6 +416,9 @@ impl CommandBuffer {
     ) -> Result<(), ErrorKind> {
         const CALL: &str = "vkCmdResetQueryPool";
         let inner = self.recording(CALL)?;
+        if !Arc::ptr_eq(&pool.0.shared, &inner.shared) {
+            return Err(ErrorKind::driver(CALL, "a query pool of another device"));
+        }
         if first
             .checked_add(count)
             .is_none_or(|end| end > pool.0.count)
@@ -440,6 +454,9 @@ impl CommandBuffer {
                 CALL,
                 "the queue family has no timestamps",
             ));
+        }
+        if !Arc::ptr_eq(&pool.0.shared, &inner.shared) {
+            return Err(ErrorKind::driver(CALL, "a query pool of another device"));
         }
         if query >= pool.0.count {
             return Err(ErrorKind::driver(CALL, "query outside the pool"));
@@ -487,6 +504,16 @@ impl CommandBuffer {
             ));
         }
         Ok(())
+    }
+
+    /// Whether it was made by the device `shared`.
+    pub(super) fn of(&self, shared: &Arc<Shared>) -> bool {
+        Arc::ptr_eq(&self.0.shared, shared)
+    }
+
+    /// Every buffer its commands use, once each (after `end`).
+    pub(super) fn buffers(&self) -> &[Buffer] {
+        &self.0.buffers
     }
 
     /// It was submitted as `serial`: so were the buffers it uses.

@@ -69,7 +69,7 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A descriptor set layout of `bindings` storage buffers and the pipeline
 /// layout adding the push-constant block.
 pub(super) struct Layout {
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
     pub(super) set_layout: vk::DescriptorSetLayout,
     pub(super) layout: vk::PipelineLayout,
     pub(super) bindings: usize,
@@ -371,6 +371,12 @@ impl Gpu {
     /// completed.
     pub fn submit(&mut self, cmd: &CommandBuffer) -> Result<u64, ErrorKind> {
         self.poll()?;
+        if !cmd.of(&self.shared) {
+            return Err(ErrorKind::driver(
+                "vkQueueSubmit",
+                "the command buffer belongs to another device",
+            ));
+        }
         cmd.check_submit()?;
         let serial = self.next_serial;
         // Query commands of this submission, in queue order (see
@@ -406,6 +412,9 @@ impl Gpu {
             }
             .map_err(drv("vkCreateFence"))?,
         };
+        // Host access to the buffers it uses finishes before the submission
+        // and is refused after it (`Buffer::host_lock`).
+        let host: Vec<_> = cmd.buffers().iter().filter_map(|b| b.host_lock()).collect();
         let cmds = [cmd.handle()];
         let submit = [vk::SubmitInfo::default().command_buffers(&cmds)];
         // SAFETY: `cmd` is executable and, unless recorded SIMULTANEOUS_USE,
@@ -420,6 +429,7 @@ impl Gpu {
         }
         self.next_serial += 1;
         cmd.submitted(serial);
+        drop(host);
         for ((pool, _), next) in queries.iter().zip(after) {
             *lock(&pool.0.written) = next;
             pool.0.last_use.fetch_max(serial, Ordering::AcqRel);

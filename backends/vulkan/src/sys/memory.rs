@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Host mapping of a host-visible, host-coherent allocation.
-struct Mapped {
+pub(super) struct Mapped {
     ptr: NonNull<u8>,
     len: usize,
 }
@@ -66,12 +66,29 @@ impl Buffer {
         Arc::ptr_eq(&self.0, &other.0)
     }
 
+    /// Whether it was made by the device `shared`.
+    pub(super) fn of(&self, shared: &Arc<Shared>) -> bool {
+        Arc::ptr_eq(&self.0.shared, shared)
+    }
+
+    /// The host-access lock (mapped buffers only): [`Gpu::submit`] holds it
+    /// while it submits work that uses the buffer and stamps `last_use`, so
+    /// a host copy is either done before the device may start or refused.
+    pub(super) fn host_lock(&self) -> Option<MutexGuard<'_, Mapped>> {
+        self.0.mapped.as_ref().map(lock)
+    }
+
     pub(super) fn set_last_use(&self, serial: u64) {
         self.0.last_use.fetch_max(serial, Ordering::AcqRel);
     }
 
     /// The mapping, once no pending submission uses the buffer.
     fn mapping(&self, what: &'static str) -> Result<MutexGuard<'_, Mapped>, ErrorKind> {
+        let guard = self
+            .host_lock()
+            .ok_or_else(|| ErrorKind::driver(what, "the buffer is not host-visible"))?;
+        // Under the lock: a submission using the buffer is either stamped
+        // already or waits for this access to finish.
         let last = self.0.last_use.load(Ordering::Acquire);
         if last > self.0.shared.completed() {
             return Err(ErrorKind::driver(
@@ -79,11 +96,7 @@ impl Buffer {
                 format!("the buffer is in use by submission {last}, which has not completed"),
             ));
         }
-        self.0
-            .mapped
-            .as_ref()
-            .map(lock)
-            .ok_or_else(|| ErrorKind::driver(what, "the buffer is not host-visible"))
+        Ok(guard)
     }
 
     /// Copy `data` to byte `offset`. Refused while a submission that uses the
@@ -92,8 +105,10 @@ impl Buffer {
         let m = self.mapping("mapped memory write")?;
         check(&m, offset, data.len())?;
         // SAFETY: the range is inside the mapping (checked); no pending
-        // submission uses the memory (checked), the lock excludes other host
-        // access, and `data` cannot overlap device memory the host mapped.
+        // submission uses the memory (checked under the lock, which
+        // `Gpu::submit` holds while it submits work using the buffer and
+        // stamps `last_use`); the lock excludes other host access; `data`
+        // cannot overlap the mapping (nothing hands out a slice of it).
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), m.ptr.as_ptr().add(offset), data.len())
         };
