@@ -47,6 +47,9 @@ struct Uses {
 impl Uses {
     fn hold(&mut self, buffer: &Buffer) {
         if !self.buffers.iter().any(|b| Arc::ptr_eq(&b.0, &buffer.0)) {
+            // Under the host lock: a host copy in progress finishes first,
+            // and every later one sees the use.
+            let _host = buffer.0.host.lock().unwrap_or_else(|p| p.into_inner());
             buffer.0.users.fetch_add(1, Ordering::AcqRel);
             self.buffers.push(buffer.clone());
         }
