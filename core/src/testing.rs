@@ -148,7 +148,7 @@ impl Backend for NullBackend {
 ///
 /// `before` runs ahead of every call that can change or wait on the device
 /// (all but the queries `info`, `capture_support`, `supports_capture`,
-/// `device_timing` and `live_resources`); an error it returns is the call's
+/// `update_support`, `device_timing` and `live_resources`); an error it returns is the call's
 /// result and the wrapped backend never sees the call. `after` runs once
 /// the wrapped backend returned, with when the call started.
 pub trait Hooks: Send {
@@ -245,6 +245,16 @@ impl<H: Hooks> Backend for Forward<H> {
     }
     fn live_resources(&self) -> ResourceCounts {
         self.inner.live_resources()
+    }
+    fn update_support(&self) -> crate::backend::UpdateSupport {
+        self.inner.update_support()
+    }
+    fn update_launches(
+        &mut self,
+        target: ReplayTarget,
+        changes: &[(usize, Launch)],
+    ) -> Result<(), ErrorKind> {
+        self.call("update_launches", |b| b.update_launches(target, changes))
     }
     fn device_timing(&self) -> Result<(), String> {
         self.inner.device_timing()

@@ -137,8 +137,39 @@ fn destroy_while_queued(d: &Device) -> W {
     Ok(())
 }
 
+/// C13: rebind a captured graph to another buffer, then change one
+/// launch's parameters, replaying after each. A native backend whose
+/// in-place update fails must fall back (core re-records), and every
+/// answer must still be right.
+fn update(d: &Device) -> W {
+    let one = d.buffer_from(&[1.0f32; 8])?;
+    let x = d.buffer_from(&[0.0f32; 8])?;
+    let y = d.buffer_from(&[10.0f32; 8])?;
+    let scope = d.capture()?;
+    d.launch(&ops::add(x.id(), one.id(), x.id(), 8))?;
+    let g = scope.end_graph()?;
+    g.replay()?;
+    g.rebind(&[(x.id(), y.id())])?;
+    g.replay()?;
+    expect(y.read()?, vec![11.0; 8], "y after the rebind and a replay")?;
+    g.update_params(0, ops::add(y.id(), one.id(), y.id(), 4).params)?;
+    g.replay()?;
+    let want = [12.0, 12.0, 12.0, 12.0, 11.0, 11.0, 11.0, 11.0];
+    expect(y.read()?, want.to_vec(), "y after n = 4 and a replay")?;
+    expect(
+        x.read()?,
+        vec![1.0; 8],
+        "x keeps the replay before the rebind",
+    )
+}
+
 /// The workloads every sweep runs.
 pub const WORKLOADS: &[Workload] = &[
+    Workload {
+        name: "c13_rebind_and_update_params",
+        needs_capture: true,
+        run: update,
+    },
     Workload {
         name: "c1_graph_17_34_35",
         needs_capture: true,
@@ -169,7 +200,9 @@ pub const WORKLOADS: &[Workload] = &[
 /// Calls whose failure core can absorb without telling the caller: deferred
 /// frees and destroys are retried by the next sweep, and a capture scope's
 /// drop has nowhere to report a failed abort.
-const MAY_BE_ABSORBED: &[&str] = &["free", "destroy_graph", "abort_capture"];
+/// `update_launches` too: a failed in-place update falls back to core's
+/// re-record, which the workload's answers then check.
+const MAY_BE_ABSORBED: &[&str] = &["free", "destroy_graph", "abort_capture", "update_launches"];
 
 /// One k that went wrong.
 #[derive(Clone, Debug)]

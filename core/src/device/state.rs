@@ -88,6 +88,9 @@ pub(super) struct State {
     pub(super) graphs: BTreeMap<GraphId, ExecEntry>,
     pub(super) current: Option<ExecEntry>,
     pub(super) capture: Option<Capture>,
+    /// Backend graphs a C13 re-record replaced whose destroy the backend
+    /// refused: retried by every sweep, destroyed at teardown.
+    pub(super) orphans: Vec<RawGraph>,
     pub(super) trace: Trace,
 }
 
@@ -101,6 +104,7 @@ impl State {
             graphs: BTreeMap::new(),
             current: None,
             capture: None,
+            orphans: Vec::new(),
             trace: Trace::new(),
         }
     }
@@ -273,6 +277,11 @@ impl State {
         if self.capture.is_some() {
             return;
         }
+        for raw in std::mem::take(&mut self.orphans) {
+            if self.backend.destroy_graph(raw).is_err() {
+                self.orphans.push(raw);
+            }
+        }
         let graphs: Vec<GraphId> = self
             .graphs
             .iter()
@@ -303,6 +312,9 @@ impl Drop for State {
             let _ = self.backend.abort_capture();
         }
         let _ = self.backend.synchronize();
+        for raw in std::mem::take(&mut self.orphans) {
+            let _ = self.backend.destroy_graph(raw);
+        }
         for (id, g) in std::mem::take(&mut self.graphs) {
             if let Some(raw) = g.raw {
                 let _ = self.backend.destroy_graph(raw);

@@ -196,9 +196,11 @@ fn rerecord(
             };
             let old = st.raw_graph(id)?;
             st.entry_mut(target)?.raw = Some(fresh);
-            // The new graph is in place; an old one the backend cannot
-            // destroy is a leak its live count shows, not a wrong result.
-            let _ = st.backend.destroy_graph(old);
+            // The new graph is in place; an old one the backend refuses to
+            // destroy now is retried by the sweep (and at teardown).
+            if st.backend.destroy_graph(old).is_err() {
+                st.orphans.push(old);
+            }
         }
     }
     Ok(())
