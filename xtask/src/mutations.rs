@@ -25,6 +25,7 @@ const CAP: &str = "core/src/device/capture.rs";
 const STATE: &str = "core/src/device/state.rs";
 const HANDLES: &str = "core/src/device/handles.rs";
 const VAL: &str = "core/src/validate.rs";
+const UPDATE: &str = "core/src/device/update.rs";
 
 pub const MUTATIONS: &[Mutation] = &[
     Mutation {
@@ -278,6 +279,55 @@ pub const MUTATIONS: &[Mutation] = &[
         find: "            if !users.is_empty() {",
         replace: "            if false && !users.is_empty() {",
         what: "a buffer a live graph reads can be freed",
+    },
+    Mutation {
+        case: "c12_foreign_ids_refused",
+        file: STATE,
+        find: "        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);",
+        replace: "        let id = self.buffers.len() as u64 + self.graphs.len() as u64 + 1;\n        let _ = &NEXT_ID;",
+        what: "ids counted per device again: another device's buffer reaches this device's buffer of the same number",
+    },
+    Mutation {
+        case: "c13_rebind_equals_fresh_capture",
+        file: UPDATE,
+        find: "        match st.backend.update_launches(raw_target, &lowered) {",
+        replace: "        let _ = raw_target;\n        match Ok::<(), ErrorKind>(()) {",
+        what: "core updates its tables but the backend's graph is never patched (nor re-recorded)",
+    },
+    Mutation {
+        case: "c13_queued_replays_keep_old_bindings",
+        file: CPU,
+        find: "        let mut list = Vec::clone(slot);",
+        replace: "        let Some(list) = Arc::get_mut(slot) else {\n            return Ok(());\n        };\n        let mut list = list.clone();",
+        what: "the CPU backend patches only a list no queued replay holds, and returns Ok otherwise (success with the stale launch)",
+    },
+    Mutation {
+        case: "c13_update_params_equals_fresh_capture",
+        file: UPDATE,
+        find: "            let call = OpCall {\n                params,\n                ..recorded.call.clone()\n            };",
+        replace: "            let _ = params;\n            let call = recorded.call.clone();",
+        what: "update_params keeps the recorded parameters",
+    },
+    Mutation {
+        case: "c13_bad_updates_refused",
+        file: UPDATE,
+        find: "                if o.dtype != n.dtype {",
+        replace: "                if o.dtype != n.dtype && false {",
+        what: "rebind does not compare the new buffer's dtype with the old one's",
+    },
+    Mutation {
+        case: "c13_rebinds_leave_resources_flat",
+        file: CPU,
+        find: "        *slot = Arc::new(list);\n        Ok(())",
+        replace: "        let _ = slot;\n        let id = self.next;\n        self.next += 1;\n        self.graphs.insert(id, Arc::new(list.clone()));\n        match target {\n            ReplayTarget::Current => self.current = Some(Arc::new(list)),\n            ReplayTarget::Graph(g) => {\n                self.graphs.insert(g.0, Arc::new(list));\n            }\n        }\n        Ok(())",
+        what: "the CPU backend's in-place update leaves a copy of the graph behind every time",
+    },
+    Mutation {
+        case: "c13_update_report_matches_behaviour",
+        file: UPDATE,
+        find: "    if !lowered.is_empty() && st.backend.update_support() == UpdateSupport::Native {",
+        replace: "    if false && st.backend.update_support() == UpdateSupport::Native {",
+        what: "core re-records every update, even where the backend reports Native",
     },
 ];
 

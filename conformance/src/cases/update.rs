@@ -27,8 +27,9 @@ fn vals(n: usize, k: f32) -> Vec<f32> {
 /// the old buffers keep what the last replay before the rebind left.
 ///
 /// Mutation: `apply` in core/src/device/update.rs updating its tables but
-/// neither patching nor re-recording the backend's graph → red at "rebound
-/// replay vs a fresh capture" (the replay still writes the old `out`).
+/// neither patching nor re-recording the backend's graph (the backend's
+/// `update_launches` answer replaced by `Ok`) → red on cpu:0 at "rebound
+/// replay vs a fresh capture over the new buffers: they differ".
 pub const C13_REBIND_EQUALS_FRESH_CAPTURE: Case = Case {
     name: "c13_rebind_equals_fresh_capture",
     rule: Rule::C13,
@@ -75,8 +76,9 @@ pub const C13_REBIND_EQUALS_FRESH_CAPTURE: Case = Case {
 ///
 /// Mutation: the CPU backend's `update_launches` patching the launch list
 /// only when no queued replay holds it (`Arc::get_mut`) and returning Ok
-/// otherwise (HIP's "success while keeping the stale packet") → red at
-/// "the replay after the rebind".
+/// otherwise (HIP's "success while keeping the stale packet") → red on
+/// cpu:0 at "the three replays before the rebind: [4, …] != [3, …]" (the
+/// replay after the rebind still ran on the old buffer).
 pub const C13_QUEUED_REPLAYS_KEEP_OLD_BINDINGS: Case = Case {
     name: "c13_queued_replays_keep_old_bindings",
     rule: Rule::C13,
@@ -109,8 +111,8 @@ pub const C13_QUEUED_REPLAYS_KEEP_OLD_BINDINGS: Case = Case {
 /// keep theirs.
 ///
 /// Mutation: `update_params` building the new call with the recorded
-/// parameters instead of the given ones → red at "updated replay vs a fresh
-/// capture".
+/// parameters instead of the given ones → red on cpu:0 at "updated replay
+/// vs a fresh capture with the new parameters: they differ".
 pub const C13_UPDATE_PARAMS_EQUALS_FRESH_CAPTURE: Case = Case {
     name: "c13_update_params_equals_fresh_capture",
     rule: Rule::C13,
@@ -153,8 +155,10 @@ pub const C13_UPDATE_PARAMS_EQUALS_FRESH_CAPTURE: Case = Case {
 /// a launch index past the end, parameters a launch cannot take. Afterwards
 /// the graph still gives its original result.
 ///
-/// Mutation: drop the dtype check in `Device::rebind` → red at
-/// "rebind to an i32 buffer: ... but it succeeded".
+/// Mutation: drop the dtype check in `Device::rebind` → red on cpu:0 at
+/// "expected ErrorKind::RebindMismatch { .. }, got error: … rebind: copy:
+/// binding `dst` must be i32, buffer is f32" (lowering still refuses the
+/// launch, but not by the name that says what the rebind did wrong).
 pub const C13_BAD_UPDATES_REFUSED: Case = Case {
     name: "c13_bad_updates_refused",
     rule: Rule::C13,
@@ -230,10 +234,11 @@ pub const C13_BAD_UPDATES_REFUSED: Case = Case {
 /// and the backend's live buffers and graphs where they were, and the
 /// graph still computes.
 ///
-/// Mutation: `rerecord` (core's emulated update) not destroying the graph
-/// it replaced → red at "backend graphs after 10,000 rebinds" on devices
-/// that update by re-recording (wgpu, vulkan); on a native device (cpu)
-/// the same count is the check for its in-place patch.
+/// Mutations: `rerecord` (core's emulated update) not destroying the graph
+/// it replaced → red on vulkan:0 and wgpu:0 (lavapipe), which update by
+/// re-recording, at "backend graphs after 10,000 rebinds: 10001 != 1"; the
+/// CPU backend's in-place update leaving a copy of the graph behind → red
+/// on cpu:0 with the same message.
 pub const C13_REBINDS_LEAVE_RESOURCES_FLAT: Case = Case {
     name: "c13_rebinds_leave_resources_flat",
     rule: Rule::C13,
@@ -278,8 +283,8 @@ pub const C13_REBINDS_LEAVE_RESOURCES_FLAT: Case = Case {
 /// device that captures never reports `Unsupported`.
 ///
 /// Mutation: core re-recording every update even where the backend
-/// patches in place (ignoring `update_support`) → red at "cpu reports
-/// Native but the update was re-recorded".
+/// patches in place (ignoring `update_support`) → red on cpu:0 at "cpu
+/// reports Native but the update was re-recorded".
 pub const C13_UPDATE_REPORT_MATCHES_BEHAVIOUR: Case = Case {
     name: "c13_update_report_matches_behaviour",
     rule: Rule::C13,
