@@ -44,6 +44,10 @@ pub fn digested_outputs(case: &str) -> Option<Vec<(OpKind, DType)>> {
         "c7_prepared_gemm_captures_and_replays" => {
             Gemm.dtypes().iter().map(|&d| (Gemm, d)).collect()
         }
+        // copy → scale_add → add over f32, after a rebind or a params update.
+        "c13_rebind_equals_fresh_capture" | "c13_update_params_equals_fresh_capture" => {
+            vec![(Copy, F32), (ScaleAdd, F32), (Add, F32)]
+        }
         _ => return None,
     })
 }
@@ -378,6 +382,10 @@ mod tests {
             comparison("c7_prepared_gemm_captures_and_replays"),
             Comparison::Bounded(_)
         ));
+        assert_eq!(
+            comparison("c13_rebind_equals_fresh_capture"),
+            Comparison::BitExact
+        );
         assert_eq!(
             comparison("c6_nested_begin_refused"),
             Comparison::Unclassified
