@@ -298,7 +298,7 @@ impl Backend for VulkanBackend {
             let bindings: Vec<_> = buffers
                 .iter()
                 .zip(launch.op.signature())
-                .map(|(b, binding)| (b, binding.access))
+                .map(|(buf, binding)| (buf, binding.access))
                 .collect();
             let params = launch.params.to_bytes();
             if b.capture.is_none() {
