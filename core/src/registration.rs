@@ -97,6 +97,63 @@ pub struct Expectation {
 }
 
 impl Registration {
+    /// What a backend that runs the whole contract declares: Native capture,
+    /// device timing, every capability, no unsupported cases and no
+    /// expected failures. The `with_*` methods say where it differs.
+    pub const fn new(
+        name: &'static str,
+        feature: Option<&'static str>,
+        device_count: fn() -> Result<usize, String>,
+        open: fn(usize) -> Result<Box<dyn Backend>, ErrorKind>,
+    ) -> Registration {
+        Registration {
+            name,
+            feature,
+            device_count,
+            open,
+            capture: &[CaptureKind::Native],
+            device_timing: DeclaredTiming::Timed,
+            capabilities: ALL_CAPABILITIES,
+            unsupported: &[],
+            expected_failures: &[],
+        }
+    }
+
+    pub const fn with_capture(self, capture: &'static [CaptureKind]) -> Registration {
+        Registration { capture, ..self }
+    }
+
+    pub const fn with_timing(self, device_timing: DeclaredTiming) -> Registration {
+        Registration {
+            device_timing,
+            ..self
+        }
+    }
+
+    pub const fn with_capabilities(self, capabilities: &'static [Capability]) -> Registration {
+        Registration {
+            capabilities,
+            ..self
+        }
+    }
+
+    pub const fn with_unsupported(self, unsupported: &'static [Expectation]) -> Registration {
+        Registration {
+            unsupported,
+            ..self
+        }
+    }
+
+    pub const fn with_expected_failures(
+        self,
+        expected_failures: &'static [Expectation],
+    ) -> Registration {
+        Registration {
+            expected_failures,
+            ..self
+        }
+    }
+
     /// Whether a device reporting `support` keeps this declaration.
     pub fn declares_capture(&self, support: &CaptureSupport) -> bool {
         self.capture.contains(&CaptureKind::of(support))

@@ -294,6 +294,12 @@ impl Backend for CpuBackend {
         seam::UpdateSupport::Native
     }
 
+    /// Host f32 arithmetic (Rust's IEEE operations; nothing here sets the
+    /// FPU's flush-to-zero or denormals-are-zero modes) keeps subnormals.
+    fn subnormals(&self) -> seam::Subnormals {
+        seam::Subnormals::Preserved
+    }
+
     /// C13 in place: the graph's launch list is swapped for a patched copy.
     /// A queued replay holds the old list, so it runs the old launches.
     fn update_launches(
@@ -397,14 +403,9 @@ impl Drop for CpuBackend {
 }
 
 /// The CPU reference's description of itself (`seam::registration`).
-pub const REGISTRATION: seam::Registration = seam::Registration {
-    name: "cpu",
-    feature: None,
-    device_count: || Ok(1),
-    open: |index| Ok(Box::new(CpuBackend::new(index))),
-    capture: &[seam::CaptureKind::Native],
-    device_timing: seam::DeclaredTiming::Timed,
-    capabilities: seam::ALL_CAPABILITIES,
-    unsupported: &[],
-    expected_failures: &[],
-};
+pub const REGISTRATION: seam::Registration = seam::Registration::new(
+    "cpu",
+    None,
+    || Ok(1),
+    |index| Ok(Box::new(CpuBackend::new(index))),
+);

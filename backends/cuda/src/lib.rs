@@ -75,14 +75,5 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 mod tests;
 
 /// The CUDA backend's description of itself (`seam::registration`).
-pub const REGISTRATION: seam::Registration = seam::Registration {
-    name: "cuda",
-    feature: Some("cuda"),
-    device_count,
-    open,
-    capture: &[seam::CaptureKind::Native],
-    device_timing: seam::DeclaredTiming::Timed,
-    capabilities: seam::ALL_CAPABILITIES,
-    unsupported: &[],
-    expected_failures: &[],
-};
+pub const REGISTRATION: seam::Registration =
+    seam::Registration::new("cuda", Some("cuda"), device_count, open);

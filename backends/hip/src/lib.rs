@@ -77,17 +77,8 @@ mod rocm {
     }
 
     /// The HIP backend's description of itself (`seam::registration`).
-    pub const REGISTRATION: seam::Registration = seam::Registration {
-        name: "hip",
-        feature: Some("rocm"),
-        device_count,
-        open,
-        capture: &[seam::CaptureKind::Native],
-        device_timing: seam::DeclaredTiming::Timed,
-        capabilities: seam::ALL_CAPABILITIES,
-        unsupported: &[],
-        expected_failures: &[],
-    };
+    pub const REGISTRATION: seam::Registration =
+        seam::Registration::new("hip", Some("rocm"), device_count, open);
 
     /// Compile `op`'s kernel for `arch` with hipRTC (no GPU needed), with
     /// the same options the backend uses; the code object's size.

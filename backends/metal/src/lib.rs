@@ -104,16 +104,9 @@ mod shim_tests {
 /// The Metal backend's description of itself (`seam::registration`).
 /// Capture is Native with indirect command buffers, Emulated without them
 /// (or with `SEAM_METAL_CAPTURE=emulated`).
-pub const REGISTRATION: seam::Registration = seam::Registration {
-    name: "metal",
-    feature: Some("metal"),
-    device_count,
-    open,
-    capture: &[seam::CaptureKind::Native, seam::CaptureKind::Emulated],
-    device_timing: seam::DeclaredTiming::Untimed(
-        "the Metal backend does not sample GPU timestamps: replays are timed on the host only",
-    ),
-    capabilities: seam::ALL_CAPABILITIES,
-    unsupported: &[],
-    expected_failures: &[],
-};
+pub const REGISTRATION: seam::Registration =
+    seam::Registration::new("metal", Some("metal"), device_count, open)
+        .with_capture(&[seam::CaptureKind::Native, seam::CaptureKind::Emulated])
+        .with_timing(seam::DeclaredTiming::Untimed(
+            "the Metal backend does not sample GPU timestamps: replays are timed on the host only",
+        ));

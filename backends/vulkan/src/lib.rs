@@ -81,14 +81,5 @@ pub fn open(index: usize) -> Result<Box<dyn Backend>, ErrorKind> {
 }
 
 /// The Vulkan backend's description of itself (`seam::registration`).
-pub const REGISTRATION: seam::Registration = seam::Registration {
-    name: "vulkan",
-    feature: Some("vulkan"),
-    device_count,
-    open,
-    capture: &[seam::CaptureKind::Native],
-    device_timing: seam::DeclaredTiming::Timed,
-    capabilities: seam::ALL_CAPABILITIES,
-    unsupported: &[],
-    expected_failures: &[],
-};
+pub const REGISTRATION: seam::Registration =
+    seam::Registration::new("vulkan", Some("vulkan"), device_count, open);

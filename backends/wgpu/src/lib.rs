@@ -162,16 +162,9 @@ pub fn open(index: usize) -> Result<Box<dyn Backend>, ErrorKind> {
 }
 
 /// The wgpu backend's description of itself (`seam::registration`).
-pub const REGISTRATION: seam::Registration = seam::Registration {
-    name: "wgpu",
-    feature: Some("wgpu"),
-    device_count,
-    open,
-    capture: &[seam::CaptureKind::Emulated],
-    device_timing: seam::DeclaredTiming::Untimed(
-        "wgpu's timestamp queries are not wired in: replays are timed on the host only",
-    ),
-    capabilities: seam::ALL_CAPABILITIES,
-    unsupported: &[],
-    expected_failures: &[],
-};
+pub const REGISTRATION: seam::Registration =
+    seam::Registration::new("wgpu", Some("wgpu"), device_count, open)
+        .with_capture(&[seam::CaptureKind::Emulated])
+        .with_timing(seam::DeclaredTiming::Untimed(
+            "wgpu's timestamp queries are not wired in: replays are timed on the host only",
+        ));

@@ -23,29 +23,25 @@
 #![forbid(unsafe_code)]
 
 use seam::{
-    Backend, Capability, CaptureKind, CaptureSupport, DType, DeclaredTiming, DeviceInfo,
-    DeviceSpan, ErrorKind, Launch, OpKind, RawBuffer, RawGraph, Registration, ReplayTarget,
-    ResourceCounts,
+    Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, Launch, OpKind, RawBuffer,
+    RawGraph, Registration, ReplayTarget, ResourceCounts,
 };
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// The queue backend's description of itself: one device, a worker queue in
-/// front of the CPU reference, so it declares what the CPU reference does.
-pub const REGISTRATION: Registration = Registration {
-    name: "queue",
-    feature: None,
-    device_count: || Ok(1),
-    open: |index| {
+/// front of the CPU reference, so it declares what the CPU reference does
+/// (the defaults of `Registration::new`: Native capture, device timing,
+/// every capability).
+pub const REGISTRATION: Registration = Registration::new(
+    "queue",
+    None,
+    || Ok(1),
+    |index| {
         let inner = Box::new(seam_cpu::CpuBackend::new(index));
         QueueBackend::new(inner, index).map(|b| Box::new(b) as Box<dyn Backend>)
     },
-    capture: &[CaptureKind::Native],
-    device_timing: DeclaredTiming::Timed,
-    capabilities: &[Capability::Half, Capability::Threads],
-    unsupported: &[],
-    expected_failures: &[],
-};
+);
 
 type Job = Box<dyn FnOnce(&mut dyn Backend) + Send>;
 
