@@ -6,9 +6,10 @@
 //! The child streams one JSON line per event to the file named by
 //! [`STREAM_ENV`] ([`VerdictStream`]: a trial started, a trial finished with
 //! its record), so when it dies the trials that had finished keep their own
-//! verdicts and only the one that was running is blamed. The parent side is
-//! [`watch`] (run one child within [`Limits`]) and [`verdicts`] (what each
-//! planned trial gets from what the child left).
+//! verdicts and only the one that was running is blamed; a new child then
+//! runs the trials the dead one never started. The parent side is [`watch`]
+//! (run one child within [`Limits`]) and [`verdicts`] (what each planned
+//! trial gets from what the child left).
 
 use crate::report::{Report, Summary, TrialRecord, Verdict};
 use crate::runner::{Plan, Trial};
@@ -432,6 +433,27 @@ impl Planned {
 /// process that went wrong with no trial to blame (a teardown hang, a crash
 /// after the last trial) adds a `<device>::teardown` record.
 pub fn verdicts(device: &str, planned: &[Planned], run: &ChildRun) -> Vec<TrialRecord> {
+    let settled = settle(device, planned, run);
+    let mut records = settled.records;
+    records.extend(
+        settled
+            .not_run
+            .iter()
+            .map(|t| t.record(settled.not_run_verdict.clone())),
+    );
+    records
+}
+
+/// What one child settled: the records of the trials it ran (or was running),
+/// and the planned trials it never started.
+struct Settled<'a> {
+    records: Vec<TrialRecord>,
+    not_run: Vec<&'a Planned>,
+    /// What a trial of `not_run` gets if no other child runs it.
+    not_run_verdict: Verdict,
+}
+
+fn settle<'a>(device: &str, planned: &'a [Planned], run: &ChildRun) -> Settled<'a> {
     let log_tail = tail(&run.log, 15);
     let killed = || {
         run.killed
@@ -439,7 +461,13 @@ pub fn verdicts(device: &str, planned: &[Planned], run: &ChildRun) -> Vec<TrialR
             .unwrap_or_else(|| "deadline passed".into())
     };
     let ended = match (&run.end, &run.report) {
-        (ChildEnd::Exited(_), Some(r)) => return r.trials.clone(),
+        (ChildEnd::Exited(_), Some(r)) => {
+            return Settled {
+                records: r.trials.clone(),
+                not_run: Vec::new(),
+                not_run_verdict: Verdict::Passed,
+            }
+        }
         (ChildEnd::Exited(code), None) => {
             format!("the device process exited {code} without a report")
         }
@@ -458,28 +486,29 @@ pub fn verdicts(device: &str, planned: &[Planned], run: &ChildRun) -> Vec<TrialR
         _ => Vec::new(),
     };
     let mut blamed = false;
+    let mut not_run = Vec::new();
+    let gone = match (&run.running, run.streamed.last()) {
+        (Some(r), _) => format!("{ended} in {r}"),
+        (None, Some(d)) => format!("{ended} after {}", d.name),
+        (None, None) => format!("{ended} before its first trial"),
+    };
     if records.is_empty() {
-        let gone = match (&run.running, run.streamed.last()) {
-            (Some(r), _) => format!("{ended} in {r}"),
-            (None, Some(d)) => format!("{ended} after {}", d.name),
-            (None, None) => format!("{ended} before its first trial"),
-        };
         for t in planned {
             if let Some(r) = run.streamed.iter().find(|r| r.name == t.name) {
                 records.push(r.clone());
                 continue;
             }
             blamed = true;
-            let msg = if run.running.as_deref() == Some(t.name.as_str()) {
+            if run.running.as_deref() == Some(t.name.as_str()) {
                 let during = match run.end {
                     ChildEnd::TimedOut => "",
                     _ => " while this trial ran",
                 };
-                format!("{ended}{during}; last output:\n{log_tail}")
+                let msg = format!("{ended}{during}; last output:\n{log_tail}");
+                records.push(t.record(unfinished(msg)));
             } else {
-                format!("not run: {gone}")
-            };
-            records.push(t.record(unfinished(msg)));
+                not_run.push(t);
+            }
         }
         // What the child ran beyond the parent's plan is still what it said.
         for r in &run.streamed {
@@ -507,11 +536,15 @@ pub fn verdicts(device: &str, planned: &[Planned], run: &ChildRun) -> Vec<TrialR
             digest: None,
         });
     }
-    records
+    Settled {
+        records,
+        not_run,
+        not_run_verdict: unfinished(format!("not run: {gone}")),
+    }
 }
 
 /// Run every device of `plan` in its own child process; missing backends'
-/// ignored trials come from the plan. Calls `progress` once per device.
+/// ignored trials come from the plan. Calls `progress` once per child.
 pub fn run_isolated(
     plan: &Plan,
     cases: &[String],
@@ -522,16 +555,23 @@ pub fn run_isolated(
     run_isolated_with(
         plan,
         &Limits::from_env(),
-        |device, files| child_command(&exe, device, cases, trace, files),
+        |device, only, files| child_command(&exe, device, only.unwrap_or(cases), trace, files),
         progress,
     )
 }
 
-/// [`run_isolated`], with the limits and the child command given.
+/// [`run_isolated`], with the limits and the child command given:
+/// `command(device, only, files)`, where `only` (when given) names the cases
+/// the child is to run instead of the run's own filter.
+///
+/// A child that crashed or was killed in a trial is started again for the
+/// trials it never started (their cases: `only`), so one crash costs one
+/// trial, not the rest of the device. Each child must settle at least one
+/// trial, so this ends; the device deadline spans all of them.
 pub fn run_isolated_with(
     plan: &Plan,
     limits: &Limits,
-    command: impl Fn(&str, &ChildFiles) -> Command,
+    command: impl Fn(&str, Option<&[String]>, &ChildFiles) -> Command,
     mut progress: impl FnMut(&str, &ChildRun),
 ) -> (Report, Vec<seam::TraceLog>) {
     let dir = std::env::temp_dir().join(format!("seam-conformance-{}", std::process::id()));
@@ -539,17 +579,16 @@ pub fn run_isolated_with(
     let mut trials = Vec::new();
     let mut traces = Vec::new();
     for device in &plan.devices {
-        let files = ChildFiles::for_device(&dir, &device.id);
-        let run = watch(command(&device.id, &files), &files, limits);
-        progress(&device.id, &run);
         let planned: Vec<Planned> = plan
             .trials
             .iter()
             .filter(|t| t.device == device.id)
             .map(Planned::from)
             .collect();
-        trials.extend(verdicts(&device.id, &planned, &run));
-        traces.extend(run.traces);
+        let (records, logs) =
+            run_device(&device.id, &planned, &dir, limits, &command, &mut progress);
+        trials.extend(records);
+        traces.extend(logs);
     }
     for t in plan
         .trials
@@ -570,6 +609,65 @@ pub fn run_isolated_with(
     }
     let report = Report::new(plan.devices.clone(), plan.missing.clone(), trials, summary);
     (report, traces)
+}
+
+/// One device's trials, in as many children as its crashes take.
+fn run_device(
+    device: &str,
+    planned: &[Planned],
+    dir: &Path,
+    limits: &Limits,
+    command: &impl Fn(&str, Option<&[String]>, &ChildFiles) -> Command,
+    progress: &mut impl FnMut(&str, &ChildRun),
+) -> (Vec<TrialRecord>, Vec<seam::TraceLog>) {
+    let start = Instant::now();
+    let mut records: Vec<TrialRecord> = Vec::new();
+    let mut traces = Vec::new();
+    let mut left: Vec<Planned> = planned.to_vec();
+    for attempt in 0.. {
+        let name = match attempt {
+            0 => device.to_string(),
+            n => format!("{device}.resume{n}"),
+        };
+        let files = ChildFiles::for_device(dir, &name);
+        let only: Option<Vec<String>> = (attempt > 0).then(|| {
+            let mut cases: Vec<String> = Vec::new();
+            for t in &left {
+                if !cases.contains(&t.case) {
+                    cases.push(t.case.clone());
+                }
+            }
+            cases
+        });
+        let remaining = Limits {
+            device: limits.device.saturating_sub(start.elapsed()),
+            ..limits.clone()
+        };
+        let run = watch(command(device, only.as_deref(), &files), &files, &remaining);
+        progress(device, &run);
+        let settled = settle(device, &left, &run);
+        let progressed = settled.not_run.len() < left.len();
+        // A resumed child reruns the finished modes of a case it was given:
+        // the first verdict of a trial stands.
+        for r in settled.records {
+            if !records.iter().any(|x| x.name == r.name) {
+                records.push(r);
+            }
+        }
+        traces.extend(run.traces);
+        let out_of_time = start.elapsed() >= limits.device;
+        if settled.not_run.is_empty() || !progressed || out_of_time {
+            records.extend(
+                settled
+                    .not_run
+                    .iter()
+                    .map(|t| t.record(settled.not_run_verdict.clone())),
+            );
+            break;
+        }
+        left = settled.not_run.into_iter().cloned().collect();
+    }
+    (records, traces)
 }
 
 #[cfg(test)]

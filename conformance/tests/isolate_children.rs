@@ -15,6 +15,11 @@ const FAKE: &str = "SEAM_FAKE_CHILD";
 /// The trial (0-based) the fake misbehaves in.
 const BAD_TRIAL: usize = 2;
 
+/// The cases a resumed fake child is given (comma-separated), instead of `c1_`.
+const FAKE_CASES: &str = "SEAM_FAKE_CASES";
+/// Where the fake child writes its report (the binary's `--json`).
+const FAKE_JSON: &str = "SEAM_FAKE_JSON";
+
 fn filter() -> Filter {
     Filter {
         backends: vec!["cpu".into()],
@@ -29,14 +34,25 @@ fn fake_child() {
     let Ok(behaviour) = std::env::var(FAKE) else {
         return;
     };
-    let plan = runner::plan(&filter());
+    let mut filter = filter();
+    // A resumed child runs the cases it is given, and misbehaves no more.
+    let resumed = std::env::var(FAKE_CASES).ok();
+    if let Some(cases) = &resumed {
+        filter.cases = cases.split(',').map(str::to_string).collect();
+    }
+    let behaviour = if resumed.is_some() {
+        ""
+    } else {
+        behaviour.as_str()
+    };
+    let plan = runner::plan(&filter);
     let mut n = 0;
     let (report, _) = runner::run_all_observed(
         &plan,
         RunOptions::default(),
         |_| {
             if n == BAD_TRIAL {
-                match behaviour.as_str() {
+                match behaviour {
                     "crash" => std::process::abort(),
                     "hang" => loop {
                         std::thread::sleep(Duration::from_secs(3600));
@@ -50,6 +66,10 @@ fn fake_child() {
     );
     // libtest left "test fake_child ... " unterminated: the summary starts a line.
     println!("\n{}", report.summary.line());
+    // As the binary does: the report, after the summary line.
+    if let Ok(path) = std::env::var(FAKE_JSON) {
+        std::fs::write(path, serde_json::to_string(&report).unwrap()).unwrap();
+    }
     if behaviour == "teardown-hang" {
         std::thread::sleep(Duration::from_secs(3600));
     }
@@ -66,14 +86,7 @@ fn planned() -> Vec<Planned> {
     planned
 }
 
-/// Run the fake child with `behaviour` under `limits`.
-fn run_fake(behaviour: &str, limits: &Limits) -> (isolate::ChildRun, Vec<TrialRecord>) {
-    let dir = std::env::temp_dir().join(format!(
-        "seam-isolate-children-{}-{behaviour}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let files = ChildFiles::for_device(&dir, "cpu:0");
+fn fake_command(behaviour: &str, only: Option<&[String]>, files: &ChildFiles) -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
         "fake_child",
@@ -82,8 +95,23 @@ fn run_fake(behaviour: &str, limits: &Limits) -> (isolate::ChildRun, Vec<TrialRe
         "--test-threads",
         "1",
     ])
-    .env(FAKE, behaviour);
-    let run = isolate::watch(cmd, &files, limits);
+    .env(FAKE, behaviour)
+    .env(FAKE_JSON, &files.json);
+    if let Some(cases) = only {
+        cmd.env(FAKE_CASES, cases.join(","));
+    }
+    cmd
+}
+
+/// Run the fake child with `behaviour` under `limits`.
+fn run_fake(behaviour: &str, limits: &Limits) -> (isolate::ChildRun, Vec<TrialRecord>) {
+    let dir = std::env::temp_dir().join(format!(
+        "seam-isolate-children-{}-{behaviour}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let files = ChildFiles::for_device(&dir, "cpu:0");
+    let run = isolate::watch(fake_command(behaviour, None, &files), &files, limits);
     let records = isolate::verdicts("cpu:0", &planned(), &run);
     let _ = std::fs::remove_dir_all(&dir);
     (run, records)
@@ -144,6 +172,39 @@ fn a_crash_in_a_child_keeps_the_verdicts_of_trials_that_finished() {
         failed[0].starts_with(&format!("FAILED {}: ", planned[BAD_TRIAL].name)),
         "{failed:?}"
     );
+}
+
+/// The whole isolated run: after the crash, a second child runs the trials
+/// the first never started, so one crash costs one trial.
+#[test]
+fn a_crashed_child_is_resumed_for_the_trials_it_never_started() {
+    let planned = planned();
+    let plan = runner::plan(&filter());
+    let mut children = Vec::new();
+    let (report, _) = isolate::run_isolated_with(
+        &plan,
+        &limits(),
+        |_, only, files| fake_command("crash", only, files),
+        |device, run| children.push((device.to_string(), format!("{:?}", run.end))),
+    );
+    let _ = std::fs::remove_dir_all(
+        std::env::temp_dir().join(format!("seam-conformance-{}", std::process::id())),
+    );
+    assert_eq!(children.len(), 2, "{children:?}");
+    assert!(children[0].1.starts_with("Signaled"), "{children:?}");
+    assert_eq!(children[1].1, "Exited(0)", "{children:?}");
+    let names: Vec<&str> = report.trials.iter().map(|t| t.name.as_str()).collect();
+    let want: Vec<&str> = planned.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, want);
+    for (i, t) in report.trials.iter().enumerate() {
+        match i {
+            BAD_TRIAL => assert!(matches!(t.verdict, Verdict::Crashed(_)), "{t:?}"),
+            _ => assert_eq!(t.verdict, Verdict::Passed, "{t:?}"),
+        }
+    }
+    assert_eq!(report.summary.crashed, 1);
+    assert_eq!(report.summary.passed, planned.len() - 1);
+    assert!(!report.summary.ok());
 }
 
 #[test]

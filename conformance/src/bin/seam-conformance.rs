@@ -113,8 +113,13 @@ fn main() -> ExitCode {
     } else {
         let n = plan.devices.len();
         let mut k = 0;
+        let mut last = String::new();
         isolate::run_isolated(&plan, &args.case, trace, |device, run| {
-            k += 1;
+            // A device whose child crashed gets a second child (resumed): same k.
+            if last != device {
+                k += 1;
+                last = device.to_string();
+            }
             let how = match &run.end {
                 isolate::ChildEnd::Exited(code) => format!("exited {code}"),
                 isolate::ChildEnd::Signaled(why) => why.clone(),
