@@ -3,12 +3,12 @@
 //! compiler, loaded once; an op the vendor's BLAS serves goes there.
 
 use crate::driver::{OpKernels, StreamDriver, Toolchain};
-use crate::graphs::StreamGraphs;
+use crate::graphs::{CapturedLaunch, LaunchNode, StreamGraphs};
 use crate::launch::{KernelLaunch, VendorLaunch};
 use crate::timing::EventTimer;
 use seam::{
     Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, GraphUser, Launch, OpKind,
-    RawBuffer, RawGraph, ReplayTarget, ResourceCounts,
+    RawBuffer, RawGraph, ReplayTarget, ResourceCounts, UpdateSupport,
 };
 use std::collections::{BTreeSet, HashMap};
 
@@ -63,6 +63,12 @@ impl Users {
         let recorded = self.remove(GraphUser::OpenCapture);
         self.remove(user);
         self.0.push((user, recorded));
+    }
+
+    /// `user` now holds exactly `buffers` (after an in-place update).
+    fn set(&mut self, user: GraphUser, buffers: BTreeSet<u64>) {
+        self.remove(user);
+        self.0.push((user, buffers));
     }
 
     fn of(&self, buffer: u64) -> Vec<GraphUser> {
@@ -142,6 +148,140 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
         self.toolchain.launch_vendor(&self.driver, &launch)
     }
 
+    /// Keep a launch the open capture just recorded, in capture order.
+    fn note_captured(&mut self, l: &Launch, node: LaunchNode<D::Node>) {
+        self.graphs.record_launch(CapturedLaunch {
+            op: l.op,
+            dtype: l.dtype,
+            buffers: l.buffers.clone(),
+            node,
+        });
+    }
+
+    /// C13 in place: every change is checked and its arguments packed
+    /// before any node is touched, so a refused update patches nothing.
+    fn patch(
+        &mut self,
+        target: ReplayTarget,
+        changes: &[(usize, Launch)],
+    ) -> Result<(), ErrorKind> {
+        let api = self.driver.api();
+        let set_params = || format!("{api}GraphExecKernelNodeSetParams");
+        let captured = self.graphs.captured(target)?;
+        let launches = captured.launches();
+        let mut patches = Vec::with_capacity(changes.len());
+        for (index, l) in changes {
+            let index = *index;
+            let was = launches.get(index).ok_or(ErrorKind::NoSuchLaunch {
+                index,
+                launches: launches.len(),
+            })?;
+            if l.op != was.op {
+                return Err(ErrorKind::UpdateChangesOp {
+                    index,
+                    recorded: was.op,
+                    requested: l.op,
+                });
+            }
+            if l.dtype != was.dtype {
+                return Err(ErrorKind::driver(
+                    set_params(),
+                    format!(
+                        "launch {index} was captured as {}/{}; an update cannot make it {}",
+                        was.op, was.dtype, l.dtype
+                    ),
+                ));
+            }
+            let node = match &was.node {
+                LaunchNode::Kernel(node) => node,
+                // A cuBLAS call is captured as whatever nodes cuBLAS chose
+                // (kernels of its own, with its own argument layout, maybe a
+                // memset): there is no kernel node of ours to patch. Refused,
+                // and core re-records the whole graph instead, which is correct.
+                LaunchNode::Vendor => {
+                    return Err(ErrorKind::driver(
+                        set_params(),
+                        format!(
+                            "launch {index} ({}/{}) is a vendor library call: its graph nodes are the library's, not patched in place",
+                            l.op, l.dtype
+                        ),
+                    ))
+                }
+                LaunchNode::Unknown(e) => {
+                    return Err(ErrorKind::driver(
+                        set_params(),
+                        format!("launch {index}'s graph node is unknown ({e})"),
+                    ))
+                }
+            };
+            if self.toolchain.vendor_routes(l.op) {
+                return Err(ErrorKind::driver(
+                    set_params(),
+                    format!("launch {index} ({}) now goes to the vendor library", l.op),
+                ));
+            }
+            let f = self
+                .kernels
+                .get(&(l.op, l.dtype))
+                .ok_or(ErrorKind::OpUnsupported {
+                    op: l.op,
+                    dtype: l.dtype,
+                })?;
+            let launch = KernelLaunch::new(&self.driver, f, l, self.bindings(l)?)?;
+            patches.push((index, node, launch));
+        }
+        if self.driver.update_needs_idle_stream() {
+            self.driver.synchronize()?;
+        }
+        let mut patched = Vec::with_capacity(patches.len());
+        let mut failed = None;
+        for (index, node, launch) in &patches {
+            // CUDA: "The modifications only affect future launches of
+            // hGraphExec. Already enqueued or running launches of hGraphExec
+            // are not affected by this call." (cuGraphExecKernelNodeSetParams,
+            // CUDA Driver API reference): what C13 needs, replays queued
+            // before the update run with the old bindings. HIP documents no
+            // such rule, so its driver asks for an idle stream first
+            // (update_needs_idle_stream, above; docs/hip.md).
+            match self
+                .driver
+                .set_kernel_node(captured.exec(), captured.graph(), node, launch)
+            {
+                Ok(()) => patched.push(*index),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        drop(patches);
+        let user = match target {
+            ReplayTarget::Current => GraphUser::Current,
+            ReplayTarget::Graph(g) => GraphUser::Handle(g.0),
+        };
+        let captured = self.graphs.captured_mut(target)?;
+        for (index, l) in changes {
+            if patched.contains(index) {
+                // A partly patched exec may use old and new buffers alike
+                // until core's re-record replaces it: hold both.
+                self.users.record(user, &l.buffers);
+                captured.set_buffers(*index, l.buffers.clone());
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        // Fully patched: the exec holds exactly its launches' buffers, so a
+        // buffer rebound away from may be freed.
+        let held = captured
+            .launches()
+            .iter()
+            .flat_map(|l| l.buffers.iter().map(|b| b.0))
+            .collect();
+        self.users.set(user, held);
+        Ok(())
+    }
+
     /// Block the host until the stream is idle, with the device current
     /// (used before releasing anything work may still use).
     fn quiesce(&self) -> Result<(), ErrorKind> {
@@ -170,6 +310,7 @@ where
     D::Graph: Send,
     D::Exec: Send,
     D::Event: Send,
+    D::Node: Send,
     T: Toolchain<D>,
 {
     fn info(&self) -> &DeviceInfo {
@@ -178,6 +319,11 @@ where
 
     fn capture_support(&self) -> CaptureSupport {
         CaptureSupport::Native
+    }
+
+    /// As the toolchain compiled the kernels (NVRTC, hipRTC options).
+    fn subnormals(&self) -> seam::Subnormals {
+        self.toolchain.subnormals()
     }
 
     fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
@@ -222,7 +368,9 @@ where
             self.users.record(GraphUser::OpenCapture, &l.buffers);
         }
         if self.toolchain.vendor_routes(l.op) {
-            return self.launch_vendor(l);
+            self.launch_vendor(l)?;
+            self.note_captured(l, LaunchNode::Vendor);
+            return Ok(());
         }
         if !self.kernels.contains_key(&(l.op, l.dtype)) {
             // begin_capture loads every module, so this is eager-only in practice.
@@ -236,7 +384,20 @@ where
                 dtype: l.dtype,
             })?;
         let launch = KernelLaunch::new(&self.driver, f, l, self.bindings(l)?)?;
-        self.driver.launch_kernel(&launch)
+        self.driver.launch_kernel(&launch)?;
+        if self.graphs.is_capturing() {
+            // The kernel is in the graph now; which node it is, asked at
+            // once (the driver's answer is only valid until the next call on
+            // the stream). If the driver cannot say, the launch still
+            // stands (the graph holds it and core counts it); only an
+            // in-place update of it is refused, and core re-records instead.
+            let node = match self.driver.captured_node() {
+                Ok(node) => LaunchNode::Kernel(node),
+                Err(e) => LaunchNode::Unknown(e),
+            };
+            self.note_captured(l, node);
+        }
+        Ok(())
     }
 
     fn synchronize(&mut self) -> Result<(), ErrorKind> {
@@ -318,6 +479,26 @@ where
             buffers: self.buffers.len(),
             graphs: self.graphs.live(),
         }
+    }
+
+    /// Kernel nodes are patched in the instantiated graph
+    /// (`cuGraphExecKernelNodeSetParams`, `hipGraphExecKernelNodeSetParams`):
+    /// no re-capture, no re-instantiation. A vendor (cuBLAS) launch is the
+    /// exception: its update is refused here and core re-records the graph.
+    fn update_support(&self) -> UpdateSupport {
+        UpdateSupport::Native
+    }
+
+    fn update_launches(
+        &mut self,
+        target: ReplayTarget,
+        changes: &[(usize, Launch)],
+    ) -> Result<(), ErrorKind> {
+        self.driver.select()?;
+        if self.graphs.is_capturing() {
+            return Err(ErrorKind::UpdateInCapture);
+        }
+        self.patch(target, changes)
     }
 
     fn device_timing(&self) -> Result<(), String> {

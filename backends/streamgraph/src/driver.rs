@@ -22,6 +22,10 @@ pub trait GraphDriver {
     type Exec;
     /// A timing event.
     type Event;
+    /// A kernel node of a captured graph. Not an owner: the graph it belongs
+    /// to owns it, and the handle is only meaningful while that graph lives
+    /// (the shared logic keeps each node with its graph, [`crate::StreamGraphs`]).
+    type Node;
 
     /// The driver's prefix for a call, for error messages (`cu`, `hip`).
     fn api(&self) -> &'static str;
@@ -32,6 +36,12 @@ pub trait GraphDriver {
     fn end_capture(&self) -> Result<Self::Graph, ErrorKind>;
     /// Whether the stream is still capturing.
     fn is_capturing(&self) -> Result<bool, ErrorKind>;
+    /// While capturing, right after a kernel launch on the stream: the node
+    /// that launch added (CUDA: `cuStreamGetCaptureInfo`'s dependency set,
+    /// HIP: `hipStreamGetCaptureInfo_v2`'s, which after one launch on one
+    /// stream is exactly that launch's node). An error if the set is not one
+    /// kernel node.
+    fn captured_node(&self) -> Result<Self::Node, ErrorKind>;
     /// Instantiate a graph (CUDA: 3 arguments; HIP: 5).
     fn instantiate(&self, graph: &Self::Graph) -> Result<Self::Exec, ErrorKind>;
     /// Upload the exec's work ahead of its first launch.
@@ -108,6 +118,27 @@ pub trait StreamDriver: GraphDriver + Send {
     /// can only be made by this crate, after checking every buffer against
     /// the op: what the driver's `unsafe` launch relies on.
     fn launch_kernel(&self, launch: &KernelLaunch<'_, Self>) -> Result<(), ErrorKind>;
+    /// Replace, in `exec` only, the parameters of kernel node `node` of
+    /// `graph` (the graph `exec` was instantiated from) with `launch`'s
+    /// (grid, block, function and packed arguments): CUDA
+    /// `cuGraphExecKernelNodeSetParams`, HIP `hipGraphExecKernelNodeSetParams`.
+    /// Launches of `exec` already queued must keep the old parameters; later
+    /// launches get the new ones. The implementation checks that `node` is
+    /// one of `graph`'s nodes before handing it to the driver.
+    fn set_kernel_node(
+        &self,
+        exec: &Self::Exec,
+        graph: &Self::Graph,
+        node: &Self::Node,
+        launch: &KernelLaunch<'_, Self>,
+    ) -> Result<(), ErrorKind>;
+    /// Whether [`set_kernel_node`](StreamDriver::set_kernel_node) can only
+    /// keep queued launches on the old parameters if the stream is idle
+    /// first; then the backend waits for the stream before patching.
+    /// CUDA: no (its documentation promises it); HIP: yes (see docs/hip.md).
+    fn update_needs_idle_stream(&self) -> bool {
+        false
+    }
 }
 
 /// Every entry point of one op on one device, one per dtype it accepts.
@@ -127,6 +158,11 @@ pub trait Toolchain<D: StreamDriver>: Send {
     /// later. `None`: each backend loads its own.
     fn shared_kernels(&self) -> Option<&'static SharedKernels<D::Function>> {
         None
+    }
+    /// What its kernels promise for f32 subnormals (C11), from the options
+    /// it compiles them with. The default promises nothing.
+    fn subnormals(&self) -> seam::Subnormals {
+        seam::Subnormals::MayFlush("the toolchain declares nothing about f32 subnormals".into())
     }
 
     // --- vendor BLAS (optional) ---

@@ -1,11 +1,14 @@
 //! A recording fake of the whole driver: every call is logged in order,
 //! memory is host `Vec<u8>`s, kernels are recorded (not run), and the fake
 //! models one stream (queued work stays pending until a wait) so it can
-//! flag, as it happens, a release the real driver would punish.
+//! flag, as it happens, a release the real driver would punish. Each exec
+//! holds its own copy of its graph's nodes, which `set_kernel_node` patches
+//! (as `cuGraphExecKernelNodeSetParams` patches the exec, not the graph),
+//! and each graph launch records what it runs at the moment it is queued.
 
 use crate::driver::{GraphDriver, StreamDriver, Toolchain};
 use crate::launch::{check_range, KernelLaunch, VendorLaunch};
-use seam::{ErrorKind, OpKind};
+use seam::{ErrorKind, OpKind, Params};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -62,6 +65,58 @@ pub enum Call {
     VendorPrepare,
     VendorLaunch(OpKind),
     DestroyStream,
+    /// The node the last captured launch added was asked for.
+    CapturedNode {
+        index: usize,
+    },
+    /// An exec's kernel node was given new parameters.
+    SetKernelNode {
+        exec: u32,
+        node: usize,
+    },
+}
+
+/// One node of a fake graph.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FakeKernel {
+    /// The entry point (a test's kernel name; `vendor_<op>` for a vendor call).
+    pub name: String,
+    /// Buffer ids back from the packed arguments (empty for a test's kernel
+    /// or a vendor call).
+    pub buffers: Vec<u32>,
+    /// The scalar block packed after the buffers (launches through the backend).
+    pub params: Option<Params>,
+    /// A kernel node (a vendor call's node is the library's).
+    pub kernel: bool,
+}
+
+impl FakeKernel {
+    fn named(name: String, kernel: bool) -> Self {
+        FakeKernel {
+            name,
+            buffers: Vec::new(),
+            params: None,
+            kernel,
+        }
+    }
+}
+
+/// A node handle: the capture that made it and its position in the graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FakeNode {
+    capture: u32,
+    index: usize,
+}
+
+struct FakeGraph {
+    capture: u32,
+    nodes: Vec<FakeKernel>,
+}
+
+struct FakeExec {
+    graph: u32,
+    /// The exec's own copy of the graph's nodes, patched in place.
+    nodes: Vec<FakeKernel>,
 }
 
 #[derive(Default)]
@@ -69,12 +124,20 @@ struct State {
     log: Vec<Call>,
     next: u32,
     capturing: bool,
+    /// The open (or last) capture's number (its own count, so the ids of
+    /// graphs, execs and buffers are what they were before nodes existed).
+    capture: u32,
     /// Kernels recorded into the open capture.
-    recorded: Vec<String>,
+    recorded: Vec<FakeKernel>,
     /// Live graphs and the kernels each holds.
-    graphs: BTreeMap<u32, Vec<String>>,
-    /// Live execs and the graph each came from.
-    execs: BTreeMap<u32, u32>,
+    graphs: BTreeMap<u32, FakeGraph>,
+    /// Live execs, the graph each came from and their own nodes.
+    execs: BTreeMap<u32, FakeExec>,
+    /// Every graph launch queued: the exec and the nodes it runs, as they
+    /// were when it was queued.
+    runs: Vec<(u32, Vec<FakeKernel>)>,
+    /// Whether the driver asks for an idle stream before a patch.
+    update_needs_idle: bool,
     /// Execs with a launch queued and not yet waited for.
     pending: BTreeSet<u32>,
     /// Eager kernels queued and not yet waited for.
@@ -157,13 +220,13 @@ impl FakeDriver {
     /// A test queues (or, capturing, records) a kernel taking 1 ms.
     pub fn kernel(&self, name: &'static str) {
         self.s().log.push(Call::Kernel(name));
-        self.queue_kernel(name.to_string());
+        self.queue_kernel(FakeKernel::named(name.to_string(), true));
     }
 
-    fn queue_kernel(&self, name: String) {
+    fn queue_kernel(&self, k: FakeKernel) {
         let mut s = self.s();
         if s.capturing {
-            s.recorded.push(name);
+            s.recorded.push(k);
         } else {
             s.clock_ms += 1.0;
             s.busy = true;
@@ -172,12 +235,35 @@ impl FakeDriver {
 
     /// The kernels a live exec would run.
     pub fn kernels_of(&self, exec: u32) -> Vec<String> {
+        self.nodes_of(exec).into_iter().map(|k| k.name).collect()
+    }
+
+    /// The nodes a live exec would run if launched now.
+    pub fn nodes_of(&self, exec: u32) -> Vec<FakeKernel> {
         let s = self.s();
         s.execs
             .get(&exec)
-            .and_then(|g| s.graphs.get(g))
-            .cloned()
+            .map(|e| e.nodes.clone())
             .unwrap_or_default()
+    }
+
+    /// The nodes of a live graph (a patch of an exec leaves them alone).
+    pub fn graph_nodes(&self, graph: u32) -> Vec<FakeKernel> {
+        let s = self.s();
+        s.graphs
+            .get(&graph)
+            .map(|g| g.nodes.clone())
+            .unwrap_or_default()
+    }
+
+    /// Every graph launch queued so far: the exec and what it runs.
+    pub fn runs(&self) -> Vec<(u32, Vec<FakeKernel>)> {
+        self.s().runs.clone()
+    }
+
+    /// Make the driver ask for an idle stream before a patch (as HIP's does).
+    pub fn set_update_needs_idle(&self, on: bool) {
+        self.s().update_needs_idle = on;
     }
 
     pub fn fail_next(&self, call: &'static str) {
@@ -223,9 +309,33 @@ impl GraphDriver for FakeDriver {
     type Graph = u32;
     type Exec = u32;
     type Event = u32;
+    type Node = FakeNode;
 
     fn api(&self) -> &'static str {
         "fake"
+    }
+
+    fn captured_node(&self) -> Result<FakeNode, ErrorKind> {
+        let index = self.s().recorded.len().saturating_sub(1);
+        self.step(Call::CapturedNode { index }, "captured_node")?;
+        let s = self.s();
+        if !s.capturing {
+            return Err(ErrorKind::driver(
+                "captured_node",
+                "the stream is not capturing",
+            ));
+        }
+        match s.recorded.last() {
+            Some(k) if k.kernel => Ok(FakeNode {
+                capture: s.capture,
+                index,
+            }),
+            Some(k) => Err(ErrorKind::driver(
+                "captured_node",
+                format!("the last node ({}) is not a kernel node", k.name),
+            )),
+            None => Err(ErrorKind::driver("captured_node", "nothing captured yet")),
+        }
     }
 
     fn begin_capture(&self) -> Result<(), ErrorKind> {
@@ -236,6 +346,7 @@ impl GraphDriver for FakeDriver {
         }
         s.capturing = true;
         s.recorded.clear();
+        s.capture += 1;
         Ok(())
     }
 
@@ -259,7 +370,14 @@ impl GraphDriver for FakeDriver {
                 "injected by the fake driver",
             ));
         }
-        s.graphs.insert(g, kernels);
+        let capture = s.capture;
+        s.graphs.insert(
+            g,
+            FakeGraph {
+                capture,
+                nodes: kernels,
+            },
+        );
         Ok(g)
     }
 
@@ -278,11 +396,21 @@ impl GraphDriver for FakeDriver {
             "instantiate",
         )?;
         let mut s = self.s();
-        if !s.graphs.contains_key(graph) {
-            s.violations
-                .push(format!("instantiate of dead graph {graph}"));
-        }
-        s.execs.insert(exec, *graph);
+        let nodes = match s.graphs.get(graph) {
+            Some(g) => g.nodes.clone(),
+            None => {
+                s.violations
+                    .push(format!("instantiate of dead graph {graph}"));
+                Vec::new()
+            }
+        };
+        s.execs.insert(
+            exec,
+            FakeExec {
+                graph: *graph,
+                nodes,
+            },
+        );
         Ok(exec)
     }
 
@@ -294,13 +422,13 @@ impl GraphDriver for FakeDriver {
         self.step(Call::Launch(*exec), "launch")?;
         self.flag_if_capturing(format!("graph launch {exec}"));
         let mut s = self.s();
-        match s.execs.get(exec).copied() {
-            Some(g) if s.graphs.contains_key(&g) => {
+        match s.execs.get(exec).map(|e| (e.graph, e.nodes.clone())) {
+            Some((g, nodes)) if s.graphs.contains_key(&g) => {
                 s.pending.insert(*exec);
-                let n = s.graphs[&g].len() as f32;
-                s.clock_ms += n;
+                s.clock_ms += nodes.len() as f32;
+                s.runs.push((*exec, nodes));
             }
-            Some(g) => s
+            Some((g, _)) => s
                 .violations
                 .push(format!("launch of exec {exec} whose graph {g} is gone")),
             None => s.violations.push(format!("launch of dead exec {exec}")),
@@ -329,7 +457,7 @@ impl GraphDriver for FakeDriver {
     fn destroy_graph(&self, graph: u32) {
         let _ = self.step(Call::DestroyGraph(graph), "destroy_graph");
         let mut s = self.s();
-        if s.execs.values().any(|g| *g == graph) {
+        if s.execs.values().any(|e| e.graph == graph) {
             s.violations
                 .push(format!("graph {graph} destroyed before its exec"));
         }
@@ -479,8 +607,68 @@ impl StreamDriver for FakeDriver {
             buffers,
         };
         self.step(call, "launch_kernel")?;
-        self.queue_kernel(name);
+        self.queue_kernel(self.node_of(l));
         Ok(())
+    }
+
+    fn set_kernel_node(
+        &self,
+        exec: &u32,
+        graph: &u32,
+        node: &FakeNode,
+        l: &KernelLaunch<'_, Self>,
+    ) -> Result<(), ErrorKind> {
+        let call = Call::SetKernelNode {
+            exec: *exec,
+            node: node.index,
+        };
+        self.step(call, "set_kernel_node")?;
+        let new = self.node_of(l);
+        let mut s = self.s();
+        let refuse = |why: String| Err(ErrorKind::driver("set_kernel_node", why));
+        match s.graphs.get(graph) {
+            Some(g) if g.capture == node.capture && node.index < g.nodes.len() => {}
+            Some(_) => return refuse(format!("{node:?} is not a node of graph {graph}")),
+            None => return refuse(format!("graph {graph} is not live")),
+        }
+        if s.update_needs_idle && (s.pending.contains(exec) || s.busy) {
+            s.violations
+                .push(format!("exec {exec} patched with work pending"));
+        }
+        let Some(e) = s.execs.get_mut(exec) else {
+            return refuse(format!("exec {exec} is not live"));
+        };
+        if e.graph != *graph {
+            return refuse(format!(
+                "exec {exec} was instantiated from graph {}, not {graph}",
+                e.graph
+            ));
+        }
+        match e.nodes.get_mut(node.index) {
+            Some(k) if k.kernel => {
+                *k = new;
+                Ok(())
+            }
+            _ => refuse(format!("node {} is not a kernel node", node.index)),
+        }
+    }
+
+    fn update_needs_idle_stream(&self) -> bool {
+        self.s().update_needs_idle
+    }
+}
+
+impl FakeDriver {
+    /// The node a kernel launch records: entry point, buffer ids back from
+    /// the packed arguments (as a kernel would see them), and its scalars.
+    fn node_of(&self, l: &KernelLaunch<'_, Self>) -> FakeKernel {
+        let args = l.args(self);
+        FakeKernel {
+            name: l.function().name.clone(),
+            buffers: args.addresses().iter().map(|a| (a >> 32) as u32).collect(),
+            params: Some(*l.params()),
+            kernel: true,
+        }
     }
 }
 
@@ -543,7 +731,10 @@ impl Toolchain<FakeDriver> for FakeToolchain {
         l: &VendorLaunch<'_, FakeDriver>,
     ) -> Result<(), ErrorKind> {
         d.step(Call::VendorLaunch(l.op()), "vendor_launch")?;
-        d.queue_kernel(format!("vendor_{}", l.op().name()));
+        d.queue_kernel(FakeKernel::named(
+            format!("vendor_{}", l.op().name()),
+            false,
+        ));
         Ok(())
     }
 }

@@ -7,22 +7,72 @@
 //! - destroy / replace: wait for the stream before destroying anything a
 //!   replay may still be using (C8);
 //! - abort: end the capture, destroy whatever graph it produced, and check
-//!   the stream has left capture mode.
+//!   the stream has left capture mode;
+//! - update (C13): each captured launch's node is kept, in capture order,
+//!   with the graph that owns it and the exec made from that graph, so a
+//!   node handle never outlives its graph and is only ever paired with that
+//!   graph's exec.
 
 use crate::driver::GraphDriver;
-use seam::{ErrorKind, RawGraph, ReplayTarget};
+use seam::{DType, ErrorKind, OpKind, RawBuffer, RawGraph, ReplayTarget};
 use std::collections::HashMap;
 
-/// An exec and the graph it was instantiated from, destroyed in that order.
-struct Captured<D: GraphDriver> {
+/// What one captured launch put in the graph.
+pub enum LaunchNode<N> {
+    /// A kernel launch: the kernel node it added (patchable in place).
+    Kernel(N),
+    /// A vendor-library call (cuBLAS): the library chose its nodes (it may
+    /// add several, of any kind), so it is never patched in place.
+    Vendor,
+    /// A kernel was recorded but the driver could not say which node it
+    /// added: the launch cannot be patched (an update re-records instead).
+    Unknown(ErrorKind),
+}
+
+/// One launch of a capture, in capture order.
+pub struct CapturedLaunch<N> {
+    pub op: OpKind,
+    pub dtype: DType,
+    /// The buffers it binds, in signature order.
+    pub buffers: Vec<RawBuffer>,
+    pub node: LaunchNode<N>,
+}
+
+/// An exec and the graph it was instantiated from, destroyed in that order,
+/// and the launches captured into the graph (their nodes are the graph's).
+pub struct Captured<D: GraphDriver> {
     exec: D::Exec,
     graph: D::Graph,
+    launches: Vec<CapturedLaunch<D::Node>>,
+}
+
+impl<D: GraphDriver> Captured<D> {
+    pub fn exec(&self) -> &D::Exec {
+        &self.exec
+    }
+    /// The graph `exec` was instantiated from; every node in
+    /// [`launches`](Captured::launches) belongs to it.
+    pub fn graph(&self) -> &D::Graph {
+        &self.graph
+    }
+    /// Every launch captured into the graph, in capture order (core's index).
+    pub fn launches(&self) -> &[CapturedLaunch<D::Node>] {
+        &self.launches
+    }
+    /// The buffers launch `index` binds from now on (after a patch).
+    pub fn set_buffers(&mut self, index: usize, buffers: Vec<RawBuffer>) {
+        if let Some(l) = self.launches.get_mut(index) {
+            l.buffers = buffers;
+        }
+    }
 }
 
 /// One stream's capture state: whether a capture is open, the current exec
 /// (`end_capture`) and the handles (`end_capture_graph`).
 pub struct StreamGraphs<D: GraphDriver> {
     capturing: bool,
+    /// The open capture's launches so far, in capture order.
+    recording: Vec<CapturedLaunch<D::Node>>,
     /// The exec `end_capture` made; never one of `graphs` (C3).
     current: Option<Captured<D>>,
     graphs: HashMap<u64, Captured<D>>,
@@ -32,6 +82,7 @@ impl<D: GraphDriver> Default for StreamGraphs<D> {
     fn default() -> Self {
         StreamGraphs {
             capturing: false,
+            recording: Vec::new(),
             current: None,
             graphs: HashMap::new(),
         }
@@ -57,7 +108,38 @@ impl<D: GraphDriver> StreamGraphs<D> {
     pub fn begin_capture(&mut self, d: &D) -> Result<(), ErrorKind> {
         d.begin_capture()?;
         self.capturing = true;
+        self.recording.clear();
         Ok(())
+    }
+
+    /// Note a launch the open capture has just recorded (only launches that
+    /// succeeded: core's capture-order index counts exactly those).
+    pub fn record_launch(&mut self, launch: CapturedLaunch<D::Node>) {
+        if self.capturing {
+            self.recording.push(launch);
+        }
+    }
+
+    /// The exec, graph and captured launches of `target`.
+    pub fn captured(&self, target: ReplayTarget) -> Result<&Captured<D>, ErrorKind> {
+        match target {
+            ReplayTarget::Current => self.current.as_ref().ok_or(ErrorKind::NoCurrentExec),
+            ReplayTarget::Graph(g) => self
+                .graphs
+                .get(&g.0)
+                .ok_or(ErrorKind::UnknownGraph { id: g.0 }),
+        }
+    }
+
+    /// As [`captured`](StreamGraphs::captured), to record a patch.
+    pub fn captured_mut(&mut self, target: ReplayTarget) -> Result<&mut Captured<D>, ErrorKind> {
+        match target {
+            ReplayTarget::Current => self.current.as_mut().ok_or(ErrorKind::NoCurrentExec),
+            ReplayTarget::Graph(g) => self
+                .graphs
+                .get_mut(&g.0)
+                .ok_or(ErrorKind::UnknownGraph { id: g.0 }),
+        }
     }
 
     /// Capture op 3: end the capture; the result replaces the current exec.
@@ -95,14 +177,7 @@ impl<D: GraphDriver> StreamGraphs<D> {
 
     /// Capture op 5: queue one launch of the target's exec.
     pub fn replay(&mut self, d: &D, target: ReplayTarget) -> Result<(), ErrorKind> {
-        let captured = match target {
-            ReplayTarget::Current => self.current.as_ref().ok_or(ErrorKind::NoCurrentExec)?,
-            ReplayTarget::Graph(g) => self
-                .graphs
-                .get(&g.0)
-                .ok_or(ErrorKind::UnknownGraph { id: g.0 })?,
-        };
-        d.launch(&captured.exec)
+        d.launch(&self.captured(target)?.exec)
     }
 
     /// Capture op 6: a replay of it may still be running, so wait for the
@@ -123,6 +198,7 @@ impl<D: GraphDriver> StreamGraphs<D> {
     /// is destroyed unused.
     pub fn abort_capture(&mut self, d: &D) -> Result<(), ErrorKind> {
         self.capturing = false;
+        self.recording.clear();
         if let Ok(graph) = d.end_capture() {
             d.destroy_graph(graph);
         }
@@ -158,6 +234,7 @@ impl<D: GraphDriver> StreamGraphs<D> {
     /// capture mode afterwards whatever happens; nothing leaks on failure.
     fn end_and_instantiate(&mut self, d: &D) -> Result<Captured<D>, ErrorKind> {
         self.capturing = false;
+        let launches = std::mem::take(&mut self.recording);
         let graph = d.end_capture()?;
         let exec = match d.instantiate(&graph) {
             Ok(exec) => exec,
@@ -166,7 +243,11 @@ impl<D: GraphDriver> StreamGraphs<D> {
                 return Err(e);
             }
         };
-        let captured = Captured { exec, graph };
+        let captured = Captured {
+            exec,
+            graph,
+            launches,
+        };
         if let Err(e) = d.upload(&captured.exec) {
             destroy(d, captured);
             return Err(e);

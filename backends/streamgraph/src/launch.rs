@@ -69,6 +69,10 @@ impl<'a, D: StreamDriver> KernelLaunch<'a, D> {
     pub fn buffers(&self) -> &[&'a D::Memory] {
         &self.buffers
     }
+    /// The scalar block the kernel takes after the buffers.
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
     /// The kernel's arguments: the buffers' device addresses in signature
     /// order, then the [`Params`] block.
     pub fn args(&self, d: &D) -> KernelArgs {

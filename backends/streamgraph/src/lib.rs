@@ -7,7 +7,9 @@
 //! backends run this code, "HIP mirrors CUDA call for call" is a property of
 //! one crate, tested here against a recording fake driver, without a GPU.
 //!
-//! - [`graphs`]: capture → instantiate → upload, replay, destroy (C1, C3, C8);
+//! - [`graphs`]: capture → instantiate → upload, replay, destroy (C1, C3, C8),
+//!   and the node each captured launch added, kept with its graph, for
+//!   in-place graph update (C13: `update_launches` patches the exec);
 //! - [`timing`]: events around traced work, spans against a base event;
 //! - [`launch`]: launches checked once (C12) and their arguments packed,
 //!   before a driver's `unsafe` call;
@@ -29,7 +31,7 @@ pub mod timing;
 pub use backend::StreamBackend;
 pub use cache::OnceMap;
 pub use driver::{GraphDriver, OpKernels, SharedKernels, StreamDriver, Toolchain};
-pub use graphs::StreamGraphs;
+pub use graphs::{Captured, CapturedLaunch, LaunchNode, StreamGraphs};
 pub use launch::{check_range, Dims, KernelArgs, KernelLaunch, VendorLaunch};
 pub use rtc::{compile_error, driver_result, RtcInput};
 pub use timing::EventTimer;

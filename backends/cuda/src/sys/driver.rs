@@ -350,6 +350,77 @@ impl StreamDriver for Stream {
             )
         })
     }
+
+    /// `cuGraphExecKernelNodeSetParams`: "The modifications only affect
+    /// future launches of hGraphExec. Already enqueued or running launches
+    /// of hGraphExec are not affected by this call. hNode is also not
+    /// modified by this call." (CUDA Driver API reference), which is what
+    /// C13's "replays queued before the update run with the old bindings"
+    /// needs; the graph keeps its captured parameters.
+    fn set_kernel_node(
+        &self,
+        exec: &GraphExec,
+        graph: &Graph,
+        node: &KernelNode,
+        l: &KernelLaunch<'_, Self>,
+    ) -> Result<(), ErrorKind> {
+        const CALL: &str = "cuGraphExecKernelNodeSetParams";
+        if !graph_nodes(graph)?.contains(&node.0) {
+            return Err(ErrorKind::driver(
+                CALL,
+                "the node is not one of the graph's",
+            ));
+        }
+        let mut args = l.args(self);
+        let mut ptrs = args.pointers();
+        let ((gx, gy, gz), (bx, by, bz)) = (l.grid(), l.block());
+        let params = cu::CUDA_KERNEL_NODE_PARAMS {
+            func: l.function().f,
+            gridDimX: gx,
+            gridDimY: gy,
+            gridDimZ: gz,
+            blockDimX: bx,
+            blockDimY: by,
+            blockDimZ: bz,
+            sharedMemBytes: 0,
+            kernelParams: ptrs.as_mut_ptr(),
+            extra: ptr::null_mut(),
+            // Ignored when `func` is set (the captured node's own function:
+            // same op and dtype, so the same context).
+            kern: ptr::null_mut(),
+            ctx: ptr::null_mut(),
+        };
+        // SAFETY: `node` is a node of `graph` (checked above), which is live
+        // (borrowed), so the handle is valid; an exec not instantiated from
+        // `graph` does not hold it, which the driver reports as an error.
+        // `params` carries a KernelLaunch's function, grid and block and one
+        // pointer per kernel parameter to a value of its exact size and
+        // layout in `args` (as for cuLaunchKernel above), all outliving the
+        // call; the driver copies the values before returning. The
+        // KernelLaunch's buffers are live allocations large enough for what
+        // the kernel indexes, and the backend holds them for this exec.
+        check(CALL, unsafe {
+            cu::cuGraphExecKernelNodeSetParams_v2(exec.0, node.0, &params)
+        })
+    }
+}
+
+/// The nodes of a live graph (`cuGraphGetNodes`).
+fn graph_nodes(graph: &Graph) -> Result<Vec<cu::CUgraphNode>, ErrorKind> {
+    let mut n: usize = 0;
+    // SAFETY: the graph is live (borrowed); a null array asks only for the
+    // count, written to `n`.
+    check("cuGraphGetNodes", unsafe {
+        cu::cuGraphGetNodes(graph.0, ptr::null_mut(), &mut n)
+    })?;
+    let mut nodes: Vec<cu::CUgraphNode> = vec![ptr::null_mut(); n];
+    // SAFETY: `nodes` has room for `n` handles and the driver writes at most
+    // `n` (the count passed in), then the number written into `n`.
+    check("cuGraphGetNodes", unsafe {
+        cu::cuGraphGetNodes(graph.0, nodes.as_mut_ptr(), &mut n)
+    })?;
+    nodes.truncate(n);
+    Ok(nodes)
 }
 
 // ----- capture, graphs, events -----
@@ -367,6 +438,17 @@ owned_handle! {
     pub struct GraphExec(cu::CUgraphExec) => cu::cuGraphExecDestroy;
 }
 
+/// A kernel node of a captured graph: not an owner (the graph owns its
+/// nodes and destroys them with it). seam-streamgraph keeps each one with
+/// the graph that owns it, and [`StreamDriver::set_kernel_node`] checks it
+/// against the graph before the driver sees it.
+pub struct KernelNode(cu::CUgraphNode);
+
+// SAFETY: a node handle is an opaque identifier of a node of a graph, which
+// the driver accepts from any thread; this value is only ever passed back to
+// the driver (never dereferenced here), and the backend serialises calls.
+unsafe impl Send for KernelNode {}
+
 owned_handle! {
     /// A timing event (default flags: timing enabled). Only created after
     /// [`events`] has checked the entry points, destroy included.
@@ -379,9 +461,65 @@ impl GraphDriver for Stream {
     type Graph = Graph;
     type Exec = GraphExec;
     type Event = Event;
+    type Node = KernelNode;
 
     fn api(&self) -> &'static str {
         "cu"
+    }
+
+    /// After one kernel launch on this one stream, the capture's dependency
+    /// set (the nodes the next captured work will depend on) is exactly the
+    /// node that launch added.
+    fn captured_node(&self) -> Result<KernelNode, ErrorKind> {
+        const CALL: &str = "cuStreamGetCaptureInfo";
+        let mut status = cu::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        let mut deps: *const cu::CUgraphNode = ptr::null();
+        let mut n: usize = 0;
+        // SAFETY: the stream is live; `status`, `deps` and `n` are valid
+        // out-pointers; the id, graph and edge-data outputs are optional
+        // (null). Our edges carry no data, so leaving edge data out loses
+        // nothing (the driver would report a lossy query otherwise).
+        check(CALL, unsafe {
+            cu::cuStreamGetCaptureInfo_v3(
+                self.raw,
+                &mut status,
+                ptr::null_mut(),
+                ptr::null_mut(),
+                &mut deps,
+                ptr::null_mut(),
+                &mut n,
+            )
+        })?;
+        if status != cu::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE {
+            return Err(ErrorKind::driver(
+                CALL,
+                format!("the capture is {status:?}"),
+            ));
+        }
+        if n != 1 || deps.is_null() {
+            return Err(ErrorKind::driver(
+                CALL,
+                format!("{n} nodes in the dependency set after one kernel launch, not 1"),
+            ));
+        }
+        // SAFETY: the driver returned an array of `n` = 1 node handles, valid
+        // until the next call on the stream; it is read now, once.
+        let node = unsafe { *deps };
+        // Read as the C enum's 32 bits, not as the Rust enum: a newer driver
+        // may return a node type these bindings do not list.
+        let mut kind: u32 = u32::MAX;
+        // SAFETY: `node` is a node of the capture's live graph (just
+        // returned); `kind` is a valid out-pointer of the C enum's size.
+        check("cuGraphNodeGetType", unsafe {
+            cu::cuGraphNodeGetType(node, (&mut kind as *mut u32).cast())
+        })?;
+        if kind != cu::CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL as u32 {
+            return Err(ErrorKind::driver(
+                CALL,
+                format!("the last captured node is of type {kind}, not a kernel node"),
+            ));
+        }
+        Ok(KernelNode(node))
     }
 
     /// Thread-local mode: only the capturing thread is barred from unsafe

@@ -71,6 +71,11 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuGraphLaunch",
     "cuGraphExecDestroy",
     "cuGraphDestroy",
+    // C13: which node a captured launch added, and patching it in the exec.
+    "cuStreamGetCaptureInfo_v3",
+    "cuGraphNodeGetType",
+    "cuGraphGetNodes",
+    "cuGraphExecKernelNodeSetParams_v2",
     "cuGetErrorString",
 ];
 

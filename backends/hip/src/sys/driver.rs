@@ -231,6 +231,84 @@ impl StreamDriver for Stream {
             )
         })
     }
+
+    /// `hipGraphExecKernelNodeSetParams`, CUDA's call with HIP's name:
+    /// future launches of the exec get the new parameters, the graph keeps
+    /// its own. That launches already queued keep the old ones is CUDA's
+    /// documented rule; HIP's runtime is not known to keep it (its exec may
+    /// rewrite kernel arguments a queued launch has yet to read), so this
+    /// driver asks for an idle stream first (`update_needs_idle_stream`).
+    fn set_kernel_node(
+        &self,
+        exec: &GraphExec,
+        graph: &Graph,
+        node: &KernelNode,
+        l: &KernelLaunch<'_, Self>,
+    ) -> Result<(), ErrorKind> {
+        const CALL: &str = "hipGraphExecKernelNodeSetParams";
+        if !graph_nodes(graph)?.contains(&node.0) {
+            return Err(ErrorKind::driver(
+                CALL,
+                "the node is not one of the graph's",
+            ));
+        }
+        let mut args = l.args(self);
+        let mut ptrs = args.pointers();
+        let (grid, block) = (l.grid(), l.block());
+        let params = hip::hipKernelNodeParams {
+            blockDim: hip::dim3 {
+                x: block.0,
+                y: block.1,
+                z: block.2,
+            },
+            extra: ptr::null_mut(),
+            // The module function, as a captured hipModuleLaunchKernel
+            // stores it in its node (the runtime takes a func it cannot
+            // find among registered host functions as a hipFunction_t).
+            func: l.function().f as *mut c_void,
+            gridDim: hip::dim3 {
+                x: grid.0,
+                y: grid.1,
+                z: grid.2,
+            },
+            kernelParams: ptrs.as_mut_ptr(),
+            sharedMemBytes: 0,
+        };
+        // SAFETY: `node` is a node of `graph` (checked above), which is live
+        // (borrowed), so the handle is valid; an exec not instantiated from
+        // `graph` does not hold it, which the runtime reports as an error.
+        // `params` carries a KernelLaunch's function, grid and block and one
+        // pointer per kernel parameter to a value of its exact size and
+        // layout in `args` (as for hipModuleLaunchKernel above), all
+        // outliving the call; the runtime copies the values. The
+        // KernelLaunch's buffers are live allocations large enough for what
+        // the kernel indexes, and the backend holds them for this exec.
+        check(CALL, unsafe {
+            hip::hipGraphExecKernelNodeSetParams(exec.0, node.0, &params)
+        })
+    }
+
+    fn update_needs_idle_stream(&self) -> bool {
+        true
+    }
+}
+
+/// The nodes of a live graph (`hipGraphGetNodes`).
+fn graph_nodes(graph: &Graph) -> Result<Vec<hip::hipGraphNode_t>, ErrorKind> {
+    let mut n: usize = 0;
+    // SAFETY: the graph is live (borrowed); a null array asks only for the
+    // count, written to `n`.
+    check("hipGraphGetNodes", unsafe {
+        hip::hipGraphGetNodes(graph.0, ptr::null_mut(), &mut n)
+    })?;
+    let mut nodes: Vec<hip::hipGraphNode_t> = vec![ptr::null_mut(); n];
+    // SAFETY: `nodes` has room for `n` handles and the runtime writes at
+    // most `n` (the count passed in), then the number written into `n`.
+    check("hipGraphGetNodes", unsafe {
+        hip::hipGraphGetNodes(graph.0, nodes.as_mut_ptr(), &mut n)
+    })?;
+    nodes.truncate(n);
+    Ok(nodes)
 }
 
 // ----- capture, graphs, events -----
@@ -246,6 +324,17 @@ owned_handle! {
     /// destroying an exec a replay may still use (C8).
     pub struct GraphExec(hip::hipGraphExec_t) => hip::hipGraphExecDestroy;
 }
+
+/// A kernel node of a captured graph: not an owner (the graph owns its
+/// nodes and destroys them with it). seam-streamgraph keeps each one with
+/// the graph that owns it, and [`StreamDriver::set_kernel_node`] checks it
+/// against the graph before the runtime sees it.
+pub struct KernelNode(hip::hipGraphNode_t);
+
+// SAFETY: a node handle is an opaque identifier of a node of a graph, which
+// the runtime accepts from any thread; this value is only ever passed back
+// to the runtime (never dereferenced here), and the backend serialises calls.
+unsafe impl Send for KernelNode {}
 
 owned_handle! {
     /// A timing event (default flags: timing enabled).
@@ -275,9 +364,62 @@ impl GraphDriver for Stream {
     type Graph = Graph;
     type Exec = GraphExec;
     type Event = Event;
+    type Node = KernelNode;
 
     fn api(&self) -> &'static str {
         "hip"
+    }
+
+    /// As on CUDA: after one kernel launch on this one stream, the
+    /// capture's dependency set is exactly the node that launch added.
+    fn captured_node(&self) -> Result<KernelNode, ErrorKind> {
+        const CALL: &str = "hipStreamGetCaptureInfo_v2";
+        // Read as the C enums' 32 bits, not as the Rust enums: a newer
+        // runtime may return a value these bindings do not list.
+        let mut status: u32 = u32::MAX;
+        let mut deps: *const hip::hipGraphNode_t = ptr::null();
+        let mut n: usize = 0;
+        // SAFETY: the stream is live; `status` (of the C enum's size),
+        // `deps` and `n` are valid out-pointers; the id and graph outputs
+        // are optional (null).
+        check(CALL, unsafe {
+            hip::hipStreamGetCaptureInfo_v2(
+                self.raw,
+                (&mut status as *mut u32).cast(),
+                ptr::null_mut(),
+                ptr::null_mut(),
+                &mut deps,
+                &mut n,
+            )
+        })?;
+        if status != hip::hipStreamCaptureStatus::hipStreamCaptureStatusActive as u32 {
+            return Err(ErrorKind::driver(
+                CALL,
+                format!("the capture is not active (status {status})"),
+            ));
+        }
+        if n != 1 || deps.is_null() {
+            return Err(ErrorKind::driver(
+                CALL,
+                format!("{n} nodes in the dependency set after one kernel launch, not 1"),
+            ));
+        }
+        // SAFETY: the runtime returned an array of `n` = 1 node handles,
+        // valid until the next call on the stream; it is read now, once.
+        let node = unsafe { *deps };
+        let mut kind: u32 = u32::MAX;
+        // SAFETY: `node` is a node of the capture's live graph (just
+        // returned); `kind` is a valid out-pointer of the C enum's size.
+        check("hipGraphNodeGetType", unsafe {
+            hip::hipGraphNodeGetType(node, (&mut kind as *mut u32).cast())
+        })?;
+        if kind != hip::hipGraphNodeType::hipGraphNodeTypeKernel as u32 {
+            return Err(ErrorKind::driver(
+                CALL,
+                format!("the last captured node is of type {kind}, not a kernel node"),
+            ));
+        }
+        Ok(KernelNode(node))
     }
 
     /// Thread-local mode, as the CUDA backend.
