@@ -64,6 +64,20 @@ pub enum UpdateSupport {
     Unsupported(String),
 }
 
+/// What a device guarantees for subnormal (denormal) f32 values in shader
+/// arithmetic (C11). `Preserved`: every f32 kernel gives the CPU
+/// reference's bits with subnormal inputs and results too. `MayFlush`: a
+/// kernel may flush subnormal inputs and results to zero of the same sign
+/// (why is the reason); each element is then either the exact result or
+/// that flushed one, never anything else. Reported at run time, like
+/// capture support; `c11_subnormals_as_declared` holds each device to it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "reason")]
+pub enum Subnormals {
+    Preserved,
+    MayFlush(String),
+}
+
 /// Who a device is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceInfo {
@@ -171,6 +185,15 @@ pub trait Backend: Send {
         _changes: &[(usize, Launch)],
     ) -> Result<(), ErrorKind> {
         Err(ErrorKind::UpdateUnsupported)
+    }
+
+    /// What this device guarantees for f32 subnormals (C11). The default
+    /// promises nothing: a backend that has not looked may flush.
+    fn subnormals(&self) -> Subnormals {
+        Subnormals::MayFlush(format!(
+            "the {} backend declares nothing about f32 subnormals",
+            self.info().backend
+        ))
     }
 
     // --- device timing (optional; every replay on the record) ---

@@ -21,7 +21,7 @@ pub mod validate;
 
 pub use backend::{
     Backend, CaptureSupport, DeviceInfo, DeviceSpan, RawBuffer, RawGraph, ReplayTarget,
-    ResourceCounts, UpdateSupport,
+    ResourceCounts, Subnormals, UpdateSupport,
 };
 pub use device::{Buffer, BufferId, CaptureScope, Device, Graph, GraphId, GraphRef, Live};
 pub use dtype::{DType, Element};

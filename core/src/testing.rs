@@ -148,7 +148,7 @@ impl Backend for NullBackend {
 ///
 /// `before` runs ahead of every call that can change or wait on the device
 /// (all but the queries `info`, `capture_support`, `supports_capture`,
-/// `update_support`, `device_timing` and `live_resources`); an error it returns is the call's
+/// `update_support`, `subnormals`, `device_timing` and `live_resources`); an error it returns is the call's
 /// result and the wrapped backend never sees the call. `after` runs once
 /// the wrapped backend returned, with when the call started.
 pub trait Hooks: Send {
@@ -248,6 +248,9 @@ impl<H: Hooks> Backend for Forward<H> {
     }
     fn update_support(&self) -> crate::backend::UpdateSupport {
         self.inner.update_support()
+    }
+    fn subnormals(&self) -> crate::backend::Subnormals {
+        self.inner.subnormals()
     }
     fn update_launches(
         &mut self,

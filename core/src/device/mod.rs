@@ -19,7 +19,7 @@ mod update;
 
 pub use handles::{Buffer, BufferId, CaptureScope, Graph, GraphId, GraphRef};
 
-use crate::backend::{Backend, CaptureSupport, DeviceInfo, ResourceCounts};
+use crate::backend::{Backend, CaptureSupport, DeviceInfo, ResourceCounts, Subnormals};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, ErrorKind, Result, Site};
 use crate::ops::{OpCall, OpKind};
@@ -44,6 +44,7 @@ struct Inner {
     info: DeviceInfo,
     site: Arc<Site>,
     support: CaptureSupport,
+    subnormals: Subnormals,
     state: Mutex<State>,
 }
 
@@ -67,6 +68,7 @@ impl Device {
     pub fn new(backend: Box<dyn Backend>) -> Device {
         let info = backend.info().clone();
         let support = backend.capture_support();
+        let subnormals = backend.subnormals();
         let site = Arc::new(Site {
             backend: info.backend.clone(),
             device: info.id(),
@@ -78,6 +80,7 @@ impl Device {
                 site,
                 info,
                 support,
+                subnormals,
                 state: Mutex::new(state),
             }),
         }
@@ -94,6 +97,12 @@ impl Device {
 
     pub fn capture_support(&self) -> &CaptureSupport {
         &self.inner.support
+    }
+
+    /// What the device guarantees for f32 subnormals (C11), as its backend
+    /// reported when the device was opened.
+    pub fn subnormals(&self) -> &Subnormals {
+        &self.inner.subnormals
     }
 
     /// Capture op 1 of 6.
