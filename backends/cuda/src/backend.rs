@@ -64,6 +64,10 @@ impl Toolchain<Stream> for CudaToolchain {
         Some(&KERNELS)
     }
 
+    fn subnormals(&self) -> seam::Subnormals {
+        self.target.subnormals()
+    }
+
     fn vendor_routes(&self, op: OpKind) -> bool {
         op == OpKind::Gemm && self.gemm_route == GemmRoute::Cublas
     }

@@ -46,13 +46,35 @@ impl Target {
         }
     }
 
+    /// What kernels compiled with [`Target::options`] promise for f32
+    /// subnormals (C11).
+    pub fn subnormals(&self) -> seam::Subnormals {
+        subnormals_under(&self.options())
+    }
+
     /// NVRTC options. `--fmad=false`: no contraction anywhere, like the CPU
     /// reference (the kernels also spell their roundings with _rn intrinsics).
+    /// No `--ftz=true` and no `--use_fast_math`: NVRTC's default `--ftz=false`
+    /// keeps f32 subnormals ([`subnormals_under`]).
     fn options(&self) -> Vec<String> {
         vec![
             format!("--gpu-architecture={}", self.arch),
             "--fmad=false".into(),
         ]
+    }
+}
+
+/// NVRTC flushes f32 subnormals to zero only under `--ftz=true` or
+/// `--use_fast_math` (which implies it); its default is `--ftz=false`.
+pub fn subnormals_under(opts: &[String]) -> seam::Subnormals {
+    match opts.iter().find(|o| {
+        matches!(
+            o.as_str(),
+            "--ftz=true" | "-ftz=true" | "--use_fast_math" | "-use_fast_math"
+        )
+    }) {
+        Some(o) => seam::Subnormals::MayFlush(format!("NVRTC option {o} flushes f32 subnormals")),
+        None => seam::Subnormals::Preserved,
     }
 }
 
@@ -107,4 +129,30 @@ pub fn context(ordinal: usize) -> Result<Arc<Context>, ErrorKind> {
     let c = Arc::new(Context::retain_primary(ordinal)?);
     map.insert(ordinal, c.clone());
     Ok(c)
+}
+
+#[cfg(test)]
+mod subnormal_tests {
+    use super::*;
+
+    /// Mutation: add `--use_fast_math` to `Target::options` → red.
+    #[test]
+    fn the_nvrtc_options_keep_subnormals() {
+        let t = Target {
+            arch: "sm_90".into(),
+            kind: sys::ImageKind::Cubin,
+        };
+        assert_eq!(
+            t.subnormals(),
+            seam::Subnormals::Preserved,
+            "{:?}",
+            t.options()
+        );
+        for o in ["--ftz=true", "--use_fast_math"] {
+            let opts = vec!["--fmad=false".to_string(), o.to_string()];
+            assert!(
+                matches!(subnormals_under(&opts), seam::Subnormals::MayFlush(r) if r.contains(o))
+            );
+        }
+    }
 }

@@ -33,6 +33,11 @@ impl Toolchain<Stream> for HipToolchain {
     fn shared_kernels(&self) -> Option<&'static SharedKernels<Function>> {
         Some(&LOADED)
     }
+
+    fn subnormals(&self) -> seam::Subnormals {
+        let opts = crate::options::build_options(&self.arch, &crate::options::user_options());
+        crate::options::subnormals(&self.arch, &opts)
+    }
 }
 
 /// Open device `index`: its gfx architecture (or `SEAM_HIP_ARCH`) and a

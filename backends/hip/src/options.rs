@@ -38,6 +38,42 @@ pub fn build_options(arch: &str, user: &[String]) -> Vec<String> {
     opts
 }
 
+/// What kernels built for `arch` with `opts` promise for f32 subnormals
+/// (C11). clang keeps them (`denormal-fp-math-f32=ieee`) on gfx9 and later
+/// unless an option asks for flushing or fast math; on gfx8 and older it
+/// flushes f32 denormals by default.
+pub fn subnormals(arch: &str, opts: &[String]) -> seam::Subnormals {
+    let flushing = |o: &str| {
+        o == "-fgpu-flush-denormals-to-zero"
+            || o == "-fcuda-flush-denormals-to-zero"
+            || o == "-ffast-math"
+            || o == "-Ofast"
+            || o.starts_with("-fdenormal-fp-math")
+    };
+    if let Some(o) = opts.iter().find(|o| flushing(o)) {
+        return seam::Subnormals::MayFlush(format!("hipRTC option {o} may flush f32 subnormals"));
+    }
+    let major: Option<u32> = arch.strip_prefix("gfx").and_then(|rest| {
+        // gfx803, gfx90a: one digit of major version; gfx1030: two
+        // (`:sramecc+` and other feature suffixes are not part of it).
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .collect();
+        match name.len() {
+            3 => name[..1].parse().ok(),
+            4 => name[..2].parse().ok(),
+            _ => None,
+        }
+    });
+    match major {
+        Some(m) if m >= 9 => seam::Subnormals::Preserved,
+        _ => seam::Subnormals::MayFlush(format!(
+            "{arch}: clang flushes f32 denormals by default before gfx9"
+        )),
+    }
+}
+
 /// The user's options from `SEAM_HIP_OPTIONS` (empty when unset).
 pub fn user_options() -> Vec<String> {
     split_options(&std::env::var(OPTIONS_ENV).unwrap_or_default())

@@ -38,6 +38,37 @@ const OPTION_ROWS: &[(&str, &str, &str)] = &[
     ("-O1 -O2", "-O2", "the last level wins (clang's rule)"),
 ];
 
+/// What the options declare for f32 subnormals (C11). Mutation: make
+/// `options::subnormals` ignore the options → red at `-ffast-math`.
+#[test]
+fn subnormal_declaration_follows_arch_and_options() {
+    use crate::options::subnormals;
+    use seam::Subnormals::{MayFlush, Preserved};
+    for arch in ["gfx90a", "gfx906", "gfx1030", "gfx1100"] {
+        assert_eq!(
+            subnormals(arch, &build_options(arch, &[])),
+            Preserved,
+            "{arch}"
+        );
+    }
+    assert!(matches!(
+        subnormals("gfx803", &build_options("gfx803", &[])),
+        MayFlush(_)
+    ));
+    for user in [
+        "-ffast-math",
+        "-fgpu-flush-denormals-to-zero",
+        "-Ofast",
+        "-fdenormal-fp-math-f32=preserve-sign",
+    ] {
+        let opts = build_options("gfx90a", &split_options(user));
+        assert!(
+            matches!(subnormals("gfx90a", &opts), MayFlush(r) if r.contains(user)),
+            "{user}"
+        );
+    }
+}
+
 #[test]
 fn opt_level_truth_table() {
     for &(user, level, why) in OPTION_ROWS {

@@ -320,6 +320,15 @@ impl Backend for MetalBackend {
         &self.info
     }
 
+    /// MayFlush: kernels are compiled with fast math off (`sys/device.rs`),
+    /// but seam has not run them on Apple hardware and no compile option it
+    /// sets is documented to preserve f32 subnormals, so it promises nothing.
+    fn subnormals(&self) -> seam::Subnormals {
+        seam::Subnormals::MayFlush(
+            "MSL with fast math off, never run with subnormal inputs on an Apple GPU: not proven to preserve them".into(),
+        )
+    }
+
     fn capture_support(&self) -> CaptureSupport {
         if self.native {
             CaptureSupport::Native

@@ -333,6 +333,17 @@ impl Backend for WgpuBackend {
         CaptureSupport::Emulated
     }
 
+    /// Never Preserved: WGSL lets an implementation flush subnormals, and
+    /// wgpu 30 has no float-controls knob (naga 30's SPIR-V, MSL and HLSL
+    /// writers emit no denorm mode and take no option for one), so nothing
+    /// here can make the driver keep them (the NVIDIA Vulkan driver does
+    /// not: FACTS.md, 2026-12-01).
+    fn subnormals(&self) -> seam::Subnormals {
+        seam::Subnormals::MayFlush(
+            "wgpu has no float-controls knob (naga emits no DenormPreserve) and WGSL allows flushing".into(),
+        )
+    }
+
     fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
         let size = (bytes as u64).div_ceil(ALIGN) * ALIGN;
         let max = self.gpu.limits.max_buffer_size;
