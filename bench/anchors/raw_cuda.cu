@@ -10,7 +10,7 @@
 // cuGraphLaunch. Same workloads, metrics and CSV as the seam arm.
 //
 //   nvcc -O2 -std=c++17 raw_cuda.cu -o raw_cuda -L/usr/local/cuda/lib64/stubs -lcuda -lnvrtc -lcublas
-//   ./raw_cuda KERNEL_DIR BUDGET_MS NS HIDDENS LAYERS [ELEMS]
+//   ./raw_cuda KERNEL_DIR BUDGET_MS NS HIDDENS LAYERS [ELEMS [ROUNDS]]
 #include <cuda.h>
 #include <nvrtc.h>
 #include <cublas_v2.h>
@@ -221,6 +221,208 @@ static void measure(const Ctx& c, std::vector<Node>& step, const Meta& m, double
     CU(cuGraphExecDestroy(exec));
 }
 
+// A kernel node of a captured graph whose arguments use the swapped buffer:
+// its parameters as captured ([0]) and with the other buffer set ([1]), for
+// cuGraphExecKernelNodeSetParams. The argument values live here.
+struct Patch {
+    CUgraphNode node;
+    int nb;  // buffer arguments (then the Params block)
+    CUDA_KERNEL_NODE_PARAMS p[2];
+    CUdeviceptr bufs[2][3];
+    Params prm;
+    void* args[2][4];
+};
+
+// The kernel nodes of `g` that use `from` (matched by function: the step's own
+// kernels; cuBLAS's nodes are left alone), with `from` replaced by `to` in [1].
+static std::vector<Patch> patches(CUgraph g, const std::vector<Node>& step, CUdeviceptr from, CUdeviceptr to) {
+    size_t n = 0;
+    CU(cuGraphGetNodes(g, nullptr, &n));
+    std::vector<CUgraphNode> nodes(n);
+    CU(cuGraphGetNodes(g, nodes.data(), &n));
+    std::vector<Patch> v;
+    v.reserve(n);
+    for (auto nd : nodes) {
+        CUgraphNodeType t;
+        CU(cuGraphNodeGetType(nd, &t));
+        if (t != CU_GRAPH_NODE_TYPE_KERNEL) continue;
+        CUDA_KERNEL_NODE_PARAMS kp;
+        memset(&kp, 0, sizeof kp);
+        CU(cuGraphKernelNodeGetParams(nd, &kp));
+        int nb = -1;
+        for (auto& s : step)
+            if (!s.gemm && s.f == kp.func) nb = s.nbufs;
+        if (nb < 0 || !kp.kernelParams) continue;
+        Patch pa;
+        pa.node = nd;
+        pa.nb = nb;
+        bool uses = false;
+        for (int i = 0; i < nb; i++) {
+            CUdeviceptr b = *(CUdeviceptr*)kp.kernelParams[i];
+            pa.bufs[0][i] = b;
+            pa.bufs[1][i] = b == from ? to : b;
+            uses |= b == from;
+        }
+        if (!uses) continue;
+        pa.prm = *(Params*)kp.kernelParams[nb];
+        for (int k = 0; k < 2; k++) {
+            pa.p[k] = kp;
+            pa.p[k].extra = nullptr;
+        }
+        v.push_back(pa);
+    }
+    // The argument arrays point into the vector's final storage.
+    for (auto& pa : v)
+        for (int k = 0; k < 2; k++) {
+            for (int i = 0; i < pa.nb; i++) pa.args[k][i] = &pa.bufs[k][i];
+            pa.args[k][pa.nb] = &pa.prm;
+            pa.p[k].kernelParams = pa.args[k];
+        }
+    return v;
+}
+
+static void ratio_rows(const char* mode, const Meta& m, const char* metric, std::vector<double> v) {
+    row(mode, m, metric, v);
+    double lo = *std::min_element(v.begin(), v.end()), hi = *std::max_element(v.begin(), v.end());
+    printf("raw,cuda,%s,%s,%llu,%llu,%llu,%llu,%s_range,%.4f,%.4f,%zu\n", mode, m.workload, m.elems, m.hidden, m.layers,
+           m.nodes, metric, lo, hi, v.size());
+    fflush(stdout);
+}
+
+// Graph updates against a plain replay, every mode in one interleaved loop
+// (replay, setparams, recapture, copyin, replay, ...; `rounds` rounds of k
+// iterations), each iteration queued and waited for on its own:
+//   replay:    cuGraphLaunch of the captured graph;
+//   setparams: cuGraphExecKernelNodeSetParams on every kernel node that uses
+//              the swapped buffer (to the other set), then cuGraphLaunch: the
+//              floor of an in-place update;
+//   recapture: cuStreamBeginCapture ... cuStreamEndCapture,
+//              cuGraphInstantiateWithFlags, cuGraphLaunch over the other set,
+//              the previous exec destroyed;
+//   copyin:    cuMemcpyDtoDAsync of a fresh input into the captured buffer,
+//              then cuGraphLaunch.
+// Rows as the seam arm's: update_us / submit_us / e2e_us, and per-round
+// ratios of medians (x_replay; x_setparams: recapture / setparams).
+static void updates(const Ctx& c, std::vector<Node>& step, const Meta& m, double budget_us, int rounds,
+                    CUdeviceptr x, CUdeviceptr x2, CUdeviceptr fresh, size_t bytes) {
+    std::vector<Node> step_b = step;
+    for (auto& nd : step_b)
+        for (auto& b : nd.bufs)
+            if (b == x) b = x2;
+    auto capture = [&](std::vector<Node>& s, CUgraph* g) {
+        CU(cuStreamBeginCapture(c.s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+        submit(c, s);
+        CU(cuStreamEndCapture(c.s, g));
+        CUgraphExec e;
+        CU(cuGraphInstantiateWithFlags(&e, *g, 0));
+        return e;
+    };
+    CUgraph gp, gm;
+    CUgraphExec plain = capture(step, &gp), moving = capture(step, &gm);
+    CU(cuGraphDestroy(gp));
+    std::vector<Patch> pt = patches(gm, step, x, x2);
+    size_t want = 0;
+    for (auto& nd : step)
+        if (!nd.gemm && std::find(nd.bufs, nd.bufs + nd.nbufs, x) != nd.bufs + nd.nbufs) want++;
+    bool setparams = pt.size() == want && want > 0;
+    if (!setparams) {
+        printf("# raw %s N=%llu: setparams not measured: %zu of %zu kernel nodes matched\n", m.workload, m.nodes,
+               pt.size(), want);
+    } else {
+        // One step from the same input on x (plain) and on x2 (patched) agrees bit for bit.
+        std::vector<char> a(bytes), b(bytes);
+        CU(cuMemcpyDtoD(fresh, x, bytes));
+        CU(cuMemcpyDtoD(x2, x, bytes));
+        for (auto& pa : pt) CU(cuGraphExecKernelNodeSetParams(moving, pa.node, &pa.p[1]));
+        CU(cuGraphLaunch(plain, c.s));
+        CU(cuGraphLaunch(moving, c.s));
+        CU(cuStreamSynchronize(c.s));
+        CU(cuMemcpyDtoH(a.data(), x, bytes));
+        CU(cuMemcpyDtoH(b.data(), x2, bytes));
+        if (a != b) {
+            printf("# raw %s N=%llu: setparams not measured: the patched graph's result differs\n", m.workload,
+                   m.nodes);
+            setparams = false;
+        }
+        for (auto& pa : pt) CU(cuGraphExecKernelNodeSetParams(moving, pa.node, &pa.p[0]));
+    }
+    int set = 0;       // the set the patched exec uses now
+    bool flip = false; // the set the next re-capture uses
+    CUgraphExec recaptured = nullptr;
+    const char* modes[4] = {"replay", "setparams", "recapture", "copyin"};
+    // (update, submit, e2e) of one iteration of mode i; false when not measured
+    auto one = [&](int i, double* u, double* sub, double* e2e) {
+        double a = now_us();
+        CUgraphExec run = plain;
+        if (i == 1) {
+            if (!setparams) return false;
+            set ^= 1;
+            for (auto& pa : pt) CU(cuGraphExecKernelNodeSetParams(moving, pa.node, &pa.p[set]));
+            run = moving;
+        } else if (i == 2) {
+            flip = !flip;
+            CUgraph g;
+            run = capture(flip ? step_b : step, &g);
+            CU(cuGraphDestroy(g));
+        } else if (i == 3) {
+            CU(cuMemcpyDtoDAsync(x, fresh, bytes, c.s));
+        }
+        *u = now_us() - a;
+        CU(cuGraphLaunch(run, c.s));
+        if (i == 2) {
+            if (recaptured) CU(cuGraphExecDestroy(recaptured));
+            recaptured = run;
+        }
+        *sub = now_us() - a;
+        CU(cuStreamSynchronize(c.s));
+        *e2e = now_us() - a;
+        return true;
+    };
+    double est = 0, u, s_, e;
+    for (int i = 0; i < 4; i++) {
+        double best = 1e30;
+        for (int w = 0; w < 2; w++)
+            if (one(i, &u, &s_, &e)) best = std::min(best, e);
+        if (best < 1e30) est += best;
+    }
+    rounds = std::max(rounds, 1);
+    int k = (int)std::min(200.0, std::max(3.0, 4 * budget_us / rounds / std::max(est, 0.01)));
+    std::vector<double> us[4][3], med[4];
+    for (int r = 0; r < rounds; r++) {
+        std::vector<double> round[4];
+        for (int j = 0; j < k; j++)
+            for (int i = 0; i < 4; i++)
+                if (one(i, &u, &s_, &e)) {
+                    us[i][0].push_back(u); us[i][1].push_back(s_); us[i][2].push_back(e);
+                    round[i].push_back(e);
+                }
+        for (int i = 0; i < 4; i++) {
+            if (round[i].empty()) continue;
+            std::sort(round[i].begin(), round[i].end());
+            size_t n = round[i].size();
+            med[i].push_back(n % 2 ? round[i][n / 2] : (round[i][n / 2 - 1] + round[i][n / 2]) / 2);
+        }
+    }
+    for (int i = 0; i < 4; i++) {
+        if (us[i][2].empty()) continue;
+        if (i) row(modes[i], m, "update_us", us[i][0]);
+        row(modes[i], m, "submit_us", us[i][1]);
+        row(modes[i], m, "e2e_us", us[i][2]);
+    }
+    auto ratio = [&](int a, int b) {
+        std::vector<double> v;
+        for (size_t r = 0; r < med[a].size() && r < med[b].size(); r++) v.push_back(med[a][r] / med[b][r]);
+        return v;
+    };
+    for (int i = 1; i < 4; i++)
+        if (!med[i].empty()) ratio_rows(modes[i], m, "x_replay", ratio(i, 0));
+    if (!med[1].empty()) ratio_rows("recapture", m, "x_setparams", ratio(2, 1));
+    if (recaptured) CU(cuGraphExecDestroy(recaptured));
+    CU(cuGraphExecDestroy(plain));
+    CU(cuGraphExecDestroy(moving));
+    CU(cuGraphDestroy(gm));
+}
+
 static std::vector<unsigned long long> list(const char* s) {
     std::vector<unsigned long long> v;
     std::stringstream ss(s); std::string t;
@@ -241,13 +443,14 @@ static std::vector<float> randoms(size_t n, unsigned long long seed, float lo, f
 
 int main(int argc, char** argv) {
     if (argc < 6) {
-        fprintf(stderr, "usage: raw_cuda KERNEL_DIR BUDGET_MS NS HIDDENS LAYERS [ELEMS]\n");
+        fprintf(stderr, "usage: raw_cuda KERNEL_DIR BUDGET_MS NS HIDDENS LAYERS [ELEMS [ROUNDS]]\n");
         return 2;
     }
     std::string kdir = argv[1];
     double budget_us = atof(argv[2]) * 1000.0;
     auto ns = list(argv[3]), hiddens = list(argv[4]), layers = list(argv[5]);
     auto elems_list = list(argc > 6 ? argv[6] : "1,1048576");
+    int rounds = argc > 7 ? atoi(argv[7]) : 15;
 
     CU(cuInit(0));
     CUdevice dev; CU(cuDeviceGet(&dev, 0));
@@ -276,7 +479,7 @@ int main(int argc, char** argv) {
 
     // (a) chain of N dependent in-place scale_add kernels: x = fma(0.999, x, 0.001)
     for (auto elems : elems_list) {
-        CUdeviceptr x; CU(cuMemAlloc(&x, elems * 4));
+        CUdeviceptr x, x2, xf; CU(cuMemAlloc(&x, elems * 4)); CU(cuMemAlloc(&x2, elems * 4)); CU(cuMemAlloc(&xf, elems * 4));
         auto x0 = randoms(elems, 7, 0.5f, 1.5f);
         for (auto n : ns) {
             Node nd; nd.f = f_scale_add; nd.grid = elementwise_grid(elems); nd.nbufs = 2;
@@ -294,16 +497,17 @@ int main(int argc, char** argv) {
             }
             Meta m{"chain", elems, 0, 0, n};
             measure(c, step, m, budget_us);
+            updates(c, step, m, budget_us, rounds, x, x2, xf, elems * 4);
         }
-        CU(cuMemFree(x));
+        CU(cuMemFree(x)); CU(cuMemFree(x2)); CU(cuMemFree(xf));
     }
 
     // (b) decode-step stack: L x (rms_norm -> gemm 1xH.HxH -> silu -> add), batch 1
     unsigned long long lmax = 0;
     for (auto l : layers) lmax = std::max(lmax, l);
     for (auto h : hiddens) {
-        CUdeviceptr x, wn, t1, t2, t3;
-        CU(cuMemAlloc(&x, h * 4)); CU(cuMemAlloc(&wn, h * 4));
+        CUdeviceptr x, x2, xf, wn, t1, t2, t3;
+        CU(cuMemAlloc(&x, h * 4)); CU(cuMemAlloc(&x2, h * 4)); CU(cuMemAlloc(&xf, h * 4)); CU(cuMemAlloc(&wn, h * 4));
         CU(cuMemAlloc(&t1, h * 4)); CU(cuMemAlloc(&t2, h * 4)); CU(cuMemAlloc(&t3, h * 4));
         std::vector<CUdeviceptr> w(lmax);
         auto w0 = randoms(h * h, 3, -1.0f / std::sqrt((float)h) * 1.7f, 1.0f / std::sqrt((float)h) * 1.7f);
@@ -325,9 +529,10 @@ int main(int argc, char** argv) {
             }
             Meta m{"decode", h, h, l, 4 * l};
             measure(c, step, m, budget_us);
+            updates(c, step, m, budget_us, rounds, x, x2, xf, h * 4);
         }
         for (auto wi : w) CU(cuMemFree(wi));
-        CU(cuMemFree(x)); CU(cuMemFree(wn)); CU(cuMemFree(t1)); CU(cuMemFree(t2)); CU(cuMemFree(t3));
+        CU(cuMemFree(x)); CU(cuMemFree(x2)); CU(cuMemFree(xf)); CU(cuMemFree(wn)); CU(cuMemFree(t1)); CU(cuMemFree(t2)); CU(cuMemFree(t3));
     }
     BLAS(cublasDestroy(c.blas));
     // Which driver, cuBLAS and NVRTC builds this process mapped.

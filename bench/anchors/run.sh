@@ -27,13 +27,15 @@ EGL=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 [ -f "$EGL" ] && export __EGL_VENDOR_LIBRARY_FILENAMES=$EGL
 
 case "$MODE" in
-smoke) BUDGET=2 NS=1,1000 ELEMS=1,1048576 HID=256,8192 LAY=1,32 ;;
-full) BUDGET=${BUDGET_MS:-40} NS=1,10,100,1000 ELEMS=1,1048576 HID=256,512,1024,2048,4096,8192 LAY=1,8,32 ;;
+smoke) BUDGET=2 NS=1,1000 ELEMS=1,1048576 HID=256,8192 LAY=1,32 ROUNDS=5 ;;
+full) BUDGET=${BUDGET_MS:-40} NS=1,10,100,1000 ELEMS=1,1048576 HID=256,512,1024,2048,4096,8192 LAY=1,8,32 ROUNDS=${ROUNDS:-15} ;;
 *) echo "usage: run.sh [smoke|full]" >&2; exit 2 ;;
 esac
-log "# mode $MODE, budget ${BUDGET} ms per measurement"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw,utilization.gpu --format=csv >>"$LOG" 2>&1
-uname -r >>"$LOG"; nproc >>"$LOG"
+log "# mode $MODE, budget ${BUDGET} ms per measurement, $ROUNDS interleaved rounds per graph-update case"
+{
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw,utilization.gpu --format=csv 2>&1
+    uname -r; nproc
+} >>"$LOG"
 
 t0=$(date +%s)
 nvcc -O2 -std=c++17 "$HERE/raw_cuda.cu" -o /tmp/raw_cuda -L/usr/local/cuda/lib64/stubs -lcuda -lnvrtc -lcublas >>"$LOG" 2>&1 \
@@ -42,15 +44,16 @@ log "# nvcc: $(( $(date +%s) - t0 )) s"
 
 arm() {
     local name=$1; shift
-    local t=$(date +%s)
+    local t
+    t=$(date +%s)
     "$@" >"$OUT/$name.csv" 2>>"$LOG"
     local rc=$?
     log "# $name: rc $rc, $(( $(date +%s) - t )) s, $(grep -vc '^#' "$OUT/$name.csv") lines"
 }
-arm raw /tmp/raw_cuda "$HERE/kernels" "$BUDGET" "$NS" "$HID" "$LAY" "$ELEMS"
-PYTHONUNBUFFERED=1 arm torch python3 "$HERE/torch_arm.py" "$BUDGET" "$NS" "$HID" "$LAY" "$ELEMS"
+arm raw /tmp/raw_cuda "$HERE/kernels" "$BUDGET" "$NS" "$HID" "$LAY" "$ELEMS" "$ROUNDS"
+PYTHONUNBUFFERED=1 arm torch python3 "$HERE/torch_arm.py" "$BUDGET" "$NS" "$HID" "$LAY" "$ELEMS" "$ROUNDS"
 # The seam build with only the cuda backend: no Vulkan driver in the process.
-arm seam_cuda "$HERE/seam-bench-cuda" run --arm seam-cudaonly --budget-ms "$BUDGET" --ns "$NS" --elems "$ELEMS" --hiddens "$HID" --layers "$LAY" --profile
-arm seam "$HERE/seam-bench" run --budget-ms "$BUDGET" --ns "$NS" --elems "$ELEMS" --hiddens "$HID" --layers "$LAY" --profile
+arm seam_cuda "$HERE/seam-bench-cuda" run --arm seam-cudaonly --budget-ms "$BUDGET" --ns "$NS" --elems "$ELEMS" --hiddens "$HID" --layers "$LAY" --rounds "$ROUNDS" --profile
+arm seam "$HERE/seam-bench" run --budget-ms "$BUDGET" --ns "$NS" --elems "$ELEMS" --hiddens "$HID" --layers "$LAY" --rounds "$ROUNDS" --profile
 grep -h '^#' "$OUT"/*.csv | tee -a "$LOG"
 log "# total $(( $(date +%s) - t0 )) s"

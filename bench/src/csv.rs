@@ -5,7 +5,13 @@
 //! - `arm`: `raw` (CUDA driver API), `torch` (PyTorch), `seam`;
 //! - `device`: the backend (`cuda`, `vulkan`, `wgpu`, ...);
 //! - `mode`: `eager`, `graph` (replay of a captured graph), `rerecord`
-//!   (capture, end, replay and sync every iteration), `profile`;
+//!   (capture, end, replay and sync every iteration), `profile`; the
+//!   graph-update modes, measured in one interleaved loop per case:
+//!   `replay` (plain replay), `rebind` (seam `Graph::rebind` to the other
+//!   buffer set, then replay), `setparams` (raw
+//!   `cuGraphExecKernelNodeSetParams`, then replay), `recapture` (capture
+//!   anew, instantiate, replay), `copyin` (copy a fresh input into the
+//!   captured buffer, then replay);
 //! - `workload`: `chain` (N dependent tiny kernels over `elems` floats) or
 //!   `decode` (`layers` × rms_norm → gemm → silu → add at hidden size
 //!   `hidden`; `elems` = `hidden`);
@@ -14,7 +20,13 @@
 //!   queue it), `e2e_us` (queue + wait), `pipe_us` (queued back to back, one
 //!   wait per batch), one-time `capture_us`, `instantiate_us` (end of capture
 //!   into an executable graph, upload included), `first_replay_us`; profile
-//!   rows `core_us` / `backend_us` / `total_us` split the seam call.
+//!   rows `core_us` / `backend_us` / `total_us` split the seam call;
+//!   `update_us` (the update part of an update-mode iteration alone).
+//!   Dimensionless, not µs: `x_replay` (an update mode's e2e ÷ the plain
+//!   replay's), `x_rebind` / `x_setparams` (re-capture ÷ the in-place
+//!   update), each the median and p99 over the rounds of a per-round ratio
+//!   of medians (`reps` = rounds), and `<ratio>_range`, the smallest round
+//!   in the median column and the largest in the p99 column.
 //!
 //! Lines starting with `#` are comments (device names, skipped cases).
 

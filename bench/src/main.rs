@@ -51,6 +51,10 @@ enum Cmd {
         /// Longest chain (kernels per iteration) measured re-recorded every run.
         #[arg(long, default_value_t = 1000)]
         rerecord_max_nodes: u64,
+        /// Interleaved rounds of the graph-update modes (replay, rebind,
+        /// recapture, copyin); ratios are per round.
+        #[arg(long, default_value_t = 15)]
+        rounds: usize,
         /// Also split seam calls into core and backend time.
         #[arg(long)]
         profile: bool,
@@ -95,6 +99,7 @@ fn main() -> ExitCode {
             backend,
             other_hidden_max,
             rerecord_max_nodes,
+            rounds,
             profile,
             arm,
         } => {
@@ -108,6 +113,7 @@ fn main() -> ExitCode {
                 backends: backend,
                 other_hidden_max,
                 rerecord_max_nodes,
+                rounds,
                 profile,
                 arm,
             };
