@@ -1,6 +1,7 @@
 //! The Markdown report: the targets' verdicts, then one table per chain
-//! size, the decode stack and the `--profile` split, each with ratios to the
-//! raw-driver arm and break-even replay counts.
+//! size, the decode stack, the graph-update modes and the `--profile` split,
+//! each with ratios to the raw-driver arm (or, for updates, to the plain
+//! replay of the same interleaved rounds) and break-even replay counts.
 
 use super::parse::{Case, Input, Series};
 use super::targets::verdicts;
@@ -82,6 +83,7 @@ pub fn markdown(input: &Input) -> String {
         chain_table(input, e, &mut md);
     }
     decode_table(input, &mut md);
+    update_table(input, &mut md);
     profile_table(input, &mut md);
     md
 }
@@ -233,6 +235,119 @@ fn profile_table(input: &Input, md: &mut String) {
             per(b, d),
             per(raw, d),
             per(raw_ctx, d),
+        ));
+    }
+    md.push('\n');
+}
+
+/// The modes of the graph-update loop (issue 18), as the arms name them.
+pub(super) const UPDATE_MODES: [&str; 5] = ["replay", "rebind", "setparams", "recapture", "copyin"];
+
+/// `e2e` of one update mode, and its per-round ratio `metric` with the
+/// rounds' range: "812 µs, 1.05× (0.98–1.13)".
+fn update_cell(input: &Input, s: &Series, c: &Case, metric: &str) -> String {
+    let Some(e2e) = input.get(s, c, "e2e_us") else {
+        return "–".into();
+    };
+    let mut cell = us(e2e);
+    if let Some(x) = input.get(s, c, metric) {
+        cell.push_str(&format!(", {x:.2}×"));
+        if let Some(r) = input.row(s, c, &format!("{metric}_range")) {
+            cell.push_str(&format!(" ({:.2}–{:.2})", r.median_us, r.p99_us));
+        }
+    }
+    cell
+}
+
+/// A ratio with its range: "11.3× (10.9–12.0)".
+fn ratio_cell(input: &Input, s: &Series, c: &Case, metric: &str) -> String {
+    match (
+        input.get(s, c, metric),
+        input.row(s, c, &format!("{metric}_range")),
+    ) {
+        (Some(x), Some(r)) => format!("{x:.2}× ({:.2}–{:.2})", r.median_us, r.p99_us),
+        (Some(x), None) => format!("{x:.2}×"),
+        _ => "–".into(),
+    }
+}
+
+fn update_table(input: &Input, md: &mut String) {
+    // (arm rank, arm, device, workload, elems, layers, nodes)
+    let cases: BTreeSet<(u8, String, String, &'static str, u64, u64, u64)> = input
+        .rows
+        .iter()
+        .filter(|r| UPDATE_MODES.contains(&r.mode.as_str()) && r.metric == "e2e_us")
+        .map(|r| {
+            let (rank, wl) = (
+                super::parse::arm_rank(&r.arm),
+                if r.workload == "chain" {
+                    "chain"
+                } else {
+                    "decode"
+                },
+            );
+            (
+                rank,
+                r.arm.clone(),
+                r.device.clone(),
+                wl,
+                r.elems,
+                r.layers,
+                r.nodes,
+            )
+        })
+        .collect();
+    if cases.is_empty() {
+        return;
+    }
+    md.push_str(
+        "## Graph update: rebind vs re-capture vs copy-in (issue 18)\n\n\
+         Every mode of a row ran in one interleaved loop in one process (replay, update, \
+         re-capture, copy-in, replay, …), each iteration queued and waited for on its own. \
+         e2e / iteration in µs (median over every iteration), then the median over the rounds \
+         of the per-round ratio of medians, with the rounds' range in brackets. \
+         In-place update: seam `Graph::rebind` to the other buffer set; raw \
+         `cuGraphExecKernelNodeSetParams` on the nodes that use the swapped buffer. \
+         Re-capture: capture over the other set, instantiate (`end_graph`; raw \
+         `cuGraphInstantiateWithFlags`), replay. Copy-in: a device-to-device copy of a fresh \
+         input into the captured buffer (seam `ops::copy`, raw `cuMemcpyDtoDAsync`, PyTorch \
+         `static.copy_`), then replay.\n\n\
+         | arm | case | replay | in-place update + replay, × replay | update host time | \
+         re-capture + replay, × replay | re-capture ÷ in-place update | copy-in + replay, × replay |\n\
+         |---|---|---|---|---|---|---|---|\n",
+    );
+    for (_, arm, device, wl, elems, layers, nodes) in cases {
+        let c = Case {
+            workload: wl,
+            elems,
+            layers,
+            nodes,
+        };
+        let mode = |m: &str| Series::new(&arm, &device, m);
+        let inplace = if input.get(&mode("setparams"), &c, "e2e_us").is_some() {
+            "setparams"
+        } else {
+            "rebind"
+        };
+        let case = if wl == "chain" {
+            format!("chain N={nodes}, {elems} el.")
+        } else {
+            format!("decode L={layers} H={elems}")
+        };
+        let against = if inplace == "setparams" {
+            "x_setparams"
+        } else {
+            "x_rebind"
+        };
+        md.push_str(&format!(
+            "| {} | {case} | {} | {} | {} | {} | {} | {} |\n",
+            mode("replay").arm_label(),
+            opt(input.get(&mode("replay"), &c, "e2e_us")),
+            update_cell(input, &mode(inplace), &c, "x_replay"),
+            opt(input.get(&mode(inplace), &c, "update_us")),
+            update_cell(input, &mode("recapture"), &c, "x_replay"),
+            ratio_cell(input, &mode("recapture"), &c, against),
+            update_cell(input, &mode("copyin"), &c, "x_replay"),
         ));
     }
     md.push('\n');

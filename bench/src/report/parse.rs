@@ -100,7 +100,7 @@ impl Input {
     }
 }
 
-fn arm_rank(arm: &str) -> u8 {
+pub(super) fn arm_rank(arm: &str) -> u8 {
     match arm {
         "raw" => 0,
         "torch" => 1,

@@ -1,5 +1,11 @@
 //! The issue's targets (benchmarks, not tests) as one data table, and the
 //! verdict each gets on the rows. Every target is a chain of 1 element.
+//!
+//! The graph-update targets (issue 18) are judged on ratios the arm measured
+//! itself, round by round, between modes interleaved in one loop (`x_replay`:
+//! rebind + replay ÷ plain replay; `x_rebind`: re-capture + instantiate +
+//! replay ÷ rebind + replay): the median over the rounds against the bound,
+//! with the range of the rounds shown beside it.
 
 use super::parse::{Case, Input, Series};
 use super::us;
@@ -43,6 +49,9 @@ enum Judge {
     AtMost { bound: f64, per: &'static str },
     /// `a / b ≥ bound`.
     RatioAtLeast { against: Side, bound: f64 },
+    /// The subject's `metric` is itself a per-round ratio (dimensionless);
+    /// its median over the rounds `≤ bound` (`at_most`) or `≥ bound`.
+    Rounds { bound: f64, at_most: bool },
 }
 
 /// A target: `metric` of a chain of `nodes` kernels (1 element) on
@@ -168,6 +177,79 @@ const TARGETS: &[Target] = &[
             bound: 2.0,
         },
     },
+    // Issue 18: graph update without re-capture, on every backend the bench runs.
+    Target {
+        claim: "CUDA, chain N=1000: rebind + replay ≤ 1.2× a plain replay (e2e, same rounds)",
+        per_cuda_build: true,
+        nodes: 1000,
+        metric: "x_replay",
+        per_node: false,
+        subject: side("seam", "cuda", "rebind"),
+        judge: Judge::Rounds {
+            bound: 1.2,
+            at_most: true,
+        },
+    },
+    Target {
+        claim: "CUDA, chain N=1000: rebind + replay ≥ 10× faster than re-capture + instantiate + replay",
+        per_cuda_build: true,
+        nodes: 1000,
+        metric: "x_rebind",
+        per_node: false,
+        subject: side("seam", "cuda", "recapture"),
+        judge: Judge::Rounds {
+            bound: 10.0,
+            at_most: false,
+        },
+    },
+    Target {
+        claim: "Vulkan, chain N=1000: rebind + replay ≤ 1.2× a plain replay (e2e, same rounds)",
+        per_cuda_build: false,
+        nodes: 1000,
+        metric: "x_replay",
+        per_node: false,
+        subject: side("seam", "vulkan", "rebind"),
+        judge: Judge::Rounds {
+            bound: 1.2,
+            at_most: true,
+        },
+    },
+    Target {
+        claim: "Vulkan, chain N=1000: rebind + replay ≥ 10× faster than re-capture + instantiate + replay",
+        per_cuda_build: false,
+        nodes: 1000,
+        metric: "x_rebind",
+        per_node: false,
+        subject: side("seam", "vulkan", "recapture"),
+        judge: Judge::Rounds {
+            bound: 10.0,
+            at_most: false,
+        },
+    },
+    Target {
+        claim: "wgpu, chain N=1000: rebind + replay ≤ 1.2× a plain replay (e2e, same rounds)",
+        per_cuda_build: false,
+        nodes: 1000,
+        metric: "x_replay",
+        per_node: false,
+        subject: side("seam", "wgpu", "rebind"),
+        judge: Judge::Rounds {
+            bound: 1.2,
+            at_most: true,
+        },
+    },
+    Target {
+        claim: "wgpu, chain N=1000: rebind + replay ≥ 10× faster than re-capture + instantiate + replay",
+        per_cuda_build: false,
+        nodes: 1000,
+        metric: "x_rebind",
+        per_node: false,
+        subject: side("seam", "wgpu", "recapture"),
+        judge: Judge::Rounds {
+            bound: 10.0,
+            at_most: false,
+        },
+    },
 ];
 
 /// Every target judged on the rows: the per-build ones for each seam build
@@ -248,6 +330,17 @@ fn judge(input: &Input, t: &Target, build: &str, tag: &str) -> Verdict {
                 },
             }
         }),
+        Judge::Rounds { bound, at_most } => {
+            let arm = if t.subject.arm == "seam" {
+                build
+            } else {
+                t.subject.arm
+            };
+            let s = Series::new(arm, t.subject.device, t.subject.mode);
+            input
+                .row(&s, &case, t.metric)
+                .map(|r| rounds(input, &s, &case, t, r, &target, bound, at_most))
+        }
     };
     verdict.unwrap_or_else(|| Verdict {
         target,
@@ -281,5 +374,60 @@ fn limit(
         } else {
             format!("missed by {:.2}{unit}", value - bound)
         },
+    }
+}
+
+/// A per-round ratio's verdict: its median over the rounds against `bound`,
+/// shown with the range of the rounds and the e2e medians it compares.
+#[allow(clippy::too_many_arguments)]
+fn rounds(
+    input: &Input,
+    s: &Series,
+    case: &Case,
+    t: &Target,
+    r: &crate::csv::Row,
+    target: &str,
+    bound: f64,
+    at_most: bool,
+) -> Verdict {
+    let x = r.median_us;
+    let range = input
+        .row(s, case, &format!("{}_range", t.metric))
+        .map(|g| format!(", rounds {:.2}–{:.2}×", g.median_us, g.p99_us))
+        .unwrap_or_default();
+    // What the ratio divides: the subject's e2e by the plain replay's (x_replay)
+    // or by rebind + replay's (x_rebind), all from the same interleaved loop.
+    let den = if t.metric == "x_rebind" {
+        "rebind"
+    } else {
+        "replay"
+    };
+    let e2e = |mode: &str| input.get(&Series::new(&s.arm, &s.device, mode), case, "e2e_us");
+    let times = match (e2e(&s.mode), e2e(den)) {
+        (Some(a), Some(b)) => format!(" ({} vs {} µs e2e)", us(a), us(b)),
+        _ => String::new(),
+    };
+    let measured = format!("{x:.2}× median of {} rounds{range}{times}", r.reps);
+    let met = if at_most { x <= bound } else { x >= bound };
+    let note = if met {
+        "met".into()
+    } else if at_most {
+        format!(
+            "missed by {:.2}× ({:.0}% over)",
+            x - bound,
+            (x / bound - 1.0) * 100.0
+        )
+    } else {
+        format!(
+            "missed by {:.2}× ({:.0}% short)",
+            bound - x,
+            (1.0 - x / bound) * 100.0
+        )
+    };
+    Verdict {
+        target: target.into(),
+        measured,
+        met: Some(met),
+        note,
     }
 }

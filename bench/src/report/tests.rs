@@ -343,3 +343,189 @@ fn plots_are_svg_with_one_line_per_arm() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A per-round ratio row and its range row (min in the median column, max
+/// in the p99 column), as the arms print them.
+fn ratio(arm: &str, dev: &str, mode: &str, metric: &str, x: f64, lo: f64, hi: f64) -> [Row; 2] {
+    let mut a = r(arm, dev, mode, "chain", 1, 0, 1000, metric, x);
+    a.reps = 15;
+    let mut b = r(
+        arm,
+        dev,
+        mode,
+        "chain",
+        1,
+        0,
+        1000,
+        &format!("{metric}_range"),
+        lo,
+    );
+    b.p99_us = hi;
+    b.reps = 15;
+    [a, b]
+}
+
+/// The synthetic rows plus the graph-update modes on the chain, N = 1000:
+/// seam cuda meets both targets, seam vulkan misses both, wgpu has none.
+fn with_updates() -> Input {
+    let mut input = synthetic();
+    let e2e = |arm: &str, dev: &str, mode: &str, v: f64| {
+        r(arm, dev, mode, "chain", 1, 0, 1000, "e2e_us", v)
+    };
+    let rows = &mut input.rows;
+    for (arm, dev) in [("seam", "cuda"), ("seam", "vulkan")] {
+        let slow = if dev == "vulkan" { 3.0 } else { 1.0 };
+        rows.push(e2e(arm, dev, "replay", 800.0 * slow));
+        rows.push(e2e(arm, dev, "rebind", 880.0 * slow));
+        rows.push(r(
+            arm,
+            dev,
+            "rebind",
+            "chain",
+            1,
+            0,
+            1000,
+            "update_us",
+            30.0,
+        ));
+        rows.push(e2e(arm, dev, "recapture", 9000.0 * slow));
+        rows.push(e2e(arm, dev, "copyin", 810.0 * slow));
+    }
+    rows.extend(ratio("seam", "cuda", "rebind", "x_replay", 1.1, 1.05, 1.18));
+    rows.extend(ratio(
+        "seam",
+        "cuda",
+        "recapture",
+        "x_replay",
+        11.25,
+        11.0,
+        11.6,
+    ));
+    rows.extend(ratio(
+        "seam",
+        "cuda",
+        "recapture",
+        "x_rebind",
+        10.2,
+        9.8,
+        10.9,
+    ));
+    rows.extend(ratio("seam", "cuda", "copyin", "x_replay", 1.01, 1.0, 1.03));
+    rows.extend(ratio("seam", "vulkan", "rebind", "x_replay", 1.5, 1.4, 1.7));
+    rows.extend(ratio(
+        "seam",
+        "vulkan",
+        "recapture",
+        "x_rebind",
+        3.0,
+        2.5,
+        3.2,
+    ));
+    rows.push(e2e("raw", "cuda", "replay", 790.0));
+    rows.push(e2e("raw", "cuda", "setparams", 800.0));
+    rows.push(e2e("raw", "cuda", "recapture", 9600.0));
+    rows.extend(ratio(
+        "raw",
+        "cuda",
+        "setparams",
+        "x_replay",
+        1.01,
+        1.0,
+        1.02,
+    ));
+    rows.extend(ratio(
+        "raw",
+        "cuda",
+        "recapture",
+        "x_setparams",
+        12.0,
+        11.5,
+        12.5,
+    ));
+    rows.push(e2e("torch", "cuda", "replay", 1000.0));
+    rows.push(e2e("torch", "cuda", "copyin", 1010.0));
+    rows.extend(ratio(
+        "torch", "cuda", "copyin", "x_replay", 1.01, 0.99, 1.04,
+    ));
+    input
+}
+
+#[test]
+fn update_targets_are_judged_on_the_rounds_ratios() {
+    let v = verdicts(&with_updates());
+    let find = |s: &str| {
+        v.iter()
+            .find(|x| x.target.starts_with(s))
+            .unwrap_or_else(|| panic!("no target {s}"))
+    };
+    let t = find("CUDA, chain N=1000: rebind + replay ≤ 1.2×");
+    assert_eq!(t.met, Some(true), "{t:?}");
+    assert_eq!(
+        t.measured,
+        "1.10× median of 15 rounds, rounds 1.05–1.18× (880.0 vs 800.0 µs e2e)"
+    );
+    let t = find("CUDA, chain N=1000: rebind + replay ≥ 10×");
+    assert_eq!(t.met, Some(true), "{t:?}");
+    assert!(t.measured.contains("(9000 vs 880.0 µs e2e)"), "{t:?}");
+    let t = find("Vulkan, chain N=1000: rebind + replay ≤ 1.2×");
+    assert_eq!(t.met, Some(false));
+    assert_eq!(t.note, "missed by 0.30× (25% over)");
+    let t = find("Vulkan, chain N=1000: rebind + replay ≥ 10×");
+    assert_eq!(t.met, Some(false));
+    assert_eq!(t.note, "missed by 7.00× (70% short)");
+    // not measured: wgpu, and the cuda-only build (it has other rows only)
+    assert_eq!(find("wgpu, chain N=1000: rebind + replay ≤ 1.2×").met, None);
+    assert_eq!(
+        find("[seam-cudaonly] CUDA, chain N=1000: rebind + replay ≥ 10×").met,
+        None
+    );
+    // a median exactly on the bound meets it
+    let mut input = with_updates();
+    for row in &mut input.rows {
+        if row.device == "vulkan" && row.metric == "x_replay" {
+            row.median_us = 1.2;
+        }
+    }
+    let v = verdicts(&input);
+    let t = v
+        .iter()
+        .find(|x| {
+            x.target
+                .starts_with("Vulkan, chain N=1000: rebind + replay ≤ 1.2×")
+        })
+        .unwrap();
+    assert_eq!(t.met, Some(true));
+}
+
+#[test]
+fn update_table_lists_every_arm_with_its_in_place_update() {
+    let md = markdown(&with_updates());
+    assert!(md.contains("## Graph update: rebind vs re-capture vs copy-in"));
+    let line = |start: &str| {
+        md.lines()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("no line {start}"))
+            .to_string()
+    };
+    assert_eq!(
+        line("| seam cuda | chain N=1000, 1 el. |"),
+        "| seam cuda | chain N=1000, 1 el. | 800.0 | 880.0, 1.10× (1.05–1.18) | 30.00 | \
+         9000, 11.25× (11.00–11.60) | 10.20× (9.80–10.90) | 810.0, 1.01× (1.00–1.03) |"
+    );
+    // raw's in-place update is cuGraphExecKernelNodeSetParams
+    let raw = line("| raw driver | chain N=1000, 1 el. |");
+    assert!(raw.contains("| 800.0, 1.01× (1.00–1.02) |"), "{raw}");
+    assert!(raw.contains("| 12.00× (11.50–12.50) |"), "{raw}");
+    // PyTorch measures replay and copy-in only
+    let torch = line("| PyTorch | chain N=1000, 1 el. |");
+    assert!(
+        torch.ends_with("| – | – | – | – | 1010, 1.01× (0.99–1.04) |"),
+        "{torch}"
+    );
+    // raw first, then PyTorch, then seam
+    let at = |s: &str| md.find(s).unwrap();
+    assert!(at("| raw driver | chain N=1000") < at("| PyTorch | chain N=1000"));
+    assert!(at("| PyTorch | chain N=1000") < at("| seam cuda | chain N=1000"));
+    // the update modes stay out of the chain tables and plots
+    assert!(!md.contains("| seam cuda rebind |"));
+}
