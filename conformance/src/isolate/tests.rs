@@ -1,0 +1,194 @@
+//! The harness tests itself, with fake children (the test binary re-invoked).
+
+use super::stream::StreamState;
+use super::*;
+use std::io::Write;
+
+fn planned(n: usize) -> Vec<Planned> {
+    (0..n)
+        .map(|i| Planned {
+            name: format!("cpu:0::case{i}"),
+            device: "cpu:0".into(),
+            case: format!("case{i}"),
+            rule: "C1".into(),
+            mode: "eager".into(),
+        })
+        .collect()
+}
+
+fn done(p: &Planned, verdict: Verdict) -> TrialRecord {
+    TrialRecord {
+        duration_ms: 3.0,
+        digest: Some("ab".into()),
+        ..p.record(verdict)
+    }
+}
+
+fn run(end: ChildEnd, streamed: Vec<TrialRecord>, running: Option<&str>) -> ChildRun {
+    ChildRun {
+        end,
+        report: None,
+        traces: Vec::new(),
+        log: "> start cpu:0::case2\nsomething went wrong".into(),
+        elapsed: Duration::from_millis(5),
+        streamed,
+        running: running.map(str::to_string),
+        killed: None,
+    }
+}
+
+fn summary(records: &[TrialRecord]) -> Summary {
+    let mut s = Summary::default();
+    records.iter().for_each(|r| s.add(&r.verdict));
+    s
+}
+
+#[test]
+fn stream_lines_read_back_whole_and_a_torn_line_waits() {
+    let dir = std::env::temp_dir().join(format!("seam-isolate-stream-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let path = dir.join("v.jsonl");
+    let _ = std::fs::remove_file(&path);
+    let p = planned(2);
+    let mut out = VerdictStream::to_file(&path).unwrap();
+    out.started(&p[0].name);
+    out.finished(&done(&p[0], Verdict::Failed("1 != 2".into())));
+    out.started(&p[1].name);
+    let mut state = StreamState::default();
+    state.poll(&path);
+    assert_eq!(state.done.len(), 1);
+    assert_eq!(state.done[0].verdict, Verdict::Failed("1 != 2".into()));
+    assert_eq!(state.done[0].digest.as_deref(), Some("ab"));
+    assert_eq!(
+        state.running.as_ref().map(|r| r.0.as_str()),
+        Some("cpu:0::case1")
+    );
+    // Half a line (a writer that died mid-write) is not read as an event.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    f.write_all(b"{\"done\":{\"name\":").unwrap();
+    state.poll(&path);
+    assert_eq!(state.done.len(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The child died in the third of four trials: the first two keep their
+/// own verdicts (a pass and a failure), the third crashed, the fourth
+/// was not run; the run fails and each of them prints a FAILED line.
+#[test]
+fn a_crash_keeps_the_verdicts_of_finished_trials() {
+    let p = planned(4);
+    let streamed = vec![
+        done(&p[0], Verdict::Passed),
+        done(&p[1], Verdict::Failed("1 != 2".into())),
+    ];
+    let r = run(
+        ChildEnd::Signaled("killed by signal 11".into()),
+        streamed,
+        Some("cpu:0::case2"),
+    );
+    let records = verdicts("cpu:0", &p, &r);
+    assert_eq!(records.len(), 4, "{records:#?}");
+    assert_eq!(records[0].verdict, Verdict::Passed);
+    assert_eq!(records[0].duration_ms, 3.0);
+    assert_eq!(records[1].verdict, Verdict::Failed("1 != 2".into()));
+    let Verdict::Crashed(why) = &records[2].verdict else {
+        panic!("{:?}", records[2].verdict)
+    };
+    assert!(
+        why.contains("(killed by signal 11) while this trial ran"),
+        "{why}"
+    );
+    assert!(why.contains("something went wrong"), "{why}");
+    let Verdict::Crashed(why) = &records[3].verdict else {
+        panic!("{:?}", records[3].verdict)
+    };
+    assert!(why.starts_with("not run: "), "{why}");
+    let s = summary(&records);
+    assert_eq!((s.passed, s.failed, s.crashed), (1, 1, 2));
+    assert!(!s.ok());
+    let report = Report::new(vec![], vec![], records, s);
+    let failed = report.failed_lines();
+    assert_eq!(failed.len(), 3, "{failed:?}");
+    assert!(failed[1]
+        .starts_with("FAILED cpu:0::case2: the device process ended (killed by signal 11)"));
+}
+
+#[test]
+fn a_summary_then_a_hang_is_a_teardown_hang() {
+    let p = planned(2);
+    let streamed = p.iter().map(|t| done(t, Verdict::Passed)).collect();
+    let mut r = run(ChildEnd::TeardownHang, streamed, None);
+    r.killed = Some("printed its summary, then did not exit within 1s".into());
+    let records = verdicts("cpu:0", &p, &r);
+    assert_eq!(records.len(), 3);
+    assert!(records[..2].iter().all(|t| t.verdict == Verdict::Passed));
+    assert_eq!(records[2].name, "cpu:0::teardown");
+    assert!(matches!(&records[2].verdict, Verdict::TeardownHang(m) if m.contains("did not exit")));
+    let s = summary(&records);
+    assert_eq!((s.passed, s.teardown_hangs), (2, 1));
+    assert!(!s.ok());
+    let report = Report::new(vec![], vec![], records, s);
+    assert_eq!(report.failed_lines().len(), 1);
+    assert!(report.failed_lines()[0].starts_with("FAILED cpu:0::teardown: printed its summary"));
+}
+
+#[test]
+fn a_trial_that_never_returns_times_out() {
+    let p = planned(3);
+    let mut r = run(
+        ChildEnd::TimedOut,
+        vec![done(&p[0], Verdict::Passed)],
+        Some("cpu:0::case1"),
+    );
+    r.killed = Some("no verdict within 2s of the trial's start".into());
+    let records = verdicts("cpu:0", &p, &r);
+    assert_eq!(records[0].verdict, Verdict::Passed);
+    assert!(
+        matches!(&records[1].verdict, Verdict::TimedOut(m) if m.contains("no verdict within 2s"))
+    );
+    assert!(matches!(&records[2].verdict, Verdict::TimedOut(m) if m.starts_with("not run")));
+    let report = Report::new(vec![], vec![], records.clone(), summary(&records));
+    assert!(!report.summary.ok());
+    assert!(report.failed_lines()[0]
+        .starts_with("FAILED cpu:0::case1: the device process was killed: no verdict"));
+}
+
+/// A crash after the last trial has no trial to blame: it is a record of
+/// its own, so the run still fails.
+#[test]
+fn a_crash_after_every_trial_finished_still_fails_the_run() {
+    let p = planned(2);
+    let streamed = p.iter().map(|t| done(t, Verdict::Passed)).collect();
+    let r = run(
+        ChildEnd::Signaled("killed by signal 6".into()),
+        streamed,
+        None,
+    );
+    let records = verdicts("cpu:0", &p, &r);
+    assert_eq!(records.len(), 3);
+    assert_eq!(records[2].name, "cpu:0::teardown");
+    assert!(
+        matches!(&records[2].verdict, Verdict::Crashed(m) if m.contains("after its last trial"))
+    );
+    assert!(!summary(&records).ok());
+}
+
+/// A child that exited with its report: the report is the answer.
+#[test]
+fn an_exit_with_a_report_takes_the_report() {
+    let p = planned(2);
+    let trials: Vec<TrialRecord> = p.iter().map(|t| done(t, Verdict::Passed)).collect();
+    let mut r = run(ChildEnd::Exited(0), Vec::new(), None);
+    r.report = Some(Report::new(
+        vec![],
+        vec![],
+        trials.clone(),
+        summary(&trials),
+    ));
+    let records = verdicts("cpu:0", &p, &r);
+    assert_eq!(records.len(), 2);
+    assert!(summary(&records).ok());
+}
