@@ -18,7 +18,15 @@
 //!   record) time from pools owned by the command buffer it is recorded into:
 //!   an eager batch resets its pools when its submission completes, a graph
 //!   frees them when it is destroyed. No push descriptors, so nothing beyond
-//!   Vulkan 1.0 is required.
+//!   Vulkan 1.0 is required; `descriptorBindingUpdateUnusedWhilePending`
+//!   (Vulkan 1.2) is enabled where the device has it.
+//! - **Graph update is Native** (C13): a graph keeps, per launch, the
+//!   descriptor set its dispatch bound. `update_launches` waits for the
+//!   graph's pending replays (they keep the old bindings), rewrites the
+//!   changed sets (`vkUpdateDescriptorSets`) and, where push constants change
+//!   or the device cannot update a bound set, records the command buffer
+//!   again from its own log with the same sets; the barrier audit is run
+//!   again over the new bindings first (docs/vulkan.md).
 //! - **Eager launches** are recorded into one command buffer (ONE_TIME_SUBMIT)
 //!   that is submitted at the next write, read, synchronize, replay, or after
 //!   256 launches. Every dispatch is preceded by a global compute/transfer

@@ -22,6 +22,10 @@ fn main() {
             ),
             ("scale_add_is_fused_exactly", scale_add_is_fused_exactly),
             ("replays_get_device_spans", replays_get_device_spans),
+            (
+                "rebinds_rewrite_descriptor_sets_in_place",
+                rebinds_rewrite_descriptor_sets_in_place,
+            ),
         ],
     )
 }
@@ -318,5 +322,93 @@ fn replays_get_device_spans(dev: Device) -> Completion {
     }
     dev.set_tracing(false);
     assert!(dev.take_trace_log("off").unwrap().device_spans.is_empty());
+    Completion::Completed
+}
+
+/// C13 on Vulkan: updates are applied by the backend (traced as native),
+/// never re-captured by core, after the replays queued before them have
+/// completed, which keep the old buffers: back-to-back rebinds with replays
+/// queued between them, one that makes a launch read and write the same
+/// buffer (the barrier audit is run again), a parameter update (push
+/// constants: the backend records the graph's command buffer again from
+/// its own log, the same descriptor sets), a rebind after it, and the
+/// current exec. The conformance suite checks the contract (C13); this
+/// checks that the backend's path is the one taken.
+fn rebinds_rewrite_descriptor_sets_in_place(dev: Device) -> Completion {
+    use seam::{EventKind, GraphRef, UpdateSupport};
+    assert_eq!(dev.update_support(), UpdateSupport::Native);
+    let natives = |dev: &Device| -> Vec<bool> {
+        dev.take_trace_log("c13")
+            .unwrap()
+            .events
+            .iter()
+            .filter_map(|e| match e.kind {
+                EventKind::Update { native, .. } => Some(native),
+                _ => None,
+            })
+            .collect()
+    };
+    let one = dev.buffer_from(&[1u32; 256]).unwrap();
+    let bufs: Vec<_> = (0..3)
+        .map(|k| dev.buffer_from(&[100 * k; 256]).unwrap())
+        .collect();
+    let cap = dev.capture().unwrap();
+    dev.launch(&ops::add(bufs[0].id(), one.id(), bufs[0].id(), 256))
+        .unwrap();
+    dev.launch(&ops::add(bufs[0].id(), one.id(), bufs[0].id(), 256))
+        .unwrap();
+    let g = cap.end_graph().unwrap();
+    dev.set_tracing(true);
+    // Replays queued between rebinds, no host call: 0 gets 2×4, 1 gets 2×3,
+    // 2 gets 2×2, then 0 again 2×1.
+    let mut at = 0;
+    for (next, replays) in [(1, 4), (2, 3), (0, 2)] {
+        for _ in 0..replays {
+            g.replay().unwrap();
+        }
+        g.rebind(&[(bufs[at].id(), bufs[next].id())]).unwrap();
+        at = next;
+    }
+    g.replay().unwrap();
+    assert_eq!(bufs[0].read().unwrap(), vec![10u32; 256]);
+    assert_eq!(bufs[1].read().unwrap(), vec![106u32; 256]);
+    assert_eq!(bufs[2].read().unwrap(), vec![204u32; 256]);
+    // `one` → 0: each launch adds 0 to itself (reads and writes one buffer).
+    g.rebind(&[(one.id(), bufs[0].id())]).unwrap();
+    g.replay().unwrap();
+    assert_eq!(bufs[0].read().unwrap(), vec![40u32; 256]);
+    assert_eq!(natives(&dev), vec![true; 4], "rebinds patched in place");
+
+    // A parameter update: recorded again by the backend, and right.
+    let p = ops::add(bufs[0].id(), bufs[0].id(), bufs[0].id(), 128).params;
+    g.update_params(1, p).unwrap();
+    g.replay().unwrap();
+    let got = bufs[0].read().unwrap();
+    assert_eq!(&got[..128], &[160u32; 128][..]);
+    assert_eq!(&got[128..], &[80u32; 128][..]);
+    assert_eq!(natives(&dev), vec![true], "a params update, by the backend");
+    // After it, a rebind patches the same command buffer again.
+    g.rebind(&[(bufs[0].id(), bufs[1].id())]).unwrap();
+    g.replay().unwrap();
+    assert_eq!(&bufs[1].read().unwrap()[..2], &[424u32, 424][..]);
+    assert_eq!(bufs[0].read().unwrap()[0], 160);
+
+    // The current exec.
+    dev.begin_capture().unwrap();
+    dev.launch(&ops::add(bufs[2].id(), one.id(), bufs[2].id(), 256))
+        .unwrap();
+    dev.end_capture_into_current().unwrap();
+    dev.replay(GraphRef::Current).unwrap();
+    dev.rebind(GraphRef::Current, &[(bufs[2].id(), one.id())])
+        .unwrap();
+    dev.replay(GraphRef::Current).unwrap();
+    assert_eq!(bufs[2].read().unwrap(), vec![205u32; 256]);
+    assert_eq!(one.read().unwrap(), vec![2u32; 256]);
+    assert_eq!(
+        natives(&dev),
+        vec![true; 2],
+        "the rebind after the params update, the current exec's"
+    );
+    dev.set_tracing(false);
     Completion::Completed
 }

@@ -9,11 +9,13 @@ mod staging;
 mod timing;
 
 use crate::dispatch;
-use crate::sys::{self, Buffer, CommandBuffer, Gpu, Instance, Pipeline, Validation};
+use crate::sys::{
+    self, Buffer, CommandBuffer, DispatchUpdate, Gpu, Instance, Pipeline, Validation,
+};
 use ash::vk;
 use seam::{
     Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, Launch, OpKind, RawBuffer,
-    RawGraph, ReplayTarget, ResourceCounts,
+    RawGraph, ReplayTarget, ResourceCounts, UpdateSupport,
 };
 use std::collections::{HashMap, VecDeque};
 use std::ffi::CString;
@@ -393,6 +395,18 @@ impl Backend for VulkanBackend {
         })
     }
 
+    fn update_support(&self) -> UpdateSupport {
+        UpdateSupport::Native
+    }
+
+    fn update_launches(
+        &mut self,
+        target: ReplayTarget,
+        changes: &[(usize, Launch)],
+    ) -> Result<(), ErrorKind> {
+        self.validated("update_launches", |b| b.update(target, changes))
+    }
+
     fn live_resources(&self) -> ResourceCounts {
         ResourceCounts {
             buffers: self.buffers.len(),
@@ -436,6 +450,62 @@ impl VulkanBackend {
                 .get(&g.0)
                 .ok_or(ErrorKind::UnknownGraph { id: g.0 }),
         }
+    }
+}
+
+impl VulkanBackend {
+    /// C13 in place (`update_launches`): each changed launch's dispatch
+    /// gets its new buffers in its own descriptor set and its new
+    /// parameters, once the replays queued before the update have
+    /// completed (they run as recorded). The command buffer is recorded
+    /// again from its own log only where the sets cannot be updated under
+    /// it or push constants change (see `CommandBuffer::update`).
+    /// Anything `CommandBuffer::check_update` refuses is refused before any
+    /// wait, and core then re-records the graph.
+    fn update(
+        &mut self,
+        target: ReplayTarget,
+        changes: &[(usize, Launch)],
+    ) -> Result<(), ErrorKind> {
+        let max_groups = self.gpu.adapter().max_group_count;
+        let mut pipelines = Vec::with_capacity(changes.len());
+        let mut buffers = Vec::with_capacity(changes.len());
+        for (_, launch) in changes {
+            pipelines.push(self.pipeline(launch.op, launch.dtype)?);
+            buffers.push(
+                launch
+                    .buffers
+                    .iter()
+                    .map(|id| self.buffer(*id).cloned())
+                    .collect::<Result<Vec<_>, _>>()?,
+            );
+        }
+        let mut updates = Vec::with_capacity(changes.len());
+        for (((index, launch), pipeline), bufs) in changes.iter().zip(&pipelines).zip(&buffers) {
+            updates.push(DispatchUpdate {
+                index: *index,
+                pipeline,
+                bindings: bufs
+                    .iter()
+                    .zip(launch.op.signature())
+                    .map(|(buf, binding)| (buf, binding.access))
+                    .collect(),
+                params: launch.params.to_bytes(),
+                groups: dispatch::grid(dispatch::workgroups(launch), max_groups)?,
+            });
+        }
+        let exec = match target {
+            ReplayTarget::Current => self.current.as_mut().ok_or(ErrorKind::NoCurrentExec)?,
+            ReplayTarget::Graph(g) => self
+                .graphs
+                .get_mut(&g.0)
+                .ok_or(ErrorKind::UnknownGraph { id: g.0 })?,
+        };
+        exec.check_update(&updates)?;
+        // Replays queued before the update run as recorded: the sets (and
+        // the commands) change only once none of them is pending.
+        self.gpu.wait_for(exec)?;
+        exec.update(&updates)
     }
 }
 

@@ -1,6 +1,8 @@
 //! Command buffers: recording, with the descriptor sets and every object the
 //! recorded commands use, so none of them can be destroyed while the command
-//! buffer may still run.
+//! buffer may still run. A reusable (graph) command buffer also keeps, per
+//! dispatch, the descriptor set it bound, so a rebind (C13) rewrites that
+//! set in place and audits the barriers again (`CommandBuffer::rebind`).
 
 use super::audit::Audit;
 use super::device::{Pipeline, QueryPool, Shared};
@@ -21,6 +23,30 @@ const POOL_MAX: u32 = 1024;
 pub(super) enum QueryOp {
     Reset { first: u32, count: u32 },
     Write(u32),
+}
+
+/// A command of a reusable command buffer, in record order.
+enum Recorded {
+    Barrier,
+    Dispatch(Dispatch),
+    /// A command the rebind does not know how to patch (a copy).
+    Other,
+}
+
+/// One recorded dispatch: the descriptor set it owns (allocated for it
+/// alone, bound by it alone) and what it was recorded with. Made only by
+/// `CommandBuffer::dispatch` and changed only by `CommandBuffer::update`,
+/// each after its checks, so it always holds: `set` is from this command
+/// buffer's pools, of `pipeline`'s set layout, every binding written with
+/// the buffer in `bindings` (live: held here, of this device, within
+/// maxStorageBufferRange); `groups` is within maxComputeWorkGroupCount.
+struct Dispatch {
+    set: vk::DescriptorSet,
+    pipeline: Pipeline,
+    /// Binding i's buffer and whether the kernel writes it.
+    bindings: Vec<(Buffer, bool)>,
+    params: [u8; PUSH_CONSTANT_BYTES as usize],
+    groups: (u32, u32),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +76,9 @@ struct Inner {
     queries: Vec<(QueryPool, Vec<QueryOp>)>,
     /// seam's barrier audit of the recorded commands (`audit.rs`).
     audit: Audit,
+    /// Reusable only: every barrier and dispatch in record order (the
+    /// dispatches' own descriptor sets), for `rebind`.
+    log: Vec<Recorded>,
 }
 
 impl Drop for Inner {
@@ -114,6 +143,7 @@ impl CommandBuffer {
             buffers: Vec::new(),
             queries: Vec::new(),
             audit: Audit::default(),
+            log: Vec::new(),
         })))
     }
 
@@ -165,6 +195,7 @@ impl CommandBuffer {
         inner.queries.clear();
         inner.dispatches = 0;
         inner.audit = Audit::default();
+        inner.log.clear();
         inner.last_serial = AtomicU64::new(0);
         let flags = if reusable {
             vk::CommandBufferUsageFlags::SIMULTANEOUS_USE
@@ -183,25 +214,7 @@ impl CommandBuffer {
     /// End recording, after a barrier that makes every write visible to the host.
     pub fn end(&mut self) -> Result<(), ErrorKind> {
         let inner = self.recording("vkEndCommandBuffer")?;
-        let d = &inner.shared.device;
-        let barrier = [vk::MemoryBarrier::default()
-            .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
-            .dst_access_mask(vk::AccessFlags::HOST_READ)];
-        // SAFETY: the command buffer is recording, outside a render pass.
-        unsafe {
-            d.cmd_pipeline_barrier(
-                inner.cmd,
-                vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER,
-                vk::PipelineStageFlags::HOST,
-                vk::DependencyFlags::empty(),
-                &barrier,
-                &[],
-                &[],
-            )
-        };
-        // SAFETY: the command buffer is recording.
-        unsafe { d.end_command_buffer(inner.cmd) }.map_err(drv("vkEndCommandBuffer"))?;
-        inner.state = State::Executable;
+        inner.cmd_end()?;
         // One entry per buffer: a submission stamps each with its serial.
         let mut unique: Vec<Buffer> = Vec::new();
         let mut seen = std::collections::HashSet::new();
@@ -219,28 +232,11 @@ impl CommandBuffer {
     /// visible to every later compute or transfer access.
     pub fn barrier(&mut self) -> Result<(), ErrorKind> {
         let inner = self.recording("vkCmdPipelineBarrier")?;
-        let stages = vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER;
-        let barrier = [vk::MemoryBarrier::default()
-            .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
-            .dst_access_mask(
-                vk::AccessFlags::SHADER_READ
-                    | vk::AccessFlags::SHADER_WRITE
-                    | vk::AccessFlags::TRANSFER_READ
-                    | vk::AccessFlags::TRANSFER_WRITE,
-            )];
         inner.audit.barrier();
-        // SAFETY: the command buffer is recording, outside a render pass.
-        unsafe {
-            inner.shared.device.cmd_pipeline_barrier(
-                inner.cmd,
-                stages,
-                stages,
-                vk::DependencyFlags::empty(),
-                &barrier,
-                &[],
-                &[],
-            )
-        };
+        if inner.reusable {
+            inner.log.push(Recorded::Barrier);
+        }
+        inner.cmd_barrier();
         Ok(())
     }
 
@@ -308,34 +304,17 @@ impl CommandBuffer {
             .command("dispatch", &accesses)
             .map_err(|h| ErrorKind::driver(CALL, h))?;
         let set = inner.descriptor_set(layout.set_layout, bindings)?;
-        let d = &inner.shared.device;
-        // SAFETY: the command buffer is recording; pipeline, layout and set
-        // are live (held below) and compatible: the set was allocated with
-        // the pipeline's own set layout, every binding written; the push
-        // range matches the layout's; the group counts are within limits.
-        unsafe {
-            d.cmd_bind_pipeline(
-                inner.cmd,
-                vk::PipelineBindPoint::COMPUTE,
-                pipeline.0.pipeline,
-            );
-            d.cmd_bind_descriptor_sets(
-                inner.cmd,
-                vk::PipelineBindPoint::COMPUTE,
-                layout.layout,
-                0,
-                &[set],
-                &[],
-            );
-            d.cmd_push_constants(
-                inner.cmd,
-                layout.layout,
-                vk::ShaderStageFlags::COMPUTE,
-                0,
-                params,
-            );
-            d.cmd_dispatch(inner.cmd, groups.0, groups.1, 1);
-        }
+        let recorded = Dispatch {
+            set,
+            pipeline: pipeline.clone(),
+            bindings: bindings
+                .iter()
+                .map(|(b, a)| ((*b).clone(), *a == seam::ops::Access::Write))
+                .collect(),
+            params: *params,
+            groups,
+        };
+        inner.cmd_dispatch(&recorded);
         if !inner
             .pipelines
             .last()
@@ -347,6 +326,9 @@ impl CommandBuffer {
             .buffers
             .extend(bindings.iter().map(|(b, _)| (*b).clone()));
         inner.dispatches += 1;
+        if inner.reusable {
+            inner.log.push(Recorded::Dispatch(recorded));
+        }
         Ok(())
     }
 
@@ -404,6 +386,9 @@ impl CommandBuffer {
         };
         inner.buffers.push(src.clone());
         inner.buffers.push(dst.clone());
+        if inner.reusable {
+            inner.log.push(Recorded::Other);
+        }
         Ok(())
     }
 
@@ -475,6 +460,110 @@ impl CommandBuffer {
         Ok(())
     }
 
+    // ----- graph update (C13) -----
+
+    /// Whether `update(changes)` would be taken, checked without waiting:
+    /// this is an ended graph (reusable) command buffer of barriers and
+    /// dispatches only; each change names a recorded dispatch (a graph
+    /// records one per launch, in capture order) and keeps its pipeline and
+    /// the access of each binding; the new buffers are of this device and
+    /// within maxStorageBufferRange, the workgroup count within
+    /// maxComputeWorkGroupCount; and the command buffer with the new
+    /// bindings passes the barrier audit (a rebind that made two dispatches
+    /// alias unordered is refused). Nothing changes.
+    pub fn check_update(&self, changes: &[DispatchUpdate<'_>]) -> Result<(), ErrorKind> {
+        self.0.check_update(changes).map(drop)
+    }
+
+    /// Apply `changes` to the recorded dispatches, in place: each changed
+    /// dispatch's own descriptor set is rewritten (`vkUpdateDescriptorSets`)
+    /// and, where parameters change or the device cannot update a bound set
+    /// (`Inner::rerecords`), the command buffer is recorded again from its own log (the same sets, pipelines and
+    /// barriers; nothing allocated). Refused while a submission of it is
+    /// pending — the caller waits for the replays queued before the update,
+    /// which so run as recorded — and in every case
+    /// [`Self::check_update`] refuses; then nothing changes. If recording
+    /// again fails, the command buffer is left unsubmittable (never half
+    /// updated and executable). It then holds the buffers its dispatches
+    /// bind now, and its audit is of those.
+    pub fn update(&mut self, changes: &[DispatchUpdate<'_>]) -> Result<(), ErrorKind> {
+        const CALL: &str = "vkUpdateDescriptorSets";
+        let inner = self.inner(CALL)?;
+        let audit = inner.check_update(changes)?;
+        let rerecord = inner.rerecords(changes);
+        // Buffers first, then (if needed) the commands.
+        let mut infos: Vec<[vk::DescriptorBufferInfo; 1]> = Vec::new();
+        let mut targets: Vec<(vk::DescriptorSet, u32)> = Vec::new();
+        for c in changes {
+            let d = inner.dispatch(c.index)?;
+            for (i, ((new, _), (old, _))) in c.bindings.iter().zip(&d.bindings).enumerate() {
+                if !new.same(old) {
+                    infos.push([vk::DescriptorBufferInfo::default()
+                        .buffer(new.handle())
+                        .offset(0)
+                        .range(vk::WHOLE_SIZE)]);
+                    targets.push((d.set, i as u32));
+                }
+            }
+        }
+        let writes: Vec<_> = infos
+            .iter()
+            .zip(&targets)
+            .map(|(info, &(set, binding))| {
+                vk::WriteDescriptorSet::default()
+                    .dst_set(set)
+                    .dst_binding(binding)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .buffer_info(info)
+            })
+            .collect();
+        if !writes.is_empty() {
+            // SAFETY: every set is live (its pool is owned by this command
+            // buffer) and is bound only by this command buffer's own
+            // dispatch, which is not pending: no submission holds the
+            // command buffer (`inner` is unique) and eager batches never
+            // bind a graph's sets. Either its bindings were created
+            // UPDATE_UNUSED_WHILE_PENDING (`rebind_in_place`), so this
+            // executable command buffer stays valid, or the command buffer
+            // is recorded again below before any submission (`rerecords`).
+            // Each write targets a storage-buffer binding the set's layout
+            // has (binding counts checked), every buffer is live (held
+            // below), of this device, made with STORAGE_BUFFER usage and
+            // within maxStorageBufferRange (checked); `infos` outlives the
+            // call.
+            unsafe { inner.shared.device.update_descriptor_sets(&writes, &[]) };
+        }
+        for c in changes {
+            let d = inner.dispatch_mut(c.index)?;
+            d.bindings = c
+                .bindings
+                .iter()
+                .map(|(b, a)| ((*b).clone(), *a == seam::ops::Access::Write))
+                .collect();
+            d.params = c.params;
+            d.groups = c.groups;
+        }
+        inner.audit = audit;
+        // What it holds: every buffer a dispatch binds now, once each.
+        let mut seen = std::collections::HashSet::new();
+        let buffers: Vec<Buffer> = inner
+            .log
+            .iter()
+            .filter_map(|r| match r {
+                Recorded::Dispatch(d) => Some(&d.bindings),
+                _ => None,
+            })
+            .flatten()
+            .filter(|(b, _)| seen.insert(b.handle()))
+            .map(|(b, _)| b.clone())
+            .collect();
+        inner.buffers = buffers;
+        if rerecord {
+            inner.rerecord()?;
+        }
+        Ok(())
+    }
+
     // ----- for `Gpu::submit` -----
 
     pub(super) fn handle(&self) -> vk::CommandBuffer {
@@ -527,6 +616,278 @@ impl CommandBuffer {
     /// Another reference, for the submission that holds it.
     pub(super) fn clone_ref(&self) -> CommandBuffer {
         CommandBuffer(self.0.clone())
+    }
+}
+
+/// A rebind of one recorded dispatch (C13): what the launch records now.
+pub struct DispatchUpdate<'a> {
+    /// The dispatch's number in record order, from 0 (a graph records one
+    /// dispatch per launch, so it is the launch's index in capture order).
+    pub index: usize,
+    pub pipeline: &'a Pipeline,
+    pub bindings: Vec<(&'a Buffer, seam::ops::Access)>,
+    pub params: [u8; PUSH_CONSTANT_BYTES as usize],
+    pub groups: (u32, u32),
+}
+
+impl Inner {
+    /// Record the global compute/transfer barrier (`CommandBuffer::barrier`).
+    fn cmd_barrier(&self) {
+        debug_assert_eq!(self.state, State::Recording);
+        let stages = vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER;
+        let barrier = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
+            .dst_access_mask(
+                vk::AccessFlags::SHADER_READ
+                    | vk::AccessFlags::SHADER_WRITE
+                    | vk::AccessFlags::TRANSFER_READ
+                    | vk::AccessFlags::TRANSFER_WRITE,
+            )];
+        if self.state != State::Recording {
+            return;
+        }
+        // SAFETY: the command buffer is recording (checked), outside a
+        // render pass.
+        unsafe {
+            self.shared.device.cmd_pipeline_barrier(
+                self.cmd,
+                stages,
+                stages,
+                vk::DependencyFlags::empty(),
+                &barrier,
+                &[],
+                &[],
+            )
+        };
+    }
+
+    /// Record `d`: bind its pipeline and set, push its parameters, dispatch.
+    fn cmd_dispatch(&self, d: &Dispatch) {
+        debug_assert_eq!(self.state, State::Recording);
+        if self.state != State::Recording {
+            return;
+        }
+        let layout = &d.pipeline.0.layout;
+        let dev = &self.shared.device;
+        // SAFETY: the command buffer is recording (checked); pipeline,
+        // layout and set are live (`d` and this command buffer hold them)
+        // and compatible: the set was allocated with the pipeline's own set
+        // layout, every binding written (`Dispatch`'s invariant); the push
+        // range matches the layout's; the group counts are within limits.
+        unsafe {
+            dev.cmd_bind_pipeline(
+                self.cmd,
+                vk::PipelineBindPoint::COMPUTE,
+                d.pipeline.0.pipeline,
+            );
+            dev.cmd_bind_descriptor_sets(
+                self.cmd,
+                vk::PipelineBindPoint::COMPUTE,
+                layout.layout,
+                0,
+                &[d.set],
+                &[],
+            );
+            dev.cmd_push_constants(
+                self.cmd,
+                layout.layout,
+                vk::ShaderStageFlags::COMPUTE,
+                0,
+                &d.params,
+            );
+            dev.cmd_dispatch(self.cmd, d.groups.0, d.groups.1, 1);
+        }
+    }
+
+    /// Record the barrier that makes every write visible to the host, and
+    /// end recording.
+    fn cmd_end(&mut self) -> Result<(), ErrorKind> {
+        if self.state != State::Recording {
+            return Err(ErrorKind::driver(
+                "vkEndCommandBuffer",
+                "the command buffer is not recording",
+            ));
+        }
+        let d = &self.shared.device;
+        let barrier = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
+            .dst_access_mask(vk::AccessFlags::HOST_READ)];
+        // SAFETY: the command buffer is recording (checked), outside a
+        // render pass.
+        unsafe {
+            d.cmd_pipeline_barrier(
+                self.cmd,
+                vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER,
+                vk::PipelineStageFlags::HOST,
+                vk::DependencyFlags::empty(),
+                &barrier,
+                &[],
+                &[],
+            )
+        };
+        // SAFETY: the command buffer is recording (checked).
+        unsafe { d.end_command_buffer(self.cmd) }.map_err(drv("vkEndCommandBuffer"))?;
+        self.state = State::Executable;
+        Ok(())
+    }
+
+    /// The `index`-th dispatch of the log.
+    fn dispatch(&self, index: usize) -> Result<&Dispatch, ErrorKind> {
+        self.log
+            .iter()
+            .filter_map(|r| match r {
+                Recorded::Dispatch(d) => Some(d),
+                _ => None,
+            })
+            .nth(index)
+            .ok_or_else(|| ErrorKind::driver("vkUpdateDescriptorSets", "no such dispatch"))
+    }
+
+    fn dispatch_mut(&mut self, index: usize) -> Result<&mut Dispatch, ErrorKind> {
+        self.log
+            .iter_mut()
+            .filter_map(|r| match r {
+                Recorded::Dispatch(d) => Some(d),
+                _ => None,
+            })
+            .nth(index)
+            .ok_or_else(|| ErrorKind::driver("vkUpdateDescriptorSets", "no such dispatch"))
+    }
+
+    /// Whether `update(changes)` records the command buffer again: a change
+    /// of push constants or workgroup count (recorded in it), or of buffers
+    /// on a device without `descriptorBindingUpdateUnusedWhilePending`,
+    /// where updating a bound set invalidates the command buffer. Otherwise
+    /// only descriptor sets are rewritten.
+    fn rerecords(&self, changes: &[DispatchUpdate<'_>]) -> bool {
+        changes.iter().any(|c| {
+            self.dispatch(c.index).is_ok_and(|d| {
+                d.params != c.params
+                    || d.groups != c.groups
+                    || (!self.shared.rebind_in_place
+                        && c.bindings
+                            .iter()
+                            .zip(&d.bindings)
+                            .any(|((n, _), (o, _))| !n.same(o)))
+            })
+        })
+    }
+
+    /// Record the command buffer again from its log: the same barriers and
+    /// dispatches (each with its own set), then `end`'s host barrier.
+    fn rerecord(&mut self) -> Result<(), ErrorKind> {
+        let shared = self.shared.clone();
+        let d = &shared.device;
+        // Until it is executable again, a submission is refused.
+        self.state = State::Initial;
+        // SAFETY: the command buffer is not pending (the caller holds the
+        // only reference) and nothing else records from this pool; its
+        // descriptor pools are not reset, so the sets it binds stay.
+        unsafe { d.reset_command_pool(self.pool, vk::CommandPoolResetFlags::empty()) }
+            .map_err(drv("vkResetCommandPool"))?;
+        let info = vk::CommandBufferBeginInfo::default()
+            .flags(vk::CommandBufferUsageFlags::SIMULTANEOUS_USE);
+        // SAFETY: the command buffer is in the initial state (its pool was
+        // just reset) and its pool is used only here.
+        unsafe { d.begin_command_buffer(self.cmd, &info) }.map_err(drv("vkBeginCommandBuffer"))?;
+        self.state = State::Recording;
+        for r in &self.log {
+            match r {
+                Recorded::Barrier => self.cmd_barrier(),
+                Recorded::Dispatch(d) => self.cmd_dispatch(d),
+                Recorded::Other => {
+                    return Err(ErrorKind::driver(
+                        "vkBeginCommandBuffer",
+                        "a copy cannot be recorded again",
+                    ))
+                }
+            }
+        }
+        self.cmd_end()
+    }
+
+    /// See [`CommandBuffer::check_update`]; returns the audit of the log
+    /// with the new bindings.
+    fn check_update(&self, changes: &[DispatchUpdate<'_>]) -> Result<Audit, ErrorKind> {
+        const CALL: &str = "vkUpdateDescriptorSets";
+        let refuse = |why: String| Err(ErrorKind::driver(CALL, why));
+        if !self.reusable || self.state != State::Executable {
+            return refuse("only an ended graph command buffer is updated".into());
+        }
+        if self.log.iter().any(|r| matches!(r, Recorded::Other)) || !self.queries.is_empty() {
+            return refuse(
+                "the command buffer records a copy or a query, which an update does not patch"
+                    .into(),
+            );
+        }
+        let adapter = &self.shared.adapter;
+        for c in changes {
+            let d = self.dispatch(c.index)?;
+            if !Arc::ptr_eq(&d.pipeline.0, &c.pipeline.0) {
+                return refuse(format!("dispatch #{}: another pipeline", c.index));
+            }
+            if c.bindings.len() != d.bindings.len()
+                || c.bindings
+                    .iter()
+                    .zip(&d.bindings)
+                    .any(|((_, n), (_, w))| (*n == seam::ops::Access::Write) != *w)
+            {
+                return refuse(format!("dispatch #{}: other bindings", c.index));
+            }
+            if c.bindings.iter().any(|(b, _)| !b.of(&self.shared)) {
+                return refuse("a buffer of another device".into());
+            }
+            if let Some((b, _)) = c
+                .bindings
+                .iter()
+                .find(|(b, _)| b.size() > adapter.max_storage_buffer_range)
+            {
+                return refuse(format!(
+                    "a {}-byte buffer exceeds maxStorageBufferRange",
+                    b.size()
+                ));
+            }
+            if c.groups.0 > adapter.max_group_count[0] || c.groups.1 > adapter.max_group_count[1] {
+                return refuse(format!(
+                    "{:?} workgroups exceed maxComputeWorkGroupCount {:?}",
+                    c.groups, adapter.max_group_count
+                ));
+            }
+        }
+        // The audit again, over every command with the new bindings.
+        let mut audit = Audit::default();
+        let mut n = 0;
+        for r in &self.log {
+            match r {
+                Recorded::Barrier => audit.barrier(),
+                Recorded::Dispatch(d) => {
+                    let accesses: Vec<(u64, bool)> =
+                        match changes.iter().rev().find(|c| c.index == n) {
+                            Some(c) => c
+                                .bindings
+                                .iter()
+                                .map(|(b, a)| {
+                                    (
+                                        vk::Handle::as_raw(b.handle()),
+                                        *a == seam::ops::Access::Write,
+                                    )
+                                })
+                                .collect(),
+                            None => d
+                                .bindings
+                                .iter()
+                                .map(|(b, w)| (vk::Handle::as_raw(b.handle()), *w))
+                                .collect(),
+                        };
+                    n += 1;
+                    audit
+                        .command("dispatch", &accesses)
+                        .map_err(|h| ErrorKind::driver(CALL, format!("after the update: {h}")))?;
+                }
+                Recorded::Other => return refuse("a copy in the command buffer".into()),
+            }
+        }
+        Ok(audit)
     }
 }
 

@@ -26,6 +26,11 @@ pub(super) struct Shared {
     leaked: AtomicBool,
     /// Every submission up to this serial has completed.
     completed: AtomicU64,
+    /// `descriptorBindingUpdateUnusedWhilePending` is enabled and every
+    /// set layout's bindings are UPDATE_UNUSED_WHILE_PENDING, so a graph's
+    /// descriptor set can be rewritten while its command buffer is
+    /// executable (not pending) without invalidating it (C13 rebinds).
+    pub(super) rebind_in_place: bool,
     /// Keeps the process-wide instance alive; dropped after the device.
     _instance: Arc<Instance>,
 }
@@ -172,10 +177,17 @@ impl Gpu {
         let queues = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(adapter.queue_family)
             .queue_priorities(&priorities)];
-        let info = vk::DeviceCreateInfo::default().queue_create_infos(&queues);
+        let rebind_in_place = super::descriptors::update_unused_while_pending(&instance, &adapter);
+        let mut indexing = vk::PhysicalDeviceDescriptorIndexingFeatures::default()
+            .descriptor_binding_update_unused_while_pending(true);
+        let mut info = vk::DeviceCreateInfo::default().queue_create_infos(&queues);
+        if rebind_in_place {
+            info = info.push_next(&mut indexing);
+        }
         // SAFETY: `adapter.phys` was enumerated from this live instance
-        // (checked above);
-        // `info` and its queue array live across the call.
+        // (checked above); the feature chained is one the device reports
+        // (Vulkan 1.2 on both sides: `update_unused_while_pending`);
+        // `info`, its queue array and its chain live across the call.
         let device = unsafe { instance.instance.create_device(adapter.phys, &info, None) }
             .map_err(drv("vkCreateDevice"))?;
         // SAFETY: the device was created with one queue of this family.
@@ -187,6 +199,7 @@ impl Gpu {
                 validation: instance.validating(),
                 leaked: AtomicBool::new(false),
                 completed: AtomicU64::new(0),
+                rebind_in_place,
                 _instance: instance,
             }),
             queue,
@@ -227,8 +240,17 @@ impl Gpu {
                     .stage_flags(vk::ShaderStageFlags::COMPUTE)
             })
             .collect();
-        let info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&list);
-        // SAFETY: valid create info living across the call.
+        // Bindings a rebind may rewrite once no replay is pending (C13).
+        let flags = vec![vk::DescriptorBindingFlags::UPDATE_UNUSED_WHILE_PENDING; bindings];
+        let mut binding_flags =
+            vk::DescriptorSetLayoutBindingFlagsCreateInfo::default().binding_flags(&flags);
+        let mut info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&list);
+        if self.shared.rebind_in_place {
+            info = info.push_next(&mut binding_flags);
+        }
+        // SAFETY: valid create info living across the call; the binding
+        // flags (one per binding) only where the device has the feature
+        // enabled (`rebind_in_place`).
         let set_layout = unsafe { d.create_descriptor_set_layout(&info, None) }
             .map_err(drv("vkCreateDescriptorSetLayout"))?;
         let set_layouts = [set_layout];
@@ -473,17 +495,47 @@ impl Gpu {
         reset.map_err(drv("vkResetFences"))
     }
 
+    /// Wait until no submission of `cmd` is pending: for every submission
+    /// up to its last one (earlier ones too, so they can be collected in
+    /// order), at most [`FENCE_TIMEOUT_NS`]. Then none holds `cmd`.
+    pub fn wait_for(&mut self, cmd: &CommandBuffer) -> Result<(), ErrorKind> {
+        let last = cmd.last_serial();
+        self.poll()?;
+        let fences: Vec<vk::Fence> = self
+            .in_flight
+            .iter()
+            .take_while(|s| s.serial <= last)
+            .map(|s| s.fence)
+            .collect();
+        if !fences.is_empty() {
+            self.wait_fences(&fences)?;
+        }
+        while self.in_flight.front().is_some_and(|s| s.serial <= last) {
+            self.collect_front()?;
+        }
+        Ok(())
+    }
+
     /// Wait for every submission, at most [`FENCE_TIMEOUT_NS`].
     pub fn wait_idle(&mut self) -> Result<(), ErrorKind> {
         let fences: Vec<vk::Fence> = self.in_flight.iter().map(|s| s.fence).collect();
         if fences.is_empty() {
             return Ok(());
         }
+        self.wait_fences(&fences)?;
+        while !self.in_flight.is_empty() {
+            self.collect_front()?;
+        }
+        Ok(())
+    }
+
+    /// Wait for all of `fences`, at most [`FENCE_TIMEOUT_NS`].
+    fn wait_fences(&self, fences: &[vk::Fence]) -> Result<(), ErrorKind> {
         // SAFETY: live fences owned by this `Gpu`.
         match unsafe {
             self.shared
                 .device
-                .wait_for_fences(&fences, true, FENCE_TIMEOUT_NS)
+                .wait_for_fences(fences, true, FENCE_TIMEOUT_NS)
         } {
             Ok(()) => {}
             Err(vk::Result::TIMEOUT) => {
@@ -496,9 +548,6 @@ impl Gpu {
                 ))
             }
             Err(e) => return Err(ErrorKind::driver("vkWaitForFences", e)),
-        }
-        while !self.in_flight.is_empty() {
-            self.collect_front()?;
         }
         Ok(())
     }

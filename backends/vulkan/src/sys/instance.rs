@@ -10,7 +10,7 @@ pub struct Instance {
     entry: ash::Entry,
     pub(super) instance: ash::Instance,
     /// Instance API version actually requested (≥ 1.1 enables properties2).
-    api: u32,
+    pub(super) api: u32,
     /// The validation messenger, when `SEAM_VULKAN_VALIDATION` is set.
     messenger: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
 }

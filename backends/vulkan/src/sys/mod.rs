@@ -36,12 +36,13 @@ pub(crate) fn drv(call: &'static str) -> impl Fn(vk::Result) -> ErrorKind {
 
 mod audit;
 mod command;
+mod descriptors;
 mod device;
 mod instance;
 mod memory;
 mod validation;
 
-pub use command::CommandBuffer;
+pub use command::{CommandBuffer, DispatchUpdate};
 pub use device::{Gpu, Pipeline, QueryPool};
 pub use instance::{Adapter, Instance};
 pub use memory::Buffer;
