@@ -29,7 +29,14 @@ fn vals(n: usize, k: f32) -> Vec<f32> {
 /// Mutation: `apply` in core/src/device/update.rs updating its tables but
 /// neither patching nor re-recording the backend's graph (the backend's
 /// `update_launches` answer replaced by `Ok`) → red on cpu:0 at "rebound
-/// replay vs a fresh capture over the new buffers: they differ".
+/// replay vs a fresh capture over the new buffers: they differ". Vulkan:
+/// rewriting a bound descriptor set on a device without
+/// `descriptorBindingUpdateUnusedWhilePending` and not recording the
+/// command buffer again → green on lavapipe, red on vulkan:0 under
+/// `SEAM_VULKAN_VALIDATION=sync` at "drop: validation: replay: … [
+/// UNASSIGNED-CoreValidation-DrawState-InvalidCommandBuffer-VkDescriptorSet
+/// ] … invalid because bound VkDescriptorSet 0x…[] was destroyed or
+/// updated".
 pub const C13_REBIND_EQUALS_FRESH_CAPTURE: Case = Case {
     name: "c13_rebind_equals_fresh_capture",
     rule: Rule::C13,
@@ -78,7 +85,14 @@ pub const C13_REBIND_EQUALS_FRESH_CAPTURE: Case = Case {
 /// only when no queued replay holds it (`Arc::get_mut`) and returning Ok
 /// otherwise (HIP's "success while keeping the stale packet") → red on
 /// cpu:0 at "the three replays before the rebind: [4, …] != [3, …]" (the
-/// replay after the rebind still ran on the old buffer).
+/// replay after the rebind still ran on the old buffer). Vulkan: the
+/// backend's `update_launches` rewriting the graph's descriptor sets
+/// without waiting for its pending replays → red on vulkan:0 (lavapipe) at
+/// "the three replays before the rebind: [1, …] != [3, …]" (3 of 4 runs:
+/// the queued replays read the new sets when they ran), and every run
+/// under `SEAM_VULKAN_VALIDATION=sync` at "update_launches: Validation
+/// Error: [ VUID-vkUpdateDescriptorSets-None-03047 ] … in use by a command
+/// buffer".
 pub const C13_QUEUED_REPLAYS_KEEP_OLD_BINDINGS: Case = Case {
     name: "c13_queued_replays_keep_old_bindings",
     rule: Rule::C13,
@@ -235,10 +249,10 @@ pub const C13_BAD_UPDATES_REFUSED: Case = Case {
 /// graph still computes.
 ///
 /// Mutations: `rerecord` (core's emulated update) not destroying the graph
-/// it replaced → red on vulkan:0 and wgpu:0 (lavapipe), which update by
-/// re-recording, at "backend graphs after 10,000 rebinds: 10001 != 1"; the
-/// CPU backend's in-place update leaving a copy of the graph behind → red
-/// on cpu:0 with the same message.
+/// it replaced → red on wgpu:0 (lavapipe), which updates by re-recording
+/// (vulkan:0 too, before it patched in place), at "backend graphs after
+/// 10,000 rebinds: 10001 != 1"; the CPU backend's in-place update leaving
+/// a copy of the graph behind → red on cpu:0 with the same message.
 pub const C13_REBINDS_LEAVE_RESOURCES_FLAT: Case = Case {
     name: "c13_rebinds_leave_resources_flat",
     rule: Rule::C13,
