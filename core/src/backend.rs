@@ -103,6 +103,10 @@ impl DeviceInfo {
 pub struct ResourceCounts {
     pub buffers: usize,
     pub graphs: usize,
+    /// Device bytes the backend holds for buffers (as allocated: a backend
+    /// that rounds sizes up counts the rounded size). Frees it has accepted
+    /// count as given back even if the memory is released later.
+    pub bytes: u64,
 }
 
 /// The seam. Object-safe; core holds it as `Box<dyn Backend>` behind a lock,

@@ -136,6 +136,8 @@ impl Backend for NullBackend {
         ResourceCounts {
             buffers: self.buffers.len(),
             graphs: self.graphs.len() + usize::from(self.current),
+            // A recorder holds no device memory.
+            bytes: 0,
         }
     }
     fn begin_timed(&mut self, _: u64) -> Result<(), ErrorKind> {

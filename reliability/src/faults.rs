@@ -268,6 +268,7 @@ fn post_check(dev: Device, plan: &FaultPlan) -> Result<(), String> {
     let want = ResourceCounts {
         buffers: 0,
         graphs: current,
+        bytes: 0,
     };
     if live.buffers != 0 || live.graphs != 0 || live.capturing || live.backend != want {
         return Err(format!(

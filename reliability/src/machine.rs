@@ -372,6 +372,8 @@ impl Run {
         let backend = ResourceCounts {
             buffers: m.buffers,
             graphs: m.graphs + usize::from(m.current_exec),
+            // The model does not size buffers.
+            bytes: l.backend.bytes,
         };
         if l.buffers != m.buffers
             || l.graphs != m.graphs
@@ -430,6 +432,7 @@ impl Run {
         let want = ResourceCounts {
             buffers: 0,
             graphs: current,
+            bytes: 0,
         };
         match plan.live_at_drop() {
             Some(got) if got == want => {}

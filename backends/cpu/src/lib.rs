@@ -135,6 +135,8 @@ pub struct CpuBackend {
     next: u64,
     /// Buffers allocated and not yet freed (frees are queued, so count here).
     live_buffers: usize,
+    /// Bytes of those buffers.
+    live_bytes: u64,
     timing: bool,
     marks: Marks,
 }
@@ -166,6 +168,7 @@ impl CpuBackend {
             graphs: HashMap::new(),
             next: 1,
             live_buffers: 0,
+            live_bytes: 0,
             timing: false,
             marks,
         }
@@ -198,12 +201,21 @@ impl Backend for CpuBackend {
             .unwrap_or_else(|p| p.into_inner())
             .insert(id, vec![0xA5; bytes]);
         self.live_buffers += 1;
+        self.live_bytes += bytes as u64;
         Ok(RawBuffer(id))
     }
 
     fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
+        // The queue has not freed it yet (the free is queued behind this).
+        let bytes = self
+            .mem
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&buffer.0)
+            .map_or(0, |b| b.len() as u64);
         self.send(Command::Free { buffer: buffer.0 })?;
         self.live_buffers -= 1;
+        self.live_bytes -= bytes;
         Ok(())
     }
 
@@ -345,6 +357,7 @@ impl Backend for CpuBackend {
         ResourceCounts {
             buffers: self.live_buffers,
             graphs: self.graphs.len() + usize::from(self.current.is_some()),
+            bytes: self.live_bytes,
         }
     }
 

@@ -478,6 +478,7 @@ impl Backend for MetalBackend {
         ResourceCounts {
             buffers: self.buffers.len(),
             graphs: self.graphs.len() + usize::from(self.current.is_some()),
+            bytes: self.buffers.values().map(|b| b.len() as u64).sum(),
         }
     }
 }

@@ -26,6 +26,8 @@ pub struct StreamBackend<D: StreamDriver, T: Toolchain<D>> {
     timer: EventTimer<D>,
     kernels: HashMap<(OpKind, DType), D::Function>,
     buffers: HashMap<u64, D::Memory>,
+    /// Bytes of each live buffer (`ResourceCounts::bytes`).
+    sizes: HashMap<u64, u64>,
     /// Buffers the open capture, the current exec and each handle launch.
     users: Users,
     toolchain: T,
@@ -90,6 +92,7 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
             timer: EventTimer::new(),
             kernels: HashMap::new(),
             buffers: HashMap::new(),
+            sizes: HashMap::new(),
             users: Users::default(),
             toolchain,
             driver,
@@ -332,6 +335,7 @@ where
         let id = self.next_id;
         self.next_id += 1;
         self.buffers.insert(id, mem);
+        self.sizes.insert(id, bytes as u64);
         Ok(RawBuffer(id))
     }
 
@@ -348,6 +352,7 @@ where
         self.quiesce()?;
         if let Some(mem) = self.buffers.remove(&buffer.0) {
             self.driver.free(mem);
+            self.sizes.remove(&buffer.0);
         }
         Ok(())
     }
@@ -478,6 +483,7 @@ where
         ResourceCounts {
             buffers: self.buffers.len(),
             graphs: self.graphs.live(),
+            bytes: self.sizes.values().sum(),
         }
     }
 

@@ -194,7 +194,8 @@ fn a_launch_while_capturing_is_recorded_into_the_graph() {
         b.live_resources(),
         ResourceCounts {
             buffers: 3,
-            graphs: 1
+            graphs: 1,
+            bytes: 48
         }
     );
     assert_clean(&d);
@@ -409,7 +410,8 @@ fn an_update_patches_the_exec_for_later_launches_only() {
         b.live_resources(),
         ResourceCounts {
             buffers: 6,
-            graphs: 1
+            graphs: 1,
+            bytes: 192
         }
     );
     // The graph now holds `p`, and no longer `x`.

@@ -493,6 +493,7 @@ impl Backend for WgpuBackend {
         ResourceCounts {
             buffers: self.buffers.len(),
             graphs: self.graphs.len() + usize::from(self.current.is_some()),
+            bytes: self.buffers.values().map(|b| b.size).sum(),
         }
     }
 }

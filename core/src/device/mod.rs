@@ -37,6 +37,9 @@ pub struct Live {
     /// Whether the device holds a current exec ([`GraphRef::Current`]).
     pub current_exec: bool,
     pub capturing: bool,
+    /// Bytes of core's live buffers (elements × element size), released
+    /// ones not yet freed included.
+    pub bytes: u64,
     pub backend: ResourceCounts,
 }
 
@@ -376,6 +379,11 @@ impl Device {
             graphs: st.graphs.len(),
             current_exec: st.current.is_some(),
             capturing: st.capture.is_some(),
+            bytes: st
+                .buffers
+                .values()
+                .map(|b| (b.meta.len * b.meta.dtype.size()) as u64)
+                .sum(),
             backend: st.backend.live_resources(),
         }
     }

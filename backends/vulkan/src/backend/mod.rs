@@ -411,6 +411,7 @@ impl Backend for VulkanBackend {
         ResourceCounts {
             buffers: self.buffers.len(),
             graphs: self.graphs.len() + usize::from(self.current.is_some()),
+            bytes: self.buffers.values().map(|b| b.size()).sum(),
         }
     }
 
