@@ -109,6 +109,15 @@ fn decode_stack(d: &Device, mode: Mode) -> Result<Vec<u8>, Failure> {
 ///
 /// Mutation: change the CPU reference's silu to `x / (1 + exp(x))` → red
 /// on every non-CPU device; on cpu:0 itself C11_KNOWN_VALUES goes red.
+///
+/// rms_norm's workload uses eps = 0.25 (`workloads.rs`), so a backend that
+/// ignores eps is far outside the tolerance (with eps = 1e-5, the value it
+/// had before, both mutations below passed). Mutations: make the CPU
+/// backend record rms_norm with eps = `f32::MIN_POSITIVE` → red on cpu:0
+/// at "::captured: rms_norm/f32 vs CPU reference: element 0:
+/// 0.5428239107131958 vs reference 0.4986157715320587 (|diff| 0.0442… >
+/// bound 0.0000059…)"; drop `+ p.s0` in `kernels/wgsl/rms_norm.wgsl` → the
+/// same red (0.5428240299224854) on vulkan:0 and wgpu:0 (lavapipe).
 pub const C11_EVERY_OP_AGREES_WITH_CPU: Case = Case {
     name: "c11_every_op_agrees_with_cpu",
     rule: Rule::C11,
