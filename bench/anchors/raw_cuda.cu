@@ -331,8 +331,9 @@ static void updates(const Ctx& c, std::vector<Node>& step, const Meta& m, double
     } else {
         // One step from the same input on x (plain) and on x2 (patched) agrees bit for bit.
         std::vector<char> a(bytes), b(bytes);
-        CU(cuMemcpyDtoD(fresh, x, bytes));
-        CU(cuMemcpyDtoD(x2, x, bytes));
+        // (on the arm's stream: a non-blocking stream does not wait for the legacy one)
+        CU(cuMemcpyDtoDAsync(fresh, x, bytes, c.s));
+        CU(cuMemcpyDtoDAsync(x2, x, bytes, c.s));
         for (auto& pa : pt) CU(cuGraphExecKernelNodeSetParams(moving, pa.node, &pa.p[1]));
         CU(cuGraphLaunch(plain, c.s));
         CU(cuGraphLaunch(moving, c.s));

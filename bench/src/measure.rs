@@ -745,11 +745,12 @@ fn backend(slot: &DeviceSlot, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
     let dev = slot.device().map_err(err)?;
     let info = dev.info();
     out.comment(&format!(
-        "seam {}: {} ({}), capture {:?}, opened in {:.0} us",
+        "seam {}: {} ({}), capture {:?}, update {:?}, opened in {:.0} us",
         slot.id,
         info.name,
         info.driver,
         dev.capture_support(),
+        dev.update_support(),
         us(t)
     ));
     dev.prepare(&[
