@@ -57,11 +57,16 @@
 //!   timing is on or spans are pending; see `backend/timing.rs`.
 //! - **Pipelines** are created lazily per (op, variant) and cached; `prepare`
 //!   creates them ahead of a capture (C7).
+//! - **Subnormals.** Where the device reports `shaderDenormPreserveFloat32`
+//!   (Vulkan 1.2) every module is compiled with SPIR-V `DenormPreserve 32`
+//!   (`float_controls.rs` patches naga's output) and the device declares
+//!   `Subnormals::Preserved`; elsewhere `MayFlush`, with the reason (C11).
 //!
 //! `unsafe` lives only in `sys`, each block with its `SAFETY` reason.
 
 mod backend;
 mod dispatch;
+mod float_controls;
 #[allow(unsafe_code)]
 mod sys;
 

@@ -227,6 +227,15 @@ impl Backend for VulkanBackend {
         CaptureSupport::Native
     }
 
+    /// Preserved exactly where every pipeline is compiled with
+    /// `DenormPreserve 32` (`sys::Gpu::compute_pipeline`).
+    fn subnormals(&self) -> seam::Subnormals {
+        match &self.gpu.adapter().denorm_preserve_f32 {
+            Ok(()) => seam::Subnormals::Preserved,
+            Err(why) => seam::Subnormals::MayFlush(why.clone()),
+        }
+    }
+
     fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
         self.validated("alloc", |b| {
             // Kernels address every buffer as 32-bit words.

@@ -283,7 +283,10 @@ impl Gpu {
     /// A compute pipeline for entry point `entry` of the SPIR-V module
     /// `words`, whose kernel binds `bindings` storage buffers (set 0,
     /// bindings 0..n) and the push-constant block. The module is validated:
-    /// naga produced it at build time and `seam-kernels` checks it.
+    /// naga produced it at build time and `seam-kernels` checks it. Where
+    /// the adapter can preserve f32 subnormals
+    /// ([`Adapter::denorm_preserve_f32`]) the module is compiled with
+    /// `DenormPreserve 32` on every entry point (`float_controls.rs`).
     pub fn compute_pipeline(
         &mut self,
         bindings: usize,
@@ -291,9 +294,22 @@ impl Gpu {
         entry: &CStr,
     ) -> Result<Pipeline, ErrorKind> {
         let layout = self.layout(bindings)?;
+        let patched;
+        let words = if self.shared.adapter.denorm_preserve_f32.is_ok() {
+            patched = crate::float_controls::denorm_preserve_f32(words)
+                .map_err(|e| ErrorKind::driver("vkCreateShaderModule", e))?;
+            &patched[..]
+        } else {
+            words
+        };
         let d = &self.shared.device;
         let info = vk::ShaderModuleCreateInfo::default().code(words);
-        // SAFETY: `words` is a SPIR-V module produced and validated by naga.
+        // SAFETY: `words` is a SPIR-V module produced and validated by naga,
+        // patched only with float controls the device supports: the
+        // DenormPreserve capability and its execution mode (SPV_KHR_float_controls,
+        // core in the Vulkan 1.2 the adapter check requires) where it reports
+        // shaderDenormPreserveFloat32 (unit-tested on every module, and
+        // accepted by spirv-val for vulkan1.2).
         let module =
             unsafe { d.create_shader_module(&info, None) }.map_err(drv("vkCreateShaderModule"))?;
         let stage = vk::PipelineShaderStageCreateInfo::default()

@@ -46,6 +46,11 @@ pub struct Adapter {
     pub timestamp_valid_bits: u32,
     /// Nanoseconds per timestamp tick (`limits.timestampPeriod`).
     pub timestamp_period: f32,
+    /// Whether kernels can be compiled with SPIR-V `DenormPreserve` for
+    /// 32-bit floats (the device reports `shaderDenormPreserveFloat32`, at
+    /// Vulkan ≥ 1.2 on both the instance and the device); `Err` says why not.
+    /// [`super::Gpu::compute_pipeline`] patches every module where it is `Ok`.
+    pub denorm_preserve_f32: Result<(), String>,
 }
 
 impl Instance {
@@ -186,9 +191,38 @@ impl Instance {
                 max_group_count: props.limits.max_compute_work_group_count,
                 timestamp_valid_bits,
                 timestamp_period: props.limits.timestamp_period,
+                denorm_preserve_f32: self.denorm_preserve_f32(pd, props.api_version),
             });
         }
         Ok(out)
+    }
+
+    /// Whether the device preserves f32 subnormals under SPIR-V
+    /// `DenormPreserve` (`VkPhysicalDeviceFloatControlsProperties`, Vulkan
+    /// 1.2 core; the instance must ask for 1.2 too, or the device's 1.2
+    /// functionality is not available to it).
+    fn denorm_preserve_f32(&self, pd: vk::PhysicalDevice, device_api: u32) -> Result<(), String> {
+        let v = |v: u32| format!("{}.{}", vk::api_version_major(v), vk::api_version_minor(v));
+        if self.api < vk::API_VERSION_1_2 || device_api < vk::API_VERSION_1_2 {
+            return Err(format!(
+                "float controls need Vulkan 1.2 (instance {}, device {}): kernels run without DenormPreserve",
+                v(self.api),
+                v(device_api)
+            ));
+        }
+        let mut fc = vk::PhysicalDeviceFloatControlsProperties::default();
+        let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut fc);
+        // SAFETY: the instance and the device are ≥ 1.2 (properties2 and the
+        // float-controls properties are core); the chain lives across the call.
+        unsafe {
+            self.instance
+                .get_physical_device_properties2(pd, &mut props2)
+        };
+        if fc.shader_denorm_preserve_float32 == vk::TRUE {
+            Ok(())
+        } else {
+            Err("the device reports shaderDenormPreserveFloat32 = false".into())
+        }
     }
 
     /// Driver name and info (Vulkan 1.2 driver properties), where available.

@@ -1,0 +1,276 @@
+//! SPIR-V float controls after naga (issue 17). naga 30 emits no
+//! `SPV_KHR_float_controls` execution modes and has no option for them, so
+//! on a device that reports `shaderDenormPreserveFloat32` the module naga
+//! made at build time is patched before `vkCreateShaderModule`:
+//!
+//! - `OpCapability DenormPreserve` after the module's capabilities;
+//! - `OpExtension "SPV_KHR_float_controls"` when the module's version is
+//!   below 1.4 (where the capability became core);
+//! - `OpExecutionMode %entry DenormPreserve 32` for every entry point.
+//!
+//! No id is added, so the header's bound stays. Each instruction goes where
+//! SPIR-V's logical layout puts it (capabilities, extensions, imports,
+//! memory model, entry points, execution modes, …), which the unit tests
+//! check on every module of `seam-kernels` and `spirv-val` confirmed
+//! (docs/vulkan.md).
+
+/// `OpExtension`.
+const OP_EXTENSION: u32 = 10;
+/// `OpCapability`.
+const OP_CAPABILITY: u32 = 17;
+/// `OpEntryPoint`.
+const OP_ENTRY_POINT: u32 = 15;
+/// `OpExecutionMode`.
+const OP_EXECUTION_MODE: u32 = 16;
+/// `OpExecutionModeId` (SPIR-V 1.2).
+const OP_EXECUTION_MODE_ID: u32 = 331;
+/// Capability `DenormPreserve` (SPV_KHR_float_controls).
+pub const CAPABILITY_DENORM_PRESERVE: u32 = 4464;
+/// Execution mode `DenormPreserve` (its operand: the float width).
+pub const MODE_DENORM_PRESERVE: u32 = 4459;
+const EXTENSION: &str = "SPV_KHR_float_controls";
+const MAGIC: u32 = 0x0723_0203;
+const HEADER_WORDS: usize = 5;
+
+/// One instruction: (offset of its first word, opcode, word count).
+fn instructions(words: &[u32]) -> Result<Vec<(usize, u32, usize)>, String> {
+    if words.len() < HEADER_WORDS || words[0] != MAGIC {
+        return Err("not a SPIR-V module (bad magic or no header)".into());
+    }
+    let mut out = Vec::new();
+    let mut at = HEADER_WORDS;
+    while at < words.len() {
+        let count = (words[at] >> 16) as usize;
+        if count == 0 || at + count > words.len() {
+            return Err(format!(
+                "instruction at word {at} has a bad word count {count}"
+            ));
+        }
+        out.push((at, words[at] & 0xffff, count));
+        at += count;
+    }
+    Ok(out)
+}
+
+/// A SPIR-V literal string: UTF-8, NUL-terminated, padded to whole words.
+fn literal(s: &str) -> Vec<u32> {
+    let mut bytes = s.as_bytes().to_vec();
+    bytes.push(0);
+    while !bytes.len().is_multiple_of(4) {
+        bytes.push(0);
+    }
+    bytes
+        .chunks(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+fn instruction(op: u32, operands: &[u32]) -> Vec<u32> {
+    let mut v = vec![(((operands.len() + 1) as u32) << 16) | op];
+    v.extend_from_slice(operands);
+    v
+}
+
+/// `words` with 32-bit `DenormPreserve` on every entry point. Idempotent:
+/// what the module already has is not added twice. An error if the words
+/// are not a well-formed module with at least one entry point.
+pub fn denorm_preserve_f32(words: &[u32]) -> Result<Vec<u32>, String> {
+    let insts = instructions(words)?;
+    let version = words[1];
+    let (major, minor) = ((version >> 16) & 0xff, (version >> 8) & 0xff);
+    let needs_extension = (major, minor) < (1, 4);
+    let operand = |at: usize, i: usize| words[at + 1 + i];
+    let has_capability = insts.iter().any(|&(at, op, n)| {
+        op == OP_CAPABILITY && n == 2 && operand(at, 0) == CAPABILITY_DENORM_PRESERVE
+    });
+    let has_extension = insts
+        .iter()
+        .any(|&(at, op, n)| op == OP_EXTENSION && words[at + 1..at + n] == literal(EXTENSION)[..]);
+    let entries: Vec<u32> = insts
+        .iter()
+        .filter(|&&(_, op, _)| op == OP_ENTRY_POINT)
+        .map(|&(at, _, _)| operand(at, 1))
+        .collect();
+    if entries.is_empty() {
+        return Err("the module has no entry point".into());
+    }
+    let has_mode = |entry: u32| {
+        insts.iter().any(|&(at, op, n)| {
+            op == OP_EXECUTION_MODE
+                && n == 4
+                && operand(at, 0) == entry
+                && operand(at, 1) == MODE_DENORM_PRESERVE
+                && operand(at, 2) == 32
+        })
+    };
+    // Where each new instruction goes: after the last capability; after the
+    // last capability or extension; after the last entry point or
+    // execution mode.
+    let last = |pred: &dyn Fn(u32) -> bool| {
+        insts
+            .iter()
+            .filter(|&&(_, op, _)| pred(op))
+            .map(|&(at, _, n)| at + n)
+            .max()
+    };
+    let after_caps = last(&|op| op == OP_CAPABILITY)
+        .ok_or("the module declares no capability (not a shader module)")?;
+    let after_exts = last(&|op| op == OP_CAPABILITY || op == OP_EXTENSION).unwrap_or(after_caps);
+    let after_modes =
+        last(&|op| op == OP_ENTRY_POINT || op == OP_EXECUTION_MODE || op == OP_EXECUTION_MODE_ID)
+            .unwrap_or(after_exts);
+
+    let mut out = Vec::with_capacity(words.len() + 8 + 4 * entries.len());
+    out.extend_from_slice(&words[..after_caps]);
+    if !has_capability {
+        out.extend(instruction(OP_CAPABILITY, &[CAPABILITY_DENORM_PRESERVE]));
+    }
+    out.extend_from_slice(&words[after_caps..after_exts]);
+    if needs_extension && !has_extension {
+        out.extend(instruction(OP_EXTENSION, &literal(EXTENSION)));
+    }
+    out.extend_from_slice(&words[after_exts..after_modes]);
+    for entry in entries {
+        if !has_mode(entry) {
+            out.extend(instruction(
+                OP_EXECUTION_MODE,
+                &[entry, MODE_DENORM_PRESERVE, 32],
+            ));
+        }
+    }
+    out.extend_from_slice(&words[after_modes..]);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use seam::OpKind;
+
+    /// The SPIR-V logical layout's section of an opcode, for the order check
+    /// (0: capability, 1: extension, 2: ext inst import, 3: memory model,
+    /// 4: entry point, 5: execution mode, 6: everything after).
+    fn section(op: u32) -> u32 {
+        match op {
+            OP_CAPABILITY => 0,
+            OP_EXTENSION => 1,
+            11 => 2,
+            14 => 3,
+            OP_ENTRY_POINT => 4,
+            OP_EXECUTION_MODE | OP_EXECUTION_MODE_ID => 5,
+            _ => 6,
+        }
+    }
+
+    fn modules() -> Vec<(OpKind, &'static [u32])> {
+        OpKind::ALL
+            .into_iter()
+            .filter_map(|op| seam_kernels::spirv(op).map(|w| (op, w)))
+            .collect()
+    }
+
+    /// Every module of seam-kernels, patched: the header and bound are
+    /// kept, the capability, the extension (naga writes SPIR-V 1.0) and one
+    /// execution mode per entry point are there once each, in layout order,
+    /// and every original instruction is still there in its order.
+    /// Mutations: insert the modes before the entry points, or skip the
+    /// extension → red.
+    #[test]
+    fn every_kernel_module_gets_denorm_preserve_in_layout_order() {
+        assert!(!modules().is_empty());
+        for (op, words) in modules() {
+            let patched = denorm_preserve_f32(words).unwrap();
+            assert_eq!(
+                patched[..HEADER_WORDS],
+                words[..HEADER_WORDS],
+                "{op}: header"
+            );
+            let insts = instructions(&patched).unwrap();
+            let sections: Vec<u32> = insts.iter().map(|&(_, op, _)| section(op)).collect();
+            assert!(
+                sections.windows(2).all(|w| w[0] <= w[1]),
+                "{op}: instructions out of layout order: {sections:?}"
+            );
+            let count = |pred: &dyn Fn(usize, u32, usize) -> bool| {
+                insts.iter().filter(|&&(at, op, n)| pred(at, op, n)).count()
+            };
+            assert_eq!(
+                count(&|at, op, _| op == OP_CAPABILITY && patched[at + 1] == 4464),
+                1,
+                "{op}: capability"
+            );
+            assert_eq!(
+                count(&|at, op, n| op == OP_EXTENSION
+                    && patched[at + 1..at + n] == literal(EXTENSION)[..]),
+                1,
+                "{op}: extension"
+            );
+            let entries = count(&|_, op, _| op == OP_ENTRY_POINT);
+            assert!(entries > 0, "{op}: no entry point");
+            assert_eq!(
+                count(&|at, op, _| op == OP_EXECUTION_MODE
+                    && patched[at + 2] == 4459
+                    && patched[at + 3] == 32),
+                entries,
+                "{op}: one DenormPreserve 32 per entry point"
+            );
+            // Removing what was added gives the original back.
+            let mut stripped = patched[..HEADER_WORDS].to_vec();
+            for &(at, o, n) in &insts {
+                let added = (o == OP_CAPABILITY && patched[at + 1] == 4464)
+                    || (o == OP_EXTENSION && patched[at + 1..at + n] == literal(EXTENSION)[..])
+                    || (o == OP_EXECUTION_MODE && patched[at + 2] == 4459);
+                if !added {
+                    stripped.extend_from_slice(&patched[at..at + n]);
+                }
+            }
+            assert_eq!(stripped, words, "{op}: original instructions changed");
+            // Idempotent.
+            assert_eq!(
+                denorm_preserve_f32(&patched).unwrap(),
+                patched,
+                "{op}: twice"
+            );
+        }
+    }
+
+    #[test]
+    fn literal_strings_are_nul_terminated_and_padded() {
+        assert_eq!(literal("abc"), vec![u32::from_le_bytes(*b"abc\0")]);
+        assert_eq!(
+            literal("abcd"),
+            vec![u32::from_le_bytes(*b"abcd"), 0],
+            "a string of whole words still gets its NUL"
+        );
+        assert_eq!(literal(EXTENSION).len(), 6);
+    }
+
+    #[test]
+    fn malformed_modules_are_refused() {
+        assert!(denorm_preserve_f32(&[]).is_err());
+        assert!(denorm_preserve_f32(&[1, 2, 3, 4, 5]).is_err());
+        let words = seam_kernels::spirv(OpKind::Add).unwrap();
+        let mut cut = words.to_vec();
+        cut.push((5 << 16) | 1); // an instruction claiming 5 words, 1 present
+        assert!(denorm_preserve_f32(&cut).is_err(), "truncated");
+        let mut zero = words.to_vec();
+        zero.push(0); // a word count of 0
+        assert!(denorm_preserve_f32(&zero).is_err(), "zero word count");
+    }
+
+    /// With `SEAM_SPIRV_DUMP=<dir>`, write each patched module there (for
+    /// `spirv-val --target-env vulkan1.2`; docs/vulkan.md).
+    #[test]
+    fn dump_patched_modules_for_spirv_val() {
+        let Some(dir) = std::env::var_os("SEAM_SPIRV_DUMP") else {
+            return;
+        };
+        std::fs::create_dir_all(&dir).unwrap();
+        for (op, words) in modules() {
+            let patched = denorm_preserve_f32(words).unwrap();
+            let bytes: Vec<u8> = patched.iter().flat_map(|w| w.to_le_bytes()).collect();
+            let path = std::path::Path::new(&dir).join(format!("{op}.spv"));
+            std::fs::write(path, bytes).unwrap();
+        }
+    }
+}
