@@ -243,6 +243,7 @@ mod tests {
                 name: "CPU".into(),
                 driver: "seam-cpu 0.1".into(),
                 capture_support: seam::CaptureSupport::Native,
+                subnormals: None,
             }],
             missing: vec![MissingRecord {
                 backend: "cuda".into(),

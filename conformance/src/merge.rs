@@ -338,6 +338,7 @@ mod tests {
                     name: format!("{d} name"),
                     driver: "drv 1".into(),
                     capture_support: seam::CaptureSupport::Native,
+                    subnormals: None,
                 })
                 .collect(),
             missing: vec![MissingRecord {

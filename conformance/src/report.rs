@@ -88,6 +88,11 @@ pub struct DeviceRecord {
     pub name: String,
     pub driver: String,
     pub capture_support: seam::CaptureSupport,
+    /// What the device declares for f32 subnormals (C11); absent in
+    /// reports written before it was recorded, and for a device that
+    /// failed to open.
+    #[serde(default)]
+    pub subnormals: Option<seam::Subnormals>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

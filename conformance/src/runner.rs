@@ -88,6 +88,7 @@ pub fn plan_in(filter: &Filter, found: Discovery) -> Plan {
                 name: dev.info().name.clone(),
                 driver: dev.info().driver.clone(),
                 capture_support: dev.capture_support().clone(),
+                subnormals: Some(dev.subnormals().clone()),
             }),
             Err(e) => devices.push(DeviceRecord {
                 id: slot.id.clone(),
@@ -95,6 +96,7 @@ pub fn plan_in(filter: &Filter, found: Discovery) -> Plan {
                 name: format!("<failed to open: {e}>"),
                 driver: String::new(),
                 capture_support: seam::CaptureSupport::Unsupported("device failed to open".into()),
+                subnormals: None,
             }),
         }
         let slot = Arc::new(slot);

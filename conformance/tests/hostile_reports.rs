@@ -115,6 +115,7 @@ fn base() -> Report {
                 name: format!("{d} name"),
                 driver: "drv 1".into(),
                 capture_support: seam::CaptureSupport::Native,
+                subnormals: None,
             })
             .collect(),
         missing: vec![MissingRecord {

@@ -260,6 +260,13 @@ pub const MUTATIONS: &[Mutation] = &[
         what: "the reference silu uses exp(x) instead of exp(-x)",
     },
     Mutation {
+        case: "c11_subnormals_as_declared",
+        file: REF,
+        find: ".map(|(x, y)| if op == OpKind::Add { x + y } else { x * y })",
+        replace: ".map(|(x, y)| if op == OpKind::Add { let r = x + y; if r.is_subnormal() { f32::copysign(0.0, r) } else { r } } else { x * y })",
+        what: "the reference's f32 add flushes subnormal results to zero while the CPU device declares them preserved",
+    },
+    Mutation {
         case: "c12_bad_launches_refused_before_work",
         file: VAL,
         find: "        if need > meta.len as u64 {",

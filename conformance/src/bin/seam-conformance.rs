@@ -73,8 +73,8 @@ fn main() -> ExitCode {
     }
     for d in &plan.devices {
         println!(
-            "device {}: {} — driver {} — capture {:?}",
-            d.id, d.name, d.driver, d.capture_support
+            "device {}: {} — driver {} — capture {:?} — subnormals {:?}",
+            d.id, d.name, d.driver, d.capture_support, d.subnormals
         );
     }
     for m in &plan.missing {

@@ -61,6 +61,7 @@ pub static ALL: &[Case] = &[
     peers::C10_REPLAY_EVENTS_NAME_THEIR_GRAPH,
     results::C11_EVERY_OP_AGREES_WITH_CPU,
     results::C11_KNOWN_VALUES,
+    results::C11_SUBNORMALS_AS_DECLARED,
     bad_input::C12_BAD_LAUNCHES_REFUSED_BEFORE_WORK,
     bad_input::C12_BAD_HOST_ACCESS_REFUSED,
     bad_input::C12_BAD_MEMORY_CALLS_REFUSED,

@@ -144,6 +144,176 @@ pub const C11_EVERY_OP_AGREES_WITH_CPU: Case = Case {
     },
 };
 
+/// f32 subnormals, as each device declares (`Device::subnormals`), on every
+/// elementwise op (add, mul, scale_add, copy, fill), eager and captured,
+/// with subnormal inputs, subnormal results of normal inputs and normal
+/// results of subnormal inputs. The exact result is computed on the host;
+/// the CPU reference must give it too. A `Preserved` device must give it
+/// bit for bit; a `MayFlush` device must give, element by element, either
+/// it or the result with subnormal inputs and results flushed to zero of
+/// the same sign (the second oracle, computed here); anything else fails.
+/// So a driver that flushes under a `Preserved` declaration is red, not
+/// silently tolerated.
+///
+/// Mutations: the CPU reference's add flushes subnormal results → red on
+/// cpu:0 (and on every device: the reference disagrees with the host); the
+/// flush oracle keeps a subnormal result → red on a MayFlush device that
+/// flushes (wgpu:0 on the H200); the Vulkan backend skipping the
+/// DenormPreserve patch while declaring Preserved → red on the H200's
+/// vulkan:0 (lavapipe preserves regardless). docs/contract.md has the red
+/// messages.
+pub const C11_SUBNORMALS_AS_DECLARED: Case = Case {
+    name: "c11_subnormals_as_declared",
+    rule: Rule::C11,
+    tags: &[],
+    modes: BOTH,
+    body: |cx| {
+        let declared = cx.dev.subnormals().clone();
+        let f = f32::from_bits;
+        let a: Vec<f32> = vec![
+            f(1),           // 1e-45, the smallest subnormal
+            f(0x007f_ffff), // the largest subnormal
+            f(0x8000_0005), // -7e-45
+            f(0x0040_0000), // MIN_POSITIVE / 2
+            1.0,
+            -2.0e-39,
+            f32::MIN_POSITIVE,
+            3.0,
+            f(0x8000_0002), // -3e-45
+            -1.0e-38,
+        ];
+        // add: subnormal sums, a normal sum of subnormals, exact zeros, a
+        // subnormal sum of a normal and a subnormal, negative subnormal sums
+        // (flushed: -0, so a flush that loses the sign is caught).
+        let b: Vec<f32> = vec![
+            f(2),
+            f(1),
+            f(3),
+            f(0x8040_0000),
+            1.0e-40,
+            2.0e-39,
+            f32::MIN_POSITIVE * -0.5,
+            0.5,
+            f(0x8000_0001),
+            1.0e-39,
+        ];
+        // mul: subnormal × normal, a normal product of a subnormal, a
+        // subnormal product of normals.
+        let m: Vec<f32> = vec![
+            2.0, 0.5, -1.0, 3.0, 1.0e-40, 1.0e-30, 0.25, 1.0e-39, 0.5, 0.5,
+        ];
+        let n = a.len() as u32;
+        let flush = |v: f32| {
+            if v.is_subnormal() {
+                f32::copysign(0.0, v)
+            } else {
+                v
+            }
+        };
+        // (what, the launch over (a, b, m, out), exact, flushed).
+        type Call = Box<dyn Fn([seam::BufferId; 4]) -> seam::OpCall>;
+        let mut checks: Vec<(String, Call, Vec<f32>, Vec<f32>)> = Vec::new();
+        for (name, op) in [
+            ("add", (|x, y| x + y) as fn(f32, f32) -> f32),
+            ("mul", |x, y| x * y),
+        ] {
+            let other = if name == "add" { &b } else { &m };
+            let exact = a.iter().zip(other).map(|(p, q)| op(*p, *q)).collect();
+            let flushed = a
+                .iter()
+                .zip(other)
+                .map(|(p, q)| flush(op(flush(*p), flush(*q))))
+                .collect();
+            let call: Call = if name == "add" {
+                Box::new(move |[a, b, _, o]| ops::add(a, b, o, n))
+            } else {
+                Box::new(move |[a, _, m, o]| ops::mul(a, m, o, n))
+            };
+            checks.push((format!("{name} of subnormals"), call, exact, flushed));
+        }
+        for (sa, sb) in [(0.5f32, f(1)), (2.5e-40f32, 3.0e-39f32)] {
+            let exact = a.iter().map(|x| sa.mul_add(*x, sb)).collect();
+            let flushed = a
+                .iter()
+                .map(|x| flush(flush(sa).mul_add(flush(*x), flush(sb))))
+                .collect();
+            checks.push((
+                format!("scale_add({sa:e}, x, {sb:e}) of subnormals"),
+                Box::new(move |[a, _, _, o]| ops::scale_add(a, o, n, sa, sb)),
+                exact,
+                flushed,
+            ));
+        }
+        checks.push((
+            "copy of subnormals".into(),
+            Box::new(move |[a, _, _, o]| ops::copy(a, o, n)),
+            a.clone(),
+            a.iter().map(|v| flush(*v)).collect(),
+        ));
+        let fill = f(0x8000_0001);
+        checks.push((
+            "fill with -1e-45".into(),
+            Box::new(move |[_, _, _, o]| ops::fill(o, n, fill.to_bits())),
+            vec![fill; a.len()],
+            vec![-0.0; a.len()],
+        ));
+
+        let show = |v: f32| format!("{v:e} ({:#010x})", v.to_bits());
+        let on = |d: &Device| -> seam::Result<_> {
+            Ok([
+                d.buffer_from(&a)?,
+                d.buffer_from(&b)?,
+                d.buffer_from(&m)?,
+                d.buffer::<f32>(a.len())?,
+            ])
+        };
+        let oracle = (cx.reference)();
+        let (dev, reference) = (on(&cx.dev)?, on(&oracle)?);
+        let ids = |bufs: &[seam::Buffer<f32>; 4]| bufs.each_ref().map(|b| b.id());
+        let hex = |v: &[f32]| {
+            let words: Vec<String> = v.iter().map(|x| format!("{:#010x}", x.to_bits())).collect();
+            format!("[{}]", words.join(", "))
+        };
+        for (what, call, exact, flushed) in &checks {
+            cx.run(|d| d.launch(&call(ids(&dev))))?;
+            let got = dev[3].read()?;
+            let allowed = |i: usize| {
+                got[i].to_bits() == exact[i].to_bits()
+                    || matches!(declared, seam::Subnormals::MayFlush(_))
+                        && got[i].to_bits() == flushed[i].to_bits()
+            };
+            let wrong: Vec<usize> = (0..got.len()).filter(|&i| !allowed(i)).collect();
+            if let Some(&i) = wrong.first() {
+                let flushed = match &declared {
+                    seam::Subnormals::Preserved => String::new(),
+                    seam::Subnormals::MayFlush(_) => format!(" or, flushed, {}", show(flushed[i])),
+                };
+                return Err(Failure(format!(
+                    "{what}: element {i} is {}, want {}{flushed} ({} of {} differ; the device \
+                     declares subnormals {declared:?})",
+                    show(got[i]),
+                    show(exact[i]),
+                    wrong.len(),
+                    got.len(),
+                )));
+            }
+            // The reference must give the exact bits too: it is what every
+            // other op is compared against (c11_every_op_agrees_with_cpu).
+            oracle.launch(&call(ids(&reference)))?;
+            let got = reference[3].read()?;
+            check!(
+                got.iter()
+                    .zip(exact)
+                    .all(|(g, e)| g.to_bits() == e.to_bits()),
+                "{what}: the CPU reference gives {}, the host {}",
+                hex(&got),
+                hex(exact)
+            );
+        }
+        Ok(())
+    },
+};
+
 /// Hand-computed results, so the reference itself is checked against
 /// something other than itself.
 ///
