@@ -14,7 +14,7 @@ use super::state::{ExecEntry, Recorded, State};
 use super::Device;
 use crate::backend::{CaptureSupport, UpdateSupport};
 use crate::error::{ErrorKind, Result};
-use crate::ops::{OpCall, Params};
+use crate::ops::{Launch, OpCall, Params};
 use crate::trace::EventKind;
 use crate::validate;
 use std::collections::BTreeSet;
@@ -70,7 +70,13 @@ impl Device {
                     (i, call)
                 })
                 .collect();
-            apply(st, target, changes)
+            // Every use of each old buffer moves to its new one.
+            let uses = entry
+                .uses
+                .iter()
+                .map(|b| swap(*b))
+                .collect::<BTreeSet<BufferId>>();
+            apply(st, target, changes, Some(uses))
         })
     }
 
@@ -91,7 +97,7 @@ impl Device {
                 params,
                 ..recorded.call.clone()
             };
-            apply(st, target, vec![(index, call)])
+            apply(st, target, vec![(index, call)], None)
         })
     }
 }
@@ -103,38 +109,58 @@ fn check_updatable(st: &State, target: GraphRef) -> std::result::Result<&ExecEnt
     st.entry(target)
 }
 
-/// Validate `changes` (launch index, new call), then patch or re-record.
+/// Validate `changes` (launch index, new call; ascending indices), then
+/// patch or re-record. `uses`: the graph's buffer set afterwards, when the
+/// change alters it (a rebind). Only the changed launches are copied: the
+/// whole list is rebuilt only for a re-record.
 fn apply(
     st: &mut State,
     target: GraphRef,
     changes: Vec<(usize, OpCall)>,
+    uses: Option<BTreeSet<BufferId>>,
 ) -> std::result::Result<(), ErrorKind> {
-    let mut recorded = st.entry(target)?.recorded.clone();
     let mut lowered = Vec::with_capacity(changes.len());
-    for (index, call) in changes {
-        let was = &recorded[index];
-        if call.op != was.call.op {
-            return Err(ErrorKind::UpdateChangesOp {
-                index,
-                recorded: was.call.op,
-                requested: call.op,
-            });
+    let mut calls = Vec::with_capacity(changes.len());
+    {
+        let recorded = &st.entry(target)?.recorded;
+        for (index, call) in changes {
+            let was = &recorded[index];
+            if call.op != was.call.op {
+                return Err(ErrorKind::UpdateChangesOp {
+                    index,
+                    recorded: was.call.op,
+                    requested: call.op,
+                });
+            }
+            lowered.push((index, validate::lower(&call, |id| st.live_meta(id))?));
+            calls.push(call);
         }
-        let launch = validate::lower(&call, |id| st.live_meta(id))?;
-        lowered.push((index, launch.clone()));
-        recorded[index] = Recorded { call, launch };
+    }
+    if lowered.is_empty() {
+        return Ok(());
     }
     let raw_target = st.replay_target(target)?;
     let mut native = false;
     let mut patched_partly = false;
-    if !lowered.is_empty() && st.backend.update_support() == UpdateSupport::Native {
+    if st.backend.update_support() == UpdateSupport::Native {
         match st.backend.update_launches(raw_target, &lowered) {
             Ok(()) => native = true,
             Err(_) => patched_partly = true,
         }
     }
-    if !native && !lowered.is_empty() {
-        if let Err(e) = rerecord(st, target, &recorded) {
+    if !native {
+        let mut changed = lowered.iter().peekable();
+        let launches: Vec<Launch> = st
+            .entry(target)?
+            .recorded
+            .iter()
+            .enumerate()
+            .map(|(i, r)| match changed.next_if(|(at, _)| *at == i) {
+                Some((_, l)) => l.clone(),
+                None => r.launch.clone(),
+            })
+            .collect();
+        if let Err(e) = rerecord(st, target, &launches) {
             if patched_partly {
                 let reason = format!("a failed in-place update could not be redone ({e})");
                 st.entry_mut(target)?.broken = Some(reason);
@@ -142,14 +168,14 @@ fn apply(
             return Err(e);
         }
     }
-    let uses: BTreeSet<BufferId> = recorded
-        .iter()
-        .flat_map(|r| r.call.buffers.iter().copied())
-        .collect();
-    let launches = lowered.len();
+    let count = lowered.len();
     let entry = st.entry_mut(target)?;
-    entry.recorded = recorded;
-    entry.uses = uses;
+    for ((index, launch), call) in lowered.into_iter().zip(calls) {
+        entry.recorded[index] = Recorded { call, launch };
+    }
+    if let Some(uses) = uses {
+        entry.uses = uses;
+    }
     entry.broken = None;
     let graph = match target {
         GraphRef::Current => None,
@@ -157,24 +183,24 @@ fn apply(
     };
     st.trace.record(|| EventKind::Update {
         graph,
-        launches,
+        launches: count,
         native,
     });
     st.sweep();
     Ok(())
 }
 
-/// Record the graph again from `recorded` through the backend's capture
+/// Record the graph again from `launches` through the backend's capture
 /// calls and put the result in place of the old one (whose in-flight
 /// replays complete: C8). On an error the old graph is left as it was.
 fn rerecord(
     st: &mut State,
     target: GraphRef,
-    recorded: &[Recorded],
+    launches: &[Launch],
 ) -> std::result::Result<(), ErrorKind> {
     st.backend.begin_capture()?;
-    for r in recorded {
-        if let Err(e) = st.backend.launch(&r.launch) {
+    for launch in launches {
+        if let Err(e) = st.backend.launch(launch) {
             let _ = st.backend.abort_capture();
             return Err(e);
         }
