@@ -241,7 +241,9 @@ impl Params {
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpCall {
     pub op: OpKind,
-    pub buffers: Vec<BufferId>,
+    /// Buffer ids, in signature order (a list of any length: a wrong arity
+    /// is core's to refuse).
+    pub buffers: BufferList<BufferId>,
     pub params: Params,
 }
 
@@ -252,14 +254,190 @@ pub struct Launch {
     /// Element type of the inputs (selects the kernel variant).
     pub dtype: DType,
     /// Raw buffers, in signature order.
-    pub buffers: Vec<crate::RawBuffer>,
+    pub buffers: BufferList<crate::RawBuffer>,
     pub params: Params,
 }
 
-fn call(op: OpKind, buffers: Vec<BufferId>, params: Params) -> OpCall {
+/// A launch's buffers, in signature order: a slice to whoever reads it
+/// (`Deref<Target = [T]>`), held inline up to [`BufferList::INLINE`]
+/// entries, so building, cloning and dropping one allocates nothing for
+/// every op in the catalogue (at most three bindings). Longer lists (only
+/// ever a wrong arity, which core refuses) spill to a `Vec`.
+#[derive(Clone)]
+pub struct BufferList<T: Copy>(Repr<T>);
+
+#[derive(Clone)]
+enum Repr<T: Copy> {
+    /// `len` live entries; the rest repeat the first (never read).
+    Inline { len: u8, items: [T; 4] },
+    /// Empty (`Vec::new()` does not allocate) or longer than `INLINE`.
+    Spilled(Vec<T>),
+}
+
+impl<T: Copy> BufferList<T> {
+    /// Entries held without a heap allocation.
+    pub const INLINE: usize = 4;
+
+    /// The empty list (allocates nothing).
+    pub const fn new() -> Self {
+        BufferList(Repr::Spilled(Vec::new()))
+    }
+
+    pub fn from_slice(items: &[T]) -> Self {
+        match items {
+            [] => Self::new(),
+            [first, ..] if items.len() <= Self::INLINE => {
+                let mut inline = [*first; 4];
+                inline[..items.len()].copy_from_slice(items);
+                BufferList(Repr::Inline {
+                    len: items.len() as u8,
+                    items: inline,
+                })
+            }
+            _ => BufferList(Repr::Spilled(items.to_vec())),
+        }
+    }
+
+    pub fn as_slice(&self) -> &[T] {
+        match &self.0 {
+            Repr::Inline { len, items } => &items[..usize::from(*len)],
+            Repr::Spilled(v) => v,
+        }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        match &mut self.0 {
+            Repr::Inline { len, items } => &mut items[..usize::from(*len)],
+            Repr::Spilled(v) => v,
+        }
+    }
+}
+
+impl<T: Copy> Default for BufferList<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Copy> std::ops::Deref for BufferList<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        self.as_slice()
+    }
+}
+
+impl<T: Copy> std::ops::DerefMut for BufferList<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        self.as_mut_slice()
+    }
+}
+
+impl<T: Copy + fmt::Debug> fmt::Debug for BufferList<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.as_slice().fmt(f)
+    }
+}
+
+impl<T: Copy + PartialEq> PartialEq for BufferList<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl<T: Copy + Eq> Eq for BufferList<T> {}
+
+impl<T: Copy + PartialEq> PartialEq<[T]> for BufferList<T> {
+    fn eq(&self, other: &[T]) -> bool {
+        self.as_slice() == other
+    }
+}
+
+impl<T: Copy + PartialEq, const N: usize> PartialEq<[T; N]> for BufferList<T> {
+    fn eq(&self, other: &[T; N]) -> bool {
+        self.as_slice() == other
+    }
+}
+
+impl<T: Copy + PartialEq> PartialEq<Vec<T>> for BufferList<T> {
+    fn eq(&self, other: &Vec<T>) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl<T: Copy> From<&[T]> for BufferList<T> {
+    fn from(items: &[T]) -> Self {
+        Self::from_slice(items)
+    }
+}
+
+impl<T: Copy, const N: usize> From<[T; N]> for BufferList<T> {
+    fn from(items: [T; N]) -> Self {
+        Self::from_slice(&items)
+    }
+}
+
+impl<T: Copy> From<Vec<T>> for BufferList<T> {
+    fn from(items: Vec<T>) -> Self {
+        if items.len() > Self::INLINE {
+            BufferList(Repr::Spilled(items))
+        } else {
+            Self::from_slice(&items)
+        }
+    }
+}
+
+impl<T: Copy> From<BufferList<T>> for Vec<T> {
+    fn from(list: BufferList<T>) -> Vec<T> {
+        match list.0 {
+            Repr::Spilled(v) => v,
+            Repr::Inline { .. } => list.as_slice().to_vec(),
+        }
+    }
+}
+
+impl<T: Copy> FromIterator<T> for BufferList<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
+        let mut inline: Option<[T; 4]> = None;
+        let mut len = 0;
+        let mut iter = iter.into_iter();
+        for item in iter.by_ref() {
+            let items = inline.get_or_insert([item; 4]);
+            items[len] = item;
+            len += 1;
+            if len == Self::INLINE {
+                break;
+            }
+        }
+        let Some(items) = inline else {
+            return Self::new();
+        };
+        match iter.next() {
+            None => BufferList(Repr::Inline {
+                len: len as u8,
+                items,
+            }),
+            Some(more) => {
+                let mut v = items.to_vec();
+                v.push(more);
+                v.extend(iter);
+                BufferList(Repr::Spilled(v))
+            }
+        }
+    }
+}
+
+impl<'a, T: Copy> IntoIterator for &'a BufferList<T> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.as_slice().iter()
+    }
+}
+
+fn call<const N: usize>(op: OpKind, buffers: [BufferId; N], params: Params) -> OpCall {
     OpCall {
         op,
-        buffers,
+        buffers: buffers.into(),
         params,
     }
 }
@@ -269,7 +447,7 @@ fn call(op: OpKind, buffers: Vec<BufferId>, params: Params) -> OpCall {
 pub fn fill(dst: BufferId, n: u32, value_bits: u32) -> OpCall {
     call(
         OpKind::Fill,
-        vec![dst],
+        [dst],
         Params {
             d0: n,
             bits: value_bits,
@@ -282,7 +460,7 @@ pub fn fill(dst: BufferId, n: u32, value_bits: u32) -> OpCall {
 pub fn copy(src: BufferId, dst: BufferId, n: u32) -> OpCall {
     call(
         OpKind::Copy,
-        vec![src, dst],
+        [src, dst],
         Params {
             d0: n,
             ..Default::default()
@@ -294,7 +472,7 @@ pub fn copy(src: BufferId, dst: BufferId, n: u32) -> OpCall {
 pub fn scale_add(x: BufferId, y: BufferId, n: u32, a: f32, b: f32) -> OpCall {
     call(
         OpKind::ScaleAdd,
-        vec![x, y],
+        [x, y],
         Params {
             d0: n,
             s0: a,
@@ -308,7 +486,7 @@ pub fn scale_add(x: BufferId, y: BufferId, n: u32, a: f32, b: f32) -> OpCall {
 pub fn add(a: BufferId, b: BufferId, out: BufferId, n: u32) -> OpCall {
     call(
         OpKind::Add,
-        vec![a, b, out],
+        [a, b, out],
         Params {
             d0: n,
             ..Default::default()
@@ -320,7 +498,7 @@ pub fn add(a: BufferId, b: BufferId, out: BufferId, n: u32) -> OpCall {
 pub fn mul(a: BufferId, b: BufferId, out: BufferId, n: u32) -> OpCall {
     call(
         OpKind::Mul,
-        vec![a, b, out],
+        [a, b, out],
         Params {
             d0: n,
             ..Default::default()
@@ -332,7 +510,7 @@ pub fn mul(a: BufferId, b: BufferId, out: BufferId, n: u32) -> OpCall {
 pub fn silu(x: BufferId, out: BufferId, n: u32) -> OpCall {
     call(
         OpKind::Silu,
-        vec![x, out],
+        [x, out],
         Params {
             d0: n,
             ..Default::default()
@@ -344,7 +522,7 @@ pub fn silu(x: BufferId, out: BufferId, n: u32) -> OpCall {
 pub fn rms_norm(x: BufferId, w: BufferId, out: BufferId, rows: u32, cols: u32, eps: f32) -> OpCall {
     call(
         OpKind::RmsNorm,
-        vec![x, w, out],
+        [x, w, out],
         Params {
             d0: rows,
             d1: cols,
@@ -358,7 +536,7 @@ pub fn rms_norm(x: BufferId, w: BufferId, out: BufferId, rows: u32, cols: u32, e
 pub fn softmax(x: BufferId, out: BufferId, rows: u32, cols: u32) -> OpCall {
     call(
         OpKind::Softmax,
-        vec![x, out],
+        [x, out],
         Params {
             d0: rows,
             d1: cols,
@@ -371,7 +549,7 @@ pub fn softmax(x: BufferId, out: BufferId, rows: u32, cols: u32) -> OpCall {
 pub fn gemm(a: BufferId, b: BufferId, c: BufferId, m: u32, n: u32, k: u32) -> OpCall {
     call(
         OpKind::Gemm,
-        vec![a, b, c],
+        [a, b, c],
         Params {
             d0: m,
             d1: n,
@@ -407,6 +585,42 @@ mod tests {
             words,
             [1, 2, 3, 4, 1.5f32.to_bits(), (-2.0f32).to_bits(), 7, 8]
         );
+    }
+
+    /// A `BufferList` is the slice it was built from, whatever the length
+    /// and however it was built; equality ignores the unused inline slots.
+    /// Mutations: `as_slice` returning all four inline slots, `from_iter`
+    /// dropping the item that overflows the inline part, `from_slice`
+    /// spilling at `INLINE` instead of above it → red.
+    #[test]
+    fn buffer_lists_are_their_slices() {
+        for len in 0..=9u64 {
+            let items: Vec<u64> = (10..10 + len).collect();
+            let lists = [
+                BufferList::from_slice(&items),
+                BufferList::from(items.clone()),
+                items.iter().copied().collect(),
+            ];
+            for list in &lists {
+                assert_eq!(list.as_slice(), &items[..], "len {len}");
+                assert_eq!(list.len(), items.len());
+                assert_eq!(*list, items);
+                assert_eq!(Vec::from(list.clone()), items);
+                assert_eq!(format!("{list:?}"), format!("{items:?}"));
+            }
+            let inline = matches!(lists[0].0, Repr::Inline { .. });
+            assert_eq!(inline, (1..=4).contains(&len), "len {len}");
+        }
+        // Same entries, different padding: equal.
+        let mut x = BufferList::from([7u64, 8, 9]);
+        let y = BufferList::from_slice(&[7u64, 8, 9]);
+        if let Repr::Inline { items, .. } = &mut x.0 {
+            items[3] = 99;
+        }
+        assert_eq!(x, y);
+        assert_ne!(x, BufferList::from([7u64, 8]));
+        x[1] = 0;
+        assert_eq!(x, [7, 0, 9]);
     }
 
     /// `name()` is the identifier kernels are looked up by

@@ -17,27 +17,29 @@ pub struct BufferMeta {
     pub len: usize,
 }
 
-/// Elements each binding needs, in signature order.
-fn needed(call: &OpCall) -> Vec<u64> {
+/// Elements each binding needs, in signature order (the first
+/// `signature().len()` entries; the rest are 0).
+fn needed(call: &OpCall) -> [u64; 3] {
     let p = &call.params;
     let (d0, d1, d2) = (p.d0 as u64, p.d1 as u64, p.d2 as u64);
     match call.op {
-        OpKind::Fill => vec![d0],
-        OpKind::Copy | OpKind::ScaleAdd | OpKind::Silu => vec![d0, d0],
-        OpKind::Add | OpKind::Mul => vec![d0, d0, d0],
-        OpKind::RmsNorm => vec![d0 * d1, d1, d0 * d1],
-        OpKind::Softmax => vec![d0 * d1, d0 * d1],
-        OpKind::Gemm => vec![d0 * d2, d2 * d1, d0 * d1],
+        OpKind::Fill => [d0, 0, 0],
+        OpKind::Copy | OpKind::ScaleAdd | OpKind::Silu => [d0, d0, 0],
+        OpKind::Add | OpKind::Mul => [d0, d0, d0],
+        OpKind::RmsNorm => [d0 * d1, d1, d0 * d1],
+        OpKind::Softmax => [d0 * d1, d0 * d1, 0],
+        OpKind::Gemm => [d0 * d2, d2 * d1, d0 * d1],
     }
 }
 
-/// The dims an op uses, with their names, for zero-size checks.
-fn dims(call: &OpCall) -> Vec<(&'static str, u32)> {
+/// The dims an op uses, with their names, for zero-size checks: the first
+/// of the returned count are used.
+fn dims(call: &OpCall) -> ([(&'static str, u32); 3], usize) {
     let p = &call.params;
     match call.op {
-        OpKind::RmsNorm | OpKind::Softmax => vec![("rows", p.d0), ("cols", p.d1)],
-        OpKind::Gemm => vec![("m", p.d0), ("n", p.d1), ("k", p.d2)],
-        _ => vec![("n", p.d0)],
+        OpKind::RmsNorm | OpKind::Softmax => ([("rows", p.d0), ("cols", p.d1), ("", 0)], 2),
+        OpKind::Gemm => ([("m", p.d0), ("n", p.d1), ("k", p.d2)], 3),
+        _ => ([("n", p.d0), ("", 0), ("", 0)], 1),
     }
 }
 
@@ -56,17 +58,21 @@ pub fn lower(
             found: call.buffers.len(),
         });
     }
-    let metas = call
-        .buffers
-        .iter()
-        .map(|&id| lookup(id))
-        .collect::<Result<Vec<_>, _>>()?;
+    // No op has more than three bindings (the arity check above), so the
+    // metas live on the stack: a launch allocates nothing here.
+    let mut held = [None::<BufferMeta>; 3];
+    for (slot, &id) in held.iter_mut().zip(call.buffers.iter()) {
+        *slot = Some(lookup(id)?);
+    }
+    let metas = &held[..sig.len()];
+    let meta_of = |i: usize| metas[i].expect("looked up above");
 
-    let dtype = metas[0].dtype;
+    let dtype = meta_of(0).dtype;
     if !op.dtypes().contains(&dtype) {
         return Err(ErrorKind::UnsupportedDtype { op, dtype });
     }
-    for (binding, meta) in sig.iter().zip(&metas) {
+    for (i, binding) in sig.iter().enumerate() {
+        let meta = meta_of(i);
         let expected = match binding.role {
             Role::Input => dtype,
             Role::F32Only => DType::F32,
@@ -81,7 +87,8 @@ pub fn lower(
         }
     }
 
-    for (what, d) in dims(call) {
+    let (dims, used) = dims(call);
+    for &(what, d) in &dims[..used] {
         if d == 0 {
             return Err(ErrorKind::ZeroSize { what });
         }
@@ -95,7 +102,8 @@ pub fn lower(
             });
         }
     }
-    for ((binding, meta), need) in sig.iter().zip(&metas).zip(needs) {
+    for (i, (binding, &need)) in sig.iter().zip(&needs).enumerate() {
+        let meta = meta_of(i);
         if need > meta.len as u64 {
             return Err(ErrorKind::OutOfRange {
                 op,
@@ -150,7 +158,10 @@ pub fn lower(
     Ok(Launch {
         op,
         dtype,
-        buffers: metas.iter().map(|m| m.raw).collect(),
+        buffers: metas
+            .iter()
+            .map(|m| m.expect("looked up above").raw)
+            .collect(),
         params: call.params,
     })
 }

@@ -116,7 +116,7 @@ mod tests {
         Launch {
             op,
             dtype,
-            buffers: Vec::new(),
+            buffers: Default::default(),
             params: Params {
                 d0,
                 d1,

@@ -36,7 +36,7 @@ mod tests {
                 let launch = Launch {
                     op,
                     dtype,
-                    buffers: Vec::new(),
+                    buffers: Default::default(),
                     params: Params {
                         d0: 1000,
                         d1: 33,

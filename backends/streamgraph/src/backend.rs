@@ -156,7 +156,7 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
         self.graphs.record_launch(CapturedLaunch {
             op: l.op,
             dtype: l.dtype,
-            buffers: l.buffers.clone(),
+            buffers: l.buffers.to_vec(),
             node,
         });
     }
@@ -268,7 +268,7 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
                 // A partly patched exec may use old and new buffers alike
                 // until core's re-record replaces it: hold both.
                 self.users.record(user, &l.buffers);
-                captured.set_buffers(*index, l.buffers.clone());
+                captured.set_buffers(*index, l.buffers.to_vec());
             }
         }
         if let Some(e) = failed {

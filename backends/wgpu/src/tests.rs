@@ -71,7 +71,7 @@ fn add(a: RawBuffer, b: RawBuffer, out: RawBuffer, n: u32) -> Launch {
     Launch {
         op: OpKind::Add,
         dtype: DType::U32,
-        buffers: vec![a, b, out],
+        buffers: [a, b, out].into(),
         params: Params {
             d0: n,
             ..Default::default()

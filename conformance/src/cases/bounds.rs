@@ -101,7 +101,7 @@ pub const C12_BOUNDS_FROM_THE_RULES: Case = Case {
                 }
                 let call = |buffers: Vec<BufferId>, params: Params| OpCall {
                     op,
-                    buffers,
+                    buffers: buffers.into(),
                     params,
                 };
                 d.launch(&call(exact.clone(), params)).map_err(|e| {
