@@ -58,6 +58,8 @@ pub struct WgpuBackend {
     staging: Option<wgpu::Buffer>,
     next_buffer: u64,
     next_graph: u64,
+    /// Last: drops after every wgpu object of the device (`gpu.rs`).
+    _teardown: crate::gpu::Teardown,
 }
 
 impl WgpuBackend {
@@ -71,11 +73,13 @@ impl WgpuBackend {
             (true, false) => a.driver_info.clone(),
             (true, true) => format!("wgpu {:?} driver (unnamed)", a.backend),
         };
+        let name = format!("{} ({:?})", a.name, a.backend);
+        let teardown = gpu.teardown(&format!("wgpu:{index}, {name}"));
         Ok(WgpuBackend {
             info: DeviceInfo {
                 backend: "wgpu".into(),
                 index,
-                name: format!("{} ({:?})", a.name, a.backend),
+                name,
                 driver,
             },
             gpu,
@@ -89,6 +93,7 @@ impl WgpuBackend {
             staging: None,
             next_buffer: 1,
             next_graph: 1,
+            _teardown: teardown,
         })
     }
 

@@ -1,5 +1,8 @@
 //! The wgpu device and queue, with the two things every call needs: wgpu
 //! errors turned into seam errors that name the call, and bounded waits.
+//! With `SEAM_WGPU_VALIDATION=1` the validation layer's messages are errors
+//! of the call that raised them too (`validation.rs`), and [`Teardown`]
+//! fails the device's teardown on any message it saw.
 
 use seam::ErrorKind;
 use std::sync::{Arc, Mutex};
@@ -16,6 +19,46 @@ pub struct Gpu {
     pub queue: wgpu::Queue,
     pub limits: wgpu::Limits,
     uncaptured: Uncaptured,
+    /// `SEAM_WGPU_VALIDATION=1`: validation messages fail the call.
+    pub(crate) validating: bool,
+    /// Every validation message this device's calls returned, `<call>: <message>`.
+    raised: Arc<Mutex<Vec<String>>>,
+}
+
+/// Declared last in the backend, so it drops after every wgpu object of the
+/// device (and so after wgpu destroys the Vulkan device): a validation
+/// message raised then, or returned by any call of the device, panics here
+/// with every message, as the Vulkan backend's teardown does (a case that
+/// swallowed the error still fails).
+pub struct Teardown {
+    name: String,
+    validating: bool,
+    raised: Arc<Mutex<Vec<String>>>,
+}
+
+impl Drop for Teardown {
+    fn drop(&mut self) {
+        if !self.validating {
+            return;
+        }
+        let mut all = self
+            .raised
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        all.extend(
+            crate::validation::take()
+                .into_iter()
+                .map(|m| format!("teardown: {m}")),
+        );
+        if !all.is_empty() && !std::thread::panicking() {
+            panic!(
+                "wgpu device ({}): drop: validation: {}",
+                self.name,
+                all.join(" | ")
+            );
+        }
+    }
 }
 
 impl Gpu {
@@ -38,12 +81,56 @@ impl Gpu {
                 .unwrap_or_else(|p| p.into_inner())
                 .push(e.to_string());
         }));
-        Ok(Gpu {
+        let validating = crate::validation::requested();
+        // Anything raised while the device was requested belongs to this call.
+        let raised = Arc::new(Mutex::new(Vec::new()));
+        let gpu = Gpu {
             device,
             queue,
             limits,
             uncaptured,
-        })
+            validating,
+            raised,
+        };
+        gpu.validated("wgpu::Adapter::request_device")?;
+        Ok(gpu)
+    }
+
+    /// The teardown check of this device (see [`Teardown`]).
+    pub fn teardown(&self, name: &str) -> Teardown {
+        Teardown {
+            name: name.to_string(),
+            validating: self.validating,
+            raised: self.raised.clone(),
+        }
+    }
+
+    /// Fail `call` with the validation messages raised on this thread since
+    /// the last call, if validation is on and there are any.
+    pub fn validated(&self, call: &'static str) -> Result<(), ErrorKind> {
+        if !self.validating {
+            return Ok(());
+        }
+        let raised = crate::validation::take();
+        if raised.is_empty() {
+            return Ok(());
+        }
+        let message = raised.join(" | ");
+        self.raised
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(format!("{call}: {message}"));
+        Err(ErrorKind::driver(call, format!("validation: {message}")))
+    }
+
+    /// Forget the messages the device's calls returned (a test that raised
+    /// one on purpose).
+    #[cfg(test)]
+    pub(crate) fn forget_raised(&self) {
+        self.raised
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
     }
 
     /// Run `f` inside validation, out-of-memory and internal error scopes;
@@ -60,9 +147,12 @@ impl Gpu {
             pollster::block_on(internal.pop()),
         ];
         if let Some(e) = errors.into_iter().flatten().next() {
+            // The layer's messages, if any, are about the same call.
+            let _ = self.validated(call);
             return Err(ErrorKind::driver(call, e));
         }
         self.take_uncaptured(call)?;
+        self.validated(call)?;
         Ok(out)
     }
 
@@ -84,7 +174,10 @@ impl Gpu {
             timeout: Some(WAIT_LIMIT),
         };
         match self.device.poll(poll) {
-            Ok(_) => self.take_uncaptured("wgpu::Device::poll"),
+            Ok(_) => {
+                self.take_uncaptured("wgpu::Device::poll")?;
+                self.validated("wgpu::Device::poll")
+            }
             Err(wgpu::PollError::Timeout) => Err(ErrorKind::driver(
                 "wgpu::Device::poll",
                 format!(

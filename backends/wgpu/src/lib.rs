@@ -39,6 +39,10 @@
 //!   `ErrorKind::Driver` naming the call; an uncaptured-error handler
 //!   collects anything else (never the default handler, which panics).
 //!   Waits are bounded (20 s), then an error naming `wgpu::Device::poll`.
+//! - **Validation.** `SEAM_WGPU_VALIDATION=1` turns on the backend's
+//!   validation layer and collects what wgpu-hal only logs: a message fails
+//!   the call that raised it and the device's teardown (`validation.rs`,
+//!   docs/wgpu.md).
 
 #![forbid(unsafe_code)]
 
@@ -48,6 +52,7 @@ mod gpu;
 mod kernels;
 #[cfg(test)]
 mod tests;
+mod validation;
 
 /// The lib's test target has `harness = false` (Cargo.toml): its tests are
 /// libtest-mimic trials, ignored with a reason where there is no adapter.
@@ -78,11 +83,19 @@ pub struct AdapterSlot {
 /// The one wgpu instance of this process, created on first use and kept:
 /// creating one per device open made the NVIDIA Vulkan ICD refuse new
 /// instances after ~27 cycles in one process (seen on the H200, driver 580).
-fn instance() -> wgpu::Instance {
-    static SHARED: std::sync::OnceLock<wgpu::Instance> = std::sync::OnceLock::new();
+/// Flags from the environment (`WGPU_VALIDATION`, `WGPU_DEBUG`, …); with
+/// `SEAM_WGPU_VALIDATION=1` validation is on and its messages collected
+/// (`validation.rs`), or the instance is refused with the reason.
+fn instance() -> Result<wgpu::Instance, String> {
+    static SHARED: std::sync::OnceLock<Result<wgpu::Instance, String>> = std::sync::OnceLock::new();
     SHARED
         .get_or_init(|| {
-            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env())
+            let desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+            if validation::requested() {
+                validation::instance(desc)
+            } else {
+                Ok(wgpu::Instance::new(desc))
+            }
         })
         .clone()
 }
@@ -116,7 +129,10 @@ fn unusable(adapter: &wgpu::Adapter) -> Option<String> {
 
 /// Every adapter wgpu enumerates, usable or not (with the reason).
 pub fn adapters() -> Vec<AdapterSlot> {
-    enumerate(&instance())
+    let Ok(instance) = instance() else {
+        return Vec::new();
+    };
+    enumerate(&instance)
         .iter()
         .map(|a| AdapterSlot {
             info: a.get_info(),
@@ -127,6 +143,7 @@ pub fn adapters() -> Vec<AdapterSlot> {
 
 /// How many wgpu adapters can run seam, or why there are none (with what to install).
 pub fn device_count() -> Result<usize, String> {
+    instance()?;
     let all = adapters();
     if all.is_empty() {
         return Err(INSTALL_HINT.into());
@@ -150,7 +167,7 @@ pub fn device_count() -> Result<usize, String> {
 
 /// Open `wgpu:<index>` (index among the usable adapters).
 pub fn open(index: usize) -> Result<Box<dyn Backend>, ErrorKind> {
-    let instance = instance();
+    let instance = instance().map_err(|reason| ErrorKind::Unavailable { reason })?;
     let adapter = enumerate(&instance)
         .into_iter()
         .filter(|a| unusable(a).is_none())

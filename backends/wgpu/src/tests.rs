@@ -15,7 +15,7 @@ use seam::{
 mod device_trials;
 
 pub fn main() {
-    use crate::{dispatch, kernels};
+    use crate::{dispatch, kernels, validation};
     device_trials::run(
         &[
             (
@@ -30,6 +30,14 @@ pub fn main() {
                 "kernels::every_op_reflects_one_binding_per_signature_entry",
                 kernels::tests::every_op_reflects_one_binding_per_signature_entry,
             ),
+            (
+                "validation::collector_keeps_validation_messages_on_their_thread",
+                validation::tests::collector_keeps_validation_messages_on_their_thread,
+            ),
+            (
+                "validation::message_kinds_are_read_from_the_callback_format",
+                validation::tests::message_kinds_are_read_from_the_callback_format,
+            ),
         ],
         open,
         &[
@@ -40,6 +48,10 @@ pub fn main() {
             (
                 "wgpu_validation_error_is_a_named_seam_error",
                 wgpu_validation_error_is_a_named_seam_error,
+            ),
+            (
+                "validation_message_fails_the_call_that_raised_it",
+                validation_message_fails_the_call_that_raised_it,
             ),
             (
                 "eager_chain_longer_than_a_batch_runs_in_order",
@@ -59,7 +71,7 @@ pub fn main() {
 
 fn open() -> Result<WgpuBackend, String> {
     crate::device_count()?;
-    let instance = crate::instance();
+    let instance = crate::instance()?;
     let adapter = crate::enumerate(&instance)
         .into_iter()
         .find(|a| crate::unusable(a).is_none())
@@ -131,6 +143,45 @@ fn wgpu_validation_error_is_a_named_seam_error(b: WgpuBackend) -> Completion {
     }
     // The device stays usable.
     b.gpu.take_uncaptured("after").expect("nothing uncaptured");
+    Completion::Completed
+}
+
+/// A message the layer raised on this thread (recorded as wgpu-hal's
+/// messenger logs it) fails the next call, named, and the one after it runs.
+/// Mutation: `Gpu::checked` skips `validated` → red.
+fn validation_message_fails_the_call_that_raised_it(mut b: WgpuBackend) -> Completion {
+    let was = b.gpu.validating;
+    b.gpu.validating = true;
+    let _ = crate::validation::take();
+    crate::validation::tests::raise("VUID-vkCmdDispatch-None-02697");
+    let r = b.alloc(16);
+    match r {
+        Err(ErrorKind::Driver {
+            driver_call,
+            message,
+        }) => {
+            assert_eq!(driver_call, "wgpu::Device::create_buffer");
+            assert!(
+                message
+                    .starts_with("validation: Validation Error: [ VUID-vkCmdDispatch-None-02697 ]"),
+                "{message}"
+            );
+        }
+        other => panic!("the raised message was not an error: {other:?}"),
+    }
+    // Raised inside a wait: the wait names it.
+    crate::validation::tests::raise("VUID-vkQueueSubmit-pCommandBuffers-00071");
+    let e = b.synchronize().unwrap_err().to_string();
+    assert!(
+        e.contains("driver call wgpu::Device::poll failed: validation: Validation Error: [ VUID-vkQueueSubmit-pCommandBuffers-00071 ]"),
+        "{e}"
+    );
+    // The next call runs.
+    let ok = b.alloc(16).expect("the next call runs");
+    b.free(ok).expect("free");
+    // The device would fail its teardown on these two: forget them.
+    b.gpu.forget_raised();
+    b.gpu.validating = was;
     Completion::Completed
 }
 
