@@ -47,8 +47,11 @@
 //! - **Validation.** `SEAM_VULKAN_VALIDATION=1|sync` turns Khronos
 //!   validation messages into failures of the call that raised them, and
 //!   every command buffer runs seam's barrier audit (docs/vulkan.md).
-//! - **Waits** are bounded: a fence that has not signalled after 20 s is an
-//!   error naming `vkWaitForFences`.
+//! - **Waits** poll the fences (`vkGetFenceStatus`) for a spin budget, 50 µs
+//!   by default or `SEAM_VULKAN_SPIN_US` (0: always block), then block in
+//!   `vkWaitForFences` (`wait.rs`, docs/vulkan.md). They are bounded: a
+//!   fence that has not signalled after 20 s is an error naming
+//!   `vkWaitForFences`.
 //! - **Device timing** uses timestamp queries where the queue family has
 //!   `timestampValidBits > 0`: each traced replay or eager launch is
 //!   bracketed by two BOTTOM_OF_PIPE timestamps recorded into the eager batch
@@ -69,6 +72,7 @@ mod dispatch;
 mod float_controls;
 #[allow(unsafe_code)]
 mod sys;
+mod wait;
 
 pub use backend::VulkanBackend;
 

@@ -58,6 +58,7 @@ impl VulkanBackend {
     /// Open `vulkan:<index>`: the index-th physical device with a compute queue.
     pub fn open(index: usize) -> Result<VulkanBackend, ErrorKind> {
         let unavailable = |reason: String| ErrorKind::Unavailable { reason };
+        crate::wait::SpinBudget::from_env().map_err(|e| ErrorKind::driver("open", e))?;
         let instance = Instance::shared().map_err(unavailable)?;
         let adapters = instance.adapters().map_err(unavailable)?;
         let count = adapters.len();

@@ -545,27 +545,65 @@ impl Gpu {
         Ok(())
     }
 
-    /// Wait for all of `fences`, at most [`FENCE_TIMEOUT_NS`].
+    /// Wait for all of `fences`: poll them for the spin budget
+    /// (`SEAM_VULKAN_SPIN_US`, `crate::wait`), then block in
+    /// `vkWaitForFences` for at most [`FENCE_TIMEOUT_NS`].
     fn wait_fences(&self, fences: &[vk::Fence]) -> Result<(), ErrorKind> {
-        // SAFETY: live fences owned by this `Gpu`.
-        match unsafe {
-            self.shared
-                .device
-                .wait_for_fences(fences, true, FENCE_TIMEOUT_NS)
-        } {
-            Ok(()) => {}
-            Err(vk::Result::TIMEOUT) => {
-                return Err(ErrorKind::driver(
-                    "vkWaitForFences",
-                    format!(
-                        "the device did not finish within {} s",
-                        FENCE_TIMEOUT_NS / 1_000_000_000
-                    ),
-                ))
+        let start = std::time::Instant::now();
+        let mut status = FenceSet {
+            device: &self.shared.device,
+            fences,
+            next: 0,
+        };
+        crate::wait::wait(crate::wait::SpinBudget::current(), &mut status, || {
+            start.elapsed()
+        })
+        .map(drop)
+    }
+}
+
+/// The fences one wait is for, polled in order: `next` is the first not
+/// yet seen signalled (a signalled fence stays signalled until this `Gpu`
+/// resets it, after the wait).
+struct FenceSet<'a> {
+    device: &'a ash::Device,
+    fences: &'a [vk::Fence],
+    next: usize,
+}
+
+impl crate::wait::FenceStatus for FenceSet<'_> {
+    type Error = ErrorKind;
+
+    fn signalled(&mut self) -> Result<bool, ErrorKind> {
+        while let Some(&fence) = self.fences.get(self.next) {
+            // SAFETY: a live fence owned by the `Gpu` whose wait this is.
+            let done =
+                unsafe { self.device.get_fence_status(fence) }.map_err(drv("vkGetFenceStatus"))?;
+            if !done {
+                return Ok(false);
             }
-            Err(e) => return Err(ErrorKind::driver("vkWaitForFences", e)),
+            self.next += 1;
         }
-        Ok(())
+        Ok(true)
+    }
+
+    fn block(&mut self) -> Result<(), ErrorKind> {
+        let fences = &self.fences[self.next..];
+        if fences.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: live fences owned by the `Gpu` whose wait this is.
+        match unsafe { self.device.wait_for_fences(fences, true, FENCE_TIMEOUT_NS) } {
+            Ok(()) => Ok(()),
+            Err(vk::Result::TIMEOUT) => Err(ErrorKind::driver(
+                "vkWaitForFences",
+                format!(
+                    "the device did not finish within {} s",
+                    FENCE_TIMEOUT_NS / 1_000_000_000
+                ),
+            )),
+            Err(e) => Err(ErrorKind::driver("vkWaitForFences", e)),
+        }
     }
 }
 
