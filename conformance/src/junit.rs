@@ -244,6 +244,7 @@ mod tests {
                 driver: "seam-cpu 0.1".into(),
                 capture_support: seam::CaptureSupport::Native,
                 subnormals: None,
+                update_support: None,
             }],
             missing: vec![MissingRecord {
                 backend: "cuda".into(),

@@ -24,6 +24,9 @@ pub struct Column {
     /// [`crate::report::Machine::display_name`] of the report's machine.
     pub machine: String,
     pub capture: String,
+    /// How the device updates a captured graph (C13), `—` where the report
+    /// predates it.
+    pub update: String,
     /// Index into [`Matrix::sources`].
     pub source: usize,
 }
@@ -244,16 +247,17 @@ pub fn markdown(m: &Matrix) -> String {
             md(src.summary.trim_start_matches("conformance: "))
         );
     }
-    s.push_str("\n## Devices\n\n| column | device | backend | driver / runtime | capture |\n|---|---|---|---|---|\n");
+    s.push_str("\n## Devices\n\n| column | device | backend | driver / runtime | capture | graph update |\n|---|---|---|---|---|---|\n");
     for c in &m.columns {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} |",
             md(&c.key()),
             md(&c.name),
             md(&c.backend),
             md(&c.driver),
-            md(&c.capture)
+            md(&c.capture),
+            md(&c.update)
         );
     }
     s.push_str("\n## Matrix\n\n| case | rule |");
@@ -377,7 +381,10 @@ pub fn html(m: &Matrix) -> String {
         let _ = write!(
             s,
             "<th class=\"dev\" title=\"{}\">{}<br><span class=\"small\">{}</span><br><span class=\"small\">{}</span><br><span class=\"small\">{}</span></th>",
-            escape(&format!("{} — capture {}", c.name, c.capture)),
+            escape(&format!(
+                "{} — capture {}, graph update {}",
+                c.name, c.capture, c.update
+            )),
             escape(&c.device),
             escape(&c.machine),
             escape(&c.name),

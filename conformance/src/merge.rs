@@ -44,6 +44,8 @@ pub fn digested_outputs(case: &str) -> Option<Vec<(OpKind, DType)>> {
         "c7_prepared_gemm_captures_and_replays" => {
             Gemm.dtypes().iter().map(|&d| (Gemm, d)).collect()
         }
+        // x through alternating u32 adds and muls, eager and replayed.
+        "c2_eager_work_and_replays_keep_stream_order" => vec![(Add, U32), (Mul, U32)],
         // copy → scale_add → add over f32, after a rebind or a params update.
         "c13_rebind_equals_fresh_capture" | "c13_update_params_equals_fresh_capture" => {
             vec![(Copy, F32), (ScaleAdd, F32), (Add, F32)]
@@ -216,6 +218,10 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Matrix, MergeError> {
                 driver: d.driver.clone(),
                 machine: r.machine.display_name().into(),
                 capture: format!("{:?}", d.capture_support),
+                update: d
+                    .update_support
+                    .as_ref()
+                    .map_or_else(|| "—".to_string(), |u| format!("{u:?}")),
                 source: i,
             };
             // The same device on the same machine twice (two runs): keep both.
@@ -339,6 +345,7 @@ mod tests {
                     driver: "drv 1".into(),
                     capture_support: seam::CaptureSupport::Native,
                     subnormals: None,
+                    update_support: None,
                 })
                 .collect(),
             missing: vec![MissingRecord {

@@ -93,6 +93,10 @@ pub struct DeviceRecord {
     /// failed to open.
     #[serde(default)]
     pub subnormals: Option<seam::Subnormals>,
+    /// How the device updates a captured graph (C13); absent in reports
+    /// written before it was recorded, and for a device that failed to open.
+    #[serde(default)]
+    pub update_support: Option<seam::UpdateSupport>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

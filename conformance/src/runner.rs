@@ -89,6 +89,7 @@ pub fn plan_in(filter: &Filter, found: Discovery) -> Plan {
                 driver: dev.info().driver.clone(),
                 capture_support: dev.capture_support().clone(),
                 subnormals: Some(dev.subnormals().clone()),
+                update_support: Some(dev.update_support()),
             }),
             Err(e) => devices.push(DeviceRecord {
                 id: slot.id.clone(),
@@ -97,6 +98,7 @@ pub fn plan_in(filter: &Filter, found: Discovery) -> Plan {
                 driver: String::new(),
                 capture_support: seam::CaptureSupport::Unsupported("device failed to open".into()),
                 subnormals: None,
+                update_support: None,
             }),
         }
         let slot = Arc::new(slot);

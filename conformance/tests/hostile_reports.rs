@@ -116,6 +116,7 @@ fn base() -> Report {
                 driver: "drv 1".into(),
                 capture_support: seam::CaptureSupport::Native,
                 subnormals: None,
+                update_support: None,
             })
             .collect(),
         missing: vec![MissingRecord {
