@@ -1,0 +1,52 @@
+//! The report's types and the refusal of reports that are not reports.
+use super::*;
+use std::time::{Duration, UNIX_EPOCH};
+
+#[test]
+fn rfc3339_known_instants() {
+    assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+    // 2000-02-29 (a leap day of a century leap year) 12:34:56.
+    let t = UNIX_EPOCH + Duration::from_secs(951_827_696);
+    assert_eq!(rfc3339(t), "2000-02-29T12:34:56Z");
+    let t = UNIX_EPOCH + Duration::from_secs(1_735_689_599);
+    assert_eq!(rfc3339(t), "2024-12-31T23:59:59Z");
+}
+
+#[test]
+fn pretty_name_is_unquoted() {
+    let f =
+        "NAME=\"Debian GNU/Linux\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nID=debian\n";
+    assert_eq!(
+        os_pretty_name(f).as_deref(),
+        Some("Debian GNU/Linux 12 (bookworm)")
+    );
+    assert_eq!(
+        os_pretty_name("PRETTY_NAME=Alpine").as_deref(),
+        Some("Alpine")
+    );
+    assert_eq!(os_pretty_name("ID=x"), None);
+}
+
+/// A format-1 report (before run metadata) still reads, with defaults.
+#[test]
+fn format_1_report_still_reads() {
+    let old = r#"{"seam_version":"0.1.0",
+        "machine":{"os":"linux","arch":"x86_64","hostname":"h"},
+        "devices":[],"missing":[],"trials":[],
+        "summary":{"passed":0,"failed":0,"ignored":0,"expected_failures":0,"unexpected_passes":0,"timed_out":0}}"#;
+    let r = Report::from_json(old).unwrap();
+    assert_eq!(r.format_version, 1);
+    assert_eq!(r.git_commit, "");
+    assert_eq!(r.machine.display_name(), "h");
+}
+
+#[test]
+fn new_report_carries_metadata() {
+    let r = Report::new(vec![], vec![], vec![], Summary::default());
+    assert_eq!(r.format_version, REPORT_FORMAT_VERSION);
+    assert_eq!(r.seam_version, env!("CARGO_PKG_VERSION"));
+    assert!(!r.git_commit.is_empty());
+    assert_eq!(r.started_at.len(), 20, "{}", r.started_at);
+    let back = Report::from_json(&serde_json::to_string(&r).unwrap()).unwrap();
+    assert_eq!(back.started_at, r.started_at);
+}
