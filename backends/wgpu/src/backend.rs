@@ -36,9 +36,78 @@ struct Dispatch {
     groups: (u32, u32),
 }
 
-/// A captured graph: the current exec or a handle. Replays re-encode it.
+/// One dispatch of a captured graph with the pass state it must set, worked
+/// out once at capture time (`Graph::new`): what the dispatch before it left
+/// bound is not set again, so a replay records less per dispatch than an
+/// eager batch does (which sets all three every time).
+struct Step {
+    dispatch: Dispatch,
+    /// `dispatch.params` as the kernel receives them.
+    immediates: [u8; Params::BYTES],
+    sets: Sets,
+}
+
+/// Which pass state a step sets before its dispatch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Sets {
+    pipeline: bool,
+    bind_group: bool,
+    immediates: bool,
+}
+
+impl Sets {
+    const ALL: Sets = Sets {
+        pipeline: true,
+        bind_group: true,
+        immediates: true,
+    };
+
+    /// What a dispatch over (`pipeline`, `bind_group`, `immediates`) must set
+    /// after one over `prev` in the same pass (`None`: the first of the
+    /// graph, after whatever an eager batch left bound). A pipeline change
+    /// sets everything again: wgpu resets the immediates when the pipeline
+    /// layout changes, and rebinding is what a fresh pipeline expects.
+    fn after<P: PartialEq, G: PartialEq, I: PartialEq>(
+        prev: Option<(&P, &G, &I)>,
+        (pipeline, bind_group, immediates): (&P, &G, &I),
+    ) -> Sets {
+        match prev {
+            Some((p, _, _)) if p != pipeline => Sets::ALL,
+            Some((_, g, i)) => Sets {
+                pipeline: false,
+                bind_group: g != bind_group,
+                immediates: i != immediates,
+            },
+            None => Sets::ALL,
+        }
+    }
+}
+
+/// A captured graph: the current exec or a handle. Replays encode its steps
+/// into one pass; nothing is resolved, created or compared at replay time.
 struct Graph {
-    dispatches: Vec<Dispatch>,
+    steps: Vec<Step>,
+}
+
+impl Graph {
+    fn new(dispatches: Vec<Dispatch>) -> Graph {
+        let mut steps: Vec<Step> = Vec::with_capacity(dispatches.len());
+        for dispatch in dispatches {
+            let immediates = dispatch.params.to_bytes();
+            let sets = Sets::after(
+                steps
+                    .last()
+                    .map(|s| (&s.dispatch.pipeline, &s.dispatch.bind_group, &s.immediates)),
+                (&dispatch.pipeline, &dispatch.bind_group, &immediates),
+            );
+            steps.push(Step {
+                dispatch,
+                immediates,
+                sets,
+            });
+        }
+        Graph { steps }
+    }
 }
 
 /// The wgpu device behind the seam.
@@ -188,13 +257,17 @@ impl WgpuBackend {
                     .ok_or(ErrorKind::UnknownGraph { id: g.0 })?,
             ),
         };
-        let graph_dispatches = graph.map_or(&[][..], |g| &g.dispatches[..]);
-        if self.pending.is_empty() && graph_dispatches.is_empty() {
+        let steps = graph.map_or(&[][..], |g| &g.steps[..]);
+        if self.pending.is_empty() && steps.is_empty() {
             return Ok(());
         }
-        // The batch leaves `pending` even if encoding fails: its error is reported once.
-        let batch = std::mem::take(&mut self.pending);
-        let commands = encode(&self.gpu, &[&batch, graph_dispatches])?;
+        // The batch leaves `pending` even if encoding fails: its error is
+        // reported once. Its allocation is kept for the next batch.
+        let mut batch = std::mem::take(&mut self.pending);
+        let commands = encode(&self.gpu, &batch, steps);
+        batch.clear();
+        self.pending = batch;
+        let commands = commands?;
         self.gpu
             .checked("wgpu::Queue::submit", || self.gpu.queue.submit([commands]))?;
         Ok(())
@@ -306,9 +379,12 @@ impl WgpuBackend {
     }
 }
 
-/// Encode `lists` of dispatches, in order, into one compute pass of one
-/// command buffer. wgpu puts a barrier between dependent dispatches.
-fn encode(gpu: &Gpu, lists: &[&[Dispatch]]) -> Result<wgpu::CommandBuffer, ErrorKind> {
+/// Encode the eager `batch`, then a graph's `steps`, in order, into one
+/// compute pass of one command buffer. wgpu puts a barrier between
+/// dependent dispatches. An eager dispatch sets all of its state; a step
+/// sets what its `Sets` say (the first step sets all, so what the batch left
+/// bound never leaks into the graph).
+fn encode(gpu: &Gpu, batch: &[Dispatch], steps: &[Step]) -> Result<wgpu::CommandBuffer, ErrorKind> {
     let mut encoder = gpu
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -319,10 +395,23 @@ fn encode(gpu: &Gpu, lists: &[&[Dispatch]]) -> Result<wgpu::CommandBuffer, Error
             label: None,
             timestamp_writes: None,
         });
-        for d in lists.iter().flat_map(|l| l.iter()) {
+        for d in batch {
             pass.set_pipeline(&d.pipeline);
             pass.set_bind_group(0, &d.bind_group, &[]);
             pass.set_immediates(0, &d.params.to_bytes());
+            pass.dispatch_workgroups(d.groups.0, d.groups.1, 1);
+        }
+        for s in steps {
+            let d = &s.dispatch;
+            if s.sets.pipeline {
+                pass.set_pipeline(&d.pipeline);
+            }
+            if s.sets.bind_group {
+                pass.set_bind_group(0, &d.bind_group, &[]);
+            }
+            if s.sets.immediates {
+                pass.set_immediates(0, &s.immediates);
+            }
             pass.dispatch_workgroups(d.groups.0, d.groups.1, 1);
         }
     }
@@ -464,7 +553,7 @@ impl Backend for WgpuBackend {
     fn end_capture(&mut self) -> Result<(), ErrorKind> {
         let dispatches = self.recording.take().ok_or(ErrorKind::NotCapturing)?;
         // The old exec's handles drop here; replays of it in flight keep what they use (C8).
-        self.current = Some(Graph { dispatches });
+        self.current = Some(Graph::new(dispatches));
         Ok(())
     }
 
@@ -472,7 +561,7 @@ impl Backend for WgpuBackend {
         let dispatches = self.recording.take().ok_or(ErrorKind::NotCapturing)?;
         let id = self.next_graph;
         self.next_graph += 1;
-        self.graphs.insert(id, Graph { dispatches });
+        self.graphs.insert(id, Graph::new(dispatches));
         Ok(RawGraph(id))
     }
 
@@ -500,5 +589,35 @@ impl Backend for WgpuBackend {
             graphs: self.graphs.len() + usize::from(self.current.is_some()),
             bytes: self.buffers.values().map(|b| b.size).sum(),
         }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::Sets;
+
+    /// The state a step sets: everything first and after a pipeline
+    /// change, otherwise only the bind group or immediates that differ from
+    /// the step before. Mutations: a pipeline change keeping the old bind
+    /// group or immediates, `!=` → `==`, the first step setting less → red.
+    pub fn replay_steps_set_only_what_changes() {
+        let s = |pipeline, bind_group, immediates| Sets {
+            pipeline,
+            bind_group,
+            immediates,
+        };
+        let after = |prev: Option<(u8, u8, u8)>, next: (u8, u8, u8)| {
+            Sets::after(
+                prev.as_ref().map(|(p, g, i)| (p, g, i)),
+                (&next.0, &next.1, &next.2),
+            )
+        };
+        assert_eq!(after(None, (1, 1, 1)), Sets::ALL);
+        assert_eq!(after(Some((1, 1, 1)), (1, 1, 1)), s(false, false, false));
+        assert_eq!(after(Some((1, 1, 1)), (1, 2, 1)), s(false, true, false));
+        assert_eq!(after(Some((1, 1, 1)), (1, 1, 2)), s(false, false, true));
+        assert_eq!(after(Some((1, 1, 1)), (1, 2, 2)), s(false, true, true));
+        assert_eq!(after(Some((1, 1, 1)), (2, 1, 1)), Sets::ALL);
+        assert_eq!(after(Some((1, 1, 1)), (2, 2, 2)), Sets::ALL);
     }
 }

@@ -15,9 +15,13 @@ use seam::{
 mod device_trials;
 
 pub fn main() {
-    use crate::{dispatch, kernels, validation};
+    use crate::{backend, dispatch, kernels, validation};
     device_trials::run(
         &[
+            (
+                "backend::replay_steps_set_only_what_changes",
+                backend::tests::replay_steps_set_only_what_changes,
+            ),
             (
                 "dispatch::grid_covers_every_group_with_little_overshoot",
                 dispatch::tests::grid_covers_every_group_with_little_overshoot,
@@ -44,6 +48,10 @@ pub fn main() {
             (
                 "replay_creates_no_pipelines_or_bind_groups",
                 replay_creates_no_pipelines_or_bind_groups,
+            ),
+            (
+                "replay_sets_all_the_state_each_dispatch_needs",
+                replay_sets_all_the_state_each_dispatch_needs,
             ),
             (
                 "wgpu_validation_error_is_a_named_seam_error",
@@ -119,6 +127,72 @@ fn replay_creates_no_pipelines_or_bind_groups(mut b: WgpuBackend) -> Completion 
     }
     assert_eq!((b.kernels.pipeline_count(), b.bind_group_count()), made);
     assert_eq!(words(&mut b, dst, 100), vec![5; 100]);
+    b.destroy_graph(g).expect("destroy");
+    Completion::Completed
+}
+
+/// A replay sets only the state that changes between its dispatches
+/// (`backend::Sets`): a graph with runs of one pipeline over one bind group
+/// with the same immediates, then new immediates, a new bind group, a new
+/// pipeline and back, replayed after an eager launch of another pipeline
+/// with other immediates (left bound when the graph's first dispatch comes),
+/// computes what the same launches compute on the host. Mutations: a step
+/// skipping immediates or the bind group that changed, the first step
+/// setting less than everything → red.
+fn replay_sets_all_the_state_each_dispatch_needs(mut b: WgpuBackend) -> Completion {
+    const N: usize = 64;
+    let h = N as u32 / 2;
+    let one = upload(&mut b, &[1; N]);
+    let x = upload(&mut b, &[0; N]);
+    let y = upload(&mut b, &[0; N]);
+    let fill = |dst, n, v| Launch {
+        op: OpKind::Fill,
+        dtype: DType::U32,
+        buffers: [dst].into(),
+        params: Params {
+            d0: n,
+            bits: v,
+            ..Default::default()
+        },
+    };
+    let graph = [
+        add(one, x, x, N as u32),
+        add(one, x, x, N as u32),
+        add(one, x, x, N as u32),
+        add(one, x, x, h),
+        add(one, y, y, h),
+        fill(y, N as u32, 7),
+        add(one, x, x, N as u32),
+    ];
+    // The host's model of these launches: `add(one, d, d, n)` adds 1 to
+    // d[..n], `fill(d, n, v)` sets d[..n] to v; d is the last binding.
+    let model = |l: &Launch, xs: &mut [u32], ys: &mut [u32]| {
+        let n = l.params.d0 as usize;
+        let d = if l.buffers.last() == Some(&x) { xs } else { ys };
+        match l.op {
+            OpKind::Fill => d[..n].fill(l.params.bits),
+            _ => d[..n].iter_mut().for_each(|v| *v += 1),
+        }
+    };
+    b.begin_capture().expect("begin");
+    for l in &graph {
+        b.launch(l).expect("record");
+    }
+    let g = b.end_capture_graph().expect("end");
+    let (mut xs, mut ys) = (vec![0u32; N], vec![0u32; N]);
+    for round in 0..3 {
+        // Another pipeline with other immediates (d0 = N / 4) queued just
+        // before the replay, encoded into the same pass.
+        let eager = fill(x, N as u32 / 4, 100 + round);
+        b.launch(&eager).expect("eager");
+        model(&eager, &mut xs, &mut ys);
+        b.replay(ReplayTarget::Graph(g)).expect("replay");
+        for l in &graph {
+            model(l, &mut xs, &mut ys);
+        }
+        assert_eq!(words(&mut b, x, N), xs, "x after replay {round}");
+        assert_eq!(words(&mut b, y, N), ys, "y after replay {round}");
+    }
     b.destroy_graph(g).expect("destroy");
     Completion::Completed
 }
