@@ -4,9 +4,10 @@
 use crate::dispatch;
 use crate::msl::{self, EntryPoint, Library as MslLibrary};
 use crate::sys::{self, Buffer, CommandBuffer, Device, Dispatch, Encoder, Icb, Pipeline, Queue};
+use crate::update::{self, CommandMap};
 use seam::{
     Backend, CaptureSupport, DType, DeviceInfo, ErrorKind, Launch, OpKind, RawBuffer, RawGraph,
-    ReplayTarget, ResourceCounts,
+    ReplayTarget, ResourceCounts, UpdateSupport,
 };
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -50,8 +51,9 @@ enum Graph {
     /// Nothing was launched between begin and end.
     Empty,
     /// An indirect command buffer (it holds every pipeline and buffer its
-    /// commands reference).
-    Native { icb: Icb },
+    /// commands reference) and, per captured launch, the command it was
+    /// encoded at (C13 re-encodes that command).
+    Native { icb: Icb, commands: CommandMap },
     /// Re-encoded on every replay.
     Emulated { launches: Vec<Recorded> },
 }
@@ -85,7 +87,8 @@ impl Batch {
 /// A committed command buffer and what must outlive it.
 struct Submitted {
     cb: CommandBuffer,
-    _keep: Vec<Arc<Graph>>,
+    /// The graphs it replays (an update waits for it: `wait_for_graph`).
+    keep: Vec<Arc<Graph>>,
 }
 
 /// One Metal device behind the seam.
@@ -237,7 +240,7 @@ impl MetalBackend {
             batch.cb.commit()?;
             self.in_flight.push_back(Submitted {
                 cb: batch.cb,
-                _keep: batch.keep,
+                keep: batch.keep,
             });
         }
         while self.in_flight.len() > MAX_IN_FLIGHT {
@@ -286,6 +289,32 @@ impl MetalBackend {
         Ok(())
     }
 
+    fn graph_mut(&mut self, target: ReplayTarget) -> Result<&mut Arc<Graph>, ErrorKind> {
+        match target {
+            ReplayTarget::Current => self.current.as_mut().ok_or(ErrorKind::NoCurrentExec),
+            ReplayTarget::Graph(g) => self
+                .graphs
+                .get_mut(&g.0)
+                .ok_or(ErrorKind::UnknownGraph { id: g.0 }),
+        }
+    }
+
+    /// Wait until no command buffer holds `graph`: commit the open batch if
+    /// it replays it, then wait, oldest first, for the in-flight
+    /// submissions up to the newest that replays it (a failed one is an
+    /// error; a wait past the limit leaves it in flight, and the error).
+    fn wait_for_graph(&mut self, graph: &Arc<Graph>) -> Result<(), ErrorKind> {
+        let holds = |keep: &[Arc<Graph>]| keep.iter().any(|g| Arc::ptr_eq(g, graph));
+        if self.batch.as_ref().is_some_and(|b| holds(&b.keep)) {
+            self.submit()?;
+        }
+        let waits = update::waits_before_update(self.in_flight.iter().map(|s| holds(&s.keep)));
+        for _ in 0..waits {
+            self.wait_oldest()?;
+        }
+        Ok(())
+    }
+
     fn graph(&self, target: ReplayTarget) -> Result<Arc<Graph>, ErrorKind> {
         match target {
             ReplayTarget::Current => self.current.clone().ok_or(ErrorKind::NoCurrentExec),
@@ -311,7 +340,10 @@ impl MetalBackend {
             let dispatches: Vec<Dispatch<'_>> = launches.iter().map(Recorded::dispatch).collect();
             sys::pool(|| self.device.new_icb(&dispatches))?
         };
-        Ok(Graph::Native { icb })
+        Ok(Graph::Native {
+            icb,
+            commands: CommandMap::sequential(launches.len()),
+        })
     }
 }
 
@@ -335,6 +367,70 @@ impl Backend for MetalBackend {
         } else {
             CaptureSupport::Emulated
         }
+    }
+
+    /// Native where capture records indirect command buffers: an update
+    /// re-encodes the changed commands in place (`update_launches`).
+    /// Emulated otherwise: core re-records the graph.
+    fn update_support(&self) -> UpdateSupport {
+        if self.native {
+            UpdateSupport::Native
+        } else {
+            UpdateSupport::Emulated
+        }
+    }
+
+    /// Re-encode the ICB commands of the changed launches (C13). Every
+    /// change is resolved (buffers, sizes, params, grid) before anything is
+    /// touched; then the graph's pending replays are waited for, so replays
+    /// queued before this call run the old commands, and the commands are
+    /// re-encoded exactly as capture encoded them. Params are the kernel's
+    /// bytes argument (in the graph's argument buffer), so a params update
+    /// re-encodes its command too. Any error leaves core to re-record.
+    fn update_launches(
+        &mut self,
+        target: ReplayTarget,
+        changes: &[(usize, Launch)],
+    ) -> Result<(), ErrorKind> {
+        if !self.native {
+            return Err(ErrorKind::UpdateUnsupported);
+        }
+        sys::pool(|| {
+            let graph = self.graph(target)?;
+            let Graph::Native { icb, commands } = &*graph else {
+                // An empty graph has no launch to change (core refuses it).
+                return Err(ErrorKind::UpdateUnsupported);
+            };
+            if commands.launches() != icb.commands() {
+                return Err(ErrorKind::driver(
+                    "update_launches",
+                    format!(
+                        "{} launches recorded for {} commands",
+                        commands.launches(),
+                        icb.commands()
+                    ),
+                ));
+            }
+            let indices: Vec<usize> = changes.iter().map(|(i, _)| *i).collect();
+            let resolved = commands
+                .plan(&indices)?
+                .into_iter()
+                .map(|(change, command)| Ok((command, self.resolve(&changes[change].1)?)))
+                .collect::<Result<Vec<_>, ErrorKind>>()?;
+            self.wait_for_graph(&graph)?;
+            drop(graph);
+            let Some(Graph::Native { icb, .. }) = Arc::get_mut(self.graph_mut(target)?) else {
+                return Err(ErrorKind::driver(
+                    "update_launches",
+                    "the graph is still held by a command buffer",
+                ));
+            };
+            let dispatches: Vec<(usize, Dispatch<'_>)> = resolved
+                .iter()
+                .map(|(command, rec)| (*command, rec.dispatch()))
+                .collect();
+            icb.reencode(&dispatches)
+        })
     }
 
     fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
@@ -444,7 +540,7 @@ impl Backend for MetalBackend {
                     }
                     batch.launches += launches.len();
                 }
-                Graph::Native { icb } => {
+                Graph::Native { icb, .. } => {
                     // Its own encoder: useResource orders it after the eager
                     // dispatches before it and before the ones after it.
                     batch.end_encoder();

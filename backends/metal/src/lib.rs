@@ -33,6 +33,14 @@
 //!   `executeCommandsInBuffer:withRange:`, committed at once. Elsewhere, or
 //!   with `SEAM_METAL_CAPTURE=emulated`, capture is Emulated: the recorded
 //!   launches are re-encoded on every replay. `capture_support` says which.
+//! - **Graph update (C13)** is Native where capture is: each captured
+//!   launch keeps the ICB command it was encoded at ([`update`]), and
+//!   `update_launches` waits for the graph's in-flight replays (so replays
+//!   queued before the update keep the old bindings), then re-encodes only
+//!   the changed commands (`indirectComputeCommandAtIndex` → `reset` → the
+//!   same calls capture made), their `Params` and sizes rewritten in the
+//!   argument buffer; what the ICB holds follows the rebind. With Emulated
+//!   capture it is Emulated: core re-records.
 //! - **Lifetimes.** A committed command buffer keeps every graph it replays
 //!   alive until it has completed, so destroying a graph whose replay is in
 //!   flight (C8) defers the release; buffers bound directly are retained by
@@ -45,6 +53,9 @@
 
 mod dispatch;
 pub mod msl;
+// Used by the real backend only; unit-tested everywhere.
+#[cfg_attr(not(target_vendor = "apple"), allow(dead_code))]
+mod update;
 
 #[cfg(target_vendor = "apple")]
 mod backend;

@@ -152,17 +152,9 @@ impl Device {
             d.check()?;
         }
         let args = self.new_buffer(count * 2 * ARG_STRIDE)?;
-        let mut buffers: Vec<Buffer> = Vec::new();
-        for b in dispatches.iter().flat_map(|d| &d.buffers) {
-            if !buffers.iter().any(|x| Arc::ptr_eq(&x.0, &b.0)) {
-                buffers.push((*b).clone());
-            }
-        }
-        let pipelines = dispatches.iter().map(|d| d.pipeline.raw.clone()).collect();
+        let commands: Vec<Held> = dispatches.iter().map(Held::of).collect();
         for (i, d) in dispatches.iter().enumerate() {
-            args.write(i * 2 * ARG_STRIDE, &d.params)?;
-            let sizes: Vec<u8> = d.sizes.iter().flat_map(|s| s.to_ne_bytes()).collect();
-            args.write((i * 2 + 1) * ARG_STRIDE, &sizes)?;
+            write_args(&args, i, d)?;
         }
         pool(|| {
             let desc = MTLIndirectCommandBufferDescriptor::new();
@@ -197,11 +189,26 @@ impl Device {
                 raw,
                 count,
                 args,
-                buffers,
-                _pipelines: pipelines,
+                buffers: held_buffers(&commands),
+                commands,
             })))
         })
     }
+}
+
+/// Command `i`'s `Params` and buffer sizes, into its slots of `args`
+/// (refused while a command buffer that uses `args` may run).
+fn write_args(args: &Buffer, i: usize, d: &Dispatch<'_>) -> Result<()> {
+    args.write(i * 2 * ARG_STRIDE, &d.params)?;
+    let sizes: Vec<u8> = d.sizes.iter().flat_map(|s| s.to_ne_bytes()).collect();
+    args.write((i * 2 + 1) * ARG_STRIDE, &sizes)
+}
+
+/// Every buffer the commands bind, once each (for `useResource`).
+fn held_buffers(commands: &[Held]) -> Vec<Buffer> {
+    crate::update::union(commands.iter().map(|c| c.buffers.as_slice()), |x, y| {
+        Arc::ptr_eq(&x.0, &y.0)
+    })
 }
 
 fn encode_icb_command(
@@ -290,19 +297,39 @@ pub struct Pipeline {
     pub(super) raw: Retained<ProtocolObject<dyn MTLComputePipelineState>>,
 }
 
+/// What one ICB command references: an ICB retains neither its commands'
+/// pipeline nor their buffers, so the `Icb` does, per command, and a
+/// re-encoded command's holdings are replaced with it.
+pub(super) struct Held {
+    buffers: Vec<Buffer>,
+    _pipeline: Retained<ProtocolObject<dyn MTLComputePipelineState>>,
+}
+
+impl Held {
+    fn of(d: &Dispatch<'_>) -> Held {
+        Held {
+            buffers: d.buffers.iter().map(|b| (*b).clone()).collect(),
+            _pipeline: d.pipeline.raw.clone(),
+        }
+    }
+}
+
 pub(super) struct IcbInner {
     pub(super) raw: Retained<ProtocolObject<dyn MTLIndirectCommandBuffer>>,
     pub(super) count: usize,
     pub(super) args: Buffer,
     /// Every buffer its commands reference, once each (for `useResource`).
     pub(super) buffers: Vec<Buffer>,
-    /// Every pipeline its commands reference (an ICB does not retain them).
-    pub(super) _pipelines: Vec<Retained<ProtocolObject<dyn MTLComputePipelineState>>>,
+    /// Per command (index = ICB command index), what it references.
+    commands: Vec<Held>,
 }
 
 // SAFETY: an MTLIndirectCommandBuffer and pipeline states are Metal objects
-// that are thread-safe to reference; the ICB is encoded once, in
-// `Device::new_icb`, before it is shared, and only read by the GPU afterwards.
+// that are thread-safe to reference. The ICB's commands are encoded in
+// `Device::new_icb` before it is shared, and re-encoded only by
+// `Icb::reencode`, through `Arc::get_mut`: only while no other `Icb` clone
+// exists, so no other thread references it and no command buffer that may
+// run it holds it (each holds a clone until seen completed, or for good).
 unsafe impl Send for IcbInner {}
 // SAFETY: as above.
 unsafe impl Sync for IcbInner {}
@@ -311,3 +338,56 @@ unsafe impl Sync for IcbInner {}
 /// commands read `Params` and buffer sizes from, and everything they use.
 #[derive(Clone)]
 pub struct Icb(pub(super) Arc<IcbInner>);
+
+impl Icb {
+    /// How many commands it holds (one per recorded dispatch).
+    pub fn commands(&self) -> usize {
+        self.0.count
+    }
+
+    /// Re-encode commands in place (C13): for each (command index,
+    /// dispatch), `indirectComputeCommandAtIndex` → `reset` → pipeline,
+    /// buffers, `Params` and sizes, threadgroup memory, threadgroups and
+    /// barrier, exactly as `Device::new_icb` encoded it; the command's
+    /// holdings follow (the old buffers and pipeline are let go, the new
+    /// ones held). Refused, changing nothing, while any command buffer
+    /// holds this ICB (one that executes it and has not been seen
+    /// completed, or one still being encoded), or while another clone of
+    /// it exists: the GPU never reads a command being rewritten, and a
+    /// replay queued before the call runs the old commands. Every index and
+    /// dispatch is checked before anything changes; a failed argument
+    /// write (only if those checks were wrong) leaves it partly updated and
+    /// is an error.
+    pub fn reencode(&mut self, changes: &[(usize, Dispatch<'_>)]) -> Result<()> {
+        let call = "indirectComputeCommandAtIndex";
+        let inner = Arc::get_mut(&mut self.0).ok_or_else(|| {
+            ErrorKind::driver(
+                call,
+                "the indirect command buffer is held by a command buffer not seen completed",
+            )
+        })?;
+        for (i, d) in changes {
+            if *i >= inner.count {
+                return Err(ErrorKind::driver(
+                    call,
+                    format!("command {i} of {}", inner.count),
+                ));
+            }
+            d.check()?;
+        }
+        for (i, d) in changes {
+            write_args(&inner.args, *i, d)?;
+        }
+        pool(|| {
+            for (i, d) in changes {
+                // SAFETY: i < count, the ICB's maxCommandCount (checked above).
+                let cmd = unsafe { inner.raw.indirectComputeCommandAtIndex(*i) };
+                cmd.reset();
+                encode_icb_command(&cmd, d, &inner.args, *i);
+                inner.commands[*i] = Held::of(d);
+            }
+        });
+        inner.buffers = held_buffers(&inner.commands);
+        Ok(())
+    }
+}

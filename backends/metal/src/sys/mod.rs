@@ -7,7 +7,9 @@
 //! - a [`CommandBuffer`] holds every buffer, pipeline and indirect command
 //!   buffer its commands use until it is seen completed (or, if it is
 //!   dropped while still running, leaks them);
-//! - an [`Icb`] holds the pipelines and buffers its commands reference;
+//! - an [`Icb`] holds the pipelines and buffers its commands reference, and
+//!   re-encodes a command only while nothing else holds it (no command
+//!   buffer that may run it, no other clone);
 //! - host access to a [`Buffer`] is refused while a command buffer that uses
 //!   it has not been seen completed, and is serialised by a lock.
 
