@@ -21,7 +21,7 @@ pub struct RawBuffer(pub u64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RawGraph(pub u64);
 
-/// What to replay: the exec made by [`Backend::end_capture`], or a handle
+/// What to replay: the exec made by [`Backend::end_capture_into_current`], or a handle
 /// made by [`Backend::end_capture_graph`]. The two never alias (C3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReplayTarget {
@@ -152,7 +152,7 @@ pub trait Backend: Send {
     /// Capture op 2: start recording launches instead of running them.
     fn begin_capture(&mut self) -> Result<(), ErrorKind>;
     /// Capture op 3: stop recording; the result replaces the backend's current exec.
-    fn end_capture(&mut self) -> Result<(), ErrorKind>;
+    fn end_capture_into_current(&mut self) -> Result<(), ErrorKind>;
     /// Capture op 4: stop recording; the result is a new, independent graph.
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind>;
     /// Capture op 5: queue one re-execution of the target over the buffers' current contents (C1).

@@ -40,7 +40,7 @@ pub enum ErrorKind {
     NotCapturing,
     #[error("allocation inside a capture region is refused (C5): allocate before begin_capture")]
     AllocInCapture,
-    #[error("free inside a capture region is refused (C5): free after end_capture")]
+    #[error("free inside a capture region is refused (C5): free after the capture ends")]
     FreeInCapture,
     #[error("host {what} inside a capture region is refused: it would not be part of the graph")]
     HostAccessInCapture { what: &'static str },

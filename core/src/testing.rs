@@ -108,8 +108,8 @@ impl Backend for NullBackend {
         self.note("begin_capture");
         Ok(())
     }
-    fn end_capture(&mut self) -> Result<(), ErrorKind> {
-        self.note("end_capture");
+    fn end_capture_into_current(&mut self) -> Result<(), ErrorKind> {
+        self.note("end_capture_into_current");
         self.current = true;
         Ok(())
     }
@@ -230,8 +230,8 @@ impl<H: Hooks> Backend for Forward<H> {
     fn begin_capture(&mut self) -> Result<(), ErrorKind> {
         self.call("begin_capture", |b| b.begin_capture())
     }
-    fn end_capture(&mut self) -> Result<(), ErrorKind> {
-        self.call("end_capture", |b| b.end_capture())
+    fn end_capture_into_current(&mut self) -> Result<(), ErrorKind> {
+        self.call("end_capture_into_current", |b| b.end_capture_into_current())
     }
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
         self.call("end_capture_graph", |b| b.end_capture_graph())

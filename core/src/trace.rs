@@ -15,7 +15,7 @@ pub enum EventKind {
         captured: bool,
     },
     BeginCapture,
-    /// end_capture into the current exec.
+    /// end_capture_into_current: the current exec.
     EndCapture {
         launches: usize,
     },
@@ -188,7 +188,10 @@ fn event_name(kind: &EventKind) -> (String, serde_json::Value) {
             json!({"op": op.name(), "captured": captured}),
         ),
         EventKind::BeginCapture => ("begin_capture".into(), json!({})),
-        EventKind::EndCapture { launches } => ("end_capture".into(), json!({"launches": launches})),
+        EventKind::EndCapture { launches } => (
+            "end_capture_into_current".into(),
+            json!({"launches": launches}),
+        ),
         EventKind::EndCaptureGraph { graph, launches } => (
             format!("end_capture_graph g{graph}"),
             json!({"graph": graph, "launches": launches}),

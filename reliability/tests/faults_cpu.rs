@@ -77,12 +77,12 @@ fn failed_end_capture_leaves_device_usable() {
     let a = dev.buffer_from(&[1u32]).unwrap();
     let b = dev.buffer_from(&[0u32]).unwrap();
     dev.begin_capture().unwrap();
-    plan.arm(Some(0)); // the next backend call: end_capture
+    plan.arm(Some(0)); // the next backend call: end_capture_into_current
     let e = dev.end_capture_into_current().unwrap_err();
     assert_eq!(
         e.kind,
         ErrorKind::Injected {
-            call: "end_capture"
+            call: "end_capture_into_current"
         }
     );
     assert!(!dev.capturing());
@@ -90,6 +90,6 @@ fn failed_end_capture_leaves_device_usable() {
     assert_eq!(
         b.read().unwrap(),
         [2],
-        "the launch after a failed end_capture must run"
+        "the launch after a failed end_capture_into_current must run"
     );
 }

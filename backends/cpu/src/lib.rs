@@ -276,7 +276,7 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn end_capture(&mut self) -> Result<(), ErrorKind> {
+    fn end_capture_into_current(&mut self) -> Result<(), ErrorKind> {
         let list = self.recording.take().ok_or(ErrorKind::NotCapturing)?;
         self.current = Some(Arc::new(list));
         Ok(())

@@ -509,7 +509,7 @@ impl Backend for MetalBackend {
         Ok(())
     }
 
-    fn end_capture(&mut self) -> Result<(), ErrorKind> {
+    fn end_capture_into_current(&mut self) -> Result<(), ErrorKind> {
         let graph = self.finish_capture()?;
         // A replaced exec still in flight is held by its command buffer (C8).
         self.current = Some(Arc::new(graph));

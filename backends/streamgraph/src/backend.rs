@@ -435,7 +435,7 @@ where
         self.graphs.begin_capture(&self.driver)
     }
 
-    fn end_capture(&mut self) -> Result<(), ErrorKind> {
+    fn end_capture_into_current(&mut self) -> Result<(), ErrorKind> {
         self.driver.select()?;
         // The exec being replaced may still be running: waited for (C8).
         let ended = self.graphs.end_capture(&self.driver);

@@ -174,7 +174,7 @@ fn a_launch_while_capturing_is_recorded_into_the_graph() {
     d.clear_log();
     b.launch(&add(x, y, z, 4)).unwrap();
     b.launch(&add(z, y, x, 4)).unwrap();
-    b.end_capture().unwrap();
+    b.end_capture_into_current().unwrap();
     let log = without_selects(d.log());
     // Recording loads nothing: begin_capture loaded every module.
     assert!(!log
@@ -244,7 +244,7 @@ fn a_vendor_op_inside_a_capture_needs_prepare() {
     b.prepare(&[(OpKind::Gemm, DType::F32)]).unwrap();
     b.begin_capture().unwrap();
     b.launch(&gemm(x, y, z)).unwrap();
-    b.end_capture().unwrap();
+    b.end_capture_into_current().unwrap();
     let log = d.log();
     assert_eq!(log.iter().filter(|c| **c == Call::VendorPrepare).count(), 1);
     assert!(log.contains(&Call::VendorLaunch(OpKind::Gemm)));
@@ -258,7 +258,7 @@ fn teardown_aborts_waits_and_destroys_execs_before_graphs_then_frees() {
     b.set_device_timing(true).unwrap();
     b.begin_capture().unwrap();
     b.launch(&add(x, y, z, 4)).unwrap();
-    b.end_capture().unwrap();
+    b.end_capture_into_current().unwrap();
     b.begin_capture().unwrap();
     b.launch(&add(x, y, z, 4)).unwrap();
     let h = b.end_capture_graph().unwrap();
@@ -307,7 +307,7 @@ fn a_buffer_a_graph_uses_is_never_freed() {
         other => panic!("{other:?}"),
     };
     assert_eq!(in_use(&mut b, x), [GraphUser::OpenCapture]);
-    b.end_capture().unwrap();
+    b.end_capture_into_current().unwrap();
     assert_eq!(in_use(&mut b, y), [GraphUser::Current]);
     b.begin_capture().unwrap();
     b.launch(&add(p, q, x, 4)).unwrap();
@@ -327,7 +327,7 @@ fn a_buffer_a_graph_uses_is_never_freed() {
     // Replacing the current exec releases what only the old one used.
     b.begin_capture().unwrap();
     b.launch(&add(q, q, x, 4)).unwrap();
-    b.end_capture().unwrap();
+    b.end_capture_into_current().unwrap();
     b.free(z).unwrap();
     assert!(!d.log().contains(&Call::Free(1)));
     assert_clean(&d);
@@ -429,7 +429,7 @@ fn the_current_exec_is_patched_too() {
     let [x, y, z] = three(&mut b, 4);
     b.begin_capture().unwrap();
     b.launch(&add(x, y, z, 4)).unwrap();
-    b.end_capture().unwrap();
+    b.end_capture_into_current().unwrap();
     let exec = last_exec(&d);
     d.clear_log();
     b.update_launches(ReplayTarget::Current, &[(0, add(y, y, x, 4))])

@@ -550,7 +550,7 @@ impl Backend for WgpuBackend {
         Ok(())
     }
 
-    fn end_capture(&mut self) -> Result<(), ErrorKind> {
+    fn end_capture_into_current(&mut self) -> Result<(), ErrorKind> {
         let dispatches = self.recording.take().ok_or(ErrorKind::NotCapturing)?;
         // The old exec's handles drop here; replays of it in flight keep what they use (C8).
         self.current = Some(Graph::new(dispatches));

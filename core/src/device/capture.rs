@@ -59,7 +59,7 @@ impl Device {
     pub fn end_capture_into_current(&self) -> Result<()> {
         self.with("end_capture_into_current", |st| {
             let cap = Self::take_capture(st)?;
-            let r = st.backend.end_capture();
+            let r = st.backend.end_capture_into_current();
             if r.is_err() {
                 Self::stop_recording(st);
             }

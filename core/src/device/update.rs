@@ -207,7 +207,7 @@ fn rerecord(
     }
     match target {
         GraphRef::Current => {
-            if let Err(e) = st.backend.end_capture() {
+            if let Err(e) = st.backend.end_capture_into_current() {
                 let _ = st.backend.abort_capture();
                 return Err(e);
             }

@@ -206,8 +206,8 @@ impl Backend for QueueBackend {
     fn begin_capture(&mut self) -> Result<(), ErrorKind> {
         self.call(|b| b.begin_capture())
     }
-    fn end_capture(&mut self) -> Result<(), ErrorKind> {
-        self.call(|b| b.end_capture())
+    fn end_capture_into_current(&mut self) -> Result<(), ErrorKind> {
+        self.call(|b| b.end_capture_into_current())
     }
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
         self.call(|b| b.end_capture_graph())

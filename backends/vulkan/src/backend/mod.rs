@@ -302,25 +302,34 @@ impl Backend for VulkanBackend {
                 dispatch::workgroups(launch),
                 b.gpu.adapter().max_group_count,
             )?;
-            let buffers = launch
-                .buffers
-                .iter()
-                .map(|id| b.buffer(*id).cloned())
-                .collect::<Result<Vec<_>, _>>()?;
-            let bindings: Vec<_> = buffers
-                .iter()
-                .zip(launch.op.signature())
-                .map(|(buf, binding)| (buf, binding.access))
-                .collect();
+            for &id in launch.buffers.iter() {
+                b.buffer(id)?;
+            }
             let params = launch.params.to_bytes();
             if b.capture.is_none() {
                 b.eager()?;
             }
-            let rec = b.capture.as_mut().or(b.eager.as_mut()).ok_or_else(|| {
+            // The buffers are borrowed from `buffers` while the batch or
+            // capture records (disjoint fields), and the bindings built on
+            // the stack: an eager launch allocates nothing here (issue 20).
+            let VulkanBackend {
+                buffers,
+                capture,
+                eager,
+                ..
+            } = &mut *b;
+            let rec = capture.as_mut().or(eager.as_mut()).ok_or_else(|| {
                 ErrorKind::driver("vkBeginCommandBuffer", "no command buffer to record into")
             })?;
+            let sig = launch.op.signature();
+            let binding = |i: usize| {
+                let id = launch.buffers[i].0;
+                (&buffers[&id], sig[i].access)
+            };
             rec.barrier()?;
-            rec.dispatch(&pipeline, &bindings, &params, groups)?;
+            crate::stack::with_slice(launch.buffers.len().min(sig.len()), binding, |bindings| {
+                rec.dispatch(&pipeline, bindings, &params, groups)
+            })?;
             if b.capture.is_none() && rec_full(b.eager.as_ref()) {
                 b.flush()?;
             }
@@ -353,8 +362,8 @@ impl Backend for VulkanBackend {
         })
     }
 
-    fn end_capture(&mut self) -> Result<(), ErrorKind> {
-        self.validated("end_capture", |b| {
+    fn end_capture_into_current(&mut self) -> Result<(), ErrorKind> {
+        self.validated("end_capture_into_current", |b| {
             let exec = b.finish_capture()?;
             // A replay of the old exec may be in flight: it holds the exec.
             b.current = Some(exec);
