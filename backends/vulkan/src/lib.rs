@@ -70,6 +70,7 @@
 mod backend;
 mod dispatch;
 mod float_controls;
+mod stack;
 #[allow(unsafe_code)]
 mod sys;
 mod wait;

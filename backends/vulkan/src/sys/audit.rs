@@ -69,6 +69,14 @@ impl fmt::Display for Hazard {
 }
 
 impl Audit {
+    /// Back to a fresh audit (a command buffer recorded again), keeping the
+    /// list's allocation.
+    pub(super) fn reset(&mut self) {
+        self.since_barrier.clear();
+        self.ordered = false;
+        self.commands = 0;
+    }
+
     /// A global memory barrier: it orders every later access after every
     /// earlier one, here and in earlier submissions.
     pub(super) fn barrier(&mut self) {

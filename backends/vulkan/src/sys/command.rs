@@ -43,7 +43,9 @@ enum Recorded {
 struct Dispatch {
     set: vk::DescriptorSet,
     pipeline: Pipeline,
-    /// Binding i's buffer and whether the kernel writes it.
+    /// Binding i's buffer and whether the kernel writes it (reusable
+    /// command buffers only: a one-time batch keeps no log and leaves this
+    /// empty; its buffers are held in `Inner::buffers`).
     bindings: Vec<(Buffer, bool)>,
     params: [u8; PUSH_CONSTANT_BYTES as usize],
     groups: (u32, u32),
@@ -194,7 +196,7 @@ impl CommandBuffer {
         inner.buffers.clear();
         inner.queries.clear();
         inner.dispatches = 0;
-        inner.audit = Audit::default();
+        inner.audit.reset();
         inner.log.clear();
         inner.last_serial = AtomicU64::new(0);
         let flags = if reusable {
@@ -216,14 +218,14 @@ impl CommandBuffer {
         let inner = self.recording("vkEndCommandBuffer")?;
         inner.cmd_end()?;
         // One entry per buffer: a submission stamps each with its serial.
-        let mut unique: Vec<Buffer> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for b in inner.buffers.drain(..) {
-            if seen.insert(b.handle()) {
-                unique.push(b);
-            }
-        }
-        inner.buffers = unique;
+        // Sorted and deduplicated in place (nothing allocated; the order is
+        // the handles', the one a submission takes their host locks in).
+        inner
+            .buffers
+            .sort_unstable_by_key(|b| vk::Handle::as_raw(b.handle()));
+        inner
+            .buffers
+            .dedup_by_key(|b| vk::Handle::as_raw(b.handle()));
         Ok(())
     }
 
@@ -290,27 +292,31 @@ impl CommandBuffer {
                 format!("a {}-byte buffer exceeds maxStorageBufferRange", b.size()),
             ));
         }
-        let accesses: Vec<(u64, bool)> = bindings
-            .iter()
-            .map(|(b, a)| {
-                (
-                    vk::Handle::as_raw(b.handle()),
-                    *a == seam::ops::Access::Write,
-                )
-            })
-            .collect();
-        inner
-            .audit
-            .command("dispatch", &accesses)
-            .map_err(|h| ErrorKind::driver(CALL, h))?;
+        let access = |i: usize| {
+            let (b, a) = bindings[i];
+            (
+                vk::Handle::as_raw(b.handle()),
+                a == seam::ops::Access::Write,
+            )
+        };
+        crate::stack::with_slice(bindings.len(), access, |accesses| {
+            inner.audit.command("dispatch", accesses)
+        })
+        .map_err(|h| ErrorKind::driver(CALL, h))?;
         let set = inner.descriptor_set(layout.set_layout, bindings)?;
         let recorded = Dispatch {
             set,
             pipeline: pipeline.clone(),
-            bindings: bindings
-                .iter()
-                .map(|(b, a)| ((*b).clone(), *a == seam::ops::Access::Write))
-                .collect(),
+            // Kept only where the log keeps the dispatch (a one-time batch
+            // holds its buffers in `buffers` alone).
+            bindings: if inner.reusable {
+                bindings
+                    .iter()
+                    .map(|(b, a)| ((*b).clone(), *a == seam::ops::Access::Write))
+                    .collect()
+            } else {
+                Vec::new()
+            },
             params: *params,
             groups,
         };
@@ -929,46 +935,49 @@ impl Inner {
             let info = vk::DescriptorSetAllocateInfo::default()
                 .descriptor_pool(self.descriptor_pools[self.current_pool])
                 .set_layouts(&layouts);
+            let mut set = vk::DescriptorSet::null();
             // SAFETY: live pool (owned here, used through `&mut self` only)
-            // and live layout.
-            match unsafe { d.allocate_descriptor_sets(&info) } {
-                Ok(sets) if !sets.is_empty() => break sets[0],
-                Ok(_) => {
+            // and live layout; `info` asks for one set (one layout), so the
+            // driver writes exactly `set`. Called through the function
+            // pointer rather than ash's wrapper, which returns a `Vec`.
+            let result =
+                unsafe { (d.fp_v1_0().allocate_descriptor_sets)(d.handle(), &info, &mut set) };
+            match result {
+                vk::Result::SUCCESS if set != vk::DescriptorSet::null() => break set,
+                vk::Result::SUCCESS => {
                     return Err(ErrorKind::driver(
                         "vkAllocateDescriptorSets",
                         "returned none",
                     ))
                 }
-                Err(vk::Result::ERROR_OUT_OF_POOL_MEMORY | vk::Result::ERROR_FRAGMENTED_POOL) => {
+                vk::Result::ERROR_OUT_OF_POOL_MEMORY | vk::Result::ERROR_FRAGMENTED_POOL => {
                     self.current_pool += 1
                 }
-                Err(e) => return Err(ErrorKind::driver("vkAllocateDescriptorSets", e)),
+                e => return Err(ErrorKind::driver("vkAllocateDescriptorSets", e)),
             }
         };
-        let infos: Vec<[vk::DescriptorBufferInfo; 1]> = bindings
-            .iter()
-            .map(|(b, _)| {
-                [vk::DescriptorBufferInfo::default()
-                    .buffer(b.handle())
-                    .offset(0)
-                    .range(vk::WHOLE_SIZE)]
-            })
-            .collect();
-        let writes: Vec<_> = infos
-            .iter()
-            .enumerate()
-            .map(|(i, info)| {
+        let info = |i: usize| {
+            [vk::DescriptorBufferInfo::default()
+                .buffer(bindings[i].0.handle())
+                .offset(0)
+                .range(vk::WHOLE_SIZE)]
+        };
+        crate::stack::with_slice(bindings.len(), info, |infos| {
+            let write = |i: usize| {
                 vk::WriteDescriptorSet::default()
                     .dst_set(set)
                     .dst_binding(i as u32)
                     .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                    .buffer_info(info)
+                    .buffer_info(&infos[i])
+            };
+            crate::stack::with_slice(infos.len(), write, |writes| {
+                // SAFETY: the set is fresh (bound in no command buffer yet),
+                // it has one storage-buffer binding per write, and every
+                // buffer is live and made with STORAGE_BUFFER usage; `infos`
+                // outlives the call.
+                unsafe { d.update_descriptor_sets(writes, &[]) }
             })
-            .collect();
-        // SAFETY: the set is fresh (bound in no command buffer yet), it has
-        // one storage-buffer binding per write, and every buffer is live and
-        // made with STORAGE_BUFFER usage; `infos` outlives the call.
-        unsafe { d.update_descriptor_sets(&writes, &[]) };
+        });
         Ok(set)
     }
 }

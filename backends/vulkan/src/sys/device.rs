@@ -147,6 +147,10 @@ impl Drop for QueryPoolInner {
 pub struct QueryPool(pub(super) Arc<QueryPoolInner>);
 
 /// One queue submission, holding what it uses until its fence signals.
+/// Host-access locks a submission holds without allocating (more spill to
+/// a `Vec`).
+const HOST_LOCKS_INLINE: usize = 16;
+
 struct Submission {
     serial: u64,
     fence: vk::Fence,
@@ -451,8 +455,22 @@ impl Gpu {
             .map_err(drv("vkCreateFence"))?,
         };
         // Host access to the buffers it uses finishes before the submission
-        // and is refused after it (`Buffer::host_lock`).
-        let host: Vec<_> = cmd.buffers().iter().filter_map(|b| b.host_lock()).collect();
+        // and is refused after it (`Buffer::host_lock`). The first
+        // `HOST_LOCKS_INLINE` locks are held without allocating.
+        let mut host: [Option<MutexGuard<'_, super::memory::Mapped>>; HOST_LOCKS_INLINE] =
+            Default::default();
+        let mut more_host = Vec::new();
+        for (i, lock) in cmd
+            .buffers()
+            .iter()
+            .filter_map(|b| b.host_lock())
+            .enumerate()
+        {
+            match host.get_mut(i) {
+                Some(slot) => *slot = Some(lock),
+                None => more_host.push(lock),
+            }
+        }
         let cmds = [cmd.handle()];
         let submit = [vk::SubmitInfo::default().command_buffers(&cmds)];
         // SAFETY: `cmd` is executable and, unless recorded SIMULTANEOUS_USE,
@@ -467,6 +485,7 @@ impl Gpu {
         }
         self.next_serial += 1;
         cmd.submitted(serial);
+        drop(more_host);
         drop(host);
         for ((pool, _), next) in queries.iter().zip(after) {
             *lock(&pool.0.written) = next;
@@ -513,46 +532,44 @@ impl Gpu {
 
     /// Wait until no submission of `cmd` is pending: for every submission
     /// up to its last one (earlier ones too, so they can be collected in
-    /// order), at most [`FENCE_TIMEOUT_NS`]. Then none holds `cmd`.
+    /// order), at most [`FENCE_TIMEOUT_NS`] for each. Then none holds `cmd`.
     pub fn wait_for(&mut self, cmd: &CommandBuffer) -> Result<(), ErrorKind> {
         let last = cmd.last_serial();
         self.poll()?;
-        let fences: Vec<vk::Fence> = self
+        let count = self
             .in_flight
             .iter()
             .take_while(|s| s.serial <= last)
-            .map(|s| s.fence)
-            .collect();
-        if !fences.is_empty() {
-            self.wait_fences(&fences)?;
-        }
+            .count();
+        self.wait_fences(count)?;
         while self.in_flight.front().is_some_and(|s| s.serial <= last) {
             self.collect_front()?;
         }
         Ok(())
     }
 
-    /// Wait for every submission, at most [`FENCE_TIMEOUT_NS`].
+    /// Wait for every submission, at most [`FENCE_TIMEOUT_NS`] for each.
     pub fn wait_idle(&mut self) -> Result<(), ErrorKind> {
-        let fences: Vec<vk::Fence> = self.in_flight.iter().map(|s| s.fence).collect();
-        if fences.is_empty() {
-            return Ok(());
-        }
-        self.wait_fences(&fences)?;
+        self.wait_fences(self.in_flight.len())?;
         while !self.in_flight.is_empty() {
             self.collect_front()?;
         }
         Ok(())
     }
 
-    /// Wait for all of `fences`: poll them for the spin budget
-    /// (`SEAM_VULKAN_SPIN_US`, `crate::wait`), then block in
-    /// `vkWaitForFences` for at most [`FENCE_TIMEOUT_NS`].
-    fn wait_fences(&self, fences: &[vk::Fence]) -> Result<(), ErrorKind> {
+    /// Wait for the fences of the oldest `count` submissions: poll them for
+    /// the spin budget (`SEAM_VULKAN_SPIN_US`, `crate::wait`), then block in
+    /// `vkWaitForFences`, at most [`FENCE_TIMEOUT_NS`] for each. Allocates
+    /// nothing.
+    fn wait_fences(&self, count: usize) -> Result<(), ErrorKind> {
+        if count == 0 {
+            return Ok(());
+        }
         let start = std::time::Instant::now();
         let mut status = FenceSet {
             device: &self.shared.device,
-            fences,
+            pending: &self.in_flight,
+            end: count,
             next: 0,
         };
         crate::wait::wait(crate::wait::SpinBudget::current(), &mut status, || {
@@ -562,12 +579,13 @@ impl Gpu {
     }
 }
 
-/// The fences one wait is for, polled in order: `next` is the first not
-/// yet seen signalled (a signalled fence stays signalled until this `Gpu`
-/// resets it, after the wait).
+/// The fences one wait is for (those of `pending[..end]`), polled in
+/// order: `next` is the first not yet seen signalled (a signalled fence
+/// stays signalled until this `Gpu` resets it, after the wait).
 struct FenceSet<'a> {
     device: &'a ash::Device,
-    fences: &'a [vk::Fence],
+    pending: &'a VecDeque<Submission>,
+    end: usize,
     next: usize,
 }
 
@@ -575,7 +593,8 @@ impl crate::wait::FenceStatus for FenceSet<'_> {
     type Error = ErrorKind;
 
     fn signalled(&mut self) -> Result<bool, ErrorKind> {
-        while let Some(&fence) = self.fences.get(self.next) {
+        while self.next < self.end {
+            let fence = self.pending[self.next].fence;
             // SAFETY: a live fence owned by the `Gpu` whose wait this is.
             let done =
                 unsafe { self.device.get_fence_status(fence) }.map_err(drv("vkGetFenceStatus"))?;
@@ -587,23 +606,28 @@ impl crate::wait::FenceStatus for FenceSet<'_> {
         Ok(true)
     }
 
+    /// Block on the first fence not seen signalled, then poll the rest
+    /// (the queue mostly completes in order, so they have usually signalled
+    /// by then), until all have.
     fn block(&mut self) -> Result<(), ErrorKind> {
-        let fences = &self.fences[self.next..];
-        if fences.is_empty() {
-            return Ok(());
+        while !self.signalled()? {
+            let fence = [self.pending[self.next].fence];
+            // SAFETY: a live fence owned by the `Gpu` whose wait this is.
+            match unsafe { self.device.wait_for_fences(&fence, true, FENCE_TIMEOUT_NS) } {
+                Ok(()) => self.next += 1,
+                Err(vk::Result::TIMEOUT) => {
+                    return Err(ErrorKind::driver(
+                        "vkWaitForFences",
+                        format!(
+                            "the device did not finish within {} s",
+                            FENCE_TIMEOUT_NS / 1_000_000_000
+                        ),
+                    ))
+                }
+                Err(e) => return Err(ErrorKind::driver("vkWaitForFences", e)),
+            }
         }
-        // SAFETY: live fences owned by the `Gpu` whose wait this is.
-        match unsafe { self.device.wait_for_fences(fences, true, FENCE_TIMEOUT_NS) } {
-            Ok(()) => Ok(()),
-            Err(vk::Result::TIMEOUT) => Err(ErrorKind::driver(
-                "vkWaitForFences",
-                format!(
-                    "the device did not finish within {} s",
-                    FENCE_TIMEOUT_NS / 1_000_000_000
-                ),
-            )),
-            Err(e) => Err(ErrorKind::driver("vkWaitForFences", e)),
-        }
+        Ok(())
     }
 }
 

@@ -1,0 +1,42 @@
+//! Small slices built on the stack: what a launch or a recording call needs
+//! per dispatch (an op has at most three bindings), without a heap
+//! allocation (issue 20).
+
+/// Call `f` with the slice `[item(0), …, item(n - 1)]`: on the stack for up
+/// to [`INLINE`] items, in a `Vec` beyond.
+pub(crate) fn with_slice<T: Copy, R>(
+    n: usize,
+    item: impl Fn(usize) -> T,
+    f: impl FnOnce(&[T]) -> R,
+) -> R {
+    if n == 0 {
+        return f(&[]);
+    }
+    if n > INLINE {
+        let items: Vec<T> = (0..n).map(item).collect();
+        return f(&items);
+    }
+    let mut items = [item(0); INLINE];
+    for (i, slot) in items.iter_mut().enumerate().take(n).skip(1) {
+        *slot = item(i);
+    }
+    f(&items[..n])
+}
+
+/// Items [`with_slice`] keeps on the stack.
+pub(crate) const INLINE: usize = 4;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The slice is the items, whatever `n`, on either side of `INLINE`.
+    /// Mutations: `take(n)` → `take(n - 1)`, `>` → `>=`, `[..n]` → `[..]` → red.
+    #[test]
+    fn with_slice_is_the_items() {
+        for n in 0..=INLINE + 3 {
+            let want: Vec<usize> = (0..n).map(|i| 10 * i + 1).collect();
+            assert_eq!(with_slice(n, |i| 10 * i + 1, |s| s.to_vec()), want);
+        }
+    }
+}

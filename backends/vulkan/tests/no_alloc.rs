@@ -1,0 +1,140 @@
+//! Heap allocations the Vulkan backend makes per eager launch and per
+//! replay through `Device::launch` / `Device::replay`, after warm-up,
+//! tracing off, counted on the calling thread by a counting global
+//! allocator (a test binary of its own). It counts; it times nothing.
+//! Driver allocations (the ICD's own `malloc`) are not Rust allocations and
+//! are not counted.
+//!
+//! Core's share is zero (`core/tests/no_alloc.rs`), and so is this
+//! backend's (issue 20): an eager launch borrows its buffers and builds its
+//! bindings, audit accesses and descriptor writes on the stack, allocates
+//! its descriptor set through the raw entry point (ash's wrapper returns a
+//! `Vec`) and keeps no binding list for a one-time batch; a batch's `end`
+//! deduplicates its buffers in place; `Gpu::submit` holds its host-access
+//! locks inline; a wait polls and blocks on the in-flight fences in place.
+//! Mutations: any of those back on a `Vec` → red.
+
+// A `GlobalAlloc` can only be implemented with `unsafe`; each block says why
+// it is sound.
+#![allow(unsafe_code)]
+
+use libtest_mimic::Completion;
+use seam::{ops, DType, Device, GraphRef};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+#[path = "../../device_trials.rs"]
+mod device_trials;
+
+struct Counting;
+
+thread_local! {
+    /// Allocations (alloc, alloc_zeroed, realloc) made by this thread.
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn bump() {
+    // `try_with`: the slot may be gone while the thread is being torn down.
+    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+}
+
+// SAFETY: every call is forwarded unchanged to `System`, which upholds the
+// `GlobalAlloc` contract; counting touches only a const-initialised
+// thread-local `Cell` (no allocation, no destructor).
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        bump();
+        // SAFETY: the caller's `layout` contract is passed on as it is.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        bump();
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        bump();
+        // SAFETY: `ptr` came from this allocator, i.e. from `System`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from this allocator, i.e. from `System`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static COUNTING: Counting = Counting;
+
+fn allocations(f: impl FnOnce()) -> u64 {
+    let before = ALLOCS.with(Cell::get);
+    f();
+    ALLOCS.with(Cell::get) - before
+}
+
+fn main() {
+    device_trials::run(
+        &[],
+        vulkan,
+        &[(
+            "allocations_per_launch_and_replay",
+            allocations_per_launch_and_replay,
+        )],
+    )
+}
+
+fn vulkan() -> Result<Device, String> {
+    seam_vulkan::device_count()?;
+    let backend =
+        seam_vulkan::open(0).map_err(|e| format!("vulkan:0 was found but does not open: {e}"))?;
+    Ok(Device::new(backend))
+}
+
+const N: u64 = 1_000;
+
+fn allocations_per_launch_and_replay(dev: Device) -> Completion {
+    let n = 256u32;
+    let [a, b, c] = [(); 3].map(|_| dev.alloc(DType::F32, n as usize).unwrap());
+    dev.write(a, 0, &vec![1.0f32; n as usize]).unwrap();
+    use seam::OpKind::*;
+    dev.prepare(&[ScaleAdd, Add, Fill, Copy].map(|op| (op, DType::F32)))
+        .unwrap();
+    // One and three bindings too; 1,000 launches span four batches.
+    let eager = |dev: &Device| {
+        for _ in 0..N / 4 {
+            dev.launch(&ops::scale_add(a, b, n, 1.0, 0.5)).unwrap();
+            dev.launch(&ops::add(a, b, c, n)).unwrap();
+            dev.launch(&ops::fill(b, n, 0)).unwrap();
+            dev.launch(&ops::copy(c, b, n)).unwrap();
+        }
+        dev.synchronize().unwrap();
+    };
+    dev.begin_capture().unwrap();
+    dev.launch(&ops::scale_add(a, b, n, 1.0, 0.5)).unwrap();
+    dev.launch(&ops::add(a, b, c, n)).unwrap();
+    let graph = dev.end_capture_graph().unwrap();
+    let replays = |dev: &Device| {
+        for i in 0..N {
+            dev.replay(GraphRef::Handle(graph)).unwrap();
+            if i % 100 == 99 {
+                dev.synchronize().unwrap();
+            }
+        }
+    };
+    for _ in 0..2 {
+        eager(&dev);
+        replays(&dev);
+    }
+    let launched = allocations(|| eager(&dev));
+    let replayed = allocations(|| replays(&dev));
+    println!(
+        "vulkan allocations: {launched} in {N} eager launches (with their batches' submits and one synchronize), {replayed} in {N} replays (with 10 synchronizes)"
+    );
+    assert_eq!(
+        (launched, replayed),
+        (0, 0),
+        "heap allocations in {N} eager launches, {N} replays"
+    );
+    dev.destroy_graph(graph).unwrap();
+    Completion::Completed
+}
