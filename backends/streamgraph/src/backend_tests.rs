@@ -567,3 +567,34 @@ fn a_driver_that_needs_an_idle_stream_waits_before_patching() {
     assert!(matches!(log[1], Call::SetKernelNode { .. }), "{log:?}");
     assert_clean(&d);
 }
+
+/// Records the wrapped backend's live counts when it is dropped.
+struct AtDrop(std::sync::Arc<std::sync::Mutex<Option<ResourceCounts>>>);
+impl seam::testing::Hooks for AtDrop {
+    fn on_drop(&mut self, inner: &dyn Backend) {
+        *self.0.lock().unwrap() = Some(inner.live_resources());
+    }
+}
+
+/// Dropping a `Device` whose current exec reads a buffer frees that
+/// buffer: core's teardown first replaces the current exec with an empty
+/// capture, so the stream backend (which refuses to free a buffer an exec
+/// reads) is not left holding it. Found on the H200: the model check saw
+/// `buffers: 1` on cuda:0 after the device was dropped. Mutation: drop
+/// that replacement in `State::drop` → red here.
+#[test]
+fn dropping_a_device_frees_what_its_current_exec_read() {
+    let (b, _log) = backend(false);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let dev = seam::Device::new(Box::new(seam::testing::Forward::new(
+        Box::new(b),
+        AtDrop(seen.clone()),
+    )));
+    let x = dev.alloc(DType::F32, 4).unwrap();
+    dev.begin_capture().unwrap();
+    dev.launch(&seam::ops::add(x, x, x, 4)).unwrap();
+    dev.end_capture_into_current().unwrap();
+    drop(dev);
+    let live = seen.lock().unwrap().expect("the wrapper was dropped");
+    assert_eq!((live.buffers, live.bytes), (0, 0), "{live:?}");
+}

@@ -321,7 +321,17 @@ impl Drop for State {
             }
             Self::forget_id(id.0);
         }
-        self.current = None;
+        // The backend has no call that destroys its current exec, and a
+        // backend may refuse to free a buffer the current exec still reads
+        // (the stream backend does: BufferInUse). Replacing it with an
+        // empty capture releases those buffers (the empty capture is a
+        // replayable no-op on every backend: c6_empty_capture_...); the
+        // backend frees the empty exec with itself.
+        if self.current.take().is_some() && self.backend.begin_capture().is_ok() {
+            if self.backend.end_capture_into_current().is_err() {
+                let _ = self.backend.abort_capture();
+            }
+        }
         for (id, b) in std::mem::take(&mut self.buffers) {
             let _ = self.backend.free(b.meta.raw);
             Self::forget_id(id.0);

@@ -181,17 +181,18 @@ impl Gpu {
         let queues = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(adapter.queue_family)
             .queue_priorities(&priorities)];
-        let rebind_in_place = super::descriptors::update_unused_while_pending(&instance, &adapter);
-        let mut indexing = vk::PhysicalDeviceDescriptorIndexingFeatures::default()
-            .descriptor_binding_update_unused_while_pending(true);
-        let mut info = vk::DeviceCreateInfo::default().queue_create_infos(&queues);
-        if rebind_in_place {
-            info = info.push_next(&mut indexing);
-        }
+        // A rebind rewrites descriptors the graph's own dispatches use. That
+        // needs UPDATE_AFTER_BIND; UPDATE_UNUSED_WHILE_PENDING only allows
+        // rewriting descriptors a command buffer does not use, and on the
+        // H200 (NVIDIA 580.159.04) a graph rewritten that way kept replaying
+        // its old buffers (c13_rebind_equals_fresh_capture and
+        // c13_queued_replays_keep_old_bindings red). So no device rewrites
+        // in place: a rebind rewrites the sets and re-records the command
+        // buffer from its log, as on lavapipe.
+        let rebind_in_place = false;
+        let info = vk::DeviceCreateInfo::default().queue_create_infos(&queues);
         // SAFETY: `adapter.phys` was enumerated from this live instance
-        // (checked above); the feature chained is one the device reports
-        // (Vulkan 1.2 on both sides: `update_unused_while_pending`);
-        // `info`, its queue array and its chain live across the call.
+        // (checked above); `info` and its queue array live across the call.
         let device = unsafe { instance.instance.create_device(adapter.phys, &info, None) }
             .map_err(drv("vkCreateDevice"))?;
         // SAFETY: the device was created with one queue of this family.

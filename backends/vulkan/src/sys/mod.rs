@@ -36,7 +36,6 @@ pub(crate) fn drv(call: &'static str) -> impl Fn(vk::Result) -> ErrorKind {
 
 mod audit;
 mod command;
-mod descriptors;
 mod device;
 mod instance;
 mod memory;
