@@ -10,6 +10,7 @@
 //! and pinned by the `seam-conformance` suite.
 
 pub mod backend;
+mod buffer_list;
 pub mod device;
 pub mod dtype;
 pub mod error;

@@ -327,10 +327,11 @@ impl Drop for State {
         // empty capture releases those buffers (the empty capture is a
         // replayable no-op on every backend: c6_empty_capture_...); the
         // backend frees the empty exec with itself.
-        if self.current.take().is_some() && self.backend.begin_capture().is_ok() {
-            if self.backend.end_capture_into_current().is_err() {
-                let _ = self.backend.abort_capture();
-            }
+        if self.current.take().is_some()
+            && self.backend.begin_capture().is_ok()
+            && self.backend.end_capture_into_current().is_err()
+        {
+            let _ = self.backend.abort_capture();
         }
         for (id, b) in std::mem::take(&mut self.buffers) {
             let _ = self.backend.free(b.meta.raw);
