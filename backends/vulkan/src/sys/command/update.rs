@@ -1,0 +1,284 @@
+//! C13 on Vulkan: a graph's recorded dispatches updated in place — the
+//! descriptor sets rewritten, the command buffer recorded again from its
+//! own log — after the update is checked whole (the barrier audit again,
+//! over the new bindings) so a refused update changes nothing.
+
+use super::*;
+
+/// A rebind of one recorded dispatch (C13): what the launch records now.
+pub struct DispatchUpdate<'a> {
+    /// The dispatch's number in record order, from 0 (a graph records one
+    /// dispatch per launch, so it is the launch's index in capture order).
+    pub index: usize,
+    pub pipeline: &'a Pipeline,
+    pub bindings: Vec<(&'a Buffer, seam::ops::Access)>,
+    pub params: [u8; PUSH_CONSTANT_BYTES as usize],
+    pub groups: (u32, u32),
+}
+
+impl CommandBuffer {
+    /// Whether `update(changes)` would be taken, checked without waiting:
+    /// this is an ended graph (reusable) command buffer of barriers and
+    /// dispatches only; each change names a recorded dispatch (a graph
+    /// records one per launch, in capture order) and keeps its pipeline and
+    /// the access of each binding; the new buffers are of this device and
+    /// within maxStorageBufferRange, the workgroup count within
+    /// maxComputeWorkGroupCount; and the command buffer with the new
+    /// bindings passes the barrier audit (a rebind that made two dispatches
+    /// alias unordered is refused). Nothing changes.
+    pub fn check_update(&self, changes: &[DispatchUpdate<'_>]) -> Result<(), ErrorKind> {
+        self.0.check_update(changes).map(drop)
+    }
+
+    /// Apply `changes` to the recorded dispatches, in place: each changed
+    /// dispatch's own descriptor set is rewritten (`vkUpdateDescriptorSets`)
+    /// and, where parameters change or the device cannot update a bound set
+    /// (`Inner::rerecords`), the command buffer is recorded again from its own log (the same sets, pipelines and
+    /// barriers; nothing allocated). Refused while a submission of it is
+    /// pending — the caller waits for the replays queued before the update,
+    /// which so run as recorded — and in every case
+    /// [`Self::check_update`] refuses; then nothing changes. If recording
+    /// again fails, the command buffer is left unsubmittable (never half
+    /// updated and executable). It then holds the buffers its dispatches
+    /// bind now, and its audit is of those.
+    pub fn update(&mut self, changes: &[DispatchUpdate<'_>]) -> Result<(), ErrorKind> {
+        const CALL: &str = "vkUpdateDescriptorSets";
+        let inner = self.inner(CALL)?;
+        let audit = inner.check_update(changes)?;
+        let rerecord = inner.rerecords(changes);
+        // Buffers first, then (if needed) the commands.
+        let mut infos: Vec<[vk::DescriptorBufferInfo; 1]> = Vec::new();
+        let mut targets: Vec<(vk::DescriptorSet, u32)> = Vec::new();
+        for c in changes {
+            let d = inner.dispatch(c.index)?;
+            for (i, ((new, _), (old, _))) in c.bindings.iter().zip(&d.bindings).enumerate() {
+                if !new.same(old) {
+                    infos.push([vk::DescriptorBufferInfo::default()
+                        .buffer(new.handle())
+                        .offset(0)
+                        .range(vk::WHOLE_SIZE)]);
+                    targets.push((d.set, i as u32));
+                }
+            }
+        }
+        let writes: Vec<_> = infos
+            .iter()
+            .zip(&targets)
+            .map(|(info, &(set, binding))| {
+                vk::WriteDescriptorSet::default()
+                    .dst_set(set)
+                    .dst_binding(binding)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .buffer_info(info)
+            })
+            .collect();
+        if !writes.is_empty() {
+            // SAFETY: every set is live (its pool is owned by this command
+            // buffer) and is bound only by this command buffer's own
+            // dispatch, which is not pending: no submission holds the
+            // command buffer (`inner` is unique) and eager batches never
+            // bind a graph's sets. Either its bindings were created
+            // UPDATE_UNUSED_WHILE_PENDING (`rebind_in_place`), so this
+            // executable command buffer stays valid, or the command buffer
+            // is recorded again below before any submission (`rerecords`).
+            // Each write targets a storage-buffer binding the set's layout
+            // has (binding counts checked), every buffer is live (held
+            // below), of this device, made with STORAGE_BUFFER usage and
+            // within maxStorageBufferRange (checked); `infos` outlives the
+            // call.
+            unsafe { inner.shared.device.update_descriptor_sets(&writes, &[]) };
+        }
+        for c in changes {
+            let d = inner.dispatch_mut(c.index)?;
+            d.bindings = c
+                .bindings
+                .iter()
+                .map(|(b, a)| ((*b).clone(), *a == seam::ops::Access::Write))
+                .collect();
+            d.params = c.params;
+            d.groups = c.groups;
+        }
+        inner.audit = audit;
+        // What it holds: every buffer a dispatch binds now, once each.
+        let mut seen = std::collections::HashSet::new();
+        let buffers: Vec<Buffer> = inner
+            .log
+            .iter()
+            .filter_map(|r| match r {
+                Recorded::Dispatch(d) => Some(&d.bindings),
+                _ => None,
+            })
+            .flatten()
+            .filter(|(b, _)| seen.insert(b.handle()))
+            .map(|(b, _)| b.clone())
+            .collect();
+        inner.buffers = buffers;
+        if rerecord {
+            inner.rerecord()?;
+        }
+        Ok(())
+    }
+
+    // ----- for `Gpu::submit` -----
+}
+
+impl Inner {
+    /// The `index`-th dispatch of the log.
+    fn dispatch(&self, index: usize) -> Result<&Dispatch, ErrorKind> {
+        self.log
+            .iter()
+            .filter_map(|r| match r {
+                Recorded::Dispatch(d) => Some(d),
+                _ => None,
+            })
+            .nth(index)
+            .ok_or_else(|| ErrorKind::driver("vkUpdateDescriptorSets", "no such dispatch"))
+    }
+
+    fn dispatch_mut(&mut self, index: usize) -> Result<&mut Dispatch, ErrorKind> {
+        self.log
+            .iter_mut()
+            .filter_map(|r| match r {
+                Recorded::Dispatch(d) => Some(d),
+                _ => None,
+            })
+            .nth(index)
+            .ok_or_else(|| ErrorKind::driver("vkUpdateDescriptorSets", "no such dispatch"))
+    }
+
+    /// Whether `update(changes)` records the command buffer again: a change
+    /// of push constants or workgroup count (recorded in it), or of buffers
+    /// on a device without `descriptorBindingUpdateUnusedWhilePending`,
+    /// where updating a bound set invalidates the command buffer. Otherwise
+    /// only descriptor sets are rewritten.
+    fn rerecords(&self, changes: &[DispatchUpdate<'_>]) -> bool {
+        changes.iter().any(|c| {
+            self.dispatch(c.index).is_ok_and(|d| {
+                d.params != c.params
+                    || d.groups != c.groups
+                    || (!self.shared.rebind_in_place
+                        && c.bindings
+                            .iter()
+                            .zip(&d.bindings)
+                            .any(|((n, _), (o, _))| !n.same(o)))
+            })
+        })
+    }
+
+    /// Record the command buffer again from its log: the same barriers and
+    /// dispatches (each with its own set), then `end`'s host barrier.
+    fn rerecord(&mut self) -> Result<(), ErrorKind> {
+        let shared = self.shared.clone();
+        let d = &shared.device;
+        // Until it is executable again, a submission is refused.
+        self.state = State::Initial;
+        // SAFETY: the command buffer is not pending (the caller holds the
+        // only reference) and nothing else records from this pool; its
+        // descriptor pools are not reset, so the sets it binds stay.
+        unsafe { d.reset_command_pool(self.pool, vk::CommandPoolResetFlags::empty()) }
+            .map_err(drv("vkResetCommandPool"))?;
+        let info = vk::CommandBufferBeginInfo::default()
+            .flags(vk::CommandBufferUsageFlags::SIMULTANEOUS_USE);
+        // SAFETY: the command buffer is in the initial state (its pool was
+        // just reset) and its pool is used only here.
+        unsafe { d.begin_command_buffer(self.cmd, &info) }.map_err(drv("vkBeginCommandBuffer"))?;
+        self.state = State::Recording;
+        for r in &self.log {
+            match r {
+                Recorded::Barrier => self.cmd_barrier(),
+                Recorded::Dispatch(d) => self.cmd_dispatch(d),
+                Recorded::Other => {
+                    return Err(ErrorKind::driver(
+                        "vkBeginCommandBuffer",
+                        "a copy cannot be recorded again",
+                    ))
+                }
+            }
+        }
+        self.cmd_end()
+    }
+
+    /// See [`CommandBuffer::check_update`]; returns the audit of the log
+    /// with the new bindings.
+    fn check_update(&self, changes: &[DispatchUpdate<'_>]) -> Result<Audit, ErrorKind> {
+        const CALL: &str = "vkUpdateDescriptorSets";
+        let refuse = |why: String| Err(ErrorKind::driver(CALL, why));
+        if !self.reusable || self.state != State::Executable {
+            return refuse("only an ended graph command buffer is updated".into());
+        }
+        if self.log.iter().any(|r| matches!(r, Recorded::Other)) || !self.queries.is_empty() {
+            return refuse(
+                "the command buffer records a copy or a query, which an update does not patch"
+                    .into(),
+            );
+        }
+        let adapter = &self.shared.adapter;
+        for c in changes {
+            let d = self.dispatch(c.index)?;
+            if !Arc::ptr_eq(&d.pipeline.0, &c.pipeline.0) {
+                return refuse(format!("dispatch #{}: another pipeline", c.index));
+            }
+            if c.bindings.len() != d.bindings.len()
+                || c.bindings
+                    .iter()
+                    .zip(&d.bindings)
+                    .any(|((_, n), (_, w))| (*n == seam::ops::Access::Write) != *w)
+            {
+                return refuse(format!("dispatch #{}: other bindings", c.index));
+            }
+            if c.bindings.iter().any(|(b, _)| !b.of(&self.shared)) {
+                return refuse("a buffer of another device".into());
+            }
+            if let Some((b, _)) = c
+                .bindings
+                .iter()
+                .find(|(b, _)| b.size() > adapter.max_storage_buffer_range)
+            {
+                return refuse(format!(
+                    "a {}-byte buffer exceeds maxStorageBufferRange",
+                    b.size()
+                ));
+            }
+            if c.groups.0 > adapter.max_group_count[0] || c.groups.1 > adapter.max_group_count[1] {
+                return refuse(format!(
+                    "{:?} workgroups exceed maxComputeWorkGroupCount {:?}",
+                    c.groups, adapter.max_group_count
+                ));
+            }
+        }
+        // The audit again, over every command with the new bindings.
+        let mut audit = Audit::default();
+        let mut n = 0;
+        for r in &self.log {
+            match r {
+                Recorded::Barrier => audit.barrier(),
+                Recorded::Dispatch(d) => {
+                    let accesses: Vec<(u64, bool)> =
+                        match changes.iter().rev().find(|c| c.index == n) {
+                            Some(c) => c
+                                .bindings
+                                .iter()
+                                .map(|(b, a)| {
+                                    (
+                                        vk::Handle::as_raw(b.handle()),
+                                        *a == seam::ops::Access::Write,
+                                    )
+                                })
+                                .collect(),
+                            None => d
+                                .bindings
+                                .iter()
+                                .map(|(b, w)| (vk::Handle::as_raw(b.handle()), *w))
+                                .collect(),
+                        };
+                    n += 1;
+                    audit
+                        .command("dispatch", &accesses)
+                        .map_err(|h| ErrorKind::driver(CALL, format!("after the update: {h}")))?;
+                }
+                Recorded::Other => return refuse("a copy in the command buffer".into()),
+            }
+        }
+        Ok(audit)
+    }
+}
