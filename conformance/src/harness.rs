@@ -5,7 +5,12 @@
 //! `tests/conformance.rs` (`harness = false` in its Cargo.toml):
 //!
 //! ```no_run
-//! # mod my_backend { pub const REGISTRATION: seam::Registration = seam_cpu::REGISTRATION; }
+//! # mod my_backend {
+//! #     pub const REGISTRATION: seam::Registration =
+//! #         seam::Registration::new("mine", None, || Ok(1), |i| {
+//! #             Ok(Box::new(seam_backends::CpuBackend::new(i)))
+//! #         });
+//! # }
 //! fn main() {
 //!     seam_conformance::harness::certify(&[&my_backend::REGISTRATION]);
 //! }
