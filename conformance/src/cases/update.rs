@@ -10,12 +10,32 @@ const CAP: &[Tag] = &[Tag::NeedsCapture];
 /// The captured work every C13 case updates: `t = fma(2, a, 1)` into `out`
 /// (copy a → out, scale_add over out), then `out = out + b`.
 fn capture(d: &Device, a: &Buffer<f32>, b: &Buffer<f32>, out: &Buffer<f32>) -> seam::Result<Graph> {
+    capture_with(d, a, b, out, (a.len() as u32, 2.0, 1.0))
+}
+
+/// [`capture`] with scale_add's length and factors given.
+fn capture_with(
+    d: &Device,
+    a: &Buffer<f32>,
+    b: &Buffer<f32>,
+    out: &Buffer<f32>,
+    (m, x, y): (u32, f32, f32),
+) -> seam::Result<Graph> {
     let n = a.len() as u32;
     let s = d.capture()?;
     d.launch(&ops::copy(a.id(), out.id(), n))?;
-    d.launch(&ops::scale_add(out.id(), out.id(), n, 2.0, 1.0))?;
+    d.launch(&ops::scale_add(out.id(), out.id(), m, x, y))?;
     d.launch(&ops::add(out.id(), b.id(), out.id(), n))?;
     s.end_graph()
+}
+
+/// The inputs `a`, `b` (n values from `ka`, `kb`) and a zeroed output.
+fn inputs(d: &Device, n: usize, ka: f32, kb: f32) -> seam::Result<[Buffer<f32>; 3]> {
+    Ok([
+        d.buffer_from(&vals(n, ka))?,
+        d.buffer_from(&vals(n, kb))?,
+        d.buffer_from(&vec![0.0f32; n])?,
+    ])
 }
 
 fn vals(n: usize, k: f32) -> Vec<f32> {
@@ -30,9 +50,8 @@ fn vals(n: usize, k: f32) -> Vec<f32> {
 /// neither patching nor re-recording the backend's graph (the backend's
 /// `update_launches` answer replaced by `Ok`) → red on cpu:0 at "rebound
 /// replay vs a fresh capture over the new buffers: they differ". Vulkan:
-/// rewriting a bound descriptor set on a device without
-/// `descriptorBindingUpdateUnusedWhilePending` and not recording the
-/// command buffer again → green on lavapipe, red on vulkan:0 under
+/// rewriting a bound descriptor set and not recording the command buffer
+/// again → green on lavapipe, red on vulkan:0 under
 /// `SEAM_VULKAN_VALIDATION=sync` at "drop: validation: replay: … [
 /// UNASSIGNED-CoreValidation-DrawState-InvalidCommandBuffer-VkDescriptorSet
 /// ] … invalid because bound VkDescriptorSet 0x…[] was destroyed or
@@ -45,11 +64,7 @@ pub const C13_REBIND_EQUALS_FRESH_CAPTURE: Case = Case {
     body: |cx| {
         let d = &cx.dev;
         let n = 64;
-        let (a, b, out) = (
-            d.buffer_from(&vals(n, 1.0))?,
-            d.buffer_from(&vals(n, -3.0))?,
-            d.buffer_from(&vec![0.0f32; n])?,
-        );
+        let [a, b, out] = inputs(d, n, 1.0, -3.0)?;
         let g = capture(d, &a, &b, &out)?;
         g.replay()?;
         let before = d.read_bytes(out.id())?;
@@ -135,22 +150,14 @@ pub const C13_UPDATE_PARAMS_EQUALS_FRESH_CAPTURE: Case = Case {
     body: |cx| {
         let d = &cx.dev;
         let n = 64;
-        let (a, b, out) = (
-            d.buffer_from(&vals(n, 1.0))?,
-            d.buffer_from(&vals(n, 0.5))?,
-            d.buffer_from(&vec![0.0f32; n])?,
-        );
+        let [a, b, out] = inputs(d, n, 1.0, 0.5)?;
         let g = capture(d, &a, &b, &out)?;
         let mut p = ops::scale_add(out.id(), out.id(), 48, -0.5, 3.0).params;
         g.update_params(1, p)?;
         g.replay()?;
         let updated = d.read_bytes(out.id())?;
         let out2 = d.buffer_from(&vec![0.0f32; n])?;
-        let s = d.capture()?;
-        d.launch(&ops::copy(a.id(), out2.id(), n as u32))?;
-        d.launch(&ops::scale_add(out2.id(), out2.id(), 48, -0.5, 3.0))?;
-        d.launch(&ops::add(out2.id(), b.id(), out2.id(), n as u32))?;
-        let fresh = s.end_graph()?;
+        let fresh = capture_with(d, &a, &b, &out2, (48, -0.5, 3.0))?;
         fresh.replay()?;
         check!(
             updated == d.read_bytes(out2.id())?,
@@ -181,11 +188,7 @@ pub const C13_BAD_UPDATES_REFUSED: Case = Case {
     body: |cx| {
         let d = &cx.dev;
         let n = 32;
-        let (a, b, out) = (
-            d.buffer_from(&vals(n, 1.0))?,
-            d.buffer_from(&vals(n, 2.0))?,
-            d.buffer_from(&vec![0.0f32; n])?,
-        );
+        let [a, b, out] = inputs(d, n, 1.0, 2.0)?;
         let g = capture(d, &a, &b, &out)?;
         g.replay()?;
         let want = d.read_bytes(out.id())?;
