@@ -254,8 +254,8 @@ fn swapped(calls: &[OpCall], from: BufferId, to: BufferId) -> Vec<OpCall> {
             let mut c = c.clone();
             c.buffers
                 .iter_mut()
-                .filter(|b| **b == from)
-                .for_each(|b| *b = to);
+                .filter(|v| v.buffer == from)
+                .for_each(|v| v.buffer = to);
             c
         })
         .collect()

@@ -1,5 +1,6 @@
-//! [`BufferList`]: the buffers of a launch, inline for every op of the
-//! catalogue, so the eager launch and replay paths allocate nothing
+//! [`BufferList`]: the buffers of a launch, inline for every op (the
+//! catalogue's and user kernels', up to `kernel::MAX_BINDINGS` bindings),
+//! so the eager launch and replay paths allocate nothing
 //! (core/tests/no_alloc.rs).
 
 use std::fmt;
@@ -7,22 +8,22 @@ use std::fmt;
 /// A launch's buffers, in signature order: a slice to whoever reads it
 /// (`Deref<Target = [T]>`), held inline up to [`BufferList::INLINE`]
 /// entries, so building, cloning and dropping one allocates nothing for
-/// every op in the catalogue (at most three bindings). Longer lists (only
-/// ever a wrong arity, which core refuses) spill to a `Vec`.
+/// any op (at most eight bindings). Longer lists (only ever a wrong arity,
+/// which core refuses) spill to a `Vec`.
 #[derive(Clone)]
 pub struct BufferList<T: Copy>(Repr<T>);
 
 #[derive(Clone)]
 enum Repr<T: Copy> {
     /// `len` live entries; the rest repeat the first (never read).
-    Inline { len: u8, items: [T; 4] },
+    Inline { len: u8, items: [T; 8] },
     /// Empty (`Vec::new()` does not allocate) or longer than `INLINE`.
     Spilled(Vec<T>),
 }
 
 impl<T: Copy> BufferList<T> {
     /// Entries held without a heap allocation.
-    pub const INLINE: usize = 4;
+    pub const INLINE: usize = crate::kernel::MAX_BINDINGS;
 
     /// The empty list (allocates nothing).
     pub const fn new() -> Self {
@@ -33,7 +34,7 @@ impl<T: Copy> BufferList<T> {
         match items {
             [] => Self::new(),
             [first, ..] if items.len() <= Self::INLINE => {
-                let mut inline = [*first; 4];
+                let mut inline = [*first; 8];
                 inline[..items.len()].copy_from_slice(items);
                 BufferList(Repr::Inline {
                     len: items.len() as u8,
@@ -143,11 +144,11 @@ impl<T: Copy> From<BufferList<T>> for Vec<T> {
 
 impl<T: Copy> FromIterator<T> for BufferList<T> {
     fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
-        let mut inline: Option<[T; 4]> = None;
+        let mut inline: Option<[T; 8]> = None;
         let mut len = 0;
         let mut iter = iter.into_iter();
         for item in iter.by_ref() {
-            let items = inline.get_or_insert([item; 4]);
+            let items = inline.get_or_insert([item; 8]);
             items[len] = item;
             len += 1;
             if len == Self::INLINE {
@@ -186,12 +187,12 @@ mod tests {
 
     /// A `BufferList` is the slice it was built from, whatever the length
     /// and however it was built; equality ignores the unused inline slots.
-    /// Mutations: `as_slice` returning all four inline slots, `from_iter`
+    /// Mutations: `as_slice` returning all eight inline slots, `from_iter`
     /// dropping the item that overflows the inline part, `from_slice`
     /// spilling at `INLINE` instead of above it → red.
     #[test]
     fn buffer_lists_are_their_slices() {
-        for len in 0..=9u64 {
+        for len in 0..=10u64 {
             let items: Vec<u64> = (10..10 + len).collect();
             let lists = [
                 BufferList::from_slice(&items),
@@ -206,7 +207,7 @@ mod tests {
                 assert_eq!(format!("{list:?}"), format!("{items:?}"));
             }
             let inline = matches!(lists[0].0, Repr::Inline { .. });
-            assert_eq!(inline, (1..=4).contains(&len), "len {len}");
+            assert_eq!(inline, (1..=8).contains(&len), "len {len}");
         }
         // Same entries, different padding: equal.
         let mut x = BufferList::from([7u64, 8, 9]);

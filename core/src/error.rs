@@ -117,12 +117,26 @@ pub enum ErrorKind {
         expected: DType,
         found: DType,
     },
-    #[error("{op}: binding `{binding}` needs {needed} elements, buffer holds {len}")]
+    #[error("{op}: binding `{binding}` needs {needed} elements, its view holds {len}")]
     OutOfRange {
         op: OpKind,
         binding: &'static str,
         needed: u64,
         len: u64,
+    },
+    #[error("{op}: binding `{binding}`: a view of {} from element {offset} lies outside the buffer's {buffer_len} elements", len.map_or("the rest".to_string(), |l| format!("{l} elements")))]
+    ViewOutOfRange {
+        op: OpKind,
+        binding: &'static str,
+        offset: u64,
+        len: Option<u64>,
+        buffer_len: u64,
+    },
+    #[error("{op}: output `{output}` overlaps `{other}` without being the same range: in place means the very same view, and two outputs never overlap")]
+    ViewsOverlap {
+        op: OpKind,
+        output: &'static str,
+        other: &'static str,
     },
     #[error("{what}: {count} elements at offset {offset} exceed the buffer's {len}")]
     HostRange {
@@ -146,6 +160,26 @@ pub enum ErrorKind {
         op: OpKind,
         output: &'static str,
         input: &'static str,
+    },
+
+    // --- user kernels ---
+    #[error("kernel {kernel} is not registered on this device: call register_kernel first")]
+    KernelNotRegistered { kernel: &'static str },
+    #[error("kernel {kernel} is malformed: {reason}")]
+    BadKernel {
+        kernel: &'static str,
+        reason: String,
+    },
+    #[error("kernel {kernel} has no {source_kind}, which this backend runs")]
+    KernelSourceMissing {
+        kernel: &'static str,
+        source_kind: &'static str,
+    },
+    #[error("kernel {kernel} failed to compile ({compiler}):\n{log}")]
+    KernelCompile {
+        kernel: &'static str,
+        compiler: String,
+        log: String,
     },
 
     // --- backend / driver ---

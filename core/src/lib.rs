@@ -14,6 +14,7 @@ mod buffer_list;
 pub mod device;
 pub mod dtype;
 pub mod error;
+pub mod kernel;
 pub mod ops;
 pub mod registration;
 pub mod testing;
@@ -28,7 +29,8 @@ pub use device::{Buffer, BufferId, CaptureScope, Device, Graph, GraphId, GraphRe
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, GraphUser, Result, Site};
 pub use half::{bf16, f16};
-pub use ops::{Launch, OpCall, OpKind, Params, Tolerance};
+pub use kernel::{Kernel, KernelDef};
+pub use ops::{Launch, OpCall, OpKind, Params, RawView, Tolerance, View};
 pub use registration::{
     Capability, CaptureKind, DeclaredTiming, Expectation, Registration, ALL_CAPABILITIES,
 };

@@ -5,16 +5,20 @@
 //! inputs, its buffers in signature order and one fixed-layout [`Params`]
 //! block. The same 32-byte block is what GPU kernels receive as push constants
 //! or kernel arguments, so every backend lowers every op the same way.
+//!
+//! Every binding is a [`View`]: a buffer, an element offset and a length
+//! (a bare [`BufferId`] is the whole buffer). Besides the nine catalogue
+//! ops, a launch may run a user kernel ([`OpKind::User`], `kernel.rs`).
 
 pub use crate::buffer_list::BufferList;
 use crate::dtype::DType;
+use crate::kernel::Kernel;
 use crate::BufferId;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// Every op in the catalogue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// Every op: the catalogue's nine, or a registered user kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum OpKind {
     /// `dst[i] = value` (value given as the element's bit pattern).
     Fill,
@@ -34,9 +38,13 @@ pub enum OpKind {
     Softmax,
     /// `c[m×n] = a[m×k] · b[k×n]`, row-major, f32 accumulation, f32 output.
     Gemm,
+    /// A user kernel (`seam::kernel`): its signature, bounds, geometry and
+    /// sources come from its definition.
+    User(Kernel),
 }
 
 impl OpKind {
+    /// The catalogue (user kernels are not listed: they are the user's).
     pub const ALL: [OpKind; 9] = [
         OpKind::Fill,
         OpKind::Copy,
@@ -60,7 +68,21 @@ impl OpKind {
             OpKind::RmsNorm => "rms_norm",
             OpKind::Softmax => "softmax",
             OpKind::Gemm => "gemm",
+            OpKind::User(k) => k.name(),
         }
+    }
+
+    /// The user kernel this op runs, if it is one.
+    pub const fn user(self) -> Option<Kernel> {
+        match self {
+            OpKind::User(k) => Some(k),
+            _ => None,
+        }
+    }
+
+    /// The catalogue op called `name`.
+    pub fn from_name(name: &str) -> Option<OpKind> {
+        OpKind::ALL.into_iter().find(|op| op.name() == name)
     }
 
     /// The op's bindings, in the order a [`Launch`] carries them.
@@ -95,8 +117,13 @@ impl OpKind {
             OpKind::Gemm => &[
                 b!("a", Read, Input),
                 b!("b", Read, Input),
-                b!("c", Write, F32Only),
+                Binding {
+                    name: "c",
+                    access: Write,
+                    role: Fixed(DType::F32),
+                },
             ],
+            OpKind::User(k) => k.def().bindings,
         }
     }
 
@@ -109,6 +136,14 @@ impl OpKind {
             OpKind::ScaleAdd | OpKind::Silu | OpKind::Softmax => &[F32],
             OpKind::RmsNorm => &[F32, F16],
             OpKind::Gemm => &[F32, F16, Bf16],
+            // A user kernel has one: the fixed type of its first binding.
+            OpKind::User(k) => match k.def().bindings.first() {
+                Some(Binding {
+                    role: Role::Fixed(d),
+                    ..
+                }) => std::slice::from_ref(d),
+                _ => &[],
+            },
         }
     }
 
@@ -116,7 +151,10 @@ impl OpKind {
     /// Elementwise ops may run in place; row ops and GEMM read a whole row or
     /// tile before writing, so aliasing would race on a GPU.
     pub const fn allows_aliasing(self) -> bool {
-        !matches!(self, OpKind::RmsNorm | OpKind::Softmax | OpKind::Gemm)
+        match self {
+            OpKind::User(k) => k.def().allows_aliasing,
+            _ => !matches!(self, OpKind::RmsNorm | OpKind::Softmax | OpKind::Gemm),
+        }
     }
 
     /// How closely a backend must agree with the CPU reference (C11).
@@ -146,7 +184,28 @@ impl OpKind {
                 rel: 1e-3,
                 abs: 1e-3,
             },
+            (OpKind::User(k), _) => k.def().tolerance,
         }
+    }
+}
+
+/// Serialized as its name (`"add"`, `"rope"`). Only catalogue names
+/// deserialize: a user kernel is a definition in the program that
+/// registered it, not data.
+impl Serialize for OpKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for OpKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<OpKind, D::Error> {
+        let name = String::deserialize(d)?;
+        OpKind::from_name(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "`{name}` is no catalogue op (user kernels do not deserialize)"
+            ))
+        })
     }
 }
 
@@ -168,8 +227,9 @@ pub enum Access {
 pub enum Role {
     /// The launch's element type (the type of the first binding).
     Input,
-    /// Always f32 (GEMM's accumulator output).
-    F32Only,
+    /// Always this type (GEMM's f32 accumulator output; every binding of a
+    /// user kernel).
+    Fixed(DType),
 }
 
 /// One binding of an op's signature.
@@ -178,6 +238,17 @@ pub struct Binding {
     pub name: &'static str,
     pub access: Access,
     pub role: Role,
+}
+
+impl Binding {
+    /// A binding of one element type, as user kernels declare them.
+    pub const fn fixed(name: &'static str, access: Access, dtype: DType) -> Binding {
+        Binding {
+            name,
+            access,
+            role: Role::Fixed(dtype),
+        }
+    }
 }
 
 /// Agreement bound against the CPU reference (C11).
@@ -226,6 +297,38 @@ pub struct Params {
 }
 
 impl Params {
+    /// All fields zero.
+    pub const ZERO: Params = Params {
+        d0: 0,
+        d1: 0,
+        d2: 0,
+        bits: 0,
+        s0: 0.0,
+        s1: 0.0,
+        _pad: [0, 0],
+    };
+
+    /// A block with these dims and every other field zero (`const`, for a
+    /// user kernel's `samples`).
+    pub const fn dims(d0: u32, d1: u32, d2: u32) -> Params {
+        Params {
+            d0,
+            d1,
+            d2,
+            ..Params::ZERO
+        }
+    }
+
+    /// This block with scalars `s0`, `s1`.
+    pub const fn with_scalars(self, s0: f32, s1: f32) -> Params {
+        Params { s0, s1, ..self }
+    }
+
+    /// This block with `bits`.
+    pub const fn with_bits(self, bits: u32) -> Params {
+        Params { bits, ..self }
+    }
+
     /// Size of the block in bytes (what every kernel's push constants,
     /// immediates or argument hold).
     pub const BYTES: usize = 32;
@@ -237,15 +340,92 @@ impl Params {
     }
 }
 
-/// A launch as the user states it, over buffer ids. Core validates it and
-/// lowers it to a [`Launch`] over the backend's raw buffers.
+/// One binding of a launch: `len` elements of `buffer` from element
+/// `offset` (`len: None`: to the buffer's end). A [`BufferId`] converts to
+/// the whole buffer. Core checks the range lies in the buffer and holds
+/// what the op needs (C12).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct View {
+    pub buffer: BufferId,
+    pub offset: usize,
+    pub len: Option<usize>,
+}
+
+impl From<BufferId> for View {
+    fn from(buffer: BufferId) -> View {
+        View {
+            buffer,
+            offset: 0,
+            len: None,
+        }
+    }
+}
+
+impl BufferId {
+    /// `len` elements of this buffer from element `offset`.
+    pub fn view(self, offset: usize, len: usize) -> View {
+        View {
+            buffer: self,
+            offset,
+            len: Some(len),
+        }
+    }
+
+    /// This buffer from element `offset` to its end.
+    pub fn from_offset(self, offset: usize) -> View {
+        View {
+            buffer: self,
+            offset,
+            len: None,
+        }
+    }
+}
+
+/// A launch as the user states it, over views of buffers. Core validates it
+/// and lowers it to a [`Launch`] over the backend's raw buffers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpCall {
     pub op: OpKind,
-    /// Buffer ids, in signature order (a list of any length: a wrong arity
-    /// is core's to refuse).
-    pub buffers: BufferList<BufferId>,
+    /// Views, in signature order (a list of any length: a wrong arity is
+    /// core's to refuse).
+    pub buffers: BufferList<View>,
     pub params: Params,
+}
+
+impl OpCall {
+    /// A call of any op (a catalogue op or a user kernel) over these views.
+    pub fn new(op: OpKind, views: &[View], params: Params) -> OpCall {
+        OpCall {
+            op,
+            buffers: BufferList::from_slice(views),
+            params,
+        }
+    }
+}
+
+/// One validated binding as a backend receives it: its raw buffer, and the
+/// view's first element (`offset`, in the binding's elements; also as
+/// `byte_offset`) and length (`len` elements, each at least what the op
+/// needs). GPU kernels see the offset (CUDA: the pointer is advanced by
+/// `byte_offset`; WGSL: `p.o<k>`), so any offset works on every backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RawView {
+    pub buffer: crate::RawBuffer,
+    pub offset: u32,
+    pub byte_offset: u64,
+    pub len: u64,
+}
+
+impl RawView {
+    /// The whole of `buffer` from element 0 (`len` elements).
+    pub fn whole(buffer: crate::RawBuffer, len: u64) -> RawView {
+        RawView {
+            buffer,
+            offset: 0,
+            byte_offset: 0,
+            len,
+        }
+    }
 }
 
 /// A validated launch as a backend receives it.
@@ -254,12 +434,39 @@ pub struct Launch {
     pub op: OpKind,
     /// Element type of the inputs (selects the kernel variant).
     pub dtype: DType,
-    /// Raw buffers, in signature order.
-    pub buffers: BufferList<crate::RawBuffer>,
+    /// Raw buffers and the views' offsets, in signature order.
+    pub buffers: BufferList<RawView>,
     pub params: Params,
 }
 
-fn call<const N: usize>(op: OpKind, buffers: [BufferId; N], params: Params) -> OpCall {
+impl Launch {
+    /// The view offsets as kernels receive them after `Params`: `p.o0` …
+    /// `p.o7` in WGSL (zero past the last binding).
+    pub fn offsets(&self) -> [u32; crate::kernel::MAX_BINDINGS] {
+        let mut out = [0; crate::kernel::MAX_BINDINGS];
+        for (o, v) in out.iter_mut().zip(self.buffers.iter()) {
+            *o = v.offset;
+        }
+        out
+    }
+
+    /// The immediate block WGSL kernels receive (`var<immediate> p`): the
+    /// 32-byte `Params` then the eight view offsets, 64 bytes.
+    pub fn immediates(&self) -> [u8; IMMEDIATE_BYTES] {
+        let mut out = [0u8; IMMEDIATE_BYTES];
+        out[..Params::BYTES].copy_from_slice(&self.params.to_bytes());
+        for (chunk, o) in out[Params::BYTES..].chunks_exact_mut(4).zip(self.offsets()) {
+            chunk.copy_from_slice(&o.to_ne_bytes());
+        }
+        out
+    }
+}
+
+/// Bytes of the WGSL kernels' immediate (push-constant) block:
+/// [`Params::BYTES`] plus one `u32` view offset per possible binding.
+pub const IMMEDIATE_BYTES: usize = Params::BYTES + 4 * crate::kernel::MAX_BINDINGS;
+
+fn call<const N: usize>(op: OpKind, buffers: [View; N], params: Params) -> OpCall {
     OpCall {
         op,
         buffers: buffers.into(),
@@ -269,10 +476,10 @@ fn call<const N: usize>(op: OpKind, buffers: [BufferId; N], params: Params) -> O
 
 /// `dst[..n] = value`, where `value_bits` is the element's bit pattern
 /// (`f32::to_bits`, `f16::to_bits as u32`, `i32 as u32`, ...).
-pub fn fill(dst: BufferId, n: u32, value_bits: u32) -> OpCall {
+pub fn fill(dst: impl Into<View>, n: u32, value_bits: u32) -> OpCall {
     call(
         OpKind::Fill,
-        [dst],
+        [dst.into()],
         Params {
             d0: n,
             bits: value_bits,
@@ -282,10 +489,10 @@ pub fn fill(dst: BufferId, n: u32, value_bits: u32) -> OpCall {
 }
 
 /// `dst[..n] = src[..n]`.
-pub fn copy(src: BufferId, dst: BufferId, n: u32) -> OpCall {
+pub fn copy(src: impl Into<View>, dst: impl Into<View>, n: u32) -> OpCall {
     call(
         OpKind::Copy,
-        [src, dst],
+        [src.into(), dst.into()],
         Params {
             d0: n,
             ..Default::default()
@@ -294,10 +501,10 @@ pub fn copy(src: BufferId, dst: BufferId, n: u32) -> OpCall {
 }
 
 /// `y[..n] = fma(a, x, b)`.
-pub fn scale_add(x: BufferId, y: BufferId, n: u32, a: f32, b: f32) -> OpCall {
+pub fn scale_add(x: impl Into<View>, y: impl Into<View>, n: u32, a: f32, b: f32) -> OpCall {
     call(
         OpKind::ScaleAdd,
-        [x, y],
+        [x.into(), y.into()],
         Params {
             d0: n,
             s0: a,
@@ -308,10 +515,10 @@ pub fn scale_add(x: BufferId, y: BufferId, n: u32, a: f32, b: f32) -> OpCall {
 }
 
 /// `out[..n] = a + b`.
-pub fn add(a: BufferId, b: BufferId, out: BufferId, n: u32) -> OpCall {
+pub fn add(a: impl Into<View>, b: impl Into<View>, out: impl Into<View>, n: u32) -> OpCall {
     call(
         OpKind::Add,
-        [a, b, out],
+        [a.into(), b.into(), out.into()],
         Params {
             d0: n,
             ..Default::default()
@@ -320,10 +527,10 @@ pub fn add(a: BufferId, b: BufferId, out: BufferId, n: u32) -> OpCall {
 }
 
 /// `out[..n] = a * b`.
-pub fn mul(a: BufferId, b: BufferId, out: BufferId, n: u32) -> OpCall {
+pub fn mul(a: impl Into<View>, b: impl Into<View>, out: impl Into<View>, n: u32) -> OpCall {
     call(
         OpKind::Mul,
-        [a, b, out],
+        [a.into(), b.into(), out.into()],
         Params {
             d0: n,
             ..Default::default()
@@ -332,10 +539,10 @@ pub fn mul(a: BufferId, b: BufferId, out: BufferId, n: u32) -> OpCall {
 }
 
 /// `out[..n] = silu(x)`.
-pub fn silu(x: BufferId, out: BufferId, n: u32) -> OpCall {
+pub fn silu(x: impl Into<View>, out: impl Into<View>, n: u32) -> OpCall {
     call(
         OpKind::Silu,
-        [x, out],
+        [x.into(), out.into()],
         Params {
             d0: n,
             ..Default::default()
@@ -344,10 +551,17 @@ pub fn silu(x: BufferId, out: BufferId, n: u32) -> OpCall {
 }
 
 /// Row-wise RMS norm over a `rows × cols` matrix with weight `w[cols]`.
-pub fn rms_norm(x: BufferId, w: BufferId, out: BufferId, rows: u32, cols: u32, eps: f32) -> OpCall {
+pub fn rms_norm(
+    x: impl Into<View>,
+    w: impl Into<View>,
+    out: impl Into<View>,
+    rows: u32,
+    cols: u32,
+    eps: f32,
+) -> OpCall {
     call(
         OpKind::RmsNorm,
-        [x, w, out],
+        [x.into(), w.into(), out.into()],
         Params {
             d0: rows,
             d1: cols,
@@ -358,10 +572,10 @@ pub fn rms_norm(x: BufferId, w: BufferId, out: BufferId, rows: u32, cols: u32, e
 }
 
 /// Row-wise softmax over a `rows × cols` matrix.
-pub fn softmax(x: BufferId, out: BufferId, rows: u32, cols: u32) -> OpCall {
+pub fn softmax(x: impl Into<View>, out: impl Into<View>, rows: u32, cols: u32) -> OpCall {
     call(
         OpKind::Softmax,
-        [x, out],
+        [x.into(), out.into()],
         Params {
             d0: rows,
             d1: cols,
@@ -371,10 +585,17 @@ pub fn softmax(x: BufferId, out: BufferId, rows: u32, cols: u32) -> OpCall {
 }
 
 /// `c[m×n] = a[m×k] · b[k×n]` (row-major).
-pub fn gemm(a: BufferId, b: BufferId, c: BufferId, m: u32, n: u32, k: u32) -> OpCall {
+pub fn gemm(
+    a: impl Into<View>,
+    b: impl Into<View>,
+    c: impl Into<View>,
+    m: u32,
+    n: u32,
+    k: u32,
+) -> OpCall {
     call(
         OpKind::Gemm,
-        [a, b, c],
+        [a.into(), b.into(), c.into()],
         Params {
             d0: m,
             d1: n,
@@ -382,6 +603,12 @@ pub fn gemm(a: BufferId, b: BufferId, c: BufferId, m: u32, n: u32, k: u32) -> Op
             ..Default::default()
         },
     )
+}
+
+/// A launch of user kernel `def` (registered with
+/// `Device::register_kernel`) over `views`, in its signature's order.
+pub fn user(def: &'static crate::kernel::KernelDef, views: &[View], params: Params) -> OpCall {
+    OpCall::new(OpKind::User(Kernel::new(def)), views, params)
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ pub const fn workgroup_size(op: OpKind) -> [u32; 3] {
         | OpKind::Silu => [64, 1, 1],
         OpKind::RmsNorm | OpKind::Softmax => [256, 1, 1],
         OpKind::Gemm => [16, 16, 1],
+        OpKind::User(k) => k.def().workgroup_size,
     }
 }
 
@@ -58,7 +59,38 @@ pub fn workgroups_of(launch: &Launch, threads: [u32; 3]) -> u64 {
             let (tx, ty) = (threads[0].max(1) as u64, threads[1].max(1) as u64);
             n.div_ceil(ty) * (p.d1 as u64).div_ceil(tx)
         }
+        // A user kernel states its grid (validated by core to fit).
+        OpKind::User(k) => (k.def().grid)(p).iter().map(|&g| g as u64).product(),
     }
+}
+
+/// The dispatch size (workgroups on x, y, z) of `launch` on a device whose
+/// grid allows `max` (x, y): the catalogue's workgroups laid out by
+/// [`grid`], or a user kernel's own grid ([`seam::KernelDef::grid`], which
+/// core checked against [`GRID_EDGE`]).
+pub fn dispatch(launch: &Launch, max: [u32; 2]) -> Result<[u32; 3], GridTooLarge> {
+    dispatch_of(launch, workgroup_size(launch.op), max)
+}
+
+/// [`dispatch`] with workgroups of `threads` (Metal's reflected size).
+pub fn dispatch_of(
+    launch: &Launch,
+    threads: [u32; 3],
+    max: [u32; 2],
+) -> Result<[u32; 3], GridTooLarge> {
+    if let OpKind::User(k) = launch.op {
+        let g = (k.def().grid)(&launch.params);
+        let max = max.map(|m| m.clamp(1, GRID_EDGE));
+        if g[0] > max[0] || g[1] > max[1] {
+            return Err(GridTooLarge {
+                groups: g.iter().map(|&v| v as u64).product(),
+                max,
+            });
+        }
+        return Ok(g);
+    }
+    let (x, y) = grid(workgroups_of(launch, threads), max)?;
+    Ok([x, y, 1])
 }
 
 /// A launch needs more workgroups than the grid holds.

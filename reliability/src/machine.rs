@@ -288,7 +288,7 @@ impl Run {
                 };
                 let oc = OpCall {
                     op: *op,
-                    buffers: sel.iter().map(|(_, id)| *id).collect(),
+                    buffers: sel.iter().map(|(_, id)| seam::View::from(*id)).collect(),
                     params: Params {
                         d0: *n,
                         bits,

@@ -25,7 +25,7 @@ use std::time::Instant;
 type Memory = Arc<Mutex<HashMap<u64, Vec<u8>>>>;
 
 enum Command {
-    Run(Launch),
+    Run(Box<Launch>),
     RunGraph(Arc<Vec<Launch>>),
     Write {
         buffer: u64,
@@ -60,18 +60,26 @@ fn worker(mem: Memory, rx: Receiver<Command>, marks: Marks, epoch: Instant) {
     let mut sticky: Option<String> = None;
     let run = |launch: &Launch, sticky: &mut Option<String>| {
         let mut mem = mem.lock().unwrap_or_else(|p| p.into_inner());
+        if let OpKind::User(k) = launch.op {
+            if let Err(e) = reference::execute_user(k.def(), launch, &mut mem) {
+                sticky.get_or_insert(e);
+            }
+            return;
+        }
+        // Each binding from its view's first byte.
         let inputs: Option<Vec<&[u8]>> = launch
             .buffers
             .iter()
-            .map(|b| mem.get(&b.0).map(Vec::as_slice))
+            .map(|v| mem.get(&v.buffer.0).map(|b| &b[v.byte_offset as usize..]))
             .collect();
         let Some(inputs) = inputs else {
             sticky.get_or_insert_with(|| format!("{}: a bound buffer is not allocated", launch.op));
             return;
         };
         let (out, bytes) = reference::execute(launch, &inputs);
-        let dst = mem.get_mut(&launch.buffers[out].0).expect("checked above");
-        dst[..bytes.len()].copy_from_slice(&bytes);
+        let view = launch.buffers[out];
+        let dst = mem.get_mut(&view.buffer.0).expect("checked above");
+        dst[view.byte_offset as usize..][..bytes.len()].copy_from_slice(&bytes);
     };
     for cmd in rx {
         match cmd {
@@ -249,7 +257,7 @@ impl Backend for CpuBackend {
                 list.push(launch.clone());
                 Ok(())
             }
-            None => self.send(Command::Run(launch.clone())),
+            None => self.send(Command::Run(Box::new(launch.clone()))),
         }
     }
 
@@ -266,8 +274,19 @@ impl Backend for CpuBackend {
         }
     }
 
-    fn prepare(&mut self, _ops: &[(OpKind, DType)]) -> Result<(), ErrorKind> {
-        // Nothing is lazy on the CPU: every op is plain code.
+    fn prepare(&mut self, ops: &[(OpKind, DType)]) -> Result<(), ErrorKind> {
+        // Nothing is lazy on the CPU: every op is plain code. A user kernel
+        // runs its Rust implementation, which it must have.
+        for (op, _) in ops {
+            if let OpKind::User(k) = op {
+                if k.def().cpu.is_none() {
+                    return Err(ErrorKind::KernelSourceMissing {
+                        kernel: k.name(),
+                        source_kind: "CPU implementation (KernelDef::cpu)",
+                    });
+                }
+            }
+        }
         Ok(())
     }
 

@@ -5,7 +5,8 @@
 //! output's bytes, so in-place launches (out aliasing an input) are trivially
 //! correct.
 
-use seam::{DType, Launch, OpKind};
+use seam::ops::{Access, Role};
+use seam::{DType, KernelDef, Launch, OpKind};
 
 fn load_f32(bytes: &[u8], dtype: DType, n: usize) -> Vec<f32> {
     match dtype {
@@ -148,5 +149,54 @@ pub fn execute(launch: &Launch, inputs: &[&[u8]]) -> (usize, Vec<u8>) {
             }
             (2, store_f32(&c, DType::F32))
         }
+        OpKind::User(k) => unreachable!(
+            "reference::execute runs catalogue ops; user kernel {} runs through execute_user",
+            k.name()
+        ),
     }
+}
+
+/// Run user kernel `def` (its [`KernelDef::cpu`]) over the launch's views
+/// in `mem`: each view's bytes are copied out, the function runs, and the
+/// written bindings' bytes are copied back. An error says what went wrong
+/// (it becomes the queue's sticky error).
+pub fn execute_user(
+    def: &KernelDef,
+    launch: &Launch,
+    mem: &mut std::collections::HashMap<u64, Vec<u8>>,
+) -> Result<(), String> {
+    let cpu = def
+        .cpu
+        .ok_or_else(|| format!("kernel {} has no CPU implementation", def.name))?;
+    let sig = launch.op.signature();
+    let mut ranges = Vec::with_capacity(sig.len());
+    let mut bytes = Vec::with_capacity(sig.len());
+    for (binding, view) in sig.iter().zip(launch.buffers.iter()) {
+        let size = match binding.role {
+            Role::Fixed(d) => d.size(),
+            Role::Input => launch.dtype.size(),
+        };
+        let (start, len) = (view.byte_offset as usize, view.len as usize * size);
+        let buf = mem
+            .get(&view.buffer.0)
+            .ok_or_else(|| format!("{}: a bound buffer is not allocated", def.name))?;
+        bytes.push(buf[start..start + len].to_vec());
+        ranges.push((view.buffer.0, start, len));
+    }
+    cpu(&launch.params, &mut bytes);
+    for ((binding, (buffer, start, len)), out) in sig.iter().zip(ranges).zip(&bytes) {
+        if out.len() != len {
+            return Err(format!(
+                "kernel {}: its CPU implementation resized binding `{}` from {len} to {} bytes",
+                def.name,
+                binding.name,
+                out.len()
+            ));
+        }
+        if binding.access == Access::Write {
+            let buf = mem.get_mut(&buffer).expect("looked up above");
+            buf[start..start + len].copy_from_slice(out);
+        }
+    }
+    Ok(())
 }

@@ -8,7 +8,7 @@ use crate::launch::{KernelLaunch, VendorLaunch};
 use crate::timing::EventTimer;
 use seam::{
     Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, GraphUser, Launch, OpKind,
-    RawBuffer, RawGraph, ReplayTarget, ResourceCounts, UpdateSupport,
+    RawBuffer, RawGraph, RawView, ReplayTarget, ResourceCounts, UpdateSupport,
 };
 use std::collections::{BTreeSet, HashMap};
 
@@ -42,7 +42,7 @@ pub struct StreamBackend<D: StreamDriver, T: Toolchain<D>> {
 struct Users(Vec<(GraphUser, BTreeSet<u64>)>);
 
 impl Users {
-    fn record(&mut self, user: GraphUser, buffers: &[RawBuffer]) {
+    fn record(&mut self, user: GraphUser, buffers: &[RawView]) {
         let set = match self.0.iter().position(|(u, _)| *u == user) {
             Some(i) => &mut self.0[i].1,
             None => {
@@ -50,7 +50,7 @@ impl Users {
                 &mut self.0.last_mut().expect("just pushed").1
             }
         };
-        set.extend(buffers.iter().map(|b| b.0));
+        set.extend(buffers.iter().map(|v| v.buffer.0));
     }
 
     fn remove(&mut self, user: GraphUser) -> BTreeSet<u64> {
@@ -132,7 +132,7 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
     }
 
     fn bindings(&self, l: &Launch) -> Result<Vec<&D::Memory>, ErrorKind> {
-        l.buffers.iter().map(|b| self.buffer(*b)).collect()
+        l.buffers.iter().map(|v| self.buffer(v.buffer)).collect()
     }
 
     fn launch_vendor(&mut self, l: &Launch) -> Result<(), ErrorKind> {
@@ -156,7 +156,7 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
         self.graphs.record_launch(CapturedLaunch {
             op: l.op,
             dtype: l.dtype,
-            buffers: l.buffers.to_vec(),
+            buffers: l.buffers.iter().map(|v| v.buffer).collect(),
             node,
         });
     }
@@ -268,7 +268,7 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
                 // A partly patched exec may use old and new buffers alike
                 // until core's re-record replaces it: hold both.
                 self.users.record(user, &l.buffers);
-                captured.set_buffers(*index, l.buffers.to_vec());
+                captured.set_buffers(*index, l.buffers.iter().map(|v| v.buffer).collect());
             }
         }
         if let Some(e) = failed {

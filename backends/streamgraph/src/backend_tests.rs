@@ -6,7 +6,7 @@ use crate::fake::{Call, FakeDriver, FakeToolchain};
 use crate::StreamBackend;
 use seam::{
     Backend, DType, DeviceInfo, ErrorKind, GraphUser, Launch, OpKind, Params, RawBuffer, RawGraph,
-    ReplayTarget, ResourceCounts,
+    RawView, ReplayTarget, ResourceCounts,
 };
 
 type Fake = StreamBackend<FakeDriver, FakeToolchain>;
@@ -29,7 +29,7 @@ fn add(a: RawBuffer, b: RawBuffer, out: RawBuffer, n: u32) -> Launch {
     Launch {
         op: OpKind::Add,
         dtype: DType::F32,
-        buffers: [a, b, out].into(),
+        buffers: [a, b, out].map(|r| RawView::whole(r, 1 << 20)).into(),
         params: Params {
             d0: n,
             ..Params::default()
@@ -41,7 +41,7 @@ fn gemm(a: RawBuffer, b: RawBuffer, c: RawBuffer) -> Launch {
     Launch {
         op: OpKind::Gemm,
         dtype: DType::F32,
-        buffers: [a, b, c].into(),
+        buffers: [a, b, c].map(|r| RawView::whole(r, 1 << 20)).into(),
         params: Params {
             d0: 2,
             d1: 2,
@@ -149,7 +149,7 @@ fn a_launch_past_a_buffer_is_refused_before_the_driver() {
     let e = b.launch(&add(x, y, z, 5)).unwrap_err();
     assert!(matches!(e, ErrorKind::OutOfRange { .. }), "{e}");
     let wrong_arity = Launch {
-        buffers: [x, y].into(),
+        buffers: [x, y].map(|r| RawView::whole(r, 1 << 20)).into(),
         ..add(x, y, z, 4)
     };
     assert!(matches!(

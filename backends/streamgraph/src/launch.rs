@@ -27,12 +27,14 @@ pub type Dims = (u32, u32, u32);
 /// value (kernels/cuda/README.md); `buffers` are live allocations of this
 /// device, borrowed for `'a`, one per binding, each holding every element
 /// the op indexes for `params` (checked by `seam::validate::lower` against
-/// their byte sizes, C12).
+/// their byte sizes, C12), from the binding's view: `byte_offsets[k]`
+/// bytes into buffer `k`, which the kernel's pointer argument is advanced by.
 pub struct KernelLaunch<'a, D: StreamDriver + ?Sized> {
     function: &'a D::Function,
     grid: Dims,
     block: Dims,
     buffers: Vec<&'a D::Memory>,
+    byte_offsets: Vec<u64>,
     params: Params,
 }
 
@@ -52,6 +54,7 @@ impl<'a, D: StreamDriver> KernelLaunch<'a, D> {
             grid,
             block,
             buffers,
+            byte_offsets: l.buffers.iter().map(|v| v.byte_offset).collect(),
             params: l.params,
         })
     }
@@ -73,11 +76,21 @@ impl<'a, D: StreamDriver> KernelLaunch<'a, D> {
     pub fn params(&self) -> &Params {
         &self.params
     }
-    /// The kernel's arguments: the buffers' device addresses in signature
-    /// order, then the [`Params`] block.
+    /// Each binding's view starts this many bytes into its buffer.
+    pub fn byte_offsets(&self) -> &[u64] {
+        &self.byte_offsets
+    }
+    /// The kernel's arguments: the views' device addresses (each buffer's
+    /// address advanced by its view's byte offset) in signature order, then
+    /// the [`Params`] block.
     pub fn args(&self, d: &D) -> KernelArgs {
         KernelArgs {
-            addresses: self.buffers.iter().map(|b| d.device_address(b)).collect(),
+            addresses: self
+                .buffers
+                .iter()
+                .zip(&self.byte_offsets)
+                .map(|(b, off)| d.device_address(b) + off)
+                .collect(),
             params: self.params,
         }
     }
@@ -116,6 +129,7 @@ pub struct VendorLaunch<'a, D: StreamDriver + ?Sized> {
     op: OpKind,
     dtype: DType,
     buffers: Vec<&'a D::Memory>,
+    byte_offsets: Vec<u64>,
     params: Params,
 }
 
@@ -126,6 +140,7 @@ impl<'a, D: StreamDriver> VendorLaunch<'a, D> {
             op: l.op,
             dtype: l.dtype,
             buffers,
+            byte_offsets: l.buffers.iter().map(|v| v.byte_offset).collect(),
             params: l.params,
         })
     }
@@ -135,6 +150,11 @@ impl<'a, D: StreamDriver> VendorLaunch<'a, D> {
     }
     pub fn dtype(&self) -> DType {
         self.dtype
+    }
+    /// Each binding's view starts this many bytes into its buffer (what the
+    /// vendor call's pointers must be advanced by).
+    pub fn byte_offsets(&self) -> &[u64] {
+        &self.byte_offsets
     }
     /// One per binding, in signature order.
     pub fn buffers(&self) -> &[&'a D::Memory] {
@@ -154,14 +174,20 @@ fn check<D: StreamDriver>(d: &D, l: &Launch, buffers: &[&D::Memory]) -> Result<(
     let sig = l.op.signature();
     let call = OpCall {
         op: l.op,
-        buffers: (0..buffers.len() as u64).map(BufferId).collect(),
+        buffers: l
+            .buffers
+            .iter()
+            .enumerate()
+            // To the end of the allocation: what memory safety needs.
+            .map(|(i, v)| BufferId(i as u64).from_offset(v.offset as usize))
+            .collect(),
         params: l.params,
     };
     let meta = |id: BufferId| {
         let unknown = ErrorKind::UnknownBuffer { id: id.0 };
         let i = usize::try_from(id.0).map_err(|_| unknown.clone())?;
         let dtype = match sig.get(i).map(|b| b.role) {
-            Some(Role::F32Only) => DType::F32,
+            Some(Role::Fixed(d)) => d,
             _ => l.dtype,
         };
         let bytes = d.memory_bytes(buffers.get(i).ok_or(unknown)?);
@@ -186,6 +212,14 @@ fn launch_config(l: &Launch) -> Result<(Dims, Dims), ErrorKind> {
     let p = &l.params;
     let blocks = |items: u64| items.div_ceil(BLOCK as u64).clamp(1, MAX_BLOCKS) as u32;
     Ok(match l.op {
+        // A user kernel's grid and block are its own (core checked the grid
+        // against the portable edge and the block against the portable size).
+        OpKind::User(k) => {
+            let def = k.def();
+            let [gx, gy, gz] = (def.grid)(p);
+            let [bx, by, bz] = def.workgroup_size;
+            ((gx, gy, gz), (bx, by, bz))
+        }
         OpKind::RmsNorm | OpKind::Softmax => (
             (u64::from(p.d0).clamp(1, MAX_BLOCKS) as u32, 1, 1),
             (BLOCK, 1, 1),

@@ -63,7 +63,11 @@ fn bytes(rng: &mut Rng, dtype: DType, n: usize) -> Vec<u8> {
 
 /// Run one workload; returns the output bytes.
 fn run(dev: &Device, op: OpKind, dtype: DType, dims: (u32, u32, u32), captured: bool) -> Vec<u8> {
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ op as u64);
+    let index = OpKind::ALL
+        .iter()
+        .position(|o| *o == op)
+        .expect("a catalogue op");
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ index as u64);
     let (n, rows, cols) = dims;
     let (m, gn, k) = dims;
     let sig = op.signature();
@@ -75,7 +79,7 @@ fn run(dev: &Device, op: OpKind, dtype: DType, dims: (u32, u32, u32), captured: 
     };
     let mut ids = Vec::new();
     for (b, &len) in sig.iter().zip(&lens) {
-        let bd = if b.role == seam::ops::Role::F32Only {
+        let bd = if b.role == seam::ops::Role::Fixed(DType::F32) {
             DType::F32
         } else {
             dtype
@@ -104,6 +108,7 @@ fn run(dev: &Device, op: OpKind, dtype: DType, dims: (u32, u32, u32), captured: 
         OpKind::RmsNorm => ops::rms_norm(b[0], b[1], b[2], rows, cols, 1e-5),
         OpKind::Softmax => ops::softmax(b[0], b[1], rows, cols),
         OpKind::Gemm => ops::gemm(b[0], b[1], b[2], m, gn, k),
+        OpKind::User(_) => unreachable!("run() is given catalogue ops"),
     };
     if captured {
         let cap = dev.capture().unwrap();

@@ -234,7 +234,8 @@ impl WgpuBackend {
             self.gpu.limits.max_compute_workgroups_per_dimension,
         )?;
         let pipeline = self.kernels.pipeline(&self.gpu, launch.op, launch.dtype)?;
-        let bind_group = self.bind_group(launch.op, &launch.buffers)?;
+        let raws: Vec<RawBuffer> = launch.buffers.iter().map(|v| v.buffer).collect();
+        let bind_group = self.bind_group(launch.op, &raws)?;
         Ok(Dispatch {
             pipeline,
             bind_group,
@@ -521,6 +522,13 @@ impl Backend for WgpuBackend {
     }
 
     fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
+        if launch.buffers.iter().any(|v| v.offset != 0) {
+            // Views from an offset need the kernels' offset words (issue 19, in progress).
+            return Err(ErrorKind::OpUnsupported {
+                op: launch.op,
+                dtype: launch.dtype,
+            });
+        }
         let d = self.resolve(launch)?;
         if let Some(rec) = &mut self.recording {
             rec.push(d);

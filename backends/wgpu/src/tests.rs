@@ -8,7 +8,8 @@
 use crate::backend::WgpuBackend;
 use libtest_mimic::Completion;
 use seam::{
-    ops, Backend, DType, Device, ErrorKind, Launch, OpKind, Params, RawBuffer, ReplayTarget,
+    ops, Backend, DType, Device, ErrorKind, Launch, OpKind, Params, RawBuffer, RawView,
+    ReplayTarget,
 };
 
 #[path = "../../device_trials.rs"]
@@ -91,7 +92,7 @@ fn add(a: RawBuffer, b: RawBuffer, out: RawBuffer, n: u32) -> Launch {
     Launch {
         op: OpKind::Add,
         dtype: DType::U32,
-        buffers: [a, b, out].into(),
+        buffers: [a, b, out].map(|r| RawView::whole(r, 1 << 20)).into(),
         params: Params {
             d0: n,
             ..Default::default()
@@ -148,7 +149,7 @@ fn replay_sets_all_the_state_each_dispatch_needs(mut b: WgpuBackend) -> Completi
     let fill = |dst, n, v| Launch {
         op: OpKind::Fill,
         dtype: DType::U32,
-        buffers: [dst].into(),
+        buffers: [dst].map(|r| RawView::whole(r, 1 << 20)).into(),
         params: Params {
             d0: n,
             bits: v,
@@ -168,7 +169,11 @@ fn replay_sets_all_the_state_each_dispatch_needs(mut b: WgpuBackend) -> Completi
     // d[..n], `fill(d, n, v)` sets d[..n] to v; d is the last binding.
     let model = |l: &Launch, xs: &mut [u32], ys: &mut [u32]| {
         let n = l.params.d0 as usize;
-        let d = if l.buffers.last() == Some(&x) { xs } else { ys };
+        let d = if l.buffers.last().map(|v| v.buffer) == Some(x) {
+            xs
+        } else {
+            ys
+        };
         match l.op {
             OpKind::Fill => d[..n].fill(l.params.bits),
             _ => d[..n].iter_mut().for_each(|v| *v += 1),

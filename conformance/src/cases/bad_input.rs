@@ -66,7 +66,7 @@ pub const C12_BAD_LAUNCHES_REFUSED_BEFORE_WORK: Case = Case {
         let before = snapshot(cx, &fx)?;
         let raw = |op, buffers: Vec<BufferId>| OpCall {
             op,
-            buffers: buffers.into(),
+            buffers: buffers.into_iter().map(seam::View::from).collect(),
             params: Params {
                 d0: 4,
                 ..Default::default()

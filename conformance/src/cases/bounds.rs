@@ -18,6 +18,8 @@ fn dims(op: OpKind) -> Vec<(&'static str, usize, u32)> {
         | OpKind::Silu => vec![("n", 0, 37)],
         OpKind::RmsNorm | OpKind::Softmax => vec![("rows", 0, 3), ("cols", 1, 5)],
         OpKind::Gemm => vec![("m", 0, 3), ("n", 1, 5), ("k", 2, 7)],
+        // Generated for the catalogue; user kernels have their own C12 case.
+        OpKind::User(_) => vec![],
     }
 }
 
@@ -78,7 +80,7 @@ pub const C12_BOUNDS_FROM_THE_RULES: Case = Case {
                     .iter()
                     .map(|b| match b.role {
                         seam::ops::Role::Input => dtype,
-                        seam::ops::Role::F32Only => DType::F32,
+                        seam::ops::Role::Fixed(d) => d,
                     })
                     .collect();
                 let alloc = |len: u64, t: DType| -> seam::Result<BufferId> {
@@ -101,7 +103,7 @@ pub const C12_BOUNDS_FROM_THE_RULES: Case = Case {
                 }
                 let call = |buffers: Vec<BufferId>, params: Params| OpCall {
                     op,
-                    buffers: buffers.into(),
+                    buffers: buffers.into_iter().map(seam::View::from).collect(),
                     params,
                 };
                 d.launch(&call(exact.clone(), params)).map_err(|e| {

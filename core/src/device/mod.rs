@@ -315,6 +315,11 @@ impl Device {
                     });
                 }
             }
+            if let OpKind::User(k) = call.op {
+                if !st.kernels.contains(&k) {
+                    return Err(ErrorKind::KernelNotRegistered { kernel: k.name() });
+                }
+            }
             let launch = validate::lower(call, |id| st.live_meta(id))?;
             let timed = st.trace.enabled() && st.capture.is_none();
             let tag = st.trace.next_seq();
@@ -326,7 +331,7 @@ impl Device {
                 st.backend.end_timed(tag)?;
             }
             let captured = if let Some(cap) = &mut st.capture {
-                cap.uses.extend(call.buffers.iter().copied());
+                cap.uses.extend(call.buffers.iter().map(|v| v.buffer));
                 cap.recorded.push(state::Recorded {
                     call: call.clone(),
                     launch,
@@ -362,11 +367,52 @@ impl Device {
                 return Err(ErrorKind::HostAccessInCapture { what: "prepare" });
             }
             for &(op, dtype) in ops {
+                if let OpKind::User(k) = op {
+                    if !st.kernels.contains(&k) {
+                        return Err(ErrorKind::KernelNotRegistered { kernel: k.name() });
+                    }
+                }
                 if !op.dtypes().contains(&dtype) {
                     return Err(ErrorKind::UnsupportedDtype { op, dtype });
                 }
             }
             st.backend.prepare(ops)
+        })
+    }
+
+    /// Register a user kernel (`seam::kernel`) on this device: check its
+    /// definition, then have the backend compile it (the module is cached
+    /// for the device's life), so that it can be launched, captured and
+    /// prepared like a catalogue op. Registering it again is a no-op. A
+    /// malformed definition is [`ErrorKind::BadKernel`], a missing source
+    /// [`ErrorKind::KernelSourceMissing`], a failed compile
+    /// [`ErrorKind::KernelCompile`] with the compiler's log; none leaves the
+    /// kernel registered.
+    pub fn register_kernel(&self, def: &'static crate::kernel::KernelDef) -> Result<()> {
+        let kernel = crate::kernel::Kernel::new(def);
+        self.with("register_kernel", |st| {
+            if st.capture.is_some() {
+                return Err(ErrorKind::HostAccessInCapture {
+                    what: "register_kernel",
+                });
+            }
+            if st.kernels.contains(&kernel) {
+                return Ok(());
+            }
+            def.well_formed().map_err(|reason| ErrorKind::BadKernel {
+                kernel: def.name,
+                reason,
+            })?;
+            if st.kernels.iter().any(|k| k.name() == def.name) {
+                return Err(ErrorKind::BadKernel {
+                    kernel: def.name,
+                    reason: "another kernel of that name is registered on this device".into(),
+                });
+            }
+            let dtype = def.dtype().expect("well_formed: bindings have fixed types");
+            st.backend.prepare(&[(OpKind::User(kernel), dtype)])?;
+            st.kernels.push(kernel);
+            Ok(())
         })
     }
 

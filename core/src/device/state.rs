@@ -92,6 +92,9 @@ pub(super) struct State {
     /// refused: retried by every sweep, destroyed at teardown.
     pub(super) orphans: Vec<RawGraph>,
     pub(super) trace: Trace,
+    /// User kernels registered on this device (a short list: a launch
+    /// looks its kernel up without allocating).
+    pub(super) kernels: Vec<crate::kernel::Kernel>,
 }
 
 impl State {
@@ -106,6 +109,7 @@ impl State {
             capture: None,
             orphans: Vec::new(),
             trace: Trace::new(),
+            kernels: Vec::new(),
         }
     }
 

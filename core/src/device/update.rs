@@ -63,10 +63,14 @@ impl Device {
                 .recorded
                 .iter()
                 .enumerate()
-                .filter(|(_, r)| r.call.buffers.iter().any(|b| swap(*b) != *b))
+                .filter(|(_, r)| r.call.buffers.iter().any(|v| swap(v.buffer) != v.buffer))
                 .map(|(i, r)| {
                     let mut call = r.call.clone();
-                    call.buffers.iter_mut().for_each(|b| *b = swap(*b));
+                    // A view keeps its offset and length over the new buffer
+                    // (checked against it again by `apply`).
+                    call.buffers
+                        .iter_mut()
+                        .for_each(|v| v.buffer = swap(v.buffer));
                     (i, call)
                 })
                 .collect();

@@ -92,6 +92,10 @@ impl Blas {
                 found: l.buffers().len(),
             });
         };
+        let [a_off, b_off, c_off] = match l.byte_offsets() {
+            &[a, b, c] => [a, b, c],
+            _ => [0; 3],
+        };
         let p = l.params();
         let dim = |v: u32, what: &str| {
             c_int::try_from(v).map_err(|_| {
@@ -119,14 +123,14 @@ impl Blas {
                 m,
                 k,
                 &alpha as *const f32 as *const c_void,
-                b.ptr() as *const c_void,
+                (b.ptr() + b_off) as *const c_void,
                 dtype,
                 n,
-                a.ptr() as *const c_void,
+                (a.ptr() + a_off) as *const c_void,
                 dtype,
                 k,
                 &beta as *const f32 as *const c_void,
-                c.ptr() as *mut c_void,
+                (c.ptr() + c_off) as *mut c_void,
                 blas::cudaDataType::CUDA_R_32F,
                 n,
                 blas::cublasComputeType_t::CUBLAS_COMPUTE_32F,

@@ -297,13 +297,20 @@ impl Backend for VulkanBackend {
 
     fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
         self.validated("launch", |b| {
+            if launch.buffers.iter().any(|v| v.offset != 0) {
+                // Views from an offset need the kernels' offset words (issue 19, in progress).
+                return Err(ErrorKind::OpUnsupported {
+                    op: launch.op,
+                    dtype: launch.dtype,
+                });
+            }
             let pipeline = b.pipeline(launch.op, launch.dtype)?;
             let groups = dispatch::grid(
                 dispatch::workgroups(launch),
                 b.gpu.adapter().max_group_count,
             )?;
-            for &id in launch.buffers.iter() {
-                b.buffer(id)?;
+            for v in launch.buffers.iter() {
+                b.buffer(v.buffer)?;
             }
             let params = launch.params.to_bytes();
             if b.capture.is_none() {
@@ -323,7 +330,7 @@ impl Backend for VulkanBackend {
             })?;
             let sig = launch.op.signature();
             let binding = |i: usize| {
-                let id = launch.buffers[i].0;
+                let id = launch.buffers[i].buffer.0;
                 (&buffers[&id], sig[i].access)
             };
             rec.barrier()?;
@@ -496,7 +503,7 @@ impl VulkanBackend {
                 launch
                     .buffers
                     .iter()
-                    .map(|id| self.buffer(*id).cloned())
+                    .map(|v| self.buffer(v.buffer).cloned())
                     .collect::<Result<Vec<_>, _>>()?,
             );
         }
