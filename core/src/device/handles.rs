@@ -91,6 +91,12 @@ impl Graph {
         self.dev
             .update_params(GraphRef::Handle(self.id), index, params)
     }
+    /// Replace one launch's views and parameters (C13; see
+    /// [`Device::update_launch`]).
+    pub fn update_launch(&self, index: usize, call: &crate::ops::OpCall) -> Result<()> {
+        self.dev
+            .update_launch(GraphRef::Handle(self.id), index, call)
+    }
 }
 
 impl Drop for Graph {

@@ -106,6 +106,40 @@ impl Device {
     }
 }
 
+impl Device {
+    /// Replace the launch at `index` (capture order) of a captured graph
+    /// with `call`: the same op over any views of this device's live
+    /// buffers, with any parameters, validated as a launch would be (C12).
+    /// This is how a decode step moves its KV-cache write to the next slot
+    /// without a new capture: the view's offset changes, nothing else.
+    /// Replays queued before the call run the old launch; the graph holds
+    /// the buffers its launches use afterwards (one no launch uses any more
+    /// may be freed). On any error nothing changes.
+    pub fn update_launch(&self, target: GraphRef, index: usize, call: &OpCall) -> Result<()> {
+        self.with("update_launch", |st| {
+            let entry = check_updatable(st, target)?;
+            let launches = entry.recorded.len();
+            if index >= launches {
+                return Err(ErrorKind::NoSuchLaunch { index, launches });
+            }
+            let uses = entry
+                .recorded
+                .iter()
+                .enumerate()
+                .flat_map(|(i, r)| {
+                    let views = if i == index {
+                        &call.buffers
+                    } else {
+                        &r.call.buffers
+                    };
+                    views.iter().map(|v| v.buffer)
+                })
+                .collect::<BTreeSet<BufferId>>();
+            apply(st, target, vec![(index, call.clone())], Some(uses))
+        })
+    }
+}
+
 fn check_updatable(st: &State, target: GraphRef) -> std::result::Result<&ExecEntry, ErrorKind> {
     if st.capture.is_some() {
         return Err(ErrorKind::UpdateInCapture);
