@@ -36,16 +36,42 @@ pub const CUDA_PARAMS: &str = include_str!("../cuda/params.cu");
 /// The source of `op` in `lang`, if it has been written: the complete
 /// module or translation unit, its language's prelude included. CUDA C
 /// restarts line numbering after the prelude, so NVRTC and hipRTC messages
-/// name the line in `<op>.cu`.
+/// name the line in `<op>.cu`. A user kernel's source is its definition's
+/// (`KernelDef::wgsl`, `KernelDef::cuda`), with the same prelude.
 pub fn source(op: OpKind, lang: Language) -> Option<String> {
-    let body = SOURCES
-        .iter()
-        .find(|(l, name, _)| *l == lang && *name == op.name())
-        .map(|(_, _, src)| *src)?;
+    let body = match op {
+        OpKind::User(k) => match lang {
+            Language::Wgsl => k.def().wgsl?,
+            Language::CudaC => k.def().cuda?,
+        },
+        _ => SOURCES
+            .iter()
+            .find(|(l, name, _)| *l == lang && *name == op.name())
+            .map(|(_, _, src)| *src)?,
+    };
     Some(match lang {
         Language::Wgsl => format!("{WGSL_PARAMS}\n{body}"),
         Language::CudaC => format!("{CUDA_PARAMS}\n#line 1 \"{}.cu\"\n{body}", op.name()),
     })
+}
+
+/// The error for a kernel `lang` has no source of: a user kernel without
+/// one is [`ErrorKind::KernelSourceMissing`]; a catalogue op without one,
+/// [`ErrorKind::OpUnsupported`].
+pub fn missing_source(op: OpKind, lang: Language) -> seam::ErrorKind {
+    match op {
+        OpKind::User(k) => seam::ErrorKind::KernelSourceMissing {
+            kernel: k.name(),
+            source_kind: match lang {
+                Language::Wgsl => "WGSL source (KernelDef::wgsl)",
+                Language::CudaC => "CUDA C source (KernelDef::cuda)",
+            },
+        },
+        _ => seam::ErrorKind::OpUnsupported {
+            op,
+            dtype: op.dtypes()[0],
+        },
+    }
 }
 
 /// The SPIR-V module of `op` (every entry point of its WGSL source), made by
@@ -74,6 +100,7 @@ pub fn available(lang: Language) -> Vec<OpKind> {
 /// wrapping integer add/mul give the same bits for i32 and u32.
 pub fn variant(op: OpKind, dtype: DType) -> &'static str {
     match (op, dtype) {
+        (OpKind::User(_), _) => "",
         (OpKind::Fill | OpKind::Copy, d) if d.size() == 4 => "32",
         (OpKind::Fill | OpKind::Copy, _) => "16",
         (_, DType::I32 | DType::U32) => "u32",
@@ -83,9 +110,13 @@ pub fn variant(op: OpKind, dtype: DType) -> &'static str {
     }
 }
 
-/// Entry point name of an (op, dtype) pair, e.g. `add_u32`, `fill_16`.
+/// Entry point name of an (op, dtype) pair, e.g. `add_u32`, `fill_16`; a
+/// user kernel's is its name.
 pub fn entry_point(op: OpKind, dtype: DType) -> String {
-    format!("{}_{}", op.name(), variant(op, dtype))
+    match op {
+        OpKind::User(k) => k.name().to_string(),
+        _ => format!("{}_{}", op.name(), variant(op, dtype)),
+    }
 }
 
 #[cfg(test)]

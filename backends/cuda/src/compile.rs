@@ -99,15 +99,15 @@ pub fn image(target: &Target, op: OpKind, dtype: DType) -> Result<Arc<Vec<u8>>, 
     if let Some(img) = map.get(&key) {
         return Ok(img.clone());
     }
-    let source =
-        seam_kernels::source(op, Language::CudaC).ok_or(ErrorKind::OpUnsupported { op, dtype })?;
+    let source = seam_kernels::source(op, Language::CudaC).ok_or_else(|| match op {
+        OpKind::User(_) => seam_kernels::missing_source(op, Language::CudaC),
+        _ => ErrorKind::OpUnsupported { op, dtype },
+    })?;
     let name = format!("{}.cu", op.name());
-    let img = Arc::new(sys::nvrtc_compile(
-        &source,
-        &name,
-        &target.options(),
-        target.kind,
-    )?);
+    let img = Arc::new(
+        sys::nvrtc_compile(&source, &name, &target.options(), target.kind)
+            .map_err(|e| seam_streamgraph::rtc::user_compile_error(op, "NVRTC", e))?,
+    );
     COMPILES.fetch_add(1, Ordering::Relaxed);
     map.insert(key, img.clone());
     Ok(img)

@@ -22,12 +22,11 @@ pub fn compile_count() -> usize {
 /// Compile `op`'s CUDA C for `arch` with the build options (user options
 /// from `SEAM_HIP_OPTIONS`), uncached. Needs no GPU.
 pub fn compile(arch: &str, op: OpKind) -> Result<Vec<u8>, ErrorKind> {
-    let source = seam_kernels::source(op, Language::CudaC).ok_or(ErrorKind::OpUnsupported {
-        op,
-        dtype: op.dtypes()[0],
-    })?;
+    let source = seam_kernels::source(op, Language::CudaC)
+        .ok_or_else(|| seam_kernels::missing_source(op, Language::CudaC))?;
     let opts = options::build_options(arch, &options::user_options());
-    let image = sys::hiprtc_compile(&source, &format!("{}.cu", op.name()), &opts)?;
+    let image = sys::hiprtc_compile(&source, &format!("{}.cu", op.name()), &opts)
+        .map_err(|e| seam_streamgraph::rtc::user_compile_error(op, "hipRTC", e))?;
     COMPILES.fetch_add(1, Ordering::Relaxed);
     Ok(image)
 }

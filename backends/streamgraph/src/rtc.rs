@@ -85,6 +85,26 @@ pub fn driver_result(
 
 /// A compile failure: the program's name, what the compiler said, and its
 /// log (or why there is none).
+/// A compile failure of a user kernel as the user sees it: its name, the
+/// compiler and the compiler's log ([`ErrorKind::KernelCompile`]); any
+/// other error, and any catalogue op's, unchanged.
+pub fn user_compile_error(op: seam::OpKind, compiler: &str, e: ErrorKind) -> ErrorKind {
+    match (op, e) {
+        (
+            seam::OpKind::User(k),
+            ErrorKind::Driver {
+                driver_call,
+                message,
+            },
+        ) if driver_call.ends_with("CompileProgram") => ErrorKind::KernelCompile {
+            kernel: k.name(),
+            compiler: format!("{compiler} ({driver_call})"),
+            log: message,
+        },
+        (_, e) => e,
+    }
+}
+
 pub fn compile_error(
     call: &'static str,
     name: &str,
