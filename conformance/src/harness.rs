@@ -37,6 +37,26 @@ pub fn certify(registrations: &[&'static seam::Registration]) -> ! {
     run(seam_backends::discover_in(registrations))
 }
 
+/// Certify these backends and these user kernels: every case as
+/// [`certify`] runs them, plus the user-kernel cases (C1, C2, C4, C11,
+/// C12 over each kernel: `<device>::<case>::<kernel>`), so an engine
+/// certifies its own ops on its own backends. Pass `seam_backends`'
+/// registrations to certify kernels on seam's backends:
+///
+/// ```no_run
+/// # static MY_KERNELS: &[&seam::KernelDef] = &[];
+/// fn main() {
+///     seam_conformance::harness::certify_with(&seam_backends::registrations(), MY_KERNELS);
+/// }
+/// ```
+pub fn certify_with(
+    registrations: &[&'static seam::Registration],
+    kernels: &'static [&'static seam::KernelDef],
+) -> ! {
+    crate::set_kernels(kernels);
+    run(seam_backends::discover_in(registrations))
+}
+
 /// Run every case on every device of `found`, as libtest trials, and exit.
 /// seam's own `cargo test` calls this with `seam_backends::discover()`.
 pub fn run(found: Discovery) -> ! {

@@ -18,6 +18,26 @@ pub mod report;
 pub mod runner;
 pub mod workloads;
 
+use std::sync::OnceLock;
+
+static KERNELS: OnceLock<&'static [&'static seam::KernelDef]> = OnceLock::new();
+
+/// The user kernels this run certifies: every case of
+/// [`cases::KERNEL_CASES`] runs once per kernel, as trials named
+/// `<device>::<case>::<kernel>`. Set once, before planning, by whoever
+/// owns `main` ([`harness::certify_with`], the `seam-conformance`
+/// binary); its child processes set the same list, being the same
+/// program. The first call wins; later ones are ignored.
+pub fn set_kernels(kernels: &'static [&'static seam::KernelDef]) {
+    let _ = KERNELS.set(kernels);
+}
+
+/// The user kernels of this run ([`set_kernels`]); by default seam's own
+/// example kernels (examples/decode: RoPE and a fused residual-add-rms_norm).
+pub fn kernels() -> &'static [&'static seam::KernelDef] {
+    KERNELS.get_or_init(|| &[])
+}
+
 use seam::{Device, ErrorKind};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -131,6 +151,8 @@ pub struct Ctx {
     pub mode: Mode,
     /// Opens a fresh CPU reference device (the C11 oracle).
     pub reference: fn() -> Device,
+    /// The user kernel a per-kernel case runs over (`cases::KERNEL_CASES`).
+    pub kernel: Option<&'static seam::KernelDef>,
     digest: std::cell::RefCell<Option<u64>>,
 }
 
@@ -141,8 +163,15 @@ impl Ctx {
             registration,
             mode,
             reference: || Device::new(Box::new(seam_backends::CpuBackend::new(0))),
+            kernel: None,
             digest: Default::default(),
         }
+    }
+
+    /// The user kernel of a per-kernel case.
+    pub fn kernel(&self) -> Result<&'static seam::KernelDef, Failure> {
+        self.kernel
+            .ok_or_else(|| Failure("a per-kernel case ran without a kernel".into()))
     }
 
     /// Record the output the case produced, for cross-device comparison in reports.

@@ -49,6 +49,8 @@ pub struct Trial {
     pub case: &'static Case,
     pub mode: Mode,
     pub target: Target,
+    /// The user kernel of a per-kernel case (`cases::KERNEL_CASES`).
+    pub kernel: Option<&'static seam::KernelDef>,
 }
 
 /// The plan: trials plus what discovery saw.
@@ -70,9 +72,16 @@ pub fn plan(filter: &Filter) -> Plan {
 pub fn plan_in(filter: &Filter, found: Discovery) -> Plan {
     let mut trials = Vec::new();
     let mut devices = Vec::new();
-    let cases: Vec<&'static Case> = crate::cases::ALL
+    // Every case once, then every per-kernel case once per user kernel.
+    let cases: Vec<(&'static Case, Option<&'static seam::KernelDef>)> = crate::cases::ALL
         .iter()
-        .filter(|c| filter.case(c.name))
+        .map(|c| (c, None))
+        .chain(
+            crate::cases::KERNEL_CASES
+                .iter()
+                .flat_map(|c| crate::kernels().iter().map(move |k| (c, Some(*k)))),
+        )
+        .filter(|(c, _)| filter.case(c.name))
         .collect();
     for slot in found
         .devices
@@ -102,15 +111,16 @@ pub fn plan_in(filter: &Filter, found: Discovery) -> Plan {
             }),
         }
         let slot = Arc::new(slot);
-        for case in &cases {
+        for &(case, kernel) in &cases {
             for &mode in case.modes {
                 trials.push(Trial {
-                    name: trial_name(&slot.id, case, mode),
+                    name: trial_name(&slot.id, case, kernel, mode),
                     device: slot.id.clone(),
                     backend: slot.backend,
                     case,
                     mode,
                     target: Target::Device(slot.clone()),
+                    kernel,
                 });
             }
         }
@@ -126,10 +136,10 @@ pub fn plan_in(filter: &Filter, found: Discovery) -> Plan {
             reason: m.reason.clone(),
         });
         let device = format!("{}:none", m.backend);
-        for case in &cases {
+        for &(case, kernel) in &cases {
             for &mode in case.modes {
                 trials.push(Trial {
-                    name: trial_name(&device, case, mode),
+                    name: trial_name(&device, case, kernel, mode),
                     device: device.clone(),
                     backend: m.backend,
                     case,
@@ -138,6 +148,7 @@ pub fn plan_in(filter: &Filter, found: Discovery) -> Plan {
                         backend: m.backend,
                         reason: m.reason.clone(),
                     },
+                    kernel,
                 });
             }
         }
@@ -149,12 +160,20 @@ pub fn plan_in(filter: &Filter, found: Discovery) -> Plan {
     }
 }
 
-fn trial_name(device: &str, case: &Case, mode: Mode) -> String {
-    if case.modes.len() > 1 {
-        format!("{device}::{}::{mode}", case.name)
-    } else {
-        format!("{device}::{}", case.name)
+fn trial_name(
+    device: &str,
+    case: &Case,
+    kernel: Option<&'static seam::KernelDef>,
+    mode: Mode,
+) -> String {
+    let mut name = format!("{device}::{}", case.name);
+    if let Some(k) = kernel {
+        name = format!("{name}::{}", k.name);
     }
+    if case.modes.len() > 1 {
+        name = format!("{name}::{mode}");
+    }
+    name
 }
 
 /// Deadline for one trial (`SEAM_CASE_DEADLINE_S`, default 120 s): a hung
@@ -215,6 +234,7 @@ pub fn run_with(trial: &Trial, opts: RunOptions) -> Outcome {
     let (tx, rx) = mpsc::channel();
     let case = trial.case;
     let mode = trial.mode;
+    let kernel = trial.kernel;
     let label = trial.name.clone();
     let worker = std::thread::Builder::new()
         .name(trial.name.clone())
@@ -227,10 +247,23 @@ pub fn run_with(trial: &Trial, opts: RunOptions) -> Outcome {
                         return Ok((Some(why), None, None));
                     }
                 }
+                if let Some(k) = kernel {
+                    // Registration compiles the kernel for the device: a
+                    // source the backend lacks is a reason to ignore the
+                    // trial, a source that fails to compile a failure.
+                    match dev.register_kernel(k) {
+                        Err(e) if matches!(e.kind, seam::ErrorKind::KernelSourceMissing { .. }) => {
+                            return Ok((Some(e.to_string()), None, None));
+                        }
+                        Err(e) => return Err(format!("register_kernel: {e}")),
+                        Ok(()) => {}
+                    }
+                }
                 if opts.trace {
                     dev.set_tracing(true);
                 }
-                let ctx = Ctx::new(dev, registration, mode);
+                let mut ctx = Ctx::new(dev, registration, mode);
+                ctx.kernel = kernel;
                 (case.body)(&ctx).map_err(|f| f.0)?;
                 let trace = if opts.trace {
                     ctx.dev.take_trace_log(&label).ok()

@@ -6,6 +6,7 @@ use crate::Case;
 
 mod bad_input;
 mod bounds;
+mod kernels;
 mod lifetimes;
 mod order;
 mod peers;
@@ -75,6 +76,19 @@ pub static ALL: &[Case] = &[
     update::C13_UPDATE_REPORT_MATCHES_BEHAVIOUR,
 ];
 
+/// Cases over user kernels, each run once per kernel of the run
+/// (`crate::kernels()`), as trials `<device>::<case>::<kernel>`.
+pub static KERNEL_CASES: &[Case] = &[
+    kernels::C1_USER_KERNEL_REPLAY_REEXECUTES,
+    kernels::C2_USER_KERNEL_KEEPS_STREAM_ORDER,
+    kernels::C4_USER_KERNEL_EAGER_AND_CAPTURED_IDENTICAL,
+    kernels::C11_USER_KERNEL_AGREES_WITH_CPU,
+    kernels::C12_USER_KERNEL_BAD_LAUNCHES_REFUSED,
+];
+
+/// The guard elements kept on each side of a view by the view cases.
+pub use kernels::GUARD;
+
 #[cfg(test)]
 mod tests {
     use super::ALL;
@@ -83,7 +97,7 @@ mod tests {
     #[test]
     fn case_names_are_unique_and_prefixed_by_rule() {
         let mut seen = HashSet::new();
-        for c in ALL {
+        for c in ALL.iter().chain(super::KERNEL_CASES) {
             assert!(seen.insert(c.name), "duplicate case {}", c.name);
             let prefix = format!("{}_", c.rule).to_lowercase();
             assert!(
@@ -111,7 +125,7 @@ mod docs {
         let doc =
             std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/contract.md"))
                 .expect("docs/contract.md");
-        for c in super::ALL {
+        for c in super::ALL.iter().chain(super::KERNEL_CASES) {
             assert!(
                 doc.contains(&format!("`{}`", c.name)),
                 "docs/contract.md does not list {}",

@@ -1,0 +1,616 @@
+//! Cases over user kernels (`seam::kernel`), written once and run once per
+//! kernel of the run (`crate::kernels()`: seam's example kernels, or the
+//! ones an engine passes to `harness::certify_with`). Every input comes
+//! from the kernel's own definition: its signature, `extents`, `reads`
+//! and `samples`; the oracle is its `cpu` implementation, run by the CPU
+//! reference device.
+//!
+//! Each binding is a view at an odd element offset ([`GUARD`]) into a
+//! buffer with [`GUARD`] elements on either side, so every launch also
+//! shows that views bind where they say and that a kernel writes nothing
+//! outside them.
+//!
+//! The runner registers the kernel before the body runs: a device whose
+//! backend lacks the kernel's source gives an ignored trial naming it.
+
+use crate::workloads::{compare, random_bytes, Rng};
+use crate::{check, expect_err, Case, Failure, Mode, Rule, Tag, BOTH, ONCE};
+use seam::kernel::{Field, KernelDef};
+use seam::ops::{Access, Role};
+use seam::{ops, BufferId, DType, Device, ErrorKind, OpCall, Params, Tolerance, View};
+
+/// Elements before and after each view (odd, so 16-bit views start
+/// mid-word and 32-bit ones off every vector alignment).
+pub const GUARD: usize = 3;
+
+/// One launch of a kernel over fresh buffers: binding `k` is `views[k]`,
+/// `guard` elements into `buffers[k]` of `lens[k]` elements.
+struct Setup {
+    buffers: Vec<BufferId>,
+    lens: Vec<usize>,
+    views: Vec<View>,
+    call: OpCall,
+    guard: usize,
+    seed: u64,
+}
+
+fn dtype_of(def: &KernelDef, k: usize) -> DType {
+    match def.bindings[k].role {
+        Role::Fixed(d) => d,
+        Role::Input => def.dtype().unwrap_or(DType::F32),
+    }
+}
+
+fn needs(def: &KernelDef, p: &Params) -> Vec<u64> {
+    let mut out = vec![0; def.bindings.len()];
+    (def.extents)(p, &mut out);
+    out
+}
+
+/// Every binding's view contents for `seed`, random in [-2, 2], whatever
+/// the placement. Written bindings get random bytes too: a kernel may read
+/// what it writes (a residual updated in place), and one that writes
+/// nothing still differs from the oracle, which writes.
+fn contents(def: &KernelDef, need: &[u64], seed: u64) -> Vec<Vec<u8>> {
+    let mut rng = Rng::new(seed);
+    (0..def.bindings.len())
+        .map(|k| random_bytes(&mut rng, dtype_of(def, k), need[k] as usize, 2.0))
+        .collect()
+}
+
+/// The bytes of binding `k`'s guard elements (before, after).
+fn guards(def: &KernelDef, k: usize, guard: usize, seed: u64) -> (Vec<u8>, Vec<u8>) {
+    let mut rng = Rng::new(seed ^ 0x6A4D ^ (k as u64) << 32);
+    let dt = dtype_of(def, k);
+    (
+        random_bytes(&mut rng, dt, guard, 100.0),
+        random_bytes(&mut rng, dt, guard, 100.0),
+    )
+}
+
+fn setup(
+    d: &Device,
+    def: &'static KernelDef,
+    p: Params,
+    seed: u64,
+    guard: usize,
+) -> seam::Result<Setup> {
+    let need = needs(def, &p);
+    let lens: Vec<usize> = need.iter().map(|&n| n as usize + 2 * guard).collect();
+    let buffers = lens
+        .iter()
+        .enumerate()
+        .map(|(k, &len)| d.alloc(dtype_of(def, k), len))
+        .collect::<seam::Result<Vec<_>>>()?;
+    let views: Vec<View> = buffers
+        .iter()
+        .zip(&need)
+        .map(|(b, &n)| b.view(guard, n as usize))
+        .collect();
+    let s = Setup {
+        buffers,
+        lens,
+        views,
+        call: ops::user(def, &[], p),
+        guard,
+        seed,
+    };
+    refill(d, def, &s, seed)?;
+    Ok(Setup {
+        call: ops::user(def, &s.views, p),
+        ..s
+    })
+}
+
+/// Write every binding's contents for `seed`, guards included (what
+/// [`setup`] with that seed starts from).
+fn refill(d: &Device, def: &KernelDef, s: &Setup, seed: u64) -> seam::Result<()> {
+    let need: Vec<u64> = s.views.iter().map(|v| v.len.unwrap_or(0) as u64).collect();
+    for (k, view) in contents(def, &need, seed).into_iter().enumerate() {
+        let (before, after) = guards(def, k, s.guard, s.seed);
+        d.write_bytes(s.buffers[k], 0, &[before, view, after].concat())?;
+    }
+    Ok(())
+}
+
+/// Every buffer's bytes, in binding order.
+fn snapshot(d: &Device, s: &Setup) -> seam::Result<Vec<Vec<u8>>> {
+    s.buffers.iter().map(|&b| d.read_bytes(b)).collect()
+}
+
+fn free(d: &Device, s: Setup) -> seam::Result<()> {
+    s.buffers.into_iter().try_for_each(|b| d.free(b))
+}
+
+/// What the CPU reference gives for one launch of `def` with `p` over the
+/// contents for `seed`, each view a whole buffer of its own (no offset, no
+/// guards): every binding's bytes afterwards. The placement differs from
+/// the device's on purpose, so a device that binds a view anywhere but
+/// where it says disagrees even when that device is the CPU itself.
+fn oracle(
+    reference: fn() -> Device,
+    def: &'static KernelDef,
+    p: Params,
+    seed: u64,
+) -> Result<Vec<Vec<u8>>, Failure> {
+    let r = reference();
+    r.register_kernel(def)?;
+    let s = setup(&r, def, p, seed, 0)?;
+    r.launch(&s.call)?;
+    Ok(snapshot(&r, &s)?)
+}
+
+/// The device's buffers `got` (of setup `s`) agree with the oracle's
+/// `want`: each written view within the kernel's tolerance, read views bit
+/// for bit, and the guard elements exactly as written.
+fn agree(
+    def: &KernelDef,
+    s: &Setup,
+    got: &[Vec<u8>],
+    want: &[Vec<u8>],
+    what: &str,
+) -> Result<(), Failure> {
+    (0..def.bindings.len()).try_for_each(|k| agree_binding(def, s, k, &got[k], &want[k], what))
+}
+
+/// [`agree`] for binding `k` alone.
+fn agree_binding(
+    def: &KernelDef,
+    s: &Setup,
+    k: usize,
+    got: &[u8],
+    want: &[u8],
+    what: &str,
+) -> Result<(), Failure> {
+    let (b, dt) = (&def.bindings[k], dtype_of(def, k));
+    let (lo, hi) = (s.guard * dt.size(), got.len() - s.guard * dt.size());
+    let tol = match b.access {
+        Access::Write => def.tolerance,
+        Access::Read => Tolerance::BitExact,
+    };
+    compare(dt, tol, &got[lo..hi], want)
+        .map_err(|e| Failure(format!("{}: {what}: binding `{}`: {e}", def.name, b.name)))?;
+    let (before, after) = guards(def, k, s.guard, s.seed);
+    check!(
+        got[..lo] == before[..] && got[hi..] == after[..],
+        "{}: {what}: binding `{}` changed outside its view",
+        def.name,
+        b.name
+    );
+    Ok(())
+}
+
+/// Every sample of the kernel agrees with its CPU implementation, eager
+/// and captured, over views at odd offsets, touching nothing outside them.
+///
+/// Mutation: make the CPU backend ignore the view offset of user kernels
+/// (`let (start, len) = (view.byte_offset as usize, …)` → `(0, …)` in
+/// `reference::execute_user`) → red on cpu:0, eager and captured ("sample
+/// 0 (eager): binding `y`: bit-exact mismatch"): the oracle places each
+/// view at offset 0, the device at [`GUARD`], so even the CPU disagrees
+/// with itself when a view is bound anywhere but where it says.
+pub const C11_USER_KERNEL_AGREES_WITH_CPU: Case = Case {
+    name: "c11_user_kernel_agrees_with_cpu",
+    rule: Rule::C11,
+    tags: &[],
+    modes: BOTH,
+    body: |cx| {
+        let def = cx.kernel()?;
+        check!(
+            !def.samples.is_empty(),
+            "{}: the kernel has no samples",
+            def.name
+        );
+        for (i, &p) in def.samples.iter().enumerate() {
+            let seed = 0xC11 + i as u64;
+            let want = oracle(cx.reference, def, p, seed)?;
+            let s = setup(&cx.dev, def, p, seed, GUARD)?;
+            cx.run(|d| d.launch(&s.call))?;
+            let got = snapshot(&cx.dev, &s)?;
+            agree(def, &s, &got, &want, &format!("sample {i} ({})", cx.mode))?;
+            got.iter().for_each(|b| cx.digest_bytes(b));
+            free(&cx.dev, s)?;
+        }
+        Ok(())
+    },
+};
+
+/// A captured launch of the kernel runs nothing at capture and re-runs over
+/// the buffers' current contents at every replay (C1): new inputs written
+/// by the host between replays give the oracle's output over those inputs.
+///
+/// Mutation: the CPU worker's `Command::RunGraph` skipping `OpKind::User`
+/// launches (`.filter(|l| l.op.user().is_none())`) → red on cpu:0
+/// ("replay 1: binding `y`: bit-exact mismatch").
+pub const C1_USER_KERNEL_REPLAY_REEXECUTES: Case = Case {
+    name: "c1_user_kernel_replay_reexecutes",
+    rule: Rule::C1,
+    tags: &[Tag::NeedsCapture],
+    modes: ONCE,
+    body: |cx| {
+        let (def, d) = (cx.kernel()?, &cx.dev);
+        let p = *def
+            .samples
+            .first()
+            .ok_or_else(|| Failure("no samples".into()))?;
+        let s = setup(d, def, p, 1, GUARD)?;
+        let before = snapshot(d, &s)?;
+        let scope = d.capture()?;
+        d.launch(&s.call)?;
+        let graph = scope.end_graph()?;
+        check!(
+            snapshot(d, &s)? == before,
+            "{}: capturing the launch changed a buffer: capture must not execute",
+            def.name
+        );
+        for (round, seed) in [(1, 1u64), (2, 2), (3, 3)] {
+            refill(d, def, &s, seed)?;
+            graph.replay()?;
+            let got = snapshot(d, &s)?;
+            let want = oracle(cx.reference, def, p, seed)?;
+            agree(def, &s, &got, &want, &format!("replay {round}"))?;
+        }
+        drop(graph);
+        Ok(free(d, s)?)
+    },
+};
+
+/// Host writes, replays and eager launches run in the order issued, with
+/// no host call between them to flush anything: write inputs A, replay,
+/// eager copy of the first output away, write inputs B, replay, copy again;
+/// only then synchronize. Each saved output is the oracle's for its inputs.
+///
+/// Mutation: the CPU worker's `Command::RunGraph` skipping `OpKind::User`
+/// launches → red on cpu:0 ("saved after replay A: binding `y`"); the
+/// view-offset mutation of `c11_user_kernel_agrees_with_cpu` too.
+pub const C2_USER_KERNEL_KEEPS_STREAM_ORDER: Case = Case {
+    name: "c2_user_kernel_keeps_stream_order",
+    rule: Rule::C2,
+    tags: &[Tag::NeedsCapture],
+    modes: ONCE,
+    body: |cx| {
+        let (def, d) = (cx.kernel()?, &cx.dev);
+        let p = *def
+            .samples
+            .first()
+            .ok_or_else(|| Failure("no samples".into()))?;
+        let out = def
+            .bindings
+            .iter()
+            .position(|b| b.access == Access::Write)
+            .ok_or_else(|| Failure("no written binding".into()))?;
+        let s = setup(d, def, p, 10, GUARD)?;
+        let (dt, len) = (dtype_of(def, out), s.lens[out]);
+        let saved = [d.alloc(dt, len)?, d.alloc(dt, len)?];
+        let scope = d.capture()?;
+        d.launch(&s.call)?;
+        let graph = scope.end_graph()?;
+        for (seed, keep) in [(20u64, saved[0]), (21, saved[1])] {
+            refill(d, def, &s, seed)?;
+            graph.replay()?;
+            d.launch(&ops::copy(s.buffers[out], keep, len as u32))?;
+        }
+        d.synchronize()?;
+        for (seed, keep, what) in [
+            (20u64, saved[0], "saved after replay A"),
+            (21, saved[1], "saved after replay B"),
+        ] {
+            let want = oracle(cx.reference, def, p, seed)?;
+            agree_binding(def, &s, out, &d.read_bytes(keep)?, &want[out], what)?;
+        }
+        drop(graph);
+        saved.into_iter().try_for_each(|b| d.free(b))?;
+        Ok(free(d, s)?)
+    },
+};
+
+/// Eager and captured launches of every sample give byte-identical
+/// buffers on the same device (C4).
+///
+/// Mutation: the CPU worker's `Command::RunGraph` skipping `OpKind::User`
+/// launches (replays differ from eager launches) → red on cpu:0 ("sample
+/// 0: captured output differs from eager").
+pub const C4_USER_KERNEL_EAGER_AND_CAPTURED_IDENTICAL: Case = Case {
+    name: "c4_user_kernel_eager_and_captured_identical",
+    rule: Rule::C4,
+    tags: &[Tag::NeedsCapture],
+    modes: ONCE,
+    body: |cx| {
+        let (def, d) = (cx.kernel()?, &cx.dev);
+        for (i, &p) in def.samples.iter().enumerate() {
+            let mut outs = Vec::new();
+            for mode in [Mode::Eager, Mode::Captured] {
+                let s = setup(d, def, p, 40 + i as u64, GUARD)?;
+                crate::run_in_mode(d, mode, |d| d.launch(&s.call))?;
+                outs.push(snapshot(d, &s)?);
+                free(d, s)?;
+            }
+            check!(
+                outs[0] == outs[1],
+                "{}: sample {i}: captured output differs from eager",
+                def.name
+            );
+            outs[0].iter().for_each(|b| cx.digest_bytes(b));
+        }
+        Ok(())
+    },
+};
+
+/// Bad launches generated from the kernel's definition are each a named
+/// error before any work is queued, and change nothing: a wrong arity;
+/// each binding of another element type; each view one element short, one
+/// past its buffer's end, or starting beyond it; a written view the same
+/// as a read one where the kernel forbids aliasing, or overlapping it
+/// partly; each `Params` field the kernel does not read set non-zero; and
+/// the kernel on a device it was not registered on.
+///
+/// Mutation: drop the view bounds check in `seam::validate::lower`
+/// (`if offset > buffer_len || …` → `if false`) → red on cpu:0 ("view
+/// past the end of binding …: expected ViewOutOfRange, but it succeeded").
+pub const C12_USER_KERNEL_BAD_LAUNCHES_REFUSED: Case = Case {
+    name: "c12_user_kernel_bad_launches_refused",
+    rule: Rule::C12,
+    tags: &[],
+    modes: ONCE,
+    body: |cx| {
+        let (def, d) = (cx.kernel()?, &cx.dev);
+        let p = *def
+            .samples
+            .first()
+            .ok_or_else(|| Failure("no samples".into()))?;
+        let s = setup(d, def, p, 50, GUARD)?;
+        let before = snapshot(d, &s)?;
+        let need = needs(def, &p);
+        let with = |k: usize, v: View| {
+            let mut views = s.views.clone();
+            views[k] = v;
+            ops::user(def, &views, p)
+        };
+        let mut rows = 0;
+        let mut refuse = |call: OpCall, what: String, ok: fn(&ErrorKind) -> bool| {
+            rows += 1;
+            match d.launch(&call) {
+                Ok(()) => Err(Failure(format!("{}: {what}: accepted", def.name))),
+                Err(e) if ok(&e.kind) => Ok(()),
+                Err(e) => Err(Failure(format!("{}: {what}: wrong error: {e}", def.name))),
+            }
+        };
+
+        let short = ops::user(def, &s.views[..s.views.len() - 1], p);
+        refuse(short, "one binding too few".into(), |e| {
+            matches!(e, ErrorKind::ArityMismatch { .. })
+        })?;
+        let mut extra = s.views.clone();
+        extra.push(s.views[0]);
+        refuse(
+            ops::user(def, &extra, p),
+            "one binding too many".into(),
+            |e| matches!(e, ErrorKind::ArityMismatch { .. }),
+        )?;
+
+        let mut spares = Vec::new();
+        for (k, b) in def.bindings.iter().enumerate() {
+            let len = s.lens[k];
+            if need[k] == 0 {
+                continue;
+            }
+            let other = if dtype_of(def, k) == DType::F32 {
+                DType::I32
+            } else {
+                DType::F32
+            };
+            let wrong = d.alloc(other, len)?;
+            spares.push(wrong);
+            refuse(
+                with(k, wrong.view(GUARD, need[k] as usize)),
+                format!("binding `{}` of {other}", b.name),
+                |e| {
+                    matches!(
+                        e,
+                        ErrorKind::DtypeMismatch { .. } | ErrorKind::UnsupportedDtype { .. }
+                    )
+                },
+            )?;
+            let buf = s.buffers[k];
+            refuse(
+                with(k, buf.view(GUARD, need[k] as usize - 1)),
+                format!("binding `{}` one element short", b.name),
+                |e| matches!(e, ErrorKind::OutOfRange { .. }),
+            )?;
+            refuse(
+                with(k, buf.from_offset(len - need[k] as usize + 1)),
+                format!("binding `{}` running one element past the end", b.name),
+                |e| matches!(e, ErrorKind::OutOfRange { .. }),
+            )?;
+            refuse(
+                with(k, buf.view(len - need[k] as usize + 1, need[k] as usize)),
+                format!("view past the end of binding `{}`", b.name),
+                |e| matches!(e, ErrorKind::ViewOutOfRange { .. }),
+            )?;
+            refuse(
+                with(k, buf.from_offset(len + 1)),
+                format!("view of binding `{}` starting beyond its buffer", b.name),
+                |e| matches!(e, ErrorKind::ViewOutOfRange { .. }),
+            )?;
+        }
+
+        // A written view on a read one's elements: the same range where
+        // aliasing is forbidden, one element off wherever.
+        for (w, wb) in def.bindings.iter().enumerate() {
+            if wb.access != Access::Write {
+                continue;
+            }
+            for (r, rb) in def.bindings.iter().enumerate() {
+                if rb.access != Access::Read || dtype_of(def, r) != dtype_of(def, w) {
+                    continue;
+                }
+                let n = need[w].max(need[r]) as usize;
+                let shared = d.alloc(dtype_of(def, w), n + 1)?;
+                spares.push(shared);
+                let mut views = s.views.clone();
+                views[r] = shared.view(0, need[r] as usize);
+                views[w] = shared.view(0, need[w] as usize);
+                if !def.allows_aliasing && need[w] == need[r] {
+                    refuse(
+                        ops::user(def, &views, p),
+                        format!("`{}` the same view as `{}`", wb.name, rb.name),
+                        |e| matches!(e, ErrorKind::AliasNotAllowed { .. }),
+                    )?;
+                }
+                if need[r] < 2 {
+                    continue; // one element off overlaps nothing
+                }
+                views[w] = shared.view(1, need[w] as usize);
+                refuse(
+                    ops::user(def, &views, p),
+                    format!("`{}` overlapping `{}` one element off", wb.name, rb.name),
+                    |e| matches!(e, ErrorKind::ViewsOverlap { .. }),
+                )?;
+            }
+        }
+
+        for f in Field::ALL.into_iter().filter(|f| !def.reads.contains(f)) {
+            let mut q = p;
+            match f {
+                Field::D0 => q.d0 = 1,
+                Field::D1 => q.d1 = 1,
+                Field::D2 => q.d2 = 1,
+                Field::Bits => q.bits = 1,
+                Field::S0 => q.s0 = 1.0,
+                Field::S1 => q.s1 = 1.0,
+            }
+            refuse(
+                ops::user(def, &s.views, q),
+                format!("unread field {} set", f.name()),
+                |e| matches!(e, ErrorKind::InvalidParam { .. }),
+            )?;
+        }
+
+        let fresh = (cx.reference)();
+        let e = expect_err!(fresh.launch(&s.call), ErrorKind::KernelNotRegistered { .. });
+        check!(
+            e.to_string().contains(def.name),
+            "{e}: does not name the kernel"
+        );
+
+        d.synchronize()?;
+        check!(
+            snapshot(d, &s)? == before,
+            "{}: a refused launch changed a buffer",
+            def.name
+        );
+        check!(rows > 0, "no bad launch generated");
+        // The device is still usable: the good launch runs.
+        d.launch(&s.call)?;
+        d.synchronize()?;
+        spares.into_iter().try_for_each(|b| d.free(b))?;
+        Ok(free(d, s)?)
+    },
+};
+
+#[cfg(test)]
+mod tests {
+    //! The cases over two small kernels of their own on the CPU reference
+    //! (seam's example kernels run in the suite itself).
+    use super::*;
+    use crate::report::Verdict;
+    use crate::runner::{self, Filter, Trial};
+    use seam::ops::Binding;
+
+    fn extents_n(p: &Params, out: &mut [u64]) {
+        out.fill(p.d0 as u64);
+    }
+    fn grid_n(p: &Params) -> [u32; 3] {
+        [p.d0.div_ceil(64), 1, 1]
+    }
+    fn f32s(b: &[u8]) -> Vec<f32> {
+        b.chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    }
+    fn put(b: &mut [u8], v: &[f32]) {
+        for (c, x) in b.chunks_exact_mut(4).zip(v) {
+            c.copy_from_slice(&x.to_le_bytes());
+        }
+    }
+    /// `y = s0 * x`, in place allowed.
+    fn scale_cpu(p: &Params, b: &mut [Vec<u8>]) {
+        let y: Vec<f32> = f32s(&b[0]).iter().map(|x| p.s0 * x).collect();
+        put(&mut b[1], &y);
+    }
+    /// `r += x; out = 2 r` (r read and written).
+    fn accumulate_cpu(_: &Params, b: &mut [Vec<u8>]) {
+        let x = f32s(&b[0]);
+        let r: Vec<f32> = f32s(&b[1]).iter().zip(&x).map(|(r, x)| r + x).collect();
+        let out: Vec<f32> = r.iter().map(|v| 2.0 * v).collect();
+        put(&mut b[1], &r);
+        put(&mut b[2], &out);
+    }
+    static SCALE: KernelDef = KernelDef {
+        name: "test_scale",
+        bindings: &[
+            Binding::fixed("x", Access::Read, DType::F32),
+            Binding::fixed("y", Access::Write, DType::F32),
+        ],
+        reads: &[Field::D0, Field::S0],
+        extents: extents_n,
+        workgroup_size: [64, 1, 1],
+        grid: grid_n,
+        check: None,
+        allows_aliasing: true,
+        tolerance: Tolerance::BitExact,
+        wgsl: None,
+        cuda: None,
+        cpu: Some(scale_cpu),
+        samples: &[Params::dims(37, 0, 0).with_scalars(1.5, 0.0)],
+    };
+    static ACCUMULATE: KernelDef = KernelDef {
+        name: "test_accumulate",
+        bindings: &[
+            Binding::fixed("x", Access::Read, DType::F32),
+            Binding::fixed("r", Access::Write, DType::F32),
+            Binding::fixed("out", Access::Write, DType::F32),
+        ],
+        reads: &[Field::D0],
+        extents: extents_n,
+        workgroup_size: [64, 1, 1],
+        grid: grid_n,
+        check: None,
+        allows_aliasing: false,
+        tolerance: Tolerance::BitExact,
+        wgsl: None,
+        cuda: None,
+        cpu: Some(accumulate_cpu),
+        samples: &[Params::dims(5, 0, 0), Params::dims(130, 0, 0)],
+    };
+
+    /// Every per-kernel case passes over both kernels on cpu:0.
+    #[test]
+    fn kernel_cases_pass_on_the_cpu_reference() {
+        let plan = runner::plan(&Filter {
+            backends: vec!["cpu".into()],
+            cases: vec!["c1_replay_reexecutes".into()],
+            ..Default::default()
+        });
+        let base = plan.trials.first().expect("a cpu trial").clone();
+        let mut failed = Vec::new();
+        for def in [&SCALE, &ACCUMULATE] {
+            for case in crate::cases::KERNEL_CASES {
+                for &mode in case.modes {
+                    let t = Trial {
+                        name: format!("cpu:0::{}::{}::{mode}", case.name, def.name),
+                        case,
+                        mode,
+                        kernel: Some(def),
+                        ..base.clone()
+                    };
+                    let v = runner::run(&t).verdict;
+                    if !matches!(v, Verdict::Passed) {
+                        failed.push(format!("{}: {v:?}", t.name));
+                    }
+                }
+            }
+        }
+        assert!(failed.is_empty(), "{}", failed.join("\n"));
+    }
+}
