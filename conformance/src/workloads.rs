@@ -69,6 +69,19 @@ const K: u32 = 65;
 /// Allocate and initialise the buffers for `(op, dtype)` on `dev`. The output
 /// buffer starts as a 0x5A pattern, so an op that writes nothing is caught.
 pub fn prepare(dev: &Device, op: OpKind, dtype: DType, seed: u64) -> seam::Result<Prepared> {
+    prepare_at(dev, op, dtype, seed, 0)
+}
+
+/// [`prepare`] with every binding a view `guard` elements into a buffer
+/// with `guard` more elements after it; the guard elements hold a pattern
+/// (0xA5) of their own. With `guard = 0` the views are whole buffers.
+pub fn prepare_at(
+    dev: &Device,
+    op: OpKind,
+    dtype: DType,
+    seed: u64,
+    guard: usize,
+) -> seam::Result<Prepared> {
     // The op's place in the catalogue (its old discriminant), so seeds and
     // digests stay what earlier runs recorded.
     let index = OpKind::ALL
@@ -89,15 +102,21 @@ pub fn prepare(dev: &Device, op: OpKind, dtype: DType, seed: u64) -> seam::Resul
             seam::ops::Role::Input => dtype,
             seam::ops::Role::Fixed(d) => d,
         };
-        let id = dev.alloc(bd, len as usize)?;
+        let id = dev.alloc(bd, len as usize + 2 * guard)?;
         let bytes = match b.access {
             seam::ops::Access::Read => random_bytes(&mut rng, bd, len as usize, 2.0),
             seam::ops::Access::Write => vec![0x5A; len as usize * bd.size()],
         };
-        dev.write_bytes(id, 0, &bytes)?;
+        let pad = vec![0xA5; guard * bd.size()];
+        dev.write_bytes(id, 0, &[&pad[..], &bytes, &pad].concat())?;
         buffers.push(id);
     }
-    let b = &buffers;
+    let b: Vec<seam::View> = buffers
+        .iter()
+        .zip(&lens)
+        .map(|(id, &len)| id.view(guard, len as usize))
+        .collect();
+    let b = &b;
     let call = match op {
         OpKind::Fill => {
             let bits = rng.next_u32() & if dtype.size() == 2 { 0xFFFF } else { !0 };

@@ -16,6 +16,7 @@ mod reporting;
 mod results;
 mod stream_order;
 mod update;
+mod views;
 
 /// The whole suite, in contract order.
 pub static ALL: &[Case] = &[
@@ -63,11 +64,13 @@ pub static ALL: &[Case] = &[
     results::C11_EVERY_OP_AGREES_WITH_CPU,
     results::C11_KNOWN_VALUES,
     results::C11_SUBNORMALS_AS_DECLARED,
+    views::C11_VIEWS_AT_ODD_OFFSETS_AGREE_WITH_CPU,
     bad_input::C12_BAD_LAUNCHES_REFUSED_BEFORE_WORK,
     bad_input::C12_BAD_HOST_ACCESS_REFUSED,
     bad_input::C12_BAD_MEMORY_CALLS_REFUSED,
     bad_input::C12_FOREIGN_IDS_REFUSED,
     bounds::C12_BOUNDS_FROM_THE_RULES,
+    views::C12_VIEW_RULES_FROM_THE_SIGNATURES,
     update::C13_REBIND_EQUALS_FRESH_CAPTURE,
     update::C13_QUEUED_REPLAYS_KEEP_OLD_BINDINGS,
     update::C13_UPDATE_PARAMS_EQUALS_FRESH_CAPTURE,
