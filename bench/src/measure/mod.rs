@@ -5,9 +5,12 @@
 //!   the `--profile` split of a seam call into core and backend time;
 //! - [`workloads`]: the chain and the decode stack, their call lists and
 //!   the bit-exact checks before timing;
-//! - [`update`]: the graph-update loop (issue 18).
+//! - [`update`]: the graph-update loop (issue 18);
+//! - [`paired`]: seam against the in-process raw anchors (`raw_cuda`,
+//!   `raw_vulkan`), interleaved round by round (issue 20).
 
 mod arms;
+mod paired;
 mod update;
 mod workloads;
 
@@ -199,6 +202,7 @@ fn backend(slot: &DeviceSlot, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
         (OpKind::Copy, DType::F32),
     ])
     .map_err(err)?;
+    let mut raw = paired::open_raw(device, &info.name, out);
     for &elems in &cfg.elems {
         for &n in &cfg.ns {
             let m = Meta {
@@ -210,7 +214,7 @@ fn backend(slot: &DeviceSlot, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
                 layers: 0,
                 nodes: n,
             };
-            if let Err(e) = chain(&dev, m, cfg, out) {
+            if let Err(e) = chain(&dev, m, cfg, out, raw.as_mut()) {
                 out.comment(&format!(
                     "seam {device} chain elems={elems} N={n}: skipped: {e}"
                 ));

@@ -3,13 +3,22 @@
 //! by [`arms::measure`](super::arms::measure) and the update loop.
 
 use super::arms::measure;
+use super::paired::{versus_raw, RawChain};
 use super::update::{updates, Swap};
 use super::{err, randoms, submit, Config, Meta, Res, Sink};
 use seam::{ops, BufferId, Device, OpCall};
 
 /// The chain's call list and a check of one eager step and one replay
 /// against the host (scale_add is bit-exact, C11).
-pub(super) fn chain(dev: &Device, m: Meta, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
+/// With `raw`, the same chain also runs on the in-process raw anchor,
+/// interleaved with seam ([`versus_raw`]).
+pub(super) fn chain(
+    dev: &Device,
+    m: Meta,
+    cfg: &Config,
+    out: &mut dyn Sink,
+    raw: Option<&mut Box<dyn RawChain>>,
+) -> Res<()> {
     let elems = m.elems as usize;
     let x0 = randoms(elems, 7, 0.5, 1.5);
     let x = dev.buffer_from(&x0).map_err(err)?;
@@ -46,6 +55,17 @@ pub(super) fn chain(dev: &Device, m: Meta, cfg: &Config, out: &mut dyn Sink) -> 
     measure(dev, &calls, m, cfg, out)?;
     if !dev.supports_capture() {
         return Ok(());
+    }
+    if let Some(raw) = raw {
+        if let Err(e) = versus_raw(dev, &mut **raw, &calls, &x0, m, cfg, out, &check) {
+            out.comment(&format!(
+                "seam {} chain elems={} N={}: seam vs {} not measured: {e}",
+                m.device,
+                m.elems,
+                m.nodes,
+                raw.label()
+            ));
+        }
     }
     let (xb, fresh) = (
         dev.buffer::<f32>(elems).map_err(err)?,
