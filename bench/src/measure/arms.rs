@@ -204,3 +204,29 @@ pub(super) fn profile(slot: &DeviceSlot, m: Meta, cfg: &Config, out: &mut dyn Si
     }
     Ok(())
 }
+
+/// The device's copy bandwidth, measured in the same run as the decode
+/// stack (issue 20): `ops::copy` of `elems` floats between two buffers,
+/// queued back to back (`pipelined`, one wait per batch). Rows (mode and
+/// workload `copy`, `elems` floats): `e2e_us` per copy, and `gbps`, the
+/// bytes it moves (read + write, 8 bytes per float) per nanosecond, i.e.
+/// GB/s, per batch.
+pub(super) fn copy_bandwidth(dev: &Device, m: Meta, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
+    let n = m.elems as usize;
+    let src = dev.buffer_from(&randoms(n, 11, -1.0, 1.0)).map_err(err)?;
+    let dst = dev.buffer::<f32>(n).map_err(err)?;
+    let call = ops::copy(src.id(), dst.id(), m.elems as u32);
+    let mut est = f64::MAX;
+    for _ in 0..3 {
+        let t = Instant::now();
+        dev.launch(&call).map_err(err)?;
+        dev.synchronize().map_err(err)?;
+        est = est.min(us(t));
+    }
+    let per_copy = pipelined(dev, est, cfg.budget_us, || dev.launch(&call))?;
+    let bytes = 8.0 * m.elems as f64;
+    let gbps: Vec<f64> = per_copy.iter().map(|t| bytes / (t * 1e3)).collect();
+    out.row(m.row("copy", "e2e_us", &per_copy));
+    out.row(m.row("copy", "gbps", &gbps));
+    Ok(())
+}

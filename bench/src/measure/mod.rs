@@ -14,7 +14,7 @@ mod paired;
 mod update;
 mod workloads;
 
-use arms::profile;
+use arms::{copy_bandwidth, profile};
 use workloads::{chain, decode, Stack};
 
 use crate::csv::Row;
@@ -44,6 +44,8 @@ pub struct Config {
     pub rerecord_max_nodes: u64,
     /// Interleaved rounds of the graph-update modes (per-round ratios).
     pub rounds: usize,
+    /// Size of each buffer of the copy-bandwidth measurement, MiB (0: none).
+    pub copy_mib: u64,
     /// Split seam calls into core and backend time (a second device per backend).
     pub profile: bool,
     /// The `arm` column (`seam`; another name for a variant build).
@@ -219,6 +221,25 @@ fn backend(slot: &DeviceSlot, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
                     "seam {device} chain elems={elems} N={n}: skipped: {e}"
                 ));
             }
+        }
+    }
+    if cfg.copy_mib > 0 && !cfg.hiddens.is_empty() {
+        // The floor of the decode step: its weight bytes at this bandwidth.
+        let elems = cfg.copy_mib * (1 << 20) / 4;
+        let m = Meta {
+            arm,
+            device,
+            workload: "copy",
+            elems,
+            hidden: 0,
+            layers: 0,
+            nodes: 1,
+        };
+        if let Err(e) = copy_bandwidth(&dev, m, cfg, out) {
+            out.comment(&format!(
+                "seam {device} copy bandwidth ({} MiB): skipped: {e}",
+                cfg.copy_mib
+            ));
         }
     }
     let lmax = cfg.layers.iter().copied().max().unwrap_or(0);
