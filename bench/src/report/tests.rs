@@ -406,6 +406,16 @@ fn markdown_has_targets_ratios_and_break_even() {
         .find(|l| l.starts_with("| seam cuda | 8 | 8192 |"))
         .expect("decode row");
     assert!(d.contains("| 1.19× |"), "{d}");
+    // floor of H=8192 L=8 on cuda: 2 GiB at 4000 GB/s = 536.9 µs; 687.4 / 536.9 = 1.28×
+    assert!(d.contains("| 536.9 | 1.28× |"), "{d}");
+    // seam vs raw, same process: per-round ratio with its range, medians beside it
+    assert!(md.contains("## seam vs the raw driver, same process"));
+    let p = md
+        .lines()
+        .find(|l| l.starts_with("| seam cuda | replay | 1000 | 1 |"))
+        .expect("same-process row");
+    assert!(p.contains("| 825.0 | 815.0 | 1.01× (1.00–1.03) |"), "{p}");
+    assert!(p.contains("+0.20 (+0.19…+0.22)"), "{p}");
     assert!(md.contains("## Where the seam host time goes"));
     assert!(
         md.contains("| seam cuda | eager | 1000 | 5000 | 4600 | 400.0 | 0.400 | 4.60 | 4.32 | – |"),
@@ -428,6 +438,16 @@ fn plots_are_svg_with_one_line_per_arm() {
     }
     let svg = decode_svg(&input, 8).unwrap();
     assert!(svg.contains("seam cuda") && svg.contains("raw driver"));
+    // every backend against its floor (the raw arm against the cuda floor of the same run)
+    let svg = decode_floor_svg(&input, 8).unwrap();
+    for label in [
+        "seam cuda",
+        "seam vulkan",
+        "raw driver",
+        "target: 1.25× floor",
+    ] {
+        assert!(svg.contains(label), "{label} missing from the floor plot");
+    }
     let dir = std::env::temp_dir().join(format!("seam-bench-report-{}", std::process::id()));
     let files = write_all(&input, &dir).unwrap();
     let names: Vec<String> = files
@@ -441,7 +461,9 @@ fn plots_are_svg_with_one_line_per_arm() {
             "chain_per_node_1.svg",
             "chain_per_node_1048576.svg",
             "decode_speedup_L1.svg",
-            "decode_speedup_L8.svg"
+            "decode_floor_L1.svg",
+            "decode_speedup_L8.svg",
+            "decode_floor_L8.svg"
         ]
     );
     std::fs::remove_dir_all(&dir).unwrap();
