@@ -343,7 +343,7 @@ fn floor_verdicts(input: &Input) -> Vec<Verdict> {
         v.push(match (replay, gbps, floor) {
             (Some(a), Some(bw), Some(f)) => limit(&target, a / f, BOUND, "×", |x| {
                 format!(
-                    "{} µs vs floor {} µs ({:.1} MiB at {bw:.0} GB/s) = {x:.3}×",
+                    "{} µs vs floor {} µs ({:.3} MiB at {bw:.3} GB/s) = {x:.3}×",
                     us(a),
                     us(f),
                     super::parse::weight_bytes(h, l) / f64::from(1u32 << 20)
