@@ -2,7 +2,8 @@
 //!
 //! `arm,device,mode,workload,elems,hidden,layers,nodes,metric,median_us,p99_us,reps`
 //!
-//! - `arm`: `raw` (CUDA driver API), `torch` (PyTorch), `seam`;
+//! - `arm`: `raw` (CUDA driver API, nvcc program), `torch` (PyTorch), `seam`
+//!   (or a variant build's name), `raw-vulkan` (the in-process raw ash anchor);
 //! - `device`: the backend (`cuda`, `vulkan`, `wgpu`, ...);
 //! - `mode`: `eager`, `graph` (replay of a captured graph), `rerecord`
 //!   (capture, end, replay and sync every iteration), `profile`; the
@@ -26,7 +27,13 @@
 //!   replay's), `x_rebind` / `x_setparams` (re-capture ÷ the in-place
 //!   update), each the median and p99 over the rounds of a per-round ratio
 //!   of medians (`reps` = rounds), and `<ratio>_range`, the smallest round
-//!   in the median column and the largest in the p99 column.
+//!   in the median column and the largest in the p99 column. Seam vs the
+//!   in-process raw anchor (same rounds, interleaved): `pair_e2e_us` /
+//!   `pair_submit_us` (seam), `raw_e2e_us` / `raw_submit_us` (raw),
+//!   `x_raw_e2e` / `x_raw_submit` (per-round seam ÷ raw) and
+//!   `d_raw_submit_us` (per-round seam − raw, µs), each with `_range`.
+//!   Mode and workload `copy`: `e2e_us` per device-to-device copy of
+//!   `elems` floats and `gbps` (read + write bytes per ns).
 //!
 //! Lines starting with `#` are comments (device names, skipped cases).
 

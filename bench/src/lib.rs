@@ -10,6 +10,15 @@
 
 pub mod csv;
 pub mod measure;
+/// The raw-CUDA anchor in-process: `unsafe` FFI, each block with its
+/// `SAFETY` reason.
+#[cfg(feature = "cuda")]
+#[allow(unsafe_code)]
+pub mod raw_cuda;
+/// The raw-Vulkan anchor: `unsafe` FFI, each block with its `SAFETY` reason.
+#[cfg(feature = "vulkan")]
+#[allow(unsafe_code)]
+pub mod raw_vulkan;
 pub mod report;
 pub mod stats;
 pub mod timed;

@@ -55,6 +55,10 @@ enum Cmd {
         /// recapture, copyin); ratios are per round.
         #[arg(long, default_value_t = 15)]
         rounds: usize,
+        /// Buffer size of the device-to-device copy that measures each
+        /// backend's bandwidth (the decode stack's floor), MiB; 0: none.
+        #[arg(long, default_value_t = 256)]
+        copy_mib: u64,
         /// Also split seam calls into core and backend time.
         #[arg(long)]
         profile: bool,
@@ -100,6 +104,7 @@ fn main() -> ExitCode {
             other_hidden_max,
             rerecord_max_nodes,
             rounds,
+            copy_mib,
             profile,
             arm,
         } => {
@@ -114,6 +119,7 @@ fn main() -> ExitCode {
                 other_hidden_max,
                 rerecord_max_nodes,
                 rounds,
+                copy_mib,
                 profile,
                 arm,
             };

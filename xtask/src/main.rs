@@ -74,10 +74,14 @@ enum Cmd {
     Bench {
         /// `report`: CSVs → Markdown + SVG (no build of the carry folder).
         step: Option<String>,
-        /// `smoke` (a tiny subset of every arm) or `full`.
+        /// `quick` (tiny sizes on any machine, cpu/lavapipe included; arms
+        /// whose tools are missing are skipped; with `--exec` the CSVs and a
+        /// report stay in .device-bench/out, never docs/results), `smoke`
+        /// (a tiny subset of every arm on the GPU machine) or `full`.
         #[arg(long, default_value = "full")]
         mode: String,
-        /// Run the device command on this machine (it needs a GPU, nvcc and PyTorch).
+        /// Run the device command on this machine (`smoke`/`full` need a GPU,
+        /// nvcc and PyTorch; `quick` runs anywhere).
         #[arg(long)]
         exec: bool,
         /// Where `report` reads raw.csv, torch.csv and seam.csv.

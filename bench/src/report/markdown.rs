@@ -57,7 +57,8 @@ pub fn markdown(input: &Input) -> String {
          `seam_cuda.csv`, all measured in one device command (see docs/bench.md for the method). \
          Times are medians in µs (p99 in brackets where shown); \
          ratios (×) are to the raw-driver arm in the same mode \
-         (replay vs cuGraphLaunch, eager and re-record vs cuLaunchKernel).\n\n",
+         (replay vs cuGraphLaunch, eager and re-record vs cuLaunchKernel) in those tables; \
+         the seam-vs-raw targets use the same-process interleaved table instead.\n\n",
     );
     if !input.comments.is_empty() {
         md.push_str("Devices and notes from the run:\n\n");
@@ -82,6 +83,7 @@ pub fn markdown(input: &Input) -> String {
     for e in input.chain_elems() {
         chain_table(input, e, &mut md);
     }
+    versus_raw_table(input, &mut md);
     decode_table(input, &mut md);
     update_table(input, &mut md);
     profile_table(input, &mut md);
@@ -150,9 +152,11 @@ fn decode_table(input: &Input, md: &mut String) {
     md.push_str(
         "## Decode step: L × (rms_norm → gemm 1×H·H×H → silu → add), batch 1\n\n\
          Speedup = eager e2e / replay e2e per step (both with a wait after each step).\n\n\
+         Floor = the step's weight bytes (L·H·H f32) ÷ the device-to-device copy bandwidth \
+         measured on the same backend in the same run (target: replay ≤ 1.25× floor).\n\n\
          | arm | L | H | eager e2e / step | replay e2e / step (p99) | speedup | replay × raw | \
-         eager pipelined | replay pipelined | one-time | break-even runs |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|\n",
+         eager pipelined | replay pipelined | one-time | break-even runs | floor | replay ÷ floor |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for (arm, device) in &input.decode_arms() {
         let eager = Series::new(arm, device, "eager");
@@ -163,7 +167,7 @@ fn decode_table(input: &Input, md: &mut String) {
             let Some(g) = input.row(&graph, &c, "e2e_us") else {
                 if let Some(e) = e {
                     md.push_str(&format!(
-                        "| {} | {l} | {h} | {} | – | – | – | – | – | – | – |\n",
+                        "| {} | {l} | {h} | {} | – | – | – | – | – | – | – | – | – |\n",
                         eager.label(),
                         us(e)
                     ));
@@ -171,8 +175,9 @@ fn decode_table(input: &Input, md: &mut String) {
                 continue;
             };
             let (once, even) = one_time(input, &graph, &c);
+            let floor = input.decode_floor_us(arm, device, h, l);
             md.push_str(&format!(
-                "| {} | {l} | {h} | {} | {} ({}) | {} | {} | {} | {} | {} | {} |\n",
+                "| {} | {l} | {h} | {} | {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 graph.arm_label(),
                 opt(e),
                 us(g.median_us),
@@ -186,8 +191,72 @@ fn decode_table(input: &Input, md: &mut String) {
                 opt(input.get(&graph, &c, "pipe_us")),
                 opt(once),
                 break_even_text(&graph, even),
+                opt(floor),
+                ratio(Some(g.median_us), floor),
             ));
         }
+    }
+    md.push('\n');
+}
+
+/// seam against the in-process raw anchors, interleaved round by round.
+fn versus_raw_table(input: &Input, md: &mut String) {
+    let mut rows: Vec<&Row> = input
+        .rows
+        .iter()
+        .filter(|r| r.metric == "x_raw_e2e")
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    rows.sort_by_key(|r| {
+        (
+            r.arm.clone(),
+            r.device.clone(),
+            r.mode.clone(),
+            r.elems,
+            r.nodes,
+        )
+    });
+    md.push_str(
+        "## seam vs the raw driver, same process, interleaved rounds (issue 20)\n\n\
+         seam and the in-process raw anchor (CUDA: driver API through cudarc, `cuLaunchKernel` / \
+         `cuGraphLaunch`; Vulkan: ash, the same SPIR-V, memory type and barriers) run the same \
+         chain in alternating rounds (ABAB, order swapped every round), each iteration queued and \
+         waited for on its own. Times: medians over every iteration of the rounds; ratios: the \
+         median over the rounds of the per-round seam ÷ raw ratio of medians, with the rounds' \
+         range in brackets; Δ submit: the per-round difference of the submit medians.\n\n\
+         | arm | mode | N | elems | seam e2e | raw e2e | seam ÷ raw e2e | seam submit | raw submit | \
+         seam ÷ raw submit | Δ submit (µs) |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let s = Series::new(&r.arm, &r.device, &r.mode);
+        let c = Case::chain(r.elems, r.nodes);
+        let g = |m: &str| opt(input.get(&s, &c, m));
+        let d = match (
+            input.get(&s, &c, "d_raw_submit_us"),
+            input.row(&s, &c, "d_raw_submit_us_range"),
+        ) {
+            (Some(x), Some(rg)) => format!("{x:+.2} ({:+.2}…{:+.2})", rg.median_us, rg.p99_us),
+            (Some(x), None) => format!("{x:+.2}"),
+            _ => "–".into(),
+        };
+        md.push_str(&format!(
+            "| {} {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            r.arm,
+            r.device,
+            if r.mode == "graph" { "replay" } else { "eager" },
+            r.nodes,
+            r.elems,
+            g("pair_e2e_us"),
+            g("raw_e2e_us"),
+            ratio_cell(input, &s, &c, "x_raw_e2e"),
+            g("pair_submit_us"),
+            g("raw_submit_us"),
+            ratio_cell(input, &s, &c, "x_raw_submit"),
+            d,
+        ));
     }
     md.push('\n');
 }

@@ -15,7 +15,7 @@ mod tests;
 
 pub use markdown::{break_even, markdown};
 pub use parse::Input;
-pub use svg::{chain_svg, decode_svg};
+pub use svg::{chain_svg, decode_floor_svg, decode_svg};
 pub use targets::{verdicts, Verdict};
 
 use std::collections::BTreeSet;
@@ -55,6 +55,12 @@ pub fn write_all(input: &Input, dir: &Path) -> Result<Vec<PathBuf>, String> {
             dir.join(format!("decode_speedup_L{l}.svg")),
             decode_svg(input, l)?,
         ));
+        if input.rows.iter().any(|r| r.mode == "copy") {
+            files.push((
+                dir.join(format!("decode_floor_L{l}.svg")),
+                decode_floor_svg(input, l)?,
+            ));
+        }
     }
     let mut written = Vec::new();
     for (path, text) in files {

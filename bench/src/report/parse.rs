@@ -89,6 +89,44 @@ impl Input {
         arms
     }
 
+    /// The copy bandwidth (GB/s, median) measured on `device` by `arm`, or
+    /// else by any seam arm on that device (the raw and PyTorch anchors
+    /// measure none: they share the seam arm's device).
+    pub(super) fn copy_gbps(&self, arm: &str, device: &str) -> Option<f64> {
+        let of = |a: &str| {
+            self.rows
+                .iter()
+                .find(|r| {
+                    r.arm == a && r.device == device && r.mode == "copy" && r.metric == "gbps"
+                })
+                .map(|r| r.median_us)
+        };
+        of(arm).or_else(|| {
+            self.rows
+                .iter()
+                .find(|r| {
+                    r.arm.starts_with("seam")
+                        && r.device == device
+                        && r.mode == "copy"
+                        && r.metric == "gbps"
+                })
+                .map(|r| r.median_us)
+        })
+    }
+
+    /// The decode step's floor on `device`, µs: its weight bytes (L·H·H
+    /// f32) at the copy bandwidth measured in the same run.
+    pub(super) fn decode_floor_us(
+        &self,
+        arm: &str,
+        device: &str,
+        hidden: u64,
+        layers: u64,
+    ) -> Option<f64> {
+        let gbps = self.copy_gbps(arm, device)?;
+        (gbps > 0.0).then(|| weight_bytes(hidden, layers) / (gbps * 1e3))
+    }
+
     pub(super) fn values(&self, pick: impl Fn(&Row) -> bool) -> Vec<u64> {
         let set: BTreeSet<u64> = self
             .rows
@@ -100,9 +138,14 @@ impl Input {
     }
 }
 
+/// Bytes of the decode step's weights: one H×H f32 matrix per layer.
+pub(super) fn weight_bytes(hidden: u64, layers: u64) -> f64 {
+    4.0 * (hidden * hidden * layers) as f64
+}
+
 pub(super) fn arm_rank(arm: &str) -> u8 {
     match arm {
-        "raw" => 0,
+        "raw" | "raw-vulkan" => 0,
         "torch" => 1,
         "seam" => 2,
         _ => 3,
@@ -139,12 +182,14 @@ impl Series {
         let arm = match self.arm.as_str() {
             "raw" => "raw driver".to_string(),
             "torch" => "PyTorch".to_string(),
+            "raw-vulkan" => "raw ash".to_string(),
             "seam" => format!("seam {}", self.device),
             other => format!("{other} {}", self.device),
         };
         let mode = match (self.arm.as_str(), self.mode.as_str()) {
             ("raw", "eager") => "cuLaunchKernel",
             ("raw", "graph") => "cuGraphLaunch",
+            ("raw-vulkan", "graph") => "vkQueueSubmit",
             ("torch", "graph") => "CUDAGraph",
             (_, "graph") => "replay",
             (_, "rerecord") => "re-record",
@@ -158,6 +203,7 @@ impl Series {
         self.label()
             .replace(" replay", "")
             .replace(" cuGraphLaunch", "")
+            .replace(" vkQueueSubmit", "")
             .replace(" CUDAGraph", "")
     }
 

@@ -175,3 +175,45 @@ pub fn decode_svg(input: &Input, layers: u64) -> Result<String, String> {
         false,
     )
 }
+
+/// Decode replay per step against the floor (weight bytes ÷ the copy
+/// bandwidth measured on the same backend in the same run) vs hidden size:
+/// one line per arm, replay e2e ÷ floor (1 = at the floor; target ≤ 1.25).
+pub fn decode_floor_svg(input: &Input, layers: u64) -> Result<String, String> {
+    let hs: BTreeSet<u64> = input
+        .rows
+        .iter()
+        .filter(|r| r.workload == "decode" && r.layers == layers)
+        .map(|r| r.hidden)
+        .collect();
+    let mut lines = Vec::new();
+    for (arm, device) in input.decode_arms() {
+        let g = Series::new(&arm, &device, "graph");
+        let p: Vec<(f64, f64)> = hs
+            .iter()
+            .filter_map(|&h| {
+                let replay = input.get(&g, &Case::decode(h, layers), "e2e_us")?;
+                let floor = input.decode_floor_us(&arm, &device, h, layers)?;
+                Some((h as f64, replay / floor))
+            })
+            .collect();
+        if !p.is_empty() {
+            lines.push((g.arm_label(), p));
+        }
+    }
+    if let Some(&(lo, hi)) = hs.first().zip(hs.last()).as_ref() {
+        lines.push((
+            "target: 1.25× floor".to_string(),
+            vec![(*lo as f64, 1.25), (*hi as f64, 1.25)],
+        ));
+    }
+    plot(
+        &format!(
+            "Decode step, L = {layers}: replay ÷ floor (weight bytes ÷ measured copy bandwidth)"
+        ),
+        "hidden size H",
+        "replay e2e / floor",
+        &lines,
+        true,
+    )
+}

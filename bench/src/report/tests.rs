@@ -226,6 +226,81 @@ fn synthetic() -> Input {
         "submit_us",
         4300.0,
     ));
+    // seam vs the in-process raw anchors, per-round ratios (range rows:
+    // smallest round in the median column, largest in p99).
+    let pair = |rows: &mut Vec<Row>, arm: &str, dev: &str, mode: &str, n: u64, m: &str, v: f64| {
+        rows.push(r(arm, dev, mode, "chain", 1, 0, n, m, v));
+        let mut range = r(
+            arm,
+            dev,
+            mode,
+            "chain",
+            1,
+            0,
+            n,
+            &format!("{m}_range"),
+            v - 0.01,
+        );
+        range.p99_us = v + 0.02;
+        rows.push(range);
+    };
+    pair(&mut rows, "seam", "cuda", "graph", 1000, "x_raw_e2e", 1.012);
+    pair(
+        &mut rows,
+        "seam",
+        "cuda",
+        "graph",
+        1000,
+        "d_raw_submit_us",
+        0.2,
+    );
+    pair(
+        &mut rows,
+        "seam",
+        "cuda",
+        "graph",
+        100,
+        "d_raw_submit_us",
+        0.7,
+    );
+    pair(
+        &mut rows,
+        "seam",
+        "cuda",
+        "eager",
+        1000,
+        "x_raw_submit",
+        1.146,
+    );
+    pair(
+        &mut rows,
+        "seam-cudaonly",
+        "cuda",
+        "eager",
+        1000,
+        "x_raw_submit",
+        1.02,
+    );
+    pair(&mut rows, "seam", "vulkan", "graph", 100, "x_raw_e2e", 1.03);
+    pair(
+        &mut rows,
+        "seam",
+        "vulkan",
+        "graph",
+        1000,
+        "x_raw_e2e",
+        1.08,
+    );
+    for (m, v) in [("pair_e2e_us", 825.0), ("raw_e2e_us", 815.0)] {
+        rows.push(r("seam", "cuda", "graph", "chain", 1, 0, 1000, m, v));
+    }
+    for (m, v) in [("pair_submit_us", 4.0), ("raw_submit_us", 3.8)] {
+        rows.push(r("seam", "cuda", "graph", "chain", 1, 0, 1000, m, v));
+    }
+    // copy bandwidth, GB/s (the decode floor)
+    for (dev, gbps) in [("cuda", 4000.0), ("vulkan", 3000.0)] {
+        rows.push(r("seam", dev, "copy", "copy", 1 << 26, 0, 1, "gbps", gbps));
+    }
     Input {
         rows,
         comments: vec!["seam cuda:0: NVIDIA H200".into()],
@@ -245,14 +320,42 @@ fn break_even_counts_runs() {
 fn verdicts_judge_every_target() {
     let v = verdicts(&synthetic());
     let find = |s: &str| v.iter().find(|x| x.target.contains(s)).unwrap();
-    // (0.82·1000+5)/(0.81·1000+5) = 1.012: met
-    assert_eq!(find("1.03×").met, Some(true));
-    // 4.0 - 3.8 = 0.2 µs: met
-    assert_eq!(find("N=1000: host submit").met, Some(true));
-    // eager submit 5.5/4.8 = 1.146: missed by 4.2%
+    // per-round ratio 1.012 (same process): met, shown with its rounds and medians
+    let t1 = find("1.03×");
+    assert_eq!(t1.met, Some(true));
+    assert!(t1.measured.contains("rounds 1.00–1.03×"), "{}", t1.measured);
+    assert!(
+        t1.measured.contains("seam 825.0 vs raw 815.0 µs e2e"),
+        "{}",
+        t1.measured
+    );
+    // seam − raw submit, per round: 0.2 µs met at N=1000, 0.7 µs missed at N=100
+    let t2 = find("N=1000: host submit");
+    assert_eq!(t2.met, Some(true));
+    assert!(t2.measured.starts_with("+0.20 µs"), "{}", t2.measured);
+    let t2b = find("N=100: host submit");
+    assert_eq!(t2b.met, Some(false));
+    assert!(t2b.note.contains("0.20 µs"), "{}", t2b.note);
+    // eager submit ratio 1.146: missed by 0.05× (4%)
     let t3 = find("cuLaunchKernel");
     assert_eq!(t3.met, Some(false));
-    assert!(t3.note.contains("4.2% over"), "{}", t3.note);
+    assert!(t3.note.contains("(4% over)"), "{}", t3.note);
+    // seam vulkan vs raw ash: 1.03 met at N=100, 1.08 missed at N=1000
+    assert_eq!(
+        find("N=100 (1 element): e2e ≤ 1.05× raw ash").met,
+        Some(true)
+    );
+    assert_eq!(
+        find("N=1000 (1 element): e2e ≤ 1.05× raw ash").met,
+        Some(false)
+    );
+    // decode floor, L=8 H=8192: 2 GiB of weights; cuda at 4000 GB/s is
+    // 536.9 µs (687.4 µs replay: 1.28×, missed), vulkan at 3000 GB/s
+    // 715.8 µs (0.96×, met)
+    let fc = find("cuda decode replay per step");
+    assert_eq!(fc.met, Some(false), "{}", fc.measured);
+    assert!(fc.measured.contains("1.280×"), "{}", fc.measured);
+    assert_eq!(find("vulkan decode replay per step").met, Some(true));
     // 825/1035 = 0.797: met
     assert_eq!(find("PyTorch").met, Some(true));
     // vulkan (2.2·1000+5)/1000 = 2.205 µs per dispatch: missed by 1.21 µs
@@ -269,7 +372,7 @@ fn verdicts_judge_every_target() {
     assert_eq!(find("capture + end + replay").met, Some(true));
     // a second seam build is judged on its own, tagged; what it lacks is "not measured"
     let tagged = find("[seam-cudaonly] CUDA eager");
-    assert_eq!(tagged.met, Some(true), "4.3 / 4.32 per launch");
+    assert_eq!(tagged.met, Some(true), "1.02× per launch");
     assert_eq!(
         find("[seam-cudaonly] CUDA replay, chain N=1000 (1").met,
         None
@@ -303,6 +406,16 @@ fn markdown_has_targets_ratios_and_break_even() {
         .find(|l| l.starts_with("| seam cuda | 8 | 8192 |"))
         .expect("decode row");
     assert!(d.contains("| 1.19× |"), "{d}");
+    // floor of H=8192 L=8 on cuda: 2 GiB at 4000 GB/s = 536.9 µs; 687.4 / 536.9 = 1.28×
+    assert!(d.contains("| 536.9 | 1.28× |"), "{d}");
+    // seam vs raw, same process: per-round ratio with its range, medians beside it
+    assert!(md.contains("## seam vs the raw driver, same process"));
+    let p = md
+        .lines()
+        .find(|l| l.starts_with("| seam cuda | replay | 1000 | 1 |"))
+        .expect("same-process row");
+    assert!(p.contains("| 825.0 | 815.0 | 1.01× (1.00–1.03) |"), "{p}");
+    assert!(p.contains("+0.20 (+0.19…+0.22)"), "{p}");
     assert!(md.contains("## Where the seam host time goes"));
     assert!(
         md.contains("| seam cuda | eager | 1000 | 5000 | 4600 | 400.0 | 0.400 | 4.60 | 4.32 | – |"),
@@ -325,6 +438,16 @@ fn plots_are_svg_with_one_line_per_arm() {
     }
     let svg = decode_svg(&input, 8).unwrap();
     assert!(svg.contains("seam cuda") && svg.contains("raw driver"));
+    // every backend against its floor (the raw arm against the cuda floor of the same run)
+    let svg = decode_floor_svg(&input, 8).unwrap();
+    for label in [
+        "seam cuda",
+        "seam vulkan",
+        "raw driver",
+        "target: 1.25× floor",
+    ] {
+        assert!(svg.contains(label), "{label} missing from the floor plot");
+    }
     let dir = std::env::temp_dir().join(format!("seam-bench-report-{}", std::process::id()));
     let files = write_all(&input, &dir).unwrap();
     let names: Vec<String> = files
@@ -338,7 +461,9 @@ fn plots_are_svg_with_one_line_per_arm() {
             "chain_per_node_1.svg",
             "chain_per_node_1048576.svg",
             "decode_speedup_L1.svg",
-            "decode_speedup_L8.svg"
+            "decode_floor_L1.svg",
+            "decode_speedup_L8.svg",
+            "decode_floor_L8.svg"
         ]
     );
     std::fs::remove_dir_all(&dir).unwrap();

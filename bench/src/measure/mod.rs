@@ -1,0 +1,294 @@
+//! The seam arms: every backend found, eager and replay, through the public
+//! API only (`seam::Device`, `seam::ops`, capture scopes, `Graph::replay`).
+//!
+//! - [`arms`]: one case's eager, replay, pipelined and re-recorded runs, and
+//!   the `--profile` split of a seam call into core and backend time;
+//! - [`workloads`]: the chain and the decode stack, their call lists and
+//!   the bit-exact checks before timing;
+//! - [`update`]: the graph-update loop (issue 18);
+//! - [`paired`]: seam against the in-process raw anchors (`raw_cuda`,
+//!   `raw_vulkan`), interleaved round by round (issue 20).
+
+mod arms;
+mod paired;
+mod update;
+mod workloads;
+
+use arms::{copy_bandwidth, profile};
+use workloads::{chain, decode, Stack};
+
+use crate::csv::Row;
+use crate::stats::summarize;
+use seam::{DType, Device, OpCall, OpKind};
+use seam_backends::DeviceSlot;
+use std::time::Instant;
+
+/// What to measure, and for how long.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Time budget of one measurement (one metric of one mode of one case), µs.
+    pub budget_us: f64,
+    /// Chain lengths.
+    pub ns: Vec<u64>,
+    /// Chain element counts.
+    pub elems: Vec<u64>,
+    /// Decode hidden sizes.
+    pub hiddens: Vec<u64>,
+    /// Decode layer counts.
+    pub layers: Vec<u64>,
+    /// Backends to measure (empty: every GPU backend found).
+    pub backends: Vec<String>,
+    /// Largest decode hidden size on backends other than cuda.
+    pub other_hidden_max: u64,
+    /// Longest chain measured in `rerecord` and `recapture` modes.
+    pub rerecord_max_nodes: u64,
+    /// Interleaved rounds of the graph-update modes (per-round ratios).
+    pub rounds: usize,
+    /// Size of each buffer of the copy-bandwidth measurement, MiB (0: none).
+    pub copy_mib: u64,
+    /// Split seam calls into core and backend time (a second device per backend).
+    pub profile: bool,
+    /// The `arm` column (`seam`; another name for a variant build).
+    pub arm: String,
+}
+
+/// Where rows and comments go (stdout in the binary, a Vec in tests).
+pub trait Sink {
+    fn row(&mut self, row: Row);
+    fn comment(&mut self, text: &str);
+}
+
+pub(crate) type Res<T> = std::result::Result<T, String>;
+
+pub(crate) fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Meta {
+    arm: &'static str,
+    device: &'static str,
+    workload: &'static str,
+    elems: u64,
+    hidden: u64,
+    layers: u64,
+    nodes: u64,
+}
+
+impl Meta {
+    pub(crate) fn row(&self, mode: &str, metric: &str, samples: &[f64]) -> Row {
+        let s = summarize(samples);
+        Row {
+            arm: self.arm.into(),
+            device: self.device.into(),
+            mode: mode.into(),
+            workload: self.workload.into(),
+            elems: self.elems,
+            hidden: self.hidden,
+            layers: self.layers,
+            nodes: self.nodes,
+            metric: metric.into(),
+            median_us: s.median,
+            p99_us: s.p99,
+            reps: s.reps as u64,
+        }
+    }
+}
+
+pub(crate) fn us(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e6
+}
+
+pub(crate) fn submit(dev: &Device, calls: &[OpCall]) -> seam::Result<()> {
+    for c in calls {
+        dev.launch(c)?;
+    }
+    Ok(())
+}
+
+/// Deterministic pseudo-random floats in [lo, hi) (xorshift; never zeros).
+pub fn randoms(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            lo + (hi - lo) * ((x >> 40) & 0xFF_FFFF) as f32 / 16_777_216.0
+        })
+        .collect()
+}
+
+fn leak(s: &str) -> &'static str {
+    Box::leak(s.to_string().into_boxed_str())
+}
+
+/// Run every seam arm this machine has.
+pub fn run(cfg: &Config, out: &mut dyn Sink) {
+    let found = seam_backends::discover();
+    for miss in &found.missing {
+        out.comment(&format!(
+            "seam {}: not measured: {}",
+            miss.backend, miss.reason
+        ));
+    }
+    let mut seen = Vec::new();
+    for slot in &found.devices {
+        let wanted = if cfg.backends.is_empty() {
+            slot.backend != "cpu"
+        } else {
+            cfg.backends.iter().any(|b| b == slot.backend)
+        };
+        if !wanted {
+            continue;
+        }
+        if seen.contains(&slot.backend) {
+            out.comment(&format!(
+                "seam {}: not measured (first device of each backend only)",
+                slot.id
+            ));
+            continue;
+        }
+        seen.push(slot.backend);
+        if let Err(e) = backend(slot, cfg, out) {
+            out.comment(&format!("seam {}: stopped: {e}", slot.id));
+        }
+    }
+    out.comment(&format!(
+        "{} loaded: {}",
+        cfg.arm,
+        loaded_libraries().join(" ")
+    ));
+}
+
+/// The GPU runtime libraries this process has mapped (which cuBLAS, which
+/// Vulkan loader): arms that load different builds are not comparable.
+pub fn loaded_libraries() -> Vec<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let mut libs: Vec<String> = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .filter(|p| {
+            ["libcuda.", "libcublas", "libnvrtc", "libvulkan", "nvidia"]
+                .iter()
+                .any(|k| p.contains(k))
+        })
+        .map(str::to_string)
+        .collect();
+    libs.sort();
+    libs.dedup();
+    libs
+}
+
+fn backend(slot: &DeviceSlot, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
+    let device = leak(slot.backend);
+    let arm = leak(&cfg.arm);
+    let t = Instant::now();
+    let dev = slot.device().map_err(err)?;
+    let info = dev.info();
+    out.comment(&format!(
+        "seam {}: {} ({}), capture {:?}, update {:?}, opened in {:.0} us",
+        slot.id,
+        info.name,
+        info.driver,
+        dev.capture_support(),
+        dev.update_support(),
+        us(t)
+    ));
+    dev.prepare(&[
+        (OpKind::ScaleAdd, DType::F32),
+        (OpKind::RmsNorm, DType::F32),
+        (OpKind::Gemm, DType::F32),
+        (OpKind::Silu, DType::F32),
+        (OpKind::Add, DType::F32),
+        (OpKind::Copy, DType::F32),
+    ])
+    .map_err(err)?;
+    let mut raw = paired::open_raw(device, &info.name, out);
+    for &elems in &cfg.elems {
+        for &n in &cfg.ns {
+            let m = Meta {
+                arm,
+                device,
+                workload: "chain",
+                elems,
+                hidden: 0,
+                layers: 0,
+                nodes: n,
+            };
+            if let Err(e) = chain(&dev, m, cfg, out, raw.as_mut()) {
+                out.comment(&format!(
+                    "seam {device} chain elems={elems} N={n}: skipped: {e}"
+                ));
+            }
+        }
+    }
+    if cfg.copy_mib > 0 && !cfg.hiddens.is_empty() {
+        // The floor of the decode step: its weight bytes at this bandwidth.
+        let elems = cfg.copy_mib * (1 << 20) / 4;
+        let m = Meta {
+            arm,
+            device,
+            workload: "copy",
+            elems,
+            hidden: 0,
+            layers: 0,
+            nodes: 1,
+        };
+        if let Err(e) = copy_bandwidth(&dev, m, cfg, out) {
+            out.comment(&format!(
+                "seam {device} copy bandwidth ({} MiB): skipped: {e}",
+                cfg.copy_mib
+            ));
+        }
+    }
+    let lmax = cfg.layers.iter().copied().max().unwrap_or(0);
+    for &h in &cfg.hiddens {
+        if device != "cuda" && h > cfg.other_hidden_max {
+            out.comment(&format!(
+                "seam {device} decode H={h}: not measured (above --other-hidden-max {})",
+                cfg.other_hidden_max
+            ));
+            continue;
+        }
+        let stack = match Stack::new(&dev, h, lmax) {
+            Ok(s) => s,
+            Err(e) => {
+                out.comment(&format!("seam {device} decode H={h}: skipped: {e}"));
+                continue;
+            }
+        };
+        for &l in &cfg.layers {
+            let m = Meta {
+                arm,
+                device,
+                workload: "decode",
+                elems: h,
+                hidden: h,
+                layers: l,
+                nodes: 4 * l,
+            };
+            if let Err(e) = decode(&dev, &stack, m, cfg, out) {
+                out.comment(&format!("seam {device} decode H={h} L={l}: skipped: {e}"));
+            }
+        }
+    }
+    drop(dev);
+    if cfg.profile {
+        for &n in &cfg.ns {
+            let m = Meta {
+                arm,
+                device,
+                workload: "chain",
+                elems: 1,
+                hidden: 0,
+                layers: 0,
+                nodes: n,
+            };
+            if let Err(e) = profile(slot, m, cfg, out) {
+                out.comment(&format!("seam {device} profile N={n}: skipped: {e}"));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,722 @@
+//! The raw-Vulkan anchor (issue 20): the chain of N dependent `scale_add`
+//! dispatches recorded with ash alone, the floor seam's Vulkan replay is
+//! held to. It uses what the seam Vulkan backend uses, nothing less:
+//!
+//! - the same SPIR-V (`seam_kernels::spirv`), patched with `DenormPreserve
+//!   32` where the device reports `shaderDenormPreserveFloat32`, by the
+//!   backend's own `float_controls.rs` (included from its source, not copied);
+//! - the same pipeline layout: one set of storage buffers (the op's
+//!   signature) and the 32-byte push-constant block (`seam::Params`);
+//! - the same memory type preference (host-visible coherent on a CPU or
+//!   integrated device, device-local elsewhere; `SEAM_VULKAN_STAGING=1`
+//!   forces device-local as in the backend);
+//! - the same barriers: the global compute/transfer memory barrier before
+//!   every dispatch, and the host-read barrier at the end;
+//! - one command buffer recorded with SIMULTANEOUS_USE, submitted with a
+//!   fence, waited for by polling the fence for the backend's spin budget
+//!   (`SEAM_VULKAN_SPIN_US`, 50 µs by default) and then blocking.
+//!
+//! What it leaves out is what a hand-written program would: the pipeline,
+//! the descriptor set (both bindings on the one buffer) and the push
+//! constants are bound once, before the first dispatch, where the backend
+//! binds them again for every dispatch (one descriptor set per launch).
+//!
+//! The one `unsafe` module of the bench (`#[allow(unsafe_code)]` in
+//! `lib.rs`); every block says why it is sound. Every object is owned by
+//! [`RawVulkan`] and destroyed by its `Drop`, after the queue is idle.
+
+use ash::vk;
+use seam::{ops, DType, Launch, OpKind, RawBuffer};
+use std::ffi::CString;
+use std::time::{Duration, Instant};
+
+// The backend's SPIR-V patch, compiled here from the backend's own source.
+#[path = "../../backends/vulkan/src/float_controls.rs"]
+#[allow(dead_code)]
+mod float_controls;
+
+/// How long any wait may take before it is an error (as in the backend).
+const TIMEOUT_NS: u64 = 20_000_000_000;
+
+fn vkerr(call: &'static str) -> impl Fn(vk::Result) -> String {
+    move |e| format!("{call}: {e}")
+}
+
+/// A buffer and its memory.
+#[derive(Clone, Copy)]
+struct Mem {
+    buffer: vk::Buffer,
+    memory: vk::DeviceMemory,
+    size: u64,
+}
+
+/// The raw device, its one pipeline (`scale_add`, f32) and the chain's
+/// buffer and command buffer.
+pub struct RawVulkan {
+    _entry: ash::Entry,
+    instance: ash::Instance,
+    device: ash::Device,
+    queue: vk::Queue,
+    /// The device's name, as `vkGetPhysicalDeviceProperties` gives it.
+    pub name: String,
+    /// Whether the module was patched with `DenormPreserve 32`.
+    pub denorm_preserve: bool,
+    /// Whether buffers live in host-visible memory (the backend's rule).
+    pub host_visible: bool,
+    memory: vk::PhysicalDeviceMemoryProperties,
+    max_group_count: [u32; 3],
+    set_layout: vk::DescriptorSetLayout,
+    layout: vk::PipelineLayout,
+    pipeline: vk::Pipeline,
+    desc_pool: vk::DescriptorPool,
+    set: vk::DescriptorSet,
+    cmd_pool: vk::CommandPool,
+    /// The chain, recorded once per case.
+    chain: vk::CommandBuffer,
+    /// Uploads and read-backs (one-time submits).
+    xfer: vk::CommandBuffer,
+    fence: vk::Fence,
+    spin: Duration,
+    x: Option<Mem>,
+    staging: Option<(Mem, *mut u8)>,
+    pending: bool,
+}
+
+/// The SPIR-V and entry point of `scale_add` on f32.
+fn kernel() -> Result<(&'static [u32], CString), String> {
+    let words = seam_kernels::spirv(OpKind::ScaleAdd).ok_or("no SPIR-V for scale_add")?;
+    let entry = CString::new(seam_kernels::entry_point(OpKind::ScaleAdd, DType::F32))
+        .map_err(|e| e.to_string())?;
+    Ok((words, entry))
+}
+
+impl RawVulkan {
+    /// Open the first physical device with a compute queue (what seam calls
+    /// `vulkan:0`), or say why there is none.
+    pub fn open() -> Result<RawVulkan, String> {
+        // SAFETY: loading libvulkan runs its initialisers; the loader is
+        // designed to be dlopen'ed and has no preconditions.
+        let entry = unsafe { ash::Entry::load() }.map_err(|e| format!("no Vulkan loader: {e}"))?;
+        // SAFETY: a global query on a loaded loader.
+        let loader_api = match unsafe { entry.try_enumerate_instance_version() } {
+            Ok(Some(v)) => v,
+            Ok(None) => vk::API_VERSION_1_0,
+            Err(e) => return Err(format!("vkEnumerateInstanceVersion: {e}")),
+        };
+        let api = loader_api.min(vk::API_VERSION_1_3);
+        let app = vk::ApplicationInfo::default()
+            .application_name(c"seam-bench-raw")
+            .api_version(api);
+        let info = vk::InstanceCreateInfo::default().application_info(&app);
+        // SAFETY: `info` and the application info it points to live across the call.
+        let instance = unsafe { entry.create_instance(&info, None) }
+            .map_err(|e| format!("vkCreateInstance: {e}"))?;
+        let device = match Self::pick(&instance, api) {
+            Ok(found) => found,
+            Err(e) => {
+                // SAFETY: nothing was made from the instance.
+                unsafe { instance.destroy_instance(None) };
+                return Err(e);
+            }
+        };
+        let (pd, family, device, name, denorm_preserve) = device;
+        // SAFETY: `pd` belongs to this live instance.
+        let props = unsafe { instance.get_physical_device_properties(pd) };
+        // SAFETY: as above.
+        let memory = unsafe { instance.get_physical_device_memory_properties(pd) };
+        let uma = matches!(
+            props.device_type,
+            vk::PhysicalDeviceType::CPU | vk::PhysicalDeviceType::INTEGRATED_GPU
+        );
+        let coherent =
+            vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+        let has_coherent = memory.memory_types[..memory.memory_type_count as usize]
+            .iter()
+            .any(|t| t.property_flags.contains(coherent));
+        let forced_staging = std::env::var_os("SEAM_VULKAN_STAGING").is_some_and(|v| v == "1");
+        let spin_us = match std::env::var("SEAM_VULKAN_SPIN_US") {
+            Ok(v) if !v.trim().is_empty() => v.trim().parse::<u64>().unwrap_or(50),
+            _ => 50,
+        };
+        // SAFETY: the device was created with one queue of this family.
+        let queue = unsafe { device.get_device_queue(family, 0) };
+        let mut raw = RawVulkan {
+            _entry: entry,
+            instance,
+            device,
+            queue,
+            name,
+            denorm_preserve,
+            host_visible: uma && has_coherent && !forced_staging,
+            memory,
+            max_group_count: props.limits.max_compute_work_group_count,
+            set_layout: vk::DescriptorSetLayout::null(),
+            layout: vk::PipelineLayout::null(),
+            pipeline: vk::Pipeline::null(),
+            desc_pool: vk::DescriptorPool::null(),
+            set: vk::DescriptorSet::null(),
+            cmd_pool: vk::CommandPool::null(),
+            chain: vk::CommandBuffer::null(),
+            xfer: vk::CommandBuffer::null(),
+            fence: vk::Fence::null(),
+            spin: Duration::from_micros(spin_us),
+            x: None,
+            staging: None,
+            pending: false,
+        };
+        // On failure `raw`'s Drop destroys what was made (null handles are
+        // ignored), then the device and the instance.
+        raw.objects(family)?;
+        Ok(raw)
+    }
+
+    /// The first device with a compute queue, its queue family, the logical
+    /// device, its name and whether kernels get `DenormPreserve 32`.
+    #[allow(clippy::type_complexity)]
+    fn pick(
+        instance: &ash::Instance,
+        api: u32,
+    ) -> Result<(vk::PhysicalDevice, u32, ash::Device, String, bool), String> {
+        // SAFETY: the instance is live.
+        let phys = unsafe { instance.enumerate_physical_devices() }
+            .map_err(vkerr("vkEnumeratePhysicalDevices"))?;
+        let (pd, family) = phys
+            .into_iter()
+            .find_map(|pd| {
+                // SAFETY: `pd` was just enumerated from this live instance.
+                let families = unsafe { instance.get_physical_device_queue_family_properties(pd) };
+                families
+                    .iter()
+                    .position(|f| {
+                        f.queue_flags.contains(vk::QueueFlags::COMPUTE) && f.queue_count > 0
+                    })
+                    .map(|q| (pd, q as u32))
+            })
+            .ok_or("no Vulkan device with a compute queue")?;
+        // SAFETY: `pd` belongs to this live instance.
+        let props = unsafe { instance.get_physical_device_properties(pd) };
+        let name = props
+            .device_name_as_c_str()
+            .map(|c| c.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        // The backend's rule: DenormPreserve where instance and device are
+        // at Vulkan 1.2 or later and the device reports the property.
+        let denorm_preserve =
+            api >= vk::API_VERSION_1_2 && props.api_version >= vk::API_VERSION_1_2 && {
+                let mut fc = vk::PhysicalDeviceFloatControlsProperties::default();
+                let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut fc);
+                // SAFETY: instance and device are at 1.2 or later (checked),
+                // so properties2 and the float-controls struct are core.
+                unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
+                fc.shader_denorm_preserve_float32 == vk::TRUE
+            };
+        let priorities = [1.0f32];
+        let queues = [vk::DeviceQueueCreateInfo::default()
+            .queue_family_index(family)
+            .queue_priorities(&priorities)];
+        let info = vk::DeviceCreateInfo::default().queue_create_infos(&queues);
+        // SAFETY: `pd` belongs to the live instance; `info` and its queue
+        // array live across the call.
+        let device =
+            unsafe { instance.create_device(pd, &info, None) }.map_err(vkerr("vkCreateDevice"))?;
+        Ok((pd, family, device, name, denorm_preserve))
+    }
+    /// The pipeline, descriptor set, command buffers and fence.
+    fn objects(&mut self, family: u32) -> Result<(), String> {
+        let d = &self.device;
+        let (words, entry) = kernel()?;
+        let bindings = OpKind::ScaleAdd.signature().len() as u32;
+        let list: Vec<_> = (0..bindings)
+            .map(|i| {
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(i)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            })
+            .collect();
+        let info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&list);
+        // SAFETY: valid create info living across the call.
+        self.set_layout = unsafe { d.create_descriptor_set_layout(&info, None) }
+            .map_err(vkerr("vkCreateDescriptorSetLayout"))?;
+        let set_layouts = [self.set_layout];
+        let ranges = [vk::PushConstantRange::default()
+            .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            .offset(0)
+            .size(seam::ops::IMMEDIATE_BYTES as u32)];
+        let info = vk::PipelineLayoutCreateInfo::default()
+            .set_layouts(&set_layouts)
+            .push_constant_ranges(&ranges);
+        // SAFETY: as above; the set layout is live.
+        self.layout = unsafe { d.create_pipeline_layout(&info, None) }
+            .map_err(vkerr("vkCreatePipelineLayout"))?;
+        let patched;
+        let words = if self.denorm_preserve {
+            patched = float_controls::denorm_preserve_f32(words)?;
+            &patched[..]
+        } else {
+            words
+        };
+        let info = vk::ShaderModuleCreateInfo::default().code(words);
+        // SAFETY: naga's validated module, patched only with the float
+        // controls the device reports (as the backend does).
+        let module = unsafe { d.create_shader_module(&info, None) }
+            .map_err(vkerr("vkCreateShaderModule"))?;
+        let stage = vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::COMPUTE)
+            .module(module)
+            .name(&entry);
+        let info = [vk::ComputePipelineCreateInfo::default()
+            .stage(stage)
+            .layout(self.layout)];
+        // SAFETY: live module and layout; the create info lives across the call.
+        let made = unsafe { d.create_compute_pipelines(vk::PipelineCache::null(), &info, None) };
+        // SAFETY: the module is only needed while pipelines are created from it.
+        unsafe { d.destroy_shader_module(module, None) };
+        self.pipeline = made
+            .map_err(|(_, e)| format!("vkCreateComputePipelines: {e}"))?
+            .into_iter()
+            .next()
+            .ok_or("vkCreateComputePipelines returned no pipeline")?;
+        let sizes = [vk::DescriptorPoolSize::default()
+            .ty(vk::DescriptorType::STORAGE_BUFFER)
+            .descriptor_count(bindings)];
+        let info = vk::DescriptorPoolCreateInfo::default()
+            .max_sets(1)
+            .pool_sizes(&sizes);
+        // SAFETY: valid create info living across the call.
+        self.desc_pool = unsafe { d.create_descriptor_pool(&info, None) }
+            .map_err(vkerr("vkCreateDescriptorPool"))?;
+        let info = vk::DescriptorSetAllocateInfo::default()
+            .descriptor_pool(self.desc_pool)
+            .set_layouts(&set_layouts);
+        // SAFETY: live pool with room for one set of this layout.
+        self.set = unsafe { d.allocate_descriptor_sets(&info) }
+            .map_err(vkerr("vkAllocateDescriptorSets"))?[0];
+        let info = vk::CommandPoolCreateInfo::default()
+            .queue_family_index(family)
+            .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER);
+        // SAFETY: valid create info for the device's queue family.
+        self.cmd_pool =
+            unsafe { d.create_command_pool(&info, None) }.map_err(vkerr("vkCreateCommandPool"))?;
+        let info = vk::CommandBufferAllocateInfo::default()
+            .command_pool(self.cmd_pool)
+            .level(vk::CommandBufferLevel::PRIMARY)
+            .command_buffer_count(2);
+        // SAFETY: live pool.
+        let cmds = unsafe { d.allocate_command_buffers(&info) }
+            .map_err(vkerr("vkAllocateCommandBuffers"))?;
+        (self.chain, self.xfer) = (cmds[0], cmds[1]);
+        // SAFETY: valid create info.
+        self.fence = unsafe { d.create_fence(&vk::FenceCreateInfo::default(), None) }
+            .map_err(vkerr("vkCreateFence"))?;
+        Ok(())
+    }
+
+    /// A storage (and copy) buffer bound to memory of the first type in
+    /// `prefer` that accepts it.
+    fn buffer(&self, size: u64, prefer: &[vk::MemoryPropertyFlags]) -> Result<Mem, String> {
+        let d = &self.device;
+        let info = vk::BufferCreateInfo::default()
+            .size(size.max(4))
+            .usage(
+                vk::BufferUsageFlags::STORAGE_BUFFER
+                    | vk::BufferUsageFlags::TRANSFER_SRC
+                    | vk::BufferUsageFlags::TRANSFER_DST,
+            )
+            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        // SAFETY: valid create info (size > 0) living across the call.
+        let buffer = unsafe { d.create_buffer(&info, None) }.map_err(vkerr("vkCreateBuffer"))?;
+        // SAFETY: `buffer` is live.
+        let req = unsafe { d.get_buffer_memory_requirements(buffer) };
+        let types = &self.memory.memory_types[..self.memory.memory_type_count as usize];
+        let index = prefer.iter().find_map(|want| {
+            types.iter().enumerate().position(|(i, t)| {
+                req.memory_type_bits & (1 << i) != 0 && t.property_flags.contains(*want)
+            })
+        });
+        let Some(index) = index else {
+            // SAFETY: the buffer was never bound or used.
+            unsafe { d.destroy_buffer(buffer, None) };
+            return Err(format!("no memory type with {prefer:?} accepts the buffer"));
+        };
+        let info = vk::MemoryAllocateInfo::default()
+            .allocation_size(req.size)
+            .memory_type_index(index as u32);
+        // SAFETY: valid allocate info for a type the buffer accepts.
+        let memory = match unsafe { d.allocate_memory(&info, None) } {
+            Ok(m) => m,
+            Err(e) => {
+                // SAFETY: the buffer was never bound or used.
+                unsafe { d.destroy_buffer(buffer, None) };
+                return Err(format!("vkAllocateMemory: {e}"));
+            }
+        };
+        let mem = Mem {
+            buffer,
+            memory,
+            size,
+        };
+        // SAFETY: fresh memory of an accepted type and size, offset 0; the
+        // buffer is unbound.
+        if let Err(e) = unsafe { d.bind_buffer_memory(buffer, memory, 0) } {
+            self.destroy(mem);
+            return Err(format!("vkBindBufferMemory: {e}"));
+        }
+        Ok(mem)
+    }
+
+    fn destroy(&self, m: Mem) {
+        // SAFETY: only called when no submission uses `m` (the queue is
+        // idle: every submit is waited for before the next call).
+        unsafe {
+            self.device.destroy_buffer(m.buffer, None);
+            self.device.free_memory(m.memory, None);
+        }
+    }
+
+    /// The backend's memory preference for buffers the kernels use.
+    fn prefer(&self) -> &'static [vk::MemoryPropertyFlags] {
+        const HOST: &[vk::MemoryPropertyFlags] = &[
+            vk::MemoryPropertyFlags::from_raw(
+                vk::MemoryPropertyFlags::DEVICE_LOCAL.as_raw()
+                    | vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw()
+                    | vk::MemoryPropertyFlags::HOST_COHERENT.as_raw(),
+            ),
+            vk::MemoryPropertyFlags::from_raw(
+                vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw()
+                    | vk::MemoryPropertyFlags::HOST_COHERENT.as_raw(),
+            ),
+        ];
+        const DEVICE: &[vk::MemoryPropertyFlags] = &[
+            vk::MemoryPropertyFlags::DEVICE_LOCAL,
+            vk::MemoryPropertyFlags::empty(),
+        ];
+        if self.host_visible {
+            HOST
+        } else {
+            DEVICE
+        }
+    }
+
+    /// A mapped host-visible buffer of at least `size` bytes for uploads
+    /// and read-backs.
+    fn staging(&mut self, size: u64) -> Result<(Mem, *mut u8), String> {
+        if let Some(s) = self.staging.filter(|(m, _)| m.size >= size) {
+            return Ok(s);
+        }
+        if let Some((old, _)) = self.staging.take() {
+            self.destroy(old);
+        }
+        let coherent =
+            vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+        let m = self.buffer(size, &[coherent])?;
+        // SAFETY: host-visible memory, not mapped yet, whole range.
+        let ptr = match unsafe {
+            self.device
+                .map_memory(m.memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+        } {
+            Ok(p) => p.cast::<u8>(),
+            Err(e) => {
+                self.destroy(m);
+                return Err(format!("vkMapMemory: {e}"));
+            }
+        };
+        self.staging = Some((m, ptr));
+        Ok((m, ptr))
+    }
+
+    /// Record the chain of `n` dependent in-place `scale_add` dispatches over
+    /// a buffer holding `x0`, as seam's replay of the same calls records it.
+    pub fn chain(&mut self, x0: &[f32], n: u32, a: f32, b: f32) -> Result<(), String> {
+        self.wait()?;
+        let elems = x0.len() as u32;
+        let size = (x0.len() as u64 * 4).max(4);
+        if self.x.is_none_or(|m| m.size != size) {
+            if let Some(old) = self.x.take() {
+                self.destroy(old);
+            }
+            self.x = Some(self.buffer(size, self.prefer())?);
+        }
+        let x = self.x.ok_or("no buffer")?;
+        let infos = [vk::DescriptorBufferInfo::default()
+            .buffer(x.buffer)
+            .offset(0)
+            .range(vk::WHOLE_SIZE)];
+        let writes: Vec<_> = (0..OpKind::ScaleAdd.signature().len() as u32)
+            .map(|i| {
+                vk::WriteDescriptorSet::default()
+                    .dst_set(self.set)
+                    .dst_binding(i)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .buffer_info(&infos)
+            })
+            .collect();
+        // SAFETY: live set and buffer; no submission is pending (waited
+        // above), so the set is in use by none.
+        unsafe { self.device.update_descriptor_sets(&writes, &[]) };
+        self.write(x0)?;
+        // The backend's launch geometry for the same call.
+        let call = ops::scale_add(seam::BufferId(0), seam::BufferId(0), elems, a, b);
+        let launch = Launch {
+            op: call.op,
+            dtype: DType::F32,
+            buffers: [RawBuffer(0), RawBuffer(0)].into(),
+            params: call.params,
+        };
+        let groups = seam_kernels::geometry::grid(
+            seam_kernels::geometry::workgroups(&launch),
+            [self.max_group_count[0], self.max_group_count[1]],
+        )
+        .map_err(|e| e.to_string())?;
+        // The kernels' immediate block: Params, then the eight view offsets
+        // (every binding here is a whole buffer: all zero), as seam pushes it.
+        let mut params = [0u8; seam::ops::IMMEDIATE_BYTES];
+        params[..seam::Params::BYTES].copy_from_slice(&call.params.to_bytes());
+        let d = &self.device;
+        let cmd = self.chain;
+        let begin = vk::CommandBufferBeginInfo::default()
+            .flags(vk::CommandBufferUsageFlags::SIMULTANEOUS_USE);
+        // SAFETY: `cmd` is not pending (waited above); its pool allows
+        // resetting single buffers and is used only on this thread.
+        unsafe {
+            d.reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty())
+                .map_err(vkerr("vkResetCommandBuffer"))?;
+            d.begin_command_buffer(cmd, &begin)
+                .map_err(vkerr("vkBeginCommandBuffer"))?;
+        }
+        // SAFETY: `cmd` is recording; pipeline, layout and set are live and
+        // compatible (the set has the layout's own set layout, every
+        // binding written above); the push range matches the layout's.
+        unsafe {
+            d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, self.pipeline);
+            d.cmd_bind_descriptor_sets(
+                cmd,
+                vk::PipelineBindPoint::COMPUTE,
+                self.layout,
+                0,
+                &[self.set],
+                &[],
+            );
+            d.cmd_push_constants(cmd, self.layout, vk::ShaderStageFlags::COMPUTE, 0, &params);
+        }
+        let stages = vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER;
+        let barrier = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
+            .dst_access_mask(
+                vk::AccessFlags::SHADER_READ
+                    | vk::AccessFlags::SHADER_WRITE
+                    | vk::AccessFlags::TRANSFER_READ
+                    | vk::AccessFlags::TRANSFER_WRITE,
+            )];
+        for _ in 0..n {
+            // SAFETY: `cmd` is recording, outside a render pass; the group
+            // counts are within the device's limits (`grid` checked them).
+            unsafe {
+                d.cmd_pipeline_barrier(
+                    cmd,
+                    stages,
+                    stages,
+                    vk::DependencyFlags::empty(),
+                    &barrier,
+                    &[],
+                    &[],
+                );
+                d.cmd_dispatch(cmd, groups.0, groups.1, 1);
+            }
+        }
+        let host = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
+            .dst_access_mask(vk::AccessFlags::HOST_READ)];
+        // SAFETY: `cmd` is recording, outside a render pass.
+        unsafe {
+            d.cmd_pipeline_barrier(
+                cmd,
+                stages,
+                vk::PipelineStageFlags::HOST,
+                vk::DependencyFlags::empty(),
+                &host,
+                &[],
+                &[],
+            );
+            d.end_command_buffer(cmd)
+                .map_err(vkerr("vkEndCommandBuffer"))?;
+        }
+        Ok(())
+    }
+
+    /// Submit `cmd` with the fence (nothing is pending: every submit is
+    /// waited for before the next).
+    fn submit_cmd(&mut self, cmd: vk::CommandBuffer) -> Result<(), String> {
+        if self.pending {
+            return Err("a submission is still pending".into());
+        }
+        let cmds = [cmd];
+        let submit = [vk::SubmitInfo::default().command_buffers(&cmds)];
+        // SAFETY: `cmd` is executable (recorded by `chain` or `copy`) and
+        // not pending (`pending` is false); every object it uses is owned
+        // by `self` and lives until `Drop` has waited for the queue; the
+        // fence is unsignalled (reset after every wait) and in no pending
+        // submission.
+        unsafe {
+            self.device
+                .queue_submit(self.queue, &submit, self.fence)
+                .map_err(vkerr("vkQueueSubmit"))?;
+        }
+        self.pending = true;
+        Ok(())
+    }
+
+    /// Queue one run of the recorded chain.
+    pub fn submit(&mut self) -> Result<(), String> {
+        self.submit_cmd(self.chain)
+    }
+
+    /// Wait for the pending submission, if any: poll the fence for the spin
+    /// budget, then block (the backend's policy); reset the fence.
+    pub fn wait(&mut self) -> Result<(), String> {
+        if !self.pending {
+            return Ok(());
+        }
+        let d = &self.device;
+        let start = Instant::now();
+        loop {
+            // SAFETY: a live fence owned by `self`.
+            if unsafe { d.get_fence_status(self.fence) }.map_err(vkerr("vkGetFenceStatus"))? {
+                break;
+            }
+            if start.elapsed() >= self.spin {
+                // SAFETY: as above.
+                unsafe { d.wait_for_fences(&[self.fence], true, TIMEOUT_NS) }
+                    .map_err(vkerr("vkWaitForFences"))?;
+                break;
+            }
+        }
+        // SAFETY: the fence has signalled: its submission completed.
+        unsafe { d.reset_fences(&[self.fence]) }.map_err(vkerr("vkResetFences"))?;
+        self.pending = false;
+        Ok(())
+    }
+
+    /// Record and run one copy between the chain's buffer and staging.
+    fn copy(&mut self, to_device: bool, size: u64) -> Result<(), String> {
+        self.wait()?;
+        let x = self.x.ok_or("no buffer")?;
+        let (s, _) = self.staging(size)?;
+        let (src, dst) = if to_device {
+            (s.buffer, x.buffer)
+        } else {
+            (x.buffer, s.buffer)
+        };
+        let d = &self.device;
+        let cmd = self.xfer;
+        let begin = vk::CommandBufferBeginInfo::default()
+            .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+        let all = vk::PipelineStageFlags::COMPUTE_SHADER
+            | vk::PipelineStageFlags::TRANSFER
+            | vk::PipelineStageFlags::HOST;
+        let before = [vk::MemoryBarrier::default()
+            .src_access_mask(
+                vk::AccessFlags::SHADER_WRITE
+                    | vk::AccessFlags::TRANSFER_WRITE
+                    | vk::AccessFlags::HOST_WRITE,
+            )
+            .dst_access_mask(vk::AccessFlags::TRANSFER_READ | vk::AccessFlags::TRANSFER_WRITE)];
+        let after = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+            .dst_access_mask(vk::AccessFlags::HOST_READ | vk::AccessFlags::SHADER_READ)];
+        let region = [vk::BufferCopy::default().size(size)];
+        // SAFETY: `cmd` is not pending (waited above; its pool resets single
+        // buffers); both buffers are live, `size` fits both; the barriers
+        // order the copy after earlier writes and before host reads.
+        unsafe {
+            d.reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty())
+                .map_err(vkerr("vkResetCommandBuffer"))?;
+            d.begin_command_buffer(cmd, &begin)
+                .map_err(vkerr("vkBeginCommandBuffer"))?;
+            d.cmd_pipeline_barrier(
+                cmd,
+                all,
+                vk::PipelineStageFlags::TRANSFER,
+                vk::DependencyFlags::empty(),
+                &before,
+                &[],
+                &[],
+            );
+            d.cmd_copy_buffer(cmd, src, dst, &region);
+            d.cmd_pipeline_barrier(
+                cmd,
+                vk::PipelineStageFlags::TRANSFER,
+                all,
+                vk::DependencyFlags::empty(),
+                &after,
+                &[],
+                &[],
+            );
+            d.end_command_buffer(cmd)
+                .map_err(vkerr("vkEndCommandBuffer"))?;
+        }
+        self.submit_cmd(cmd)?;
+        self.wait()
+    }
+
+    /// Write `data` into the chain's buffer (through staging).
+    pub fn write(&mut self, data: &[f32]) -> Result<(), String> {
+        let size = (data.len() * 4) as u64;
+        if size == 0 {
+            return Ok(());
+        }
+        self.wait()?;
+        let (s, ptr) = self.staging(size)?;
+        if s.size < size {
+            return Err("staging buffer too small".into());
+        }
+        // SAFETY: `ptr` maps the whole staging buffer (≥ `size` bytes,
+        // checked), which no pending submission uses (waited above).
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr().cast::<u8>(), ptr, size as usize) };
+        self.copy(true, size)
+    }
+
+    /// The first `k` floats of the chain's buffer.
+    pub fn read(&mut self, k: usize) -> Result<Vec<f32>, String> {
+        let size = (k * 4) as u64;
+        self.copy(false, size)?;
+        let (_, ptr) = self.staging(size)?;
+        let mut out = vec![0f32; k];
+        // SAFETY: the copy into staging completed (waited in `copy`) and the
+        // mapping holds at least `size` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(ptr, out.as_mut_ptr().cast::<u8>(), size as usize) };
+        Ok(out)
+    }
+}
+
+impl Drop for RawVulkan {
+    fn drop(&mut self) {
+        let d = &self.device;
+        // SAFETY: after the queue is idle no submission uses any object;
+        // each is destroyed once (null handles are ignored by Vulkan), the
+        // device after its objects and the instance last.
+        unsafe {
+            if d.queue_wait_idle(self.queue).is_err() {
+                // Work may still run: leak everything rather than destroy it.
+                return;
+            }
+            if let Some(m) = self.x.take() {
+                d.destroy_buffer(m.buffer, None);
+                d.free_memory(m.memory, None);
+            }
+            if let Some((m, _)) = self.staging.take() {
+                d.destroy_buffer(m.buffer, None);
+                d.free_memory(m.memory, None);
+            }
+            d.destroy_fence(self.fence, None);
+            d.destroy_command_pool(self.cmd_pool, None);
+            d.destroy_descriptor_pool(self.desc_pool, None);
+            d.destroy_pipeline(self.pipeline, None);
+            d.destroy_pipeline_layout(self.layout, None);
+            d.destroy_descriptor_set_layout(self.set_layout, None);
+            d.destroy_device(None);
+            self.instance.destroy_instance(None);
+        }
+    }
+}
