@@ -6,7 +6,8 @@
 //!   32` where the device reports `shaderDenormPreserveFloat32`, by the
 //!   backend's own `float_controls.rs` (included from its source, not copied);
 //! - the same pipeline layout: one set of storage buffers (the op's
-//!   signature) and the 32-byte push-constant block (`seam::Params`);
+//!   signature) and the 64-byte push-constant block (`seam::Params` then
+//!   the eight view offsets, all zero here: `seam::ops::IMMEDIATE_BYTES`);
 //! - the same memory type preference (host-visible coherent on a CPU or
 //!   integrated device, device-local elsewhere; `SEAM_VULKAN_STAGING=1`
 //!   forces device-local as in the backend);
