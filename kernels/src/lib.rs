@@ -272,7 +272,13 @@ mod tests {
         assert_eq!(wgsl_bytes.len(), seam::ops::IMMEDIATE_BYTES);
         for (prelude, wgsl, file, bytes, rust) in [
             (CUDA_PARAMS, false, "cuda/params.cu", &cuda_bytes[..], &rust),
-            (WGSL_PARAMS, true, "wgsl/params.wgsl", &wgsl_bytes[..], &rust_wgsl),
+            (
+                WGSL_PARAMS,
+                true,
+                "wgsl/params.wgsl",
+                &wgsl_bytes[..],
+                &rust_wgsl,
+            ),
         ] {
             let fields = prelude_params_fields(prelude, wgsl);
             assert_eq!(

@@ -121,7 +121,11 @@ pub fn compile(kernel: Kernel) -> Result<UserModule, ErrorKind> {
         .iter()
         .find(|ep| ep.name == def.name)
         .ok_or_else(|| {
-            let names: Vec<&str> = module.entry_points.iter().map(|e| e.name.as_str()).collect();
+            let names: Vec<&str> = module
+                .entry_points
+                .iter()
+                .map(|e| e.name.as_str())
+                .collect();
             refuse(format!(
                 "no entry point `{}` (the KernelDef's name); the module declares {names:?}",
                 def.name
