@@ -42,9 +42,16 @@ pub fn workgroups_of(launch: &Launch, threads: [u32; 3]) -> u64 {
     let n = p.d0 as u64;
     let per_group: u64 = threads.iter().map(|&t| t.max(1) as u64).product();
     match launch.op {
-        // 16-bit fill/copy: one invocation per packed 32-bit word.
+        // 16-bit fill/copy: one invocation per packed 32-bit word the
+        // destination view touches: n / 2 + 1 words hold n elements from an
+        // offset of either parity (so the count does not depend on the
+        // offset, which a graph update may change).
         OpKind::Fill | OpKind::Copy if launch.dtype.size() == 2 => {
-            n.div_ceil(2).div_ceil(per_group)
+            if n == 0 {
+                0
+            } else {
+                (n / 2 + 1).div_ceil(per_group)
+            }
         }
         OpKind::Fill
         | OpKind::Copy
@@ -176,9 +183,13 @@ mod tests {
     fn workgroups_follow_the_kernels_workgroup_sizes() {
         assert_eq!(workgroups(&launch(OpKind::Add, DType::F32, 64, 0)), 1);
         assert_eq!(workgroups(&launch(OpKind::Add, DType::F32, 65, 0)), 2);
-        // 16-bit fill/copy: two elements per invocation.
-        assert_eq!(workgroups(&launch(OpKind::Fill, DType::F16, 128, 0)), 1);
-        assert_eq!(workgroups(&launch(OpKind::Fill, DType::F16, 129, 0)), 2);
+        // 16-bit fill/copy: one invocation per word, n / 2 + 1 words (an
+        // odd offset spreads n elements over one word more).
+        assert_eq!(workgroups(&launch(OpKind::Fill, DType::F16, 126, 0)), 1);
+        assert_eq!(workgroups(&launch(OpKind::Fill, DType::F16, 127, 0)), 1);
+        assert_eq!(workgroups(&launch(OpKind::Fill, DType::F16, 128, 0)), 2);
+        assert_eq!(workgroups(&launch(OpKind::Copy, DType::Bf16, 1, 0)), 1);
+        assert_eq!(workgroups(&launch(OpKind::Copy, DType::F16, 0, 0)), 0);
         assert_eq!(workgroups(&launch(OpKind::Copy, DType::I32, 129, 0)), 3);
         assert_eq!(workgroups(&launch(OpKind::Softmax, DType::F32, 7, 3)), 7);
         assert_eq!(workgroups(&launch(OpKind::RmsNorm, DType::F16, 5, 900)), 5);

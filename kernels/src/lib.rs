@@ -17,6 +17,8 @@
 use seam::{DType, OpKind};
 
 pub mod geometry;
+#[cfg(feature = "user")]
+pub mod user;
 
 /// A kernel language.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -27,7 +29,9 @@ pub enum Language {
 
 include!(concat!(env!("OUT_DIR"), "/sources.rs"));
 
-/// The shared WGSL prelude: the `Params` push-constant block and helpers.
+/// The shared WGSL prelude: the immediate block (`seam::Launch::immediates`:
+/// `Params`, then the view offsets `o0` … `o7`) and helpers. A backend
+/// prepends it to a user kernel's [`seam::KernelDef::wgsl`].
 pub const WGSL_PARAMS: &str = include_str!("../wgsl/params.wgsl");
 
 /// The shared CUDA C prelude: the `Params` block every kernel takes by value.
@@ -254,9 +258,11 @@ mod tests {
     }
 
     /// Each prelude's `Params`, read at its C/WGSL offsets (one 32-bit word per
-    /// field, in order), finds in `Params::to_bytes` the value of the Rust
-    /// field of the same name: a field removed, added, reordered, renamed or
-    /// retyped on either side fails.
+    /// field, in order), finds the value of the Rust field of the same name:
+    /// CUDA's in `Params::to_bytes` (32 bytes), WGSL's in
+    /// `Launch::immediates` (64 bytes: the same fields, then `o0` … `o7`,
+    /// each binding's view offset). A field removed, added, reordered,
+    /// renamed or retyped on either side fails.
     #[test]
     fn prelude_params_match_seam_params_to_bytes() {
         let params = seam::Params {
@@ -268,23 +274,54 @@ mod tests {
             s1: -6.25,
             _pad: [7, 8],
         };
-        let bytes = params.to_bytes();
+        // Five bindings at distinct offsets; o5..o7 are zero (no binding).
+        let offsets = [11u32, 12, 13, 14, 15];
+        let views: Vec<seam::RawView> = offsets
+            .iter()
+            .enumerate()
+            .map(|(k, &o)| seam::RawView {
+                buffer: seam::RawBuffer(k as u64 + 1),
+                offset: o,
+                byte_offset: 4 * o as u64,
+                len: 100,
+            })
+            .collect();
+        let launch = seam::Launch {
+            op: OpKind::Add,
+            dtype: DType::F32,
+            buffers: seam::ops::BufferList::from_slice(&views),
+            params,
+        };
         let rust = rust_params_fields(&params);
-        for (prelude, wgsl, file) in [
-            (CUDA_PARAMS, false, "cuda/params.cu"),
-            (WGSL_PARAMS, true, "wgsl/params.wgsl"),
+        let mut rust_wgsl = rust.clone();
+        for k in 0..seam::kernel::MAX_BINDINGS {
+            let o = offsets.get(k).copied().unwrap_or(0);
+            rust_wgsl.push((format!("o{k}"), o as f64));
+        }
+        let cuda_bytes = params.to_bytes();
+        let wgsl_bytes = launch.immediates();
+        assert_eq!(wgsl_bytes.len(), seam::ops::IMMEDIATE_BYTES);
+        for (prelude, wgsl, file, bytes, rust) in [
+            (CUDA_PARAMS, false, "cuda/params.cu", &cuda_bytes[..], &rust),
+            (
+                WGSL_PARAMS,
+                true,
+                "wgsl/params.wgsl",
+                &wgsl_bytes[..],
+                &rust_wgsl,
+            ),
         ] {
             let fields = prelude_params_fields(prelude, wgsl);
             assert_eq!(
                 fields.len() * 4,
-                seam::Params::BYTES,
+                bytes.len(),
                 "{file}: {fields:?} is not {} bytes",
-                seam::Params::BYTES
+                bytes.len()
             );
             let names: Vec<_> = fields.iter().map(|(n, _)| n.as_str()).collect();
             let rust_names: Vec<_> = rust.iter().map(|(n, _)| n.as_str()).collect();
-            assert_eq!(names, rust_names, "{file}: fields differ from seam::Params");
-            for (i, ((name, is_float), (_, want))) in fields.iter().zip(&rust).enumerate() {
+            assert_eq!(names, rust_names, "{file}: fields differ from seam's block");
+            for (i, ((name, is_float), (_, want))) in fields.iter().zip(rust).enumerate() {
                 let word = u32::from_ne_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap());
                 let got = if *is_float {
                     f32::from_bits(word) as f64

@@ -4,7 +4,8 @@
 // workgroup x + y * groups in x, so any m and n fit the 2D dispatch grid.
 // a and b are packed words: f32, or two f16 / bf16 per u32 (bf16 is the
 // upper half of an f32). Each output sums its k products in order, as the
-// CPU reference does.
+// CPU reference does. a, b and c are indexed (in elements) from their
+// views' offsets p.o0, p.o1, p.o2: an odd 16-bit offset starts mid-word.
 @group(0) @binding(0) var<storage, read> a: array<u32>;
 @group(0) @binding(1) var<storage, read> b: array<u32>;
 @group(0) @binding(2) var<storage, read_write> c: array<f32>;
@@ -52,13 +53,13 @@ fn gemm_tile(wid: vec3<u32>, nwg: vec3<u32>, lid: vec3<u32>, kind: u32) {
         let ka = k0 + lid.x;
         var va = 0.0;
         if (row < m && ka < k) {
-            va = a_at(row * k + ka, kind);
+            va = a_at(p.o0 + row * k + ka, kind);
         }
         tile_a[lid.y][lid.x] = va;
         let kb = k0 + lid.y;
         var vb = 0.0;
         if (kb < k && col < n) {
-            vb = b_at(kb * n + col, kind);
+            vb = b_at(p.o1 + kb * n + col, kind);
         }
         tile_b[lid.y][lid.x] = vb;
         workgroupBarrier();
@@ -69,7 +70,7 @@ fn gemm_tile(wid: vec3<u32>, nwg: vec3<u32>, lid: vec3<u32>, kind: u32) {
         workgroupBarrier();
     }
     if (row < m && col < n) {
-        c[row * n + col] = acc;
+        c[p.o2 + row * n + col] = acc;
     }
 }
 

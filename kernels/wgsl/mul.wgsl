@@ -2,7 +2,7 @@
 // (two's complement multiplication gives the same bits).
 // Every binding is read_write: mul may run in place (out == a), and WebGPU
 // only lets one buffer appear in two bindings of a dispatch when both are
-// writable storage.
+// writable storage. Binding k is indexed from its view's offset p.o<k>.
 @group(0) @binding(0) var<storage, read_write> a: array<u32>;
 @group(0) @binding(1) var<storage, read_write> b: array<u32>;
 @group(0) @binding(2) var<storage, read_write> out: array<u32>;
@@ -11,7 +11,7 @@
 fn mul_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = gid.x + gid.y * nwg.x * 64u;
     if (i < p.d0) {
-        out[i] = bitcast<u32>(bitcast<f32>(a[i]) * bitcast<f32>(b[i]));
+        out[p.o2 + i] = bitcast<u32>(bitcast<f32>(a[p.o0 + i]) * bitcast<f32>(b[p.o1 + i]));
     }
 }
 
@@ -19,6 +19,6 @@ fn mul_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
 fn mul_u32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = gid.x + gid.y * nwg.x * 64u;
     if (i < p.d0) {
-        out[i] = a[i] * b[i];
+        out[p.o2 + i] = a[p.o0 + i] * b[p.o1 + i];
     }
 }

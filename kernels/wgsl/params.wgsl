@@ -1,6 +1,8 @@
 // The shared prelude, prepended to every WGSL kernel source by seam-kernels
-// (and the Metal build); not a kernel itself: the launch parameter block,
-// identical to `seam::Params` (32 bytes), and helpers more than one kernel uses.
+// (and the Metal build, and the backends to user kernels); not a kernel itself:
+// the launch's immediate block, identical to `seam::Launch::immediates` (64
+// bytes: `seam::Params`, then o0..o7, the element offset of binding k's view;
+// binding k is indexed `p.o<k> + i`), and helpers more than one kernel uses.
 struct Params {
     d0: u32,
     d1: u32,
@@ -10,6 +12,14 @@ struct Params {
     s1: f32,
     pad0: u32,
     pad1: u32,
+    o0: u32,
+    o1: u32,
+    o2: u32,
+    o3: u32,
+    o4: u32,
+    o5: u32,
+    o6: u32,
+    o7: u32,
 }
 
 var<immediate> p: Params;

@@ -5,7 +5,9 @@
 //
 // f16 buffers hold two elements per u32 word. A row of odd length shares a
 // word with its neighbour row, which another workgroup writes, so outputs
-// are stored with atomic and/or on the element's own half-word.
+// are stored with atomic and/or on the element's own half-word (so a view
+// from an odd offset, which shares its edge words with its neighbours, keeps
+// them). x, w and out are indexed from their views' offsets p.o0, p.o1, p.o2.
 @group(0) @binding(0) var<storage, read> x: array<u32>;
 @group(0) @binding(1) var<storage, read> w: array<u32>;
 @group(0) @binding(2) var<storage, read_write> out: array<atomic<u32>>;
@@ -50,9 +52,11 @@ fn rms_norm_row(wid: vec3<u32>, nwg: vec3<u32>, lid: u32, half: bool) {
     let row = wid.x + wid.y * nwg.x;
     let cols = p.d1;
     let base = row * cols;
+    let xs = p.o0 + base;
+    let outs = p.o2 + base;
     var acc = 0.0;
     for (var c = lid; c < cols; c += WG) {
-        let v = x_at(base + c, half);
+        let v = x_at(xs + c, half);
         acc += v * v;
     }
     scratch[lid] = acc;
@@ -66,7 +70,7 @@ fn rms_norm_row(wid: vec3<u32>, nwg: vec3<u32>, lid: u32, half: bool) {
     let mean_sq = scratch[0] / f32(cols);
     let inv = 1.0 / sqrt(mean_sq + p.s0);
     for (var c = lid; c < cols; c += WG) {
-        store(base + c, x_at(base + c, half) * inv * w_at(c, half), half);
+        store(outs + c, x_at(xs + c, half) * inv * w_at(p.o1 + c, half), half);
     }
 }
 

@@ -4,7 +4,7 @@
 // So the fused result is computed exactly with integer arithmetic.
 // Both bindings are read_write: scale_add may run in place (x == y), and
 // WebGPU only lets one buffer appear in two bindings of a dispatch when both
-// are writable storage.
+// are writable storage. Binding k is indexed from its view's offset p.o<k>.
 @group(0) @binding(0) var<storage, read_write> x: array<u32>;
 @group(0) @binding(1) var<storage, read_write> y: array<u32>;
 
@@ -232,6 +232,6 @@ fn fma_exact(a: u32, b: u32, c: u32) -> u32 {
 fn scale_add_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = gid.x + gid.y * nwg.x * 64u;
     if (i < p.d0) {
-        y[i] = fma_exact(bitcast<u32>(p.s0), x[i], bitcast<u32>(p.s1));
+        y[p.o1 + i] = fma_exact(bitcast<u32>(p.s0), x[p.o0 + i], bitcast<u32>(p.s1));
     }
 }

@@ -1,6 +1,7 @@
 // softmax: out[r, c] = exp(x[r, c] - max_r) / sum_c exp(x[r, c] - max_r).
 // One workgroup per row (row = workgroup x + y * groups in x); each
 // invocation strides over the row, then a shared-memory tree reduction.
+// x and out are indexed from their views' offsets p.o0, p.o1.
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 
@@ -20,11 +21,12 @@ fn softmax_f32(
         return;
     }
     let cols = p.d1;
-    let base = row * cols;
+    let base_x = p.o0 + row * cols;
+    let base_out = p.o1 + row * cols;
 
     var m = bitcast<f32>(0xFF800000u);
     for (var c = lid; c < cols; c += WG) {
-        m = max(m, x[base + c]);
+        m = max(m, x[base_x + c]);
     }
     scratch[lid] = m;
     workgroupBarrier();
@@ -39,7 +41,7 @@ fn softmax_f32(
 
     var sum = 0.0;
     for (var c = lid; c < cols; c += WG) {
-        sum += exp_accurate(x[base + c] - row_max);
+        sum += exp_accurate(x[base_x + c] - row_max);
     }
     scratch[lid] = sum;
     workgroupBarrier();
@@ -52,6 +54,6 @@ fn softmax_f32(
     let total = scratch[0];
 
     for (var c = lid; c < cols; c += WG) {
-        out[base + c] = exp_accurate(x[base + c] - row_max) / total;
+        out[base_out + c] = exp_accurate(x[base_x + c] - row_max) / total;
     }
 }

@@ -25,7 +25,7 @@ const CAPTURE_ENV: &str = "SEAM_METAL_CAPTURE";
 struct Recorded {
     pipeline: Arc<Pipeline>,
     buffers: Vec<Arc<Buffer>>,
-    params: [u8; 32],
+    params: [u8; seam::ops::IMMEDIATE_BYTES],
     sizes: Vec<u32>,
     threadgroup_memory: &'static [u32],
     groups: (u32, u32),
@@ -189,13 +189,8 @@ impl MetalBackend {
 
     /// Resolve a launch into a dispatch: kernel, pipeline, buffers, grid.
     fn resolve(&mut self, launch: &Launch) -> Result<Recorded, ErrorKind> {
-        if launch.buffers.iter().any(|v| v.offset != 0) {
-            // Views from an offset need the kernels' offset words (issue 19, in progress).
-            return Err(ErrorKind::OpUnsupported {
-                op: launch.op,
-                dtype: launch.dtype,
-            });
-        }
+        // Buffers are bound whole; each view's element offset reaches the
+        // kernel in the immediate block (`p.o<k>`), which the kernels add.
         let (lib, ep) = msl::kernel(launch.op, launch.dtype).ok_or(ErrorKind::OpUnsupported {
             op: launch.op,
             dtype: launch.dtype,
@@ -218,7 +213,7 @@ impl MetalBackend {
         Ok(Recorded {
             pipeline: self.pipeline(launch.op, lib, ep)?,
             buffers,
-            params: launch.params.to_bytes(),
+            params: launch.immediates(),
             sizes,
             threadgroup_memory: ep.threadgroup_memory,
             groups,

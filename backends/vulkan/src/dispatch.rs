@@ -1,15 +1,13 @@
 //! The Vulkan side of the launch geometry in [`seam_kernels::geometry`]: the
 //! device's `maxComputeWorkGroupCount` (x, y) bounds the grid.
 
-use seam::ErrorKind;
+use seam::{ErrorKind, Launch};
 use seam_kernels::geometry;
 
-pub use geometry::workgroups;
-
-/// Lay `groups` workgroups out on the grid, within `max_group_count`.
-pub fn grid(groups: u64, max_group_count: [u32; 3]) -> Result<(u32, u32), ErrorKind> {
-    Ok(geometry::grid(
-        groups,
-        [max_group_count[0], max_group_count[1]],
-    )?)
+/// The workgroups (x, y, z) `launch` dispatches on a device whose
+/// `maxComputeWorkGroupCount` is `max_group_count`: a catalogue op's laid
+/// out on the grid, a user kernel's own grid.
+pub fn groups(launch: &Launch, max_group_count: [u32; 3]) -> Result<(u32, u32, u32), ErrorKind> {
+    let [x, y, z] = geometry::dispatch(launch, [max_group_count[0], max_group_count[1]])?;
+    Ok((x, y, z))
 }

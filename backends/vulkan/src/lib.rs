@@ -1,7 +1,9 @@
 //! The Vulkan backend, on ash with the loader opened at run time (it builds
 //! with no Vulkan SDK and reports a missing loader or driver as a reason).
 //! Kernels are the WGSL sources of `seam-kernels`, turned into SPIR-V by naga
-//! at build time: one module per op, `Params` as push constants.
+//! at build time: one module per op, the 64-byte immediate block
+//! (`seam::Launch::immediates`: `Params` and each binding's view offset) as
+//! push constants.
 //!
 //! Decisions, each made once:
 //! - **Devices.** Every physical device with a compute queue is a device,
@@ -60,6 +62,14 @@
 //!   timing is on or spans are pending; see `backend/timing.rs`.
 //! - **Pipelines** are created lazily per (op, variant) and cached; `prepare`
 //!   creates them ahead of a capture (C7).
+//! - **Views.** Descriptors bind whole buffers; each binding's element
+//!   offset is pushed with the parameters (`p.o<k>`) and the kernels index
+//!   from it, so a graph update that moves a view re-pushes constants only.
+//! - **User kernels** (`seam::kernel`) are compiled when registered
+//!   (`prepare`): their WGSL, prelude prepended, checked by naga against the
+//!   definition and made SPIR-V at run time with bounds checks (`user.rs`),
+//!   then a pipeline of `bindings.len()` storage buffers, cached per device
+//!   by `OpKind::User`.
 //! - **Subnormals.** Where the device reports `shaderDenormPreserveFloat32`
 //!   (Vulkan 1.2) every module is compiled with SPIR-V `DenormPreserve 32`
 //!   (`float_controls.rs` patches naga's output) and the device declares
@@ -73,6 +83,7 @@ mod float_controls;
 mod stack;
 #[allow(unsafe_code)]
 mod sys;
+mod user;
 mod wait;
 
 pub use backend::VulkanBackend;

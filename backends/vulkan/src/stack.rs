@@ -1,6 +1,6 @@
 //! Small slices built on the stack: what a launch or a recording call needs
-//! per dispatch (an op has at most three bindings), without a heap
-//! allocation (issue 20).
+//! per dispatch (a catalogue op has at most three bindings, a user kernel
+//! at most `seam::kernel::MAX_BINDINGS`), without a heap allocation (issue 20).
 
 /// Call `f` with the slice `[item(0), …, item(n - 1)]`: on the stack for up
 /// to [`INLINE`] items, in a `Vec` beyond.
@@ -24,7 +24,7 @@ pub(crate) fn with_slice<T: Copy, R>(
 }
 
 /// Items [`with_slice`] keeps on the stack.
-pub(crate) const INLINE: usize = 4;
+pub(crate) const INLINE: usize = seam::kernel::MAX_BINDINGS;
 
 #[cfg(test)]
 mod tests {

@@ -1,7 +1,8 @@
 //! Backend-specific checks on whatever Vulkan device is here (lavapipe in
 //! CI): edge shapes of every op (1 element, 300,000 elements, 70,000 rows)
 //! eager and captured against the CPU reference, scale_add's exact fusion,
-//! and timestamp-query pool reuse. The contract itself (C1–C12) is the
+//! timestamp-query pool reuse, and views at odd offsets and user kernels
+//! (`view_trials.rs`, shared with seam-wgpu). The contract itself (C1–C12) is the
 //! conformance suite's, never copied here. Where there is no Vulkan device
 //! each test is an ignored trial that says why (`harness = false`).
 
@@ -10,6 +11,8 @@ use seam::{ops, DType, Device, OpCall, OpKind, Tolerance};
 
 #[path = "../../device_trials.rs"]
 mod device_trials;
+#[path = "../../view_trials.rs"]
+mod view_trials;
 
 fn main() {
     device_trials::run(
@@ -26,6 +29,18 @@ fn main() {
                 "rebinds_rewrite_descriptor_sets_in_place",
                 rebinds_rewrite_descriptor_sets_in_place,
             ),
+            ("catalogue_ops_on_odd_views_keep_neighbours", |d| {
+                view_trials::catalogue_ops_on_odd_views_keep_neighbours(&d);
+                Completion::Completed
+            }),
+            ("user_kernel_runs_over_views", |d| {
+                view_trials::user_kernel_runs_over_views(&d);
+                Completion::Completed
+            }),
+            ("kernel_errors_name_the_kernel_and_line", |d| {
+                view_trials::kernel_errors_name_the_kernel_and_line(&d);
+                Completion::Completed
+            }),
         ],
     )
 }

@@ -5,8 +5,8 @@ use crate::dispatch;
 use crate::gpu::{Gpu, WAIT_LIMIT};
 use crate::kernels::Kernels;
 use seam::{
-    Backend, CaptureSupport, DType, DeviceInfo, ErrorKind, Launch, OpKind, Params, RawBuffer,
-    RawGraph, ReplayTarget, ResourceCounts,
+    Backend, CaptureSupport, DType, DeviceInfo, ErrorKind, Launch, OpKind, RawBuffer, RawGraph,
+    ReplayTarget, ResourceCounts,
 };
 use std::collections::HashMap;
 use std::sync::mpsc;
@@ -27,13 +27,17 @@ struct Buf {
     size: u64,
 }
 
+/// The immediate block a kernel receives (`Launch::immediates`).
+type Immediates = [u8; seam::ops::IMMEDIATE_BYTES];
+
 /// One fully resolved dispatch: everything a replay needs, nothing to look up.
 #[derive(Clone)]
 struct Dispatch {
     pipeline: wgpu::ComputePipeline,
     bind_group: wgpu::BindGroup,
-    params: Params,
-    groups: (u32, u32),
+    /// `Params` and the views' element offsets, as the kernel receives them.
+    immediates: Immediates,
+    groups: (u32, u32, u32),
 }
 
 /// One dispatch of a captured graph with the pass state it must set, worked
@@ -42,8 +46,6 @@ struct Dispatch {
 /// eager batch does (which sets all three every time).
 struct Step {
     dispatch: Dispatch,
-    /// `dispatch.params` as the kernel receives them.
-    immediates: [u8; Params::BYTES],
     sets: Sets,
 }
 
@@ -93,18 +95,18 @@ impl Graph {
     fn new(dispatches: Vec<Dispatch>) -> Graph {
         let mut steps: Vec<Step> = Vec::with_capacity(dispatches.len());
         for dispatch in dispatches {
-            let immediates = dispatch.params.to_bytes();
             let sets = Sets::after(
-                steps
-                    .last()
-                    .map(|s| (&s.dispatch.pipeline, &s.dispatch.bind_group, &s.immediates)),
-                (&dispatch.pipeline, &dispatch.bind_group, &immediates),
+                steps.last().map(|s| {
+                    let d = &s.dispatch;
+                    (&d.pipeline, &d.bind_group, &d.immediates)
+                }),
+                (
+                    &dispatch.pipeline,
+                    &dispatch.bind_group,
+                    &dispatch.immediates,
+                ),
             );
-            steps.push(Step {
-                dispatch,
-                immediates,
-                sets,
-            });
+            steps.push(Step { dispatch, sets });
         }
         Graph { steps }
     }
@@ -227,19 +229,19 @@ impl WgpuBackend {
         Ok(group)
     }
 
-    /// Resolve a launch into a dispatch: pipeline, bind group, workgroup counts.
+    /// Resolve a launch into a dispatch: pipeline, bind group (whole
+    /// buffers), immediates (the params and the views' offsets), workgroup
+    /// counts.
     fn resolve(&mut self, launch: &Launch) -> Result<Dispatch, ErrorKind> {
-        let groups = dispatch::grid(
-            dispatch::workgroups(launch),
-            self.gpu.limits.max_compute_workgroups_per_dimension,
-        )?;
+        let groups =
+            dispatch::groups(launch, self.gpu.limits.max_compute_workgroups_per_dimension)?;
         let pipeline = self.kernels.pipeline(&self.gpu, launch.op, launch.dtype)?;
         let raws: Vec<RawBuffer> = launch.buffers.iter().map(|v| v.buffer).collect();
         let bind_group = self.bind_group(launch.op, &raws)?;
         Ok(Dispatch {
             pipeline,
             bind_group,
-            params: launch.params,
+            immediates: launch.immediates(),
             groups,
         })
     }
@@ -399,8 +401,8 @@ fn encode(gpu: &Gpu, batch: &[Dispatch], steps: &[Step]) -> Result<wgpu::Command
         for d in batch {
             pass.set_pipeline(&d.pipeline);
             pass.set_bind_group(0, &d.bind_group, &[]);
-            pass.set_immediates(0, &d.params.to_bytes());
-            pass.dispatch_workgroups(d.groups.0, d.groups.1, 1);
+            pass.set_immediates(0, &d.immediates);
+            pass.dispatch_workgroups(d.groups.0, d.groups.1, d.groups.2);
         }
         for s in steps {
             let d = &s.dispatch;
@@ -411,9 +413,9 @@ fn encode(gpu: &Gpu, batch: &[Dispatch], steps: &[Step]) -> Result<wgpu::Command
                 pass.set_bind_group(0, &d.bind_group, &[]);
             }
             if s.sets.immediates {
-                pass.set_immediates(0, &s.immediates);
+                pass.set_immediates(0, &d.immediates);
             }
-            pass.dispatch_workgroups(d.groups.0, d.groups.1, 1);
+            pass.dispatch_workgroups(d.groups.0, d.groups.1, d.groups.2);
         }
     }
     gpu.checked("wgpu::CommandEncoder::finish", || encoder.finish())
@@ -522,13 +524,6 @@ impl Backend for WgpuBackend {
     }
 
     fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
-        if launch.buffers.iter().any(|v| v.offset != 0) {
-            // Views from an offset need the kernels' offset words (issue 19, in progress).
-            return Err(ErrorKind::OpUnsupported {
-                op: launch.op,
-                dtype: launch.dtype,
-            });
-        }
         let d = self.resolve(launch)?;
         if let Some(rec) = &mut self.recording {
             rec.push(d);

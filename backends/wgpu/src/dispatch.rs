@@ -1,12 +1,18 @@
 //! The wgpu side of the launch geometry in [`seam_kernels::geometry`]: one
 //! limit, `max_compute_workgroups_per_dimension`, bounds both grid axes.
 
-use seam::ErrorKind;
+use seam::{ErrorKind, Launch};
 use seam_kernels::geometry;
 
-pub use geometry::workgroups;
+/// The workgroups (x, y, z) `launch` dispatches, within `max_per_dim` on
+/// each axis: a catalogue op's laid out on the grid, a user kernel's own.
+pub fn groups(launch: &Launch, max_per_dim: u32) -> Result<(u32, u32, u32), ErrorKind> {
+    let [x, y, z] = geometry::dispatch(launch, [max_per_dim; 2])?;
+    Ok((x, y, z))
+}
 
 /// Lay `groups` workgroups out on the grid, within `max_per_dim` on each axis.
+#[cfg(test)]
 pub fn grid(groups: u64, max_per_dim: u32) -> Result<(u32, u32), ErrorKind> {
     Ok(geometry::grid(groups, [max_per_dim; 2])?)
 }

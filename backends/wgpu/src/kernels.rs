@@ -1,6 +1,8 @@
 //! Shader modules, layouts and pipelines, all cached for the device's life:
 //! one module, bind group layout and pipeline layout per op; one compute
 //! pipeline per (op, entry point). A replay only uses what is here (C7).
+//! A user kernel (`OpKind::User`) is one op of one entry point (its name),
+//! its module made from its WGSL when it is registered (`prepare`).
 
 use crate::gpu::Gpu;
 use crate::IMMEDIATE_BYTES;
@@ -62,11 +64,23 @@ fn storage_bindings(op: OpKind, source: &str) -> Result<Vec<bool>, ErrorKind> {
 }
 
 fn build_op(gpu: &Gpu, op: OpKind) -> Result<OpKernel, ErrorKind> {
-    let source = seam_kernels::source(op, Language::Wgsl).ok_or(ErrorKind::OpUnsupported {
-        op,
-        dtype: DType::F32,
-    })?;
-    let read_only = storage_bindings(op, &source)?;
+    let (source, read_only) = match op {
+        // Parsed, validated and checked against its definition by naga
+        // first: a mistake is KernelCompile with naga's message.
+        OpKind::User(k) => {
+            let m = seam_kernels::user::compile(k)?;
+            (m.source, m.read_only)
+        }
+        _ => {
+            let source =
+                seam_kernels::source(op, Language::Wgsl).ok_or(ErrorKind::OpUnsupported {
+                    op,
+                    dtype: DType::F32,
+                })?;
+            let read_only = storage_bindings(op, &source)?;
+            (source, read_only)
+        }
+    };
     let entries: Vec<wgpu::BindGroupLayoutEntry> = read_only
         .iter()
         .enumerate()
@@ -81,13 +95,15 @@ fn build_op(gpu: &Gpu, op: OpKind) -> Result<OpKernel, ErrorKind> {
             count: None,
         })
         .collect();
-    let module = gpu.checked("wgpu::Device::create_shader_module", || {
-        gpu.device
-            .create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(op.name()),
-                source: wgpu::ShaderSource::Wgsl(source.into()),
-            })
-    })?;
+    let module = gpu
+        .checked("wgpu::Device::create_shader_module", || {
+            gpu.device
+                .create_shader_module(wgpu::ShaderModuleDescriptor {
+                    label: Some(op.name()),
+                    source: wgpu::ShaderSource::Wgsl(source.into()),
+                })
+        })
+        .map_err(|e| compile_error(op, e))?;
     let bind_layout = gpu.checked("wgpu::Device::create_bind_group_layout", || {
         gpu.device
             .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
@@ -108,6 +124,28 @@ fn build_op(gpu: &Gpu, op: OpKind) -> Result<OpKernel, ErrorKind> {
         bind_layout,
         pipeline_layout,
     })
+}
+
+/// A user kernel's module or pipeline wgpu refused (after naga accepted
+/// it): KernelCompile with wgpu's message. A catalogue op's stays a driver
+/// error: its WGSL is validated at build time.
+fn compile_error(op: OpKind, e: ErrorKind) -> ErrorKind {
+    match op {
+        OpKind::User(k) => ErrorKind::KernelCompile {
+            kernel: k.name(),
+            compiler: "wgpu".into(),
+            log: e.to_string(),
+        },
+        _ => e,
+    }
+}
+
+/// The entry point an (op, dtype) launch runs: a user kernel's is its name.
+fn entry_point(op: OpKind, dtype: DType) -> String {
+    match op {
+        OpKind::User(k) => k.name().to_string(),
+        _ => seam_kernels::entry_point(op, dtype),
+    }
 }
 
 impl Kernels {
@@ -134,24 +172,26 @@ impl Kernels {
         if let Some(p) = self.by_dtype.get(&(op, dtype)) {
             return Ok(p.clone());
         }
-        let entry = seam_kernels::entry_point(op, dtype);
+        let entry = entry_point(op, dtype);
         if let Some(p) = self.pipelines.get(&(op, entry.clone())) {
             let p = p.clone();
             self.by_dtype.insert((op, dtype), p.clone());
             return Ok(p);
         }
         let kernel = self.op(gpu, op)?;
-        let pipeline = gpu.checked("wgpu::Device::create_compute_pipeline", || {
-            gpu.device
-                .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                    label: Some(&entry),
-                    layout: Some(&kernel.pipeline_layout),
-                    module: &kernel.module,
-                    entry_point: Some(&entry),
-                    compilation_options: Default::default(),
-                    cache: None,
-                })
-        })?;
+        let pipeline = gpu
+            .checked("wgpu::Device::create_compute_pipeline", || {
+                gpu.device
+                    .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                        label: Some(&entry),
+                        layout: Some(&kernel.pipeline_layout),
+                        module: &kernel.module,
+                        entry_point: Some(&entry),
+                        compilation_options: Default::default(),
+                        cache: None,
+                    })
+            })
+            .map_err(|e| compile_error(op, e))?;
         self.pipelines.insert((op, entry), pipeline.clone());
         self.by_dtype.insert((op, dtype), pipeline.clone());
         Ok(pipeline)

@@ -5,8 +5,9 @@
 //! Decisions, each made once (docs/wgpu.md says what the emulated graph
 //! saves and what it does not):
 //! - **Devices.** Every adapter of every wgpu backend compiled in, in wgpu's
-//!   enumeration order, that has `Features::IMMEDIATES` with at least 32
-//!   bytes of `max_immediate_size` (the `Params` block is `var<immediate>`)
+//!   enumeration order, that has `Features::IMMEDIATES` with at least 64
+//!   bytes of `max_immediate_size` (the `Params` block and the views'
+//!   offsets are `var<immediate>`)
 //!   and compute shaders. An adapter without them is skipped with a reason
 //!   ([`adapters`] lists it). `WGPU_BACKEND` narrows the backends, as wgpu does.
 //! - **Memory.** One `STORAGE | COPY_SRC | COPY_DST` buffer per allocation,
@@ -20,7 +21,13 @@
 //!   matches the kernel's `read` / `read_write` declarations); one compute
 //!   pipeline per (op, entry point), made lazily or by `prepare`, cached for
 //!   the device's life. Bind groups are cached per (op, buffers) and evicted
-//!   when a buffer is freed.
+//!   when a buffer is freed. They bind whole buffers: a view's element
+//!   offset goes to the kernel in the immediates (`p.o<k>`), so views of
+//!   the same buffers share a bind group.
+//! - **User kernels** (`seam::kernel`) are compiled when registered
+//!   (`prepare`): the WGSL, prelude prepended, checked by naga against the
+//!   definition (`seam_kernels::user`), then `create_shader_module` inside
+//!   error scopes; the bind group layout follows the WGSL's declarations.
 //! - **Eager launches** are resolved at launch (pipeline, bind group,
 //!   workgroup counts) and batched; the batch is encoded into one compute
 //!   pass and submitted at the next write, read, synchronize, replay, or
@@ -69,8 +76,9 @@ use seam::{Backend, ErrorKind};
 pub const INSTALL_HINT: &str =
     "no wgpu adapter: install mesa-vulkan-drivers for the CPU device (lavapipe)";
 
-/// Bytes of immediate data (push constants) every kernel needs: `seam::Params`.
-pub const IMMEDIATE_BYTES: u32 = std::mem::size_of::<seam::Params>() as u32;
+/// Bytes of immediate data (push constants) every kernel needs:
+/// `seam::Launch::immediates` (`Params`, then each binding's view offset).
+pub const IMMEDIATE_BYTES: u32 = seam::ops::IMMEDIATE_BYTES as u32;
 
 /// One adapter wgpu found, and why it is skipped if it is.
 #[derive(Clone, Debug)]
@@ -114,7 +122,7 @@ fn unusable(adapter: &wgpu::Adapter) -> Option<String> {
     let max = adapter.limits().max_immediate_size;
     if max < IMMEDIATE_BYTES {
         return Some(format!(
-            "max_immediate_size is {max} bytes, the Params block needs {IMMEDIATE_BYTES}"
+            "max_immediate_size is {max} bytes, the immediate block (Params and view offsets) needs {IMMEDIATE_BYTES}"
         ));
     }
     let downlevel = adapter.get_downlevel_capabilities();

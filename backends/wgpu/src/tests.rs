@@ -1,6 +1,7 @@
 //! Backend-level tests of what the conformance suite cannot see from the
 //! seam: pipeline caching across replays, wgpu errors becoming seam errors,
-//! unaligned 16-bit host access, long eager batches. Each needs an adapter
+//! unaligned 16-bit host access, long eager batches; views at odd offsets
+//! and user kernels (`view_trials.rs`, shared with seam-vulkan). Each needs an adapter
 //! (lavapipe in CI); where there is none each is an ignored trial saying
 //! why. The lib's test target has `harness = false`: these run as
 //! libtest-mimic trials from `main` below.
@@ -14,6 +15,8 @@ use seam::{
 
 #[path = "../../device_trials.rs"]
 mod device_trials;
+#[path = "../../view_trials.rs"]
+mod view_trials;
 
 pub fn main() {
     use crate::{backend, dispatch, kernels, validation};
@@ -74,6 +77,18 @@ pub fn main() {
                 "destroy_while_replay_in_flight_completes",
                 destroy_while_replay_in_flight_completes,
             ),
+            ("catalogue_ops_on_odd_views_keep_neighbours", |b| {
+                view_trials::catalogue_ops_on_odd_views_keep_neighbours(&Device::new(Box::new(b)));
+                Completion::Completed
+            }),
+            ("user_kernel_runs_over_views", |b| {
+                view_trials::user_kernel_runs_over_views(&Device::new(Box::new(b)));
+                Completion::Completed
+            }),
+            ("kernel_errors_name_the_kernel_and_line", |b| {
+                view_trials::kernel_errors_name_the_kernel_and_line(&Device::new(Box::new(b)));
+                Completion::Completed
+            }),
         ],
     )
 }

@@ -214,7 +214,7 @@ impl Encoder {
             uses.hold(buf);
         }
         let params = NonNull::from(&d.params).cast::<c_void>();
-        // SAFETY: `params` points at 32 live bytes; Metal copies them now.
+        // SAFETY: `params` points at d.params.len() (64) live bytes; Metal copies them now.
         unsafe { enc.setBytes_length_atIndex(params, d.params.len(), PARAMS_INDEX) };
         let sizes = NonNull::from(d.sizes.as_slice()).cast::<c_void>();
         // SAFETY: `sizes` points at sizes.len() live u32s (checked non-empty);

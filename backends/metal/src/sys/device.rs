@@ -254,8 +254,9 @@ pub struct Dispatch<'a> {
     pub pipeline: &'a Pipeline,
     /// Bound at indices 0.. in signature order.
     pub buffers: Vec<&'a Buffer>,
-    /// The 32-byte `Params` block, at `PARAMS_INDEX`.
-    pub params: [u8; 32],
+    /// The 64-byte immediate block (`Launch::immediates`: `Params`, then
+    /// each binding's view offset), at `PARAMS_INDEX`.
+    pub params: [u8; seam::ops::IMMEDIATE_BYTES],
     /// naga's `_mslBufferSizes` members, at `SIZES_INDEX`.
     pub sizes: Vec<u32>,
     /// Length of each `threadgroup` argument.

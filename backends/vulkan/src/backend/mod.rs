@@ -202,11 +202,26 @@ impl VulkanBackend {
 
     // ----- pipelines -----
 
-    /// The pipeline of an (op, dtype) pair, created on first use.
+    /// The pipeline of an (op, dtype) pair, created on first use. A user
+    /// kernel's is made from its WGSL (`user.rs`) when it is registered
+    /// (`prepare`), keyed by its `OpKind::User`.
     fn pipeline(&mut self, op: OpKind, dtype: DType) -> Result<Pipeline, ErrorKind> {
-        let key = (op, seam_kernels::variant(op, dtype));
+        let key = match op {
+            OpKind::User(k) => (op, k.name()),
+            _ => (op, seam_kernels::variant(op, dtype)),
+        };
         if let Some(p) = self.pipelines.get(&key) {
             return Ok(p.clone());
+        }
+        if let OpKind::User(k) = op {
+            let words = crate::user::spirv(k)?;
+            let entry = CString::new(k.name())
+                .map_err(|e| ErrorKind::driver("vkCreateComputePipelines", e))?;
+            let p = self
+                .gpu
+                .compute_pipeline(k.def().bindings.len(), &words, &entry)?;
+            self.pipelines.insert(key, p.clone());
+            return Ok(p);
         }
         let words = seam_kernels::spirv(op).ok_or(ErrorKind::OpUnsupported { op, dtype })?;
         let entry = CString::new(seam_kernels::entry_point(op, dtype))
@@ -297,22 +312,14 @@ impl Backend for VulkanBackend {
 
     fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
         self.validated("launch", |b| {
-            if launch.buffers.iter().any(|v| v.offset != 0) {
-                // Views from an offset need the kernels' offset words (issue 19, in progress).
-                return Err(ErrorKind::OpUnsupported {
-                    op: launch.op,
-                    dtype: launch.dtype,
-                });
-            }
             let pipeline = b.pipeline(launch.op, launch.dtype)?;
-            let groups = dispatch::grid(
-                dispatch::workgroups(launch),
-                b.gpu.adapter().max_group_count,
-            )?;
+            let groups = dispatch::groups(launch, b.gpu.adapter().max_group_count)?;
             for v in launch.buffers.iter() {
                 b.buffer(v.buffer)?;
             }
-            let params = launch.params.to_bytes();
+            // Whole buffers are bound; each view's offset reaches the kernel
+            // in the immediate block (`p.o<k>`).
+            let params = launch.immediates();
             if b.capture.is_none() {
                 b.eager()?;
             }
@@ -517,8 +524,8 @@ impl VulkanBackend {
                     .zip(launch.op.signature())
                     .map(|(buf, binding)| (buf, binding.access))
                     .collect(),
-                params: launch.params.to_bytes(),
-                groups: dispatch::grid(dispatch::workgroups(launch), max_groups)?,
+                params: launch.immediates(),
+                groups: dispatch::groups(launch, max_groups)?,
             });
         }
         let exec = match target {

@@ -223,10 +223,13 @@ impl Gpu {
 
     /// The layouts for `bindings` storage buffers (1..=3), created on first use.
     fn layout(&mut self, bindings: usize) -> Result<Arc<Layout>, ErrorKind> {
-        if !(1..=3).contains(&bindings) {
+        if !(1..=super::MAX_BINDINGS).contains(&bindings) {
             return Err(ErrorKind::driver(
                 "vkCreateDescriptorSetLayout",
-                format!("{bindings} bindings: kernels take 1 to 3 buffers"),
+                format!(
+                    "{bindings} bindings: kernels take 1 to {} buffers",
+                    super::MAX_BINDINGS
+                ),
             ));
         }
         if self.layouts.len() < bindings {

@@ -27,8 +27,13 @@ pub const FENCE_TIMEOUT_NS: u64 = 20_000_000_000;
 pub const INSTALL_HINT: &str =
     "no Vulkan loader/ICD: install mesa-vulkan-drivers for the CPU device (lavapipe)";
 
-/// Size of the push-constant block (`seam::Params`).
-pub const PUSH_CONSTANT_BYTES: u32 = seam::Params::BYTES as u32;
+/// Size of the push-constant block: `seam::Launch::immediates` (`Params`,
+/// then each binding's view offset).
+pub const PUSH_CONSTANT_BYTES: u32 = seam::ops::IMMEDIATE_BYTES as u32;
+
+/// Most storage buffers one pipeline binds (a user kernel's limit; the
+/// catalogue's ops take 1 to 3).
+pub const MAX_BINDINGS: usize = seam::kernel::MAX_BINDINGS;
 
 pub(crate) fn drv(call: &'static str) -> impl Fn(vk::Result) -> ErrorKind {
     move |r| ErrorKind::driver(call, r)

@@ -53,7 +53,7 @@ struct Dispatch {
     /// empty; its buffers are held in `Inner::buffers`).
     bindings: Vec<(Buffer, bool)>,
     params: [u8; PUSH_CONSTANT_BYTES as usize],
-    groups: (u32, u32),
+    groups: (u32, u32, u32),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -248,14 +248,15 @@ impl CommandBuffer {
     }
 
     /// Bind `pipeline`, point binding i at `bindings[i]` (whole buffer), push
-    /// the parameter block and dispatch `groups` workgroups. The kernels
-    /// bound every access by the buffer's length (`arrayLength`).
+    /// the immediate block (`Params` and the views' element offsets, which
+    /// the kernels add to their indices) and dispatch `groups` workgroups.
+    /// The kernels bound every access by the buffer's length (`arrayLength`).
     pub fn dispatch(
         &mut self,
         pipeline: &Pipeline,
         bindings: &[(&Buffer, seam::ops::Access)],
         params: &[u8; PUSH_CONSTANT_BYTES as usize],
-        groups: (u32, u32),
+        groups: (u32, u32, u32),
     ) -> Result<(), ErrorKind> {
         const CALL: &str = "vkCmdDispatch";
         let inner = self.recording(CALL)?;
@@ -279,7 +280,10 @@ impl CommandBuffer {
             ));
         }
         let a = &inner.shared.adapter;
-        if groups.0 > a.max_group_count[0] || groups.1 > a.max_group_count[1] {
+        if groups.0 > a.max_group_count[0]
+            || groups.1 > a.max_group_count[1]
+            || groups.2 > a.max_group_count[2]
+        {
             return Err(ErrorKind::driver(
                 CALL,
                 format!(
@@ -521,7 +525,7 @@ impl Inner {
                 0,
                 &d.params,
             );
-            dev.cmd_dispatch(self.cmd, d.groups.0, d.groups.1, 1);
+            dev.cmd_dispatch(self.cmd, d.groups.0, d.groups.1, d.groups.2);
         }
     }
 
@@ -572,7 +576,7 @@ impl Inner {
                 let sets = (POOL_FIRST << self.descriptor_pools.len().min(6)).min(POOL_MAX);
                 let sizes = [vk::DescriptorPoolSize::default()
                     .ty(vk::DescriptorType::STORAGE_BUFFER)
-                    .descriptor_count(sets * 3)];
+                    .descriptor_count(sets * super::MAX_BINDINGS as u32)];
                 let info = vk::DescriptorPoolCreateInfo::default()
                     .max_sets(sets)
                     .pool_sizes(&sizes);

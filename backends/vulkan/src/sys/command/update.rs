@@ -13,7 +13,7 @@ pub struct DispatchUpdate<'a> {
     pub pipeline: &'a Pipeline,
     pub bindings: Vec<(&'a Buffer, seam::ops::Access)>,
     pub params: [u8; PUSH_CONSTANT_BYTES as usize],
-    pub groups: (u32, u32),
+    pub groups: (u32, u32, u32),
 }
 
 impl CommandBuffer {
@@ -239,7 +239,10 @@ impl Inner {
                     b.size()
                 ));
             }
-            if c.groups.0 > adapter.max_group_count[0] || c.groups.1 > adapter.max_group_count[1] {
+            if c.groups.0 > adapter.max_group_count[0]
+                || c.groups.1 > adapter.max_group_count[1]
+                || c.groups.2 > adapter.max_group_count[2]
+            {
                 return refuse(format!(
                     "{:?} workgroups exceed maxComputeWorkGroupCount {:?}",
                     c.groups, adapter.max_group_count
