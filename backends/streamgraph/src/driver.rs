@@ -124,7 +124,9 @@ pub trait StreamDriver: GraphDriver + Send {
     /// `cuGraphExecKernelNodeSetParams`, HIP `hipGraphExecKernelNodeSetParams`.
     /// Launches of `exec` already queued must keep the old parameters; later
     /// launches get the new ones. The implementation checks that `node` is
-    /// one of `graph`'s nodes before handing it to the driver.
+    /// one of `graph`'s nodes before handing it to the driver, in O(1) (a
+    /// rebind patches every changed node: CUDA and HIP keep the graph's
+    /// node set, listed once when the capture ended, with the graph).
     fn set_kernel_node(
         &self,
         exec: &Self::Exec,

@@ -153,6 +153,9 @@ struct State {
     fail: Option<&'static str>,
     /// A capture that fails to end (invalidated, as after an illegal call).
     invalidate: bool,
+    /// The next `captured_node` answers with the previous capture's node at
+    /// the same index: a node of another graph.
+    misreport_node: bool,
     /// Things a real driver would punish, as they happened.
     violations: Vec<String>,
 }
@@ -274,6 +277,12 @@ impl FakeDriver {
         self.s().invalidate = true;
     }
 
+    /// Make the next `captured_node` name a node of the previous capture's
+    /// graph (same index), as a driver that misreported its node would.
+    pub fn misreport_next_node(&self) {
+        self.s().misreport_node = true;
+    }
+
     /// Let queued work finish (a wait the test makes, outside the logic).
     pub fn synchronize_for_test(&self) {
         let mut s = self.s();
@@ -318,18 +327,20 @@ impl GraphDriver for FakeDriver {
     fn captured_node(&self) -> Result<FakeNode, ErrorKind> {
         let index = self.s().recorded.len().saturating_sub(1);
         self.step(Call::CapturedNode { index }, "captured_node")?;
-        let s = self.s();
+        let mut s = self.s();
         if !s.capturing {
             return Err(ErrorKind::driver(
                 "captured_node",
                 "the stream is not capturing",
             ));
         }
+        let capture = if std::mem::take(&mut s.misreport_node) {
+            s.capture - 1
+        } else {
+            s.capture
+        };
         match s.recorded.last() {
-            Some(k) if k.kernel => Ok(FakeNode {
-                capture: s.capture,
-                index,
-            }),
+            Some(k) if k.kernel => Ok(FakeNode { capture, index }),
             Some(k) => Err(ErrorKind::driver(
                 "captured_node",
                 format!("the last node ({}) is not a kernel node", k.name),
@@ -626,6 +637,8 @@ impl StreamDriver for FakeDriver {
         let new = self.node_of(l);
         let mut s = self.s();
         let refuse = |why: String| Err(ErrorKind::driver("set_kernel_node", why));
+        // Membership, as the real drivers check it against the node set
+        // kept with the graph: O(1), from what the graph holds.
         match s.graphs.get(graph) {
             Some(g) if g.capture == node.capture && node.index < g.nodes.len() => {}
             Some(_) => return refuse(format!("{node:?} is not a node of graph {graph}")),

@@ -42,3 +42,5 @@ mod backend_tests;
 mod fake;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod update_tests;

@@ -6,6 +6,7 @@ use super::{check, events, ready};
 use cudarc::driver::sys as cu;
 use seam::ErrorKind;
 use seam_streamgraph::{check_range, owned_handle, GraphDriver, KernelLaunch, StreamDriver};
+use std::collections::HashSet;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::ptr;
 use std::sync::Arc;
@@ -365,7 +366,9 @@ impl StreamDriver for Stream {
         l: &KernelLaunch<'_, Self>,
     ) -> Result<(), ErrorKind> {
         const CALL: &str = "cuGraphExecKernelNodeSetParams";
-        if !graph_nodes(graph)?.contains(&node.0) {
+        // One hash lookup in the graph's node set (fetched once, when the
+        // capture ended), not a node-list query per patched node.
+        if !graph.has_node(node) {
             return Err(ErrorKind::driver(
                 CALL,
                 "the node is not one of the graph's",
@@ -390,7 +393,10 @@ impl StreamDriver for Stream {
             kern: ptr::null_mut(),
             ctx: ptr::null_mut(),
         };
-        // SAFETY: `node` is a node of `graph` (checked above), which is live
+        // SAFETY: `node` is a node of `graph` (checked above against the
+        // graph's node set, which `cuGraphGetNodes` returned when the capture ended;
+        // nothing in this crate adds or removes nodes of a captured graph, so
+        // the set is still exactly the graph's nodes), and the graph is live
         // (borrowed), so the handle is valid; an exec not instantiated from
         // `graph` does not hold it, which the driver reports as an error.
         // `params` carries a KernelLaunch's function, grid and block and one
@@ -406,7 +412,7 @@ impl StreamDriver for Stream {
 }
 
 /// The nodes of a live graph (`cuGraphGetNodes`).
-fn graph_nodes(graph: &Graph) -> Result<Vec<cu::CUgraphNode>, ErrorKind> {
+fn graph_nodes(graph: &GraphHandle) -> Result<Vec<cu::CUgraphNode>, ErrorKind> {
     let mut n: usize = 0;
     // SAFETY: the graph is live (borrowed); a null array asks only for the
     // count, written to `n`.
@@ -426,10 +432,39 @@ fn graph_nodes(graph: &Graph) -> Result<Vec<cu::CUgraphNode>, ErrorKind> {
 // ----- capture, graphs, events -----
 
 owned_handle! {
-    /// A captured graph (topology only; replay needs an instantiated
-    /// [`GraphExec`]). An exec made from it is independent of it (the shared
-    /// logic still destroys the exec first, as HIP wants).
-    pub struct Graph(cu::CUgraph) => cu::cuGraphDestroy;
+    /// The owned handle of a captured graph ([`Graph`] keeps it).
+    struct GraphHandle(cu::CUgraph) => cu::cuGraphDestroy;
+}
+
+/// A captured graph (topology only; replay needs an instantiated
+/// [`GraphExec`]). An exec made from it is independent of it (the shared
+/// logic still destroys the exec first, as HIP wants).
+///
+/// Kept with the set of its node handles (as addresses), fetched once with
+/// `cuGraphGetNodes` when the capture ends: a captured graph is never edited
+/// afterwards, so the set stays exact, and [`StreamDriver::set_kernel_node`]
+/// checks a node against it in O(1) instead of listing the graph's nodes
+/// for every patched node (O(N²) for a rebind of N launches; issue 18).
+pub struct Graph {
+    handle: GraphHandle,
+    nodes: HashSet<usize>,
+}
+
+impl Graph {
+    /// Keep a graph the capture returned, with its nodes listed; on an
+    /// error the handle is dropped, which destroys the graph.
+    fn new(handle: GraphHandle) -> Result<Graph, ErrorKind> {
+        let nodes = graph_nodes(&handle)?
+            .into_iter()
+            .map(|n| n as usize)
+            .collect();
+        Ok(Graph { handle, nodes })
+    }
+
+    /// Whether `node` is one of this graph's nodes.
+    fn has_node(&self, node: &KernelNode) -> bool {
+        self.nodes.contains(&(node.0 as usize))
+    }
 }
 
 owned_handle! {
@@ -541,9 +576,12 @@ impl GraphDriver for Stream {
         // SAFETY: the stream is live; `g` is a valid out-pointer (left null
         // if the capture was invalidated).
         let r = unsafe { cu::cuStreamEndCapture(self.raw, &mut g) };
-        let graph = (!g.is_null()).then_some(Graph(g));
+        let graph = (!g.is_null()).then_some(GraphHandle(g));
         check("cuStreamEndCapture", r)?;
-        graph.ok_or_else(|| ErrorKind::driver("cuStreamEndCapture", "no graph was returned"))
+        let graph = graph
+            .ok_or_else(|| ErrorKind::driver("cuStreamEndCapture", "no graph was returned"))?;
+        // Dropped (destroyed) if listing its nodes fails.
+        Graph::new(graph)
     }
 
     fn is_capturing(&self) -> Result<bool, ErrorKind> {
@@ -559,7 +597,7 @@ impl GraphDriver for Stream {
         let mut e: cu::CUgraphExec = ptr::null_mut();
         // SAFETY: the graph is live (borrowed); `e` is a valid out-pointer.
         check("cuGraphInstantiate", unsafe {
-            cu::cuGraphInstantiateWithFlags(&mut e, graph.0, 0)
+            cu::cuGraphInstantiateWithFlags(&mut e, graph.handle.0, 0)
         })?;
         Ok(GraphExec(e))
     }

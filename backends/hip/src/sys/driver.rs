@@ -7,6 +7,7 @@ use super::check;
 use hip_runtime_sys as hip;
 use seam::ErrorKind;
 use seam_streamgraph::{check_range, owned_handle, GraphDriver, KernelLaunch, StreamDriver};
+use std::collections::HashSet;
 use std::ffi::{c_int, c_void, CString};
 use std::ptr;
 use std::sync::{Arc, OnceLock};
@@ -246,7 +247,9 @@ impl StreamDriver for Stream {
         l: &KernelLaunch<'_, Self>,
     ) -> Result<(), ErrorKind> {
         const CALL: &str = "hipGraphExecKernelNodeSetParams";
-        if !graph_nodes(graph)?.contains(&node.0) {
+        // One hash lookup in the graph's node set (fetched once, when the
+        // capture ended), not a node-list query per patched node.
+        if !graph.has_node(node) {
             return Err(ErrorKind::driver(
                 CALL,
                 "the node is not one of the graph's",
@@ -274,7 +277,10 @@ impl StreamDriver for Stream {
             kernelParams: ptrs.as_mut_ptr(),
             sharedMemBytes: 0,
         };
-        // SAFETY: `node` is a node of `graph` (checked above), which is live
+        // SAFETY: `node` is a node of `graph` (checked above against the
+        // graph's node set, which `hipGraphGetNodes` returned when the capture ended;
+        // nothing in this crate adds or removes nodes of a captured graph, so
+        // the set is still exactly the graph's nodes), and the graph is live
         // (borrowed), so the handle is valid; an exec not instantiated from
         // `graph` does not hold it, which the runtime reports as an error.
         // `params` carries a KernelLaunch's function, grid and block and one
@@ -294,7 +300,7 @@ impl StreamDriver for Stream {
 }
 
 /// The nodes of a live graph (`hipGraphGetNodes`).
-fn graph_nodes(graph: &Graph) -> Result<Vec<hip::hipGraphNode_t>, ErrorKind> {
+fn graph_nodes(graph: &GraphHandle) -> Result<Vec<hip::hipGraphNode_t>, ErrorKind> {
     let mut n: usize = 0;
     // SAFETY: the graph is live (borrowed); a null array asks only for the
     // count, written to `n`.
@@ -314,9 +320,38 @@ fn graph_nodes(graph: &Graph) -> Result<Vec<hip::hipGraphNode_t>, ErrorKind> {
 // ----- capture, graphs, events -----
 
 owned_handle! {
-    /// A captured graph (topology; replay needs an instantiated
-    /// [`GraphExec`]); the shared logic destroys its exec first.
-    pub struct Graph(hip::hipGraph_t) => hip::hipGraphDestroy;
+    /// The owned handle of a captured graph ([`Graph`] keeps it).
+    struct GraphHandle(hip::hipGraph_t) => hip::hipGraphDestroy;
+}
+
+/// A captured graph (topology; replay needs an instantiated
+/// [`GraphExec`]); the shared logic destroys its exec first.
+///
+/// Kept with the set of its node handles (as addresses), fetched once with
+/// `hipGraphGetNodes` when the capture ends: a captured graph is never edited
+/// afterwards, so the set stays exact, and [`StreamDriver::set_kernel_node`]
+/// checks a node against it in O(1) instead of listing the graph's nodes
+/// for every patched node (O(N²) for a rebind of N launches; issue 18).
+pub struct Graph {
+    handle: GraphHandle,
+    nodes: HashSet<usize>,
+}
+
+impl Graph {
+    /// Keep a graph the capture returned, with its nodes listed; on an
+    /// error the handle is dropped, which destroys the graph.
+    fn new(handle: GraphHandle) -> Result<Graph, ErrorKind> {
+        let nodes = graph_nodes(&handle)?
+            .into_iter()
+            .map(|n| n as usize)
+            .collect();
+        Ok(Graph { handle, nodes })
+    }
+
+    /// Whether `node` is one of this graph's nodes.
+    fn has_node(&self, node: &KernelNode) -> bool {
+        self.nodes.contains(&(node.0 as usize))
+    }
 }
 
 owned_handle! {
@@ -440,9 +475,12 @@ impl GraphDriver for Stream {
         // SAFETY: the stream is live; `g` is a valid out-pointer (left null
         // if the capture was invalidated).
         let r = unsafe { hip::hipStreamEndCapture(self.raw, &mut g) };
-        let graph = (!g.is_null()).then_some(Graph(g));
+        let graph = (!g.is_null()).then_some(GraphHandle(g));
         check("hipStreamEndCapture", r)?;
-        graph.ok_or_else(|| ErrorKind::driver("hipStreamEndCapture", "no graph was returned"))
+        let graph = graph
+            .ok_or_else(|| ErrorKind::driver("hipStreamEndCapture", "no graph was returned"))?;
+        // Dropped (destroyed) if listing its nodes fails.
+        Graph::new(graph)
     }
 
     fn is_capturing(&self) -> Result<bool, ErrorKind> {
@@ -461,7 +499,7 @@ impl GraphDriver for Stream {
         // SAFETY: the graph is live (borrowed); `e` is a valid out-pointer;
         // null error-node and log pointers with size 0 are allowed.
         check("hipGraphInstantiate", unsafe {
-            hip::hipGraphInstantiate(&mut e, graph.0, ptr::null_mut(), ptr::null_mut(), 0)
+            hip::hipGraphInstantiate(&mut e, graph.handle.0, ptr::null_mut(), ptr::null_mut(), 0)
         })?;
         Ok(GraphExec(e))
     }

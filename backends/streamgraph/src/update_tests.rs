@@ -1,0 +1,272 @@
+//! C13 against the recording fake driver: kernel nodes patched in the
+//! instantiated graph (`StreamBackend::update_launches`), checked without a GPU.
+
+use crate::backend_tests::{add, assert_clean, backend, gemm, three, without_selects};
+use crate::fake::{Call, FakeDriver};
+use seam::{
+    Backend, DType, ErrorKind, GraphUser, Launch, OpKind, RawGraph, ReplayTarget, ResourceCounts,
+};
+
+/// The exec a capture made (the last instantiate in the log).
+fn last_exec(d: &FakeDriver) -> u32 {
+    d.log()
+        .iter()
+        .rev()
+        .find_map(|c| match c {
+            Call::Instantiate { exec, .. } => Some(*exec),
+            _ => None,
+        })
+        .expect("an instantiate")
+}
+
+fn graph_of(d: &FakeDriver, exec: u32) -> u32 {
+    d.log()
+        .iter()
+        .find_map(|c| match c {
+            Call::Instantiate { graph, exec: e } if *e == exec => Some(*graph),
+            _ => None,
+        })
+        .expect("instantiated")
+}
+
+fn patched(d: &FakeDriver) -> Vec<Call> {
+    d.log()
+        .into_iter()
+        .filter(|c| matches!(c, Call::SetKernelNode { .. }))
+        .collect()
+}
+
+fn recaptured(d: &FakeDriver) -> bool {
+    d.log()
+        .iter()
+        .any(|c| matches!(c, Call::BeginCapture | Call::Instantiate { .. }))
+}
+
+#[test]
+fn update_support_is_native() {
+    let (b, _d) = backend(true);
+    assert_eq!(b.update_support(), seam::UpdateSupport::Native);
+}
+
+#[test]
+fn an_update_patches_the_exec_for_later_launches_only() {
+    let (mut b, d) = backend(false);
+    let [x, y, z] = three(&mut b, 8);
+    let [p, _, _] = three(&mut b, 8);
+    b.begin_capture().unwrap();
+    b.launch(&add(x, y, z, 8)).unwrap();
+    b.launch(&add(z, z, z, 8)).unwrap();
+    let h = b.end_capture_graph().unwrap();
+    let exec = last_exec(&d);
+    let graph = graph_of(&d, exec);
+    let captured = d.nodes_of(exec);
+    assert_eq!(captured[0].buffers, [1, 2, 3]);
+    // Queued before the update: runs the old launch, whatever comes after.
+    b.replay(ReplayTarget::Graph(h)).unwrap();
+    d.clear_log();
+    b.update_launches(ReplayTarget::Graph(h), &[(0, add(p, y, z, 4))])
+        .unwrap();
+    assert_eq!(patched(&d), [Call::SetKernelNode { exec, node: 0 }]);
+    assert!(!recaptured(&d), "{:?}", d.log());
+    b.replay(ReplayTarget::Graph(h)).unwrap();
+    let runs = d.runs();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0].1, captured, "the replay queued before the update");
+    assert_eq!(runs[1].1[0].name, "add_f32");
+    assert_eq!(runs[1].1[0].buffers, [4, 2, 3], "the replay after it");
+    assert_eq!(runs[1].1[0].params.map(|p| p.d0), Some(4));
+    assert_eq!(runs[1].1[1], captured[1], "launch 1 untouched");
+    // The exec is patched, not the graph it came from.
+    assert_eq!(d.graph_nodes(graph), captured);
+    assert_eq!(
+        b.live_resources(),
+        ResourceCounts {
+            buffers: 6,
+            graphs: 1,
+            bytes: 192
+        }
+    );
+    // The graph now holds `p`, and no longer `x`.
+    assert!(matches!(
+        b.free(p),
+        Err(ErrorKind::BufferInUse { ref users, .. }) if *users == [GraphUser::Handle(h.0)]
+    ));
+    b.free(x).unwrap();
+    assert_clean(&d);
+}
+
+#[test]
+fn the_current_exec_is_patched_too() {
+    let (mut b, d) = backend(false);
+    let [x, y, z] = three(&mut b, 4);
+    b.begin_capture().unwrap();
+    b.launch(&add(x, y, z, 4)).unwrap();
+    b.end_capture_into_current().unwrap();
+    let exec = last_exec(&d);
+    d.clear_log();
+    b.update_launches(ReplayTarget::Current, &[(0, add(y, y, x, 4))])
+        .unwrap();
+    assert_eq!(patched(&d), [Call::SetKernelNode { exec, node: 0 }]);
+    assert_eq!(d.nodes_of(exec)[0].buffers, [2, 2, 1]);
+    b.free(z).unwrap();
+    assert_clean(&d);
+}
+
+#[test]
+fn a_bad_update_patches_nothing() {
+    let (mut b, d) = backend(false);
+    let [x, y, z] = three(&mut b, 4);
+    b.begin_capture().unwrap();
+    b.launch(&add(x, y, z, 4)).unwrap();
+    b.launch(&add(z, y, z, 4)).unwrap();
+    let h = b.end_capture_graph().unwrap();
+    let exec = last_exec(&d);
+    let before = d.nodes_of(exec);
+    d.clear_log();
+    let t = ReplayTarget::Graph(h);
+    // A launch past the graph, even alongside a good change.
+    assert_eq!(
+        b.update_launches(t, &[(0, add(y, y, z, 4)), (2, add(x, y, z, 4))]),
+        Err(ErrorKind::NoSuchLaunch {
+            index: 2,
+            launches: 2
+        })
+    );
+    // Past a buffer: the launch check refuses it before the driver.
+    assert!(matches!(
+        b.update_launches(t, &[(1, add(z, y, z, 5))]),
+        Err(ErrorKind::OutOfRange { .. })
+    ));
+    let other_op = Launch {
+        op: OpKind::Mul,
+        ..add(x, y, z, 4)
+    };
+    assert!(matches!(
+        b.update_launches(t, &[(0, other_op)]),
+        Err(ErrorKind::UpdateChangesOp { index: 0, .. })
+    ));
+    assert_eq!(
+        b.update_launches(ReplayTarget::Graph(RawGraph(99)), &[(0, add(x, y, z, 4))]),
+        Err(ErrorKind::UnknownGraph { id: 99 })
+    );
+    b.begin_capture().unwrap();
+    assert_eq!(
+        b.update_launches(t, &[(0, add(y, y, z, 4))]),
+        Err(ErrorKind::UpdateInCapture)
+    );
+    b.abort_capture().unwrap();
+    assert!(patched(&d).is_empty(), "{:?}", d.log());
+    assert_eq!(d.nodes_of(exec), before);
+    // Nothing changed what the graph holds: x is still in use.
+    assert!(matches!(b.free(x), Err(ErrorKind::BufferInUse { .. })));
+    assert_clean(&d);
+}
+
+#[test]
+fn a_vendor_launch_is_not_patched_in_place() {
+    let (mut b, d) = backend(true);
+    let [x, y, z] = three(&mut b, 4);
+    let [p, _, _] = three(&mut b, 4);
+    b.prepare(&[(OpKind::Gemm, DType::F32)]).unwrap();
+    b.begin_capture().unwrap();
+    b.launch(&add(x, y, z, 4)).unwrap();
+    b.launch(&gemm(x, y, z)).unwrap();
+    b.launch(&add(z, y, x, 4)).unwrap();
+    let h = b.end_capture_graph().unwrap();
+    let exec = last_exec(&d);
+    d.clear_log();
+    let t = ReplayTarget::Graph(h);
+    // The GEMM went to the vendor library: refused, so core re-records.
+    let e = b.update_launches(t, &[(1, gemm(p, y, z))]).unwrap_err();
+    assert!(
+        e.to_string().contains("fakeGraphExecKernelNodeSetParams")
+            && e.to_string().contains("vendor library"),
+        "{e}"
+    );
+    // One kernel change and the vendor one: nothing is patched.
+    assert!(b
+        .update_launches(t, &[(0, add(p, y, z, 4)), (1, gemm(p, y, z))])
+        .is_err());
+    assert!(patched(&d).is_empty(), "{:?}", d.log());
+    // The kernels around it keep their capture-order index.
+    b.update_launches(t, &[(2, add(z, y, p, 4))]).unwrap();
+    assert_eq!(patched(&d), [Call::SetKernelNode { exec, node: 2 }]);
+    let nodes = d.nodes_of(exec);
+    assert_eq!(nodes[1].name, "vendor_gemm");
+    assert_eq!(nodes[2].buffers, [3, 2, 4]);
+    assert_clean(&d);
+}
+
+#[test]
+fn a_failed_node_query_or_patch_is_an_error_not_a_wrong_graph() {
+    let (mut b, d) = backend(false);
+    let [x, y, z] = three(&mut b, 4);
+    b.begin_capture().unwrap();
+    b.launch(&add(x, y, z, 4)).unwrap();
+    // The kernel is recorded; only which node it is stays unknown.
+    d.fail_next("captured_node");
+    b.launch(&add(z, y, x, 4)).unwrap();
+    let h = b.end_capture_graph().unwrap();
+    let exec = last_exec(&d);
+    assert_eq!(d.kernels_of(exec), ["add_f32", "add_f32"]);
+    let t = ReplayTarget::Graph(h);
+    let e = b.update_launches(t, &[(1, add(z, y, y, 4))]).unwrap_err();
+    assert!(e.to_string().contains("graph node is unknown"), "{e}");
+    // A patch the driver refuses is returned (core then re-records).
+    d.fail_next("set_kernel_node");
+    let e = b.update_launches(t, &[(0, add(y, y, z, 4))]).unwrap_err();
+    assert!(e.to_string().contains("set_kernel_node"), "{e}");
+    assert_eq!(d.nodes_of(exec)[0].buffers, [1, 2, 3]);
+    b.update_launches(t, &[(0, add(y, y, z, 4))]).unwrap();
+    assert_eq!(d.nodes_of(exec)[0].buffers, [2, 2, 3]);
+    assert_clean(&d);
+}
+
+/// A node the driver reported for a launch but that is not one of its
+/// graph's (here: the previous graph's node at the same index) is refused
+/// by the membership check and patches nothing, in either graph. Mutation:
+/// drop the membership check in the fake's `set_kernel_node` (the real
+/// drivers' `has_node`) → the wrong exec node is patched and this goes red.
+#[test]
+fn a_node_of_another_graph_is_refused() {
+    let (mut b, d) = backend(false);
+    let [x, y, z] = three(&mut b, 4);
+    b.begin_capture().unwrap();
+    b.launch(&add(x, y, z, 4)).unwrap();
+    let first = b.end_capture_graph().unwrap();
+    let exec_a = last_exec(&d);
+    b.begin_capture().unwrap();
+    d.misreport_next_node();
+    b.launch(&add(z, y, x, 4)).unwrap();
+    let h = b.end_capture_graph().unwrap();
+    let exec_b = last_exec(&d);
+    let (a, before) = (d.nodes_of(exec_a), d.nodes_of(exec_b));
+    let e = b
+        .update_launches(ReplayTarget::Graph(h), &[(0, add(y, y, y, 4))])
+        .unwrap_err();
+    assert!(e.to_string().contains("is not a node of graph"), "{e}");
+    assert_eq!(d.nodes_of(exec_b), before);
+    assert_eq!(d.nodes_of(exec_a), a);
+    b.update_launches(ReplayTarget::Graph(first), &[(0, add(y, y, y, 4))])
+        .unwrap();
+    assert_eq!(d.nodes_of(exec_a)[0].buffers, [2, 2, 2]);
+    assert_clean(&d);
+}
+
+#[test]
+fn a_driver_that_needs_an_idle_stream_waits_before_patching() {
+    let (mut b, d) = backend(false);
+    d.set_update_needs_idle(true);
+    let [x, y, z] = three(&mut b, 4);
+    b.begin_capture().unwrap();
+    b.launch(&add(x, y, z, 4)).unwrap();
+    let h = b.end_capture_graph().unwrap();
+    b.replay(ReplayTarget::Graph(h)).unwrap();
+    d.clear_log();
+    b.update_launches(ReplayTarget::Graph(h), &[(0, add(y, y, z, 4))])
+        .unwrap();
+    let log = without_selects(d.log());
+    assert_eq!(log[0], Call::Sync, "{log:?}");
+    assert!(matches!(log[1], Call::SetKernelNode { .. }), "{log:?}");
+    assert_clean(&d);
+}
