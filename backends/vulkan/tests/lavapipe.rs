@@ -41,6 +41,10 @@ fn main() {
                 view_trials::kernel_errors_name_the_kernel_and_line(&d);
                 Completion::Completed
             }),
+            (
+                "a_rebind_records_nothing_where_update_after_bind",
+                a_rebind_records_nothing_where_update_after_bind,
+            ),
         ],
     )
 }
@@ -430,5 +434,68 @@ fn rebinds_rewrite_descriptor_sets_in_place(dev: Device) -> Completion {
         "the rebind after the params update, the current exec's"
     );
     dev.set_tracing(false);
+    Completion::Completed
+}
+
+/// Issue 18: where the device has UPDATE_AFTER_BIND storage buffers
+/// (`VulkanBackend::rebind_in_place`; lavapipe has them), a rebind rewrites
+/// the graph's descriptor sets and records nothing; a replay queued before
+/// it still runs the old buffers and the next one the new. A params update
+/// (push constants) still records the command buffer again. Without the
+/// feature (`SEAM_VULKAN_UPDATE_AFTER_BIND=0`) both re-record. Drives the
+/// backend directly (its counts are not on `Device`). Mutation: make
+/// `Inner::rerecords` ignore `rebind_in_place` → red at "rebind in place".
+fn a_rebind_records_nothing_where_update_after_bind(_dev: Device) -> Completion {
+    use seam::{Backend, Launch, Params, RawBuffer, ReplayTarget};
+    let mut b = seam_vulkan::VulkanBackend::open(0).unwrap();
+    let add = |x: RawBuffer, y: RawBuffer, n: u32| Launch {
+        op: OpKind::Add,
+        dtype: DType::U32,
+        buffers: [x, y, x].into(),
+        params: Params {
+            d0: n,
+            ..Params::default()
+        },
+    };
+    let words = |v: u32| -> Vec<u8> { [v; 256].iter().flat_map(|w| w.to_le_bytes()).collect() };
+    let [x, one, z] = [10, 1, 20].map(|v| {
+        let buf = b.alloc(1024).unwrap();
+        b.write(buf, 0, &words(v)).unwrap();
+        buf
+    });
+    b.begin_capture().unwrap();
+    b.launch(&add(x, one, 256)).unwrap();
+    let g = ReplayTarget::Graph(b.end_capture_graph().unwrap());
+    b.replay(g).unwrap();
+    b.update_launches(g, &[(0, add(z, one, 256))]).unwrap();
+    b.replay(g).unwrap();
+    let read = |b: &mut seam_vulkan::VulkanBackend, buf: RawBuffer| {
+        let mut out = vec![0u8; 1024];
+        b.read(buf, 0, &mut out).unwrap();
+        out
+    };
+    assert_eq!(
+        read(&mut b, x),
+        words(11),
+        "the replay queued before the rebind"
+    );
+    assert_eq!(read(&mut b, z), words(21), "the replay after it");
+    let in_place = b.rebind_in_place();
+    eprintln!("rebind in place: {in_place:?}");
+    let rebind = if in_place.is_ok() { (1, 0) } else { (0, 1) };
+    assert_eq!(b.update_counts(), rebind, "rebind in place: {in_place:?}");
+    // Push constants are in the command buffer: recorded again.
+    b.update_launches(g, &[(0, add(z, one, 128))]).unwrap();
+    b.replay(g).unwrap();
+    let got = read(&mut b, z);
+    assert_eq!(
+        (&got[..512], &got[512..]),
+        (&words(22)[..512], &words(21)[512..])
+    );
+    assert_eq!(
+        b.update_counts(),
+        (rebind.0, rebind.1 + 1),
+        "a params update"
+    );
     Completion::Completed
 }

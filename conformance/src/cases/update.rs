@@ -49,9 +49,10 @@ fn vals(n: usize, k: f32) -> Vec<f32> {
 /// Mutation: `apply` in core/src/device/update.rs updating its tables but
 /// neither patching nor re-recording the backend's graph (the backend's
 /// `update_launches` answer replaced by `Ok`) → red on cpu:0 at "rebound
-/// replay vs a fresh capture over the new buffers: they differ". Vulkan:
-/// rewriting a bound descriptor set and not recording the command buffer
-/// again → green on lavapipe, red on vulkan:0 under
+/// replay vs a fresh capture over the new buffers: they differ". Vulkan,
+/// on a device without `UPDATE_AFTER_BIND` (Debian 12's lavapipe, Mesa
+/// 22.3): rewriting a bound descriptor set and not recording the command
+/// buffer again → green on lavapipe, red on vulkan:0 under
 /// `SEAM_VULKAN_VALIDATION=sync` at "drop: validation: replay: … [
 /// UNASSIGNED-CoreValidation-DrawState-InvalidCommandBuffer-VkDescriptorSet
 /// ] … invalid because bound VkDescriptorSet 0x…[] was destroyed or

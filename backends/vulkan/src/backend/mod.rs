@@ -50,6 +50,8 @@ pub struct VulkanBackend {
     validation: Validation,
     /// Every validation message this device's calls raised.
     raised: Vec<String>,
+    /// Updates applied in place so far: (no re-record, re-recorded).
+    updates: (u64, u64),
     /// Last: its `Drop` waits for (or, after a timeout, leaks) pending work.
     gpu: Gpu,
 }
@@ -100,8 +102,23 @@ impl VulkanBackend {
             timing: timing::Timing::default(),
             validation: Validation::from_env(),
             raised: Vec::new(),
+            updates: (0, 0),
             gpu,
         })
+    }
+
+    /// Whether a rebind (C13) rewrites the graph's descriptor sets with no
+    /// re-record of its command buffer (UPDATE_AFTER_BIND storage buffers,
+    /// `Adapter::update_after_bind`); `Err` says why not (then the command
+    /// buffer is recorded again from its log).
+    pub fn rebind_in_place(&self) -> Result<(), String> {
+        self.gpu.adapter().update_after_bind.clone()
+    }
+
+    /// Updates this backend applied (`update_launches` that succeeded):
+    /// (descriptor sets rewritten only, command buffer recorded again).
+    pub fn update_counts(&self) -> (u64, u64) {
+        self.updates
     }
 
     /// Run one backend call. A validation message raised inside it (the
@@ -493,7 +510,8 @@ impl VulkanBackend {
     /// parameters, once the replays queued before the update have
     /// completed (they run as recorded). The command buffer is recorded
     /// again from its own log only where the sets cannot be updated under
-    /// it or push constants change (see `CommandBuffer::update`).
+    /// it (no UPDATE_AFTER_BIND, [`Self::rebind_in_place`]) or push
+    /// constants or workgroup counts change (see `CommandBuffer::update`).
     /// Anything `CommandBuffer::check_update` refuses is refused before any
     /// wait, and core then re-records the graph.
     fn update(
@@ -539,7 +557,12 @@ impl VulkanBackend {
         // Replays queued before the update run as recorded: the sets (and
         // the commands) change only once none of them is pending.
         self.gpu.wait_for(exec)?;
-        exec.update(&updates)
+        if exec.update(&updates)? {
+            self.updates.1 += 1;
+        } else {
+            self.updates.0 += 1;
+        }
+        Ok(())
     }
 }
 

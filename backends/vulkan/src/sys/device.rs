@@ -26,10 +26,12 @@ pub(super) struct Shared {
     leaked: AtomicBool,
     /// Every submission up to this serial has completed.
     completed: AtomicU64,
-    /// `descriptorBindingUpdateUnusedWhilePending` is enabled and every
-    /// set layout's bindings are UPDATE_UNUSED_WHILE_PENDING, so a graph's
-    /// descriptor set can be rewritten while its command buffer is
-    /// executable (not pending) without invalidating it (C13 rebinds).
+    /// `descriptorBindingStorageBufferUpdateAfterBind` is enabled, every
+    /// set layout's bindings are UPDATE_AFTER_BIND (layouts
+    /// UPDATE_AFTER_BIND_POOL, pools UPDATE_AFTER_BIND), so a graph's
+    /// descriptor set can be rewritten after its command buffer bound it,
+    /// once no submission of it is pending, without invalidating it: the
+    /// next submission uses the new descriptors (C13 rebinds, no re-record).
     pub(super) rebind_in_place: bool,
     /// Keeps the process-wide instance alive; dropped after the device.
     _instance: Arc<Instance>,
@@ -181,18 +183,24 @@ impl Gpu {
         let queues = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(adapter.queue_family)
             .queue_priorities(&priorities)];
-        // A rebind rewrites descriptors the graph's own dispatches use. That
-        // needs UPDATE_AFTER_BIND; UPDATE_UNUSED_WHILE_PENDING only allows
-        // rewriting descriptors a command buffer does not use, and on the
-        // H200 (NVIDIA 580.159.04) a graph rewritten that way kept replaying
-        // its old buffers (c13_rebind_equals_fresh_capture and
-        // c13_queued_replays_keep_old_bindings red). So no device rewrites
-        // in place: a rebind rewrites the sets and re-records the command
-        // buffer from its log, as on lavapipe.
-        let rebind_in_place = false;
-        let info = vk::DeviceCreateInfo::default().queue_create_infos(&queues);
+        // A rebind rewrites descriptors the graph's own dispatches use: that
+        // needs UPDATE_AFTER_BIND (UPDATE_UNUSED_WHILE_PENDING only allows
+        // rewriting descriptors a command buffer does not use; on the H200,
+        // NVIDIA 580.159.04, a graph rewritten that way kept replaying its
+        // old buffers). Where the device has it, it is enabled and a rebind
+        // rewrites the sets in place once the graph's replays have retired;
+        // elsewhere it rewrites them and re-records from the log.
+        let rebind_in_place = adapter.update_after_bind.is_ok();
+        let mut indexing = vk::PhysicalDeviceDescriptorIndexingFeatures::default()
+            .descriptor_binding_storage_buffer_update_after_bind(true);
+        let mut info = vk::DeviceCreateInfo::default().queue_create_infos(&queues);
+        if rebind_in_place {
+            info = info.push_next(&mut indexing);
+        }
         // SAFETY: `adapter.phys` was enumerated from this live instance
-        // (checked above); `info` and its queue array live across the call.
+        // (checked above); `info`, its queue array and the feature chain
+        // live across the call; the one feature enabled is one the device
+        // reports (`Adapter::update_after_bind`, at Vulkan 1.2 on both sides).
         let device = unsafe { instance.instance.create_device(adapter.phys, &info, None) }
             .map_err(drv("vkCreateDevice"))?;
         // SAFETY: the device was created with one queue of this family.
@@ -248,17 +256,22 @@ impl Gpu {
                     .stage_flags(vk::ShaderStageFlags::COMPUTE)
             })
             .collect();
-        // Bindings a rebind may rewrite once no replay is pending (C13).
-        let flags = vec![vk::DescriptorBindingFlags::UPDATE_UNUSED_WHILE_PENDING; bindings];
+        // Bindings a rebind rewrites after they are bound, once no replay
+        // is pending (C13); their sets come from UPDATE_AFTER_BIND pools.
+        let flags = vec![vk::DescriptorBindingFlags::UPDATE_AFTER_BIND; bindings];
         let mut binding_flags =
             vk::DescriptorSetLayoutBindingFlagsCreateInfo::default().binding_flags(&flags);
         let mut info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&list);
         if self.shared.rebind_in_place {
-            info = info.push_next(&mut binding_flags);
+            info = info
+                .flags(vk::DescriptorSetLayoutCreateFlags::UPDATE_AFTER_BIND_POOL)
+                .push_next(&mut binding_flags);
         }
         // SAFETY: valid create info living across the call; the binding
-        // flags (one per binding) only where the device has the feature
-        // enabled (`rebind_in_place`).
+        // flags (one per binding, storage buffers) and the pool flag they
+        // need only where `descriptorBindingStorageBufferUpdateAfterBind`
+        // is enabled (`rebind_in_place`), within its per-set limits (3
+        // buffers, checked by `Adapter::update_after_bind`).
         let set_layout = unsafe { d.create_descriptor_set_layout(&info, None) }
             .map_err(drv("vkCreateDescriptorSetLayout"))?;
         let set_layouts = [set_layout];

@@ -51,7 +51,19 @@ pub struct Adapter {
     /// Vulkan ≥ 1.2 on both the instance and the device); `Err` says why not.
     /// [`super::Gpu::compute_pipeline`] patches every module where it is `Ok`.
     pub denorm_preserve_f32: Result<(), String>,
+    /// Whether storage-buffer descriptors can be created UPDATE_AFTER_BIND
+    /// (Vulkan 1.2 `descriptorBindingStorageBufferUpdateAfterBind`, with
+    /// room for every set this backend allocates); `Err` says why not.
+    /// Where it is `Ok`, [`super::Gpu::new`] enables it and a C13 rebind
+    /// rewrites a graph's descriptor sets with no re-record.
+    pub update_after_bind: Result<(), String>,
 }
+
+/// `maxUpdateAfterBindDescriptorsInAllPools` below this keeps a device on
+/// the re-record path: every descriptor set (eager batches' too) then comes
+/// from UPDATE_AFTER_BIND pools, three descriptors per dispatch, so a small
+/// limit would make pool creation fail where it succeeds today.
+const MIN_UPDATE_AFTER_BIND_DESCRIPTORS: u32 = 1 << 20;
 
 impl Instance {
     /// Open the loader and create an instance. `SEAM_VULKAN_VALIDATION=1`
@@ -192,6 +204,7 @@ impl Instance {
                 timestamp_valid_bits,
                 timestamp_period: props.limits.timestamp_period,
                 denorm_preserve_f32: self.denorm_preserve_f32(pd, props.api_version),
+                update_after_bind: self.update_after_bind(pd, props.api_version),
             });
         }
         Ok(out)
@@ -223,6 +236,57 @@ impl Instance {
         } else {
             Err("the device reports shaderDenormPreserveFloat32 = false".into())
         }
+    }
+
+    /// Whether the device can update storage-buffer descriptors after they
+    /// are bound (`VkPhysicalDeviceDescriptorIndexingFeatures`, Vulkan 1.2
+    /// core, asked for at 1.2 on both sides as for float controls), with
+    /// limits that fit this backend's sets (3 storage buffers a set).
+    /// `SEAM_VULKAN_UPDATE_AFTER_BIND=0` turns it off (the re-record path).
+    fn update_after_bind(&self, pd: vk::PhysicalDevice, device_api: u32) -> Result<(), String> {
+        if std::env::var("SEAM_VULKAN_UPDATE_AFTER_BIND").is_ok_and(|v| v == "0") {
+            return Err("SEAM_VULKAN_UPDATE_AFTER_BIND=0".into());
+        }
+        if self.api < vk::API_VERSION_1_2 || device_api < vk::API_VERSION_1_2 {
+            return Err("UPDATE_AFTER_BIND descriptors need Vulkan 1.2".into());
+        }
+        let mut features = vk::PhysicalDeviceDescriptorIndexingFeatures::default();
+        let mut features2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut features);
+        // SAFETY: the instance and the device are ≥ 1.2 (features2 and the
+        // descriptor-indexing features are core); the chain lives across the call.
+        unsafe {
+            self.instance
+                .get_physical_device_features2(pd, &mut features2)
+        };
+        if features.descriptor_binding_storage_buffer_update_after_bind != vk::TRUE {
+            return Err(
+                "the device reports descriptorBindingStorageBufferUpdateAfterBind = false".into(),
+            );
+        }
+        let mut limits = vk::PhysicalDeviceDescriptorIndexingProperties::default();
+        let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut limits);
+        // SAFETY: as above (properties2 and the descriptor-indexing
+        // properties are core at 1.2); the chain lives across the call.
+        unsafe {
+            self.instance
+                .get_physical_device_properties2(pd, &mut props2)
+        };
+        let per_set = limits
+            .max_per_stage_descriptor_update_after_bind_storage_buffers
+            .min(limits.max_descriptor_set_update_after_bind_storage_buffers)
+            .min(limits.max_per_stage_update_after_bind_resources);
+        if per_set < 3 {
+            return Err(format!(
+                "UPDATE_AFTER_BIND storage buffers per set: {per_set} (kernels bind up to 3)"
+            ));
+        }
+        let all = limits.max_update_after_bind_descriptors_in_all_pools;
+        if all < MIN_UPDATE_AFTER_BIND_DESCRIPTORS {
+            return Err(format!(
+                "maxUpdateAfterBindDescriptorsInAllPools is {all} (< {MIN_UPDATE_AFTER_BIND_DESCRIPTORS})"
+            ));
+        }
+        Ok(())
     }
 
     /// Driver name and info (Vulkan 1.2 driver properties), where available.

@@ -2,7 +2,7 @@
 //! recorded commands use, so none of them can be destroyed while the command
 //! buffer may still run. A reusable (graph) command buffer also keeps, per
 //! dispatch, the descriptor set it bound, so a rebind (C13) rewrites that
-//! set in place and audits the barriers again (`CommandBuffer::rebind`).
+//! set in place and audits the barriers again (`CommandBuffer::update`).
 
 mod queries;
 mod update;
@@ -576,11 +576,21 @@ impl Inner {
                 let sets = (POOL_FIRST << self.descriptor_pools.len().min(6)).min(POOL_MAX);
                 let sizes = [vk::DescriptorPoolSize::default()
                     .ty(vk::DescriptorType::STORAGE_BUFFER)
+<<<<<<< HEAD
                     .descriptor_count(sets * super::MAX_BINDINGS as u32)];
                 let info = vk::DescriptorPoolCreateInfo::default()
+=======
+                    .descriptor_count(sets * 3)];
+                let mut info = vk::DescriptorPoolCreateInfo::default()
+>>>>>>> h1-update
                     .max_sets(sets)
                     .pool_sizes(&sizes);
-                // SAFETY: valid create info living across the call.
+                if self.shared.rebind_in_place {
+                    // The set layouts are UPDATE_AFTER_BIND_POOL (`Gpu::layout`).
+                    info = info.flags(vk::DescriptorPoolCreateFlags::UPDATE_AFTER_BIND);
+                }
+                // SAFETY: valid create info living across the call; the
+                // UPDATE_AFTER_BIND flag only with the feature enabled.
                 let pool = unsafe { d.create_descriptor_pool(&info, None) }
                     .map_err(drv("vkCreateDescriptorPool"))?;
                 self.descriptor_pools.push(pool);

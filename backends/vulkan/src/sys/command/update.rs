@@ -1,7 +1,9 @@
 //! C13 on Vulkan: a graph's recorded dispatches updated in place — the
-//! descriptor sets rewritten, the command buffer recorded again from its
-//! own log — after the update is checked whole (the barrier audit again,
-//! over the new bindings) so a refused update changes nothing.
+//! descriptor sets rewritten (UPDATE_AFTER_BIND where the device has it, so
+//! the command buffer stays executable; otherwise it is recorded again from
+//! its own log, as it is for new push constants) — after the update is
+//! checked whole (the barrier audit again, over the new bindings) so a
+//! refused update changes nothing.
 
 use super::*;
 
@@ -31,17 +33,21 @@ impl CommandBuffer {
     }
 
     /// Apply `changes` to the recorded dispatches, in place: each changed
-    /// dispatch's own descriptor set is rewritten (`vkUpdateDescriptorSets`)
-    /// and, where parameters change or the device cannot update a bound set
-    /// (`Inner::rerecords`), the command buffer is recorded again from its own log (the same sets, pipelines and
-    /// barriers; nothing allocated). Refused while a submission of it is
+    /// dispatch's own descriptor set is rewritten (`vkUpdateDescriptorSets`;
+    /// with UPDATE_AFTER_BIND bindings the command buffer stays executable
+    /// and its next submission reads the new descriptors) and, where
+    /// parameters or workgroup counts change (recorded in the command
+    /// buffer) or the device has no UPDATE_AFTER_BIND (`Inner::rerecords`),
+    /// the command buffer is recorded again from its own log (the same
+    /// sets, pipelines and barriers; nothing allocated). Refused while a submission of it is
     /// pending — the caller waits for the replays queued before the update,
     /// which so run as recorded — and in every case
     /// [`Self::check_update`] refuses; then nothing changes. If recording
     /// again fails, the command buffer is left unsubmittable (never half
     /// updated and executable). It then holds the buffers its dispatches
-    /// bind now, and its audit is of those.
-    pub fn update(&mut self, changes: &[DispatchUpdate<'_>]) -> Result<(), ErrorKind> {
+    /// bind now, and its audit is of those. Returns whether it recorded the
+    /// command buffer again.
+    pub fn update(&mut self, changes: &[DispatchUpdate<'_>]) -> Result<bool, ErrorKind> {
         const CALL: &str = "vkUpdateDescriptorSets";
         let inner = self.inner(CALL)?;
         let audit = inner.check_update(changes)?;
@@ -76,11 +82,14 @@ impl CommandBuffer {
             // SAFETY: every set is live (its pool is owned by this command
             // buffer) and is bound only by this command buffer's own
             // dispatch, which is not pending: no submission holds the
-            // command buffer (`inner` is unique) and eager batches never
+            // command buffer (`inner` is unique; the caller waited for the
+            // replays queued before the update) and eager batches never
             // bind a graph's sets. Either its bindings were created
-            // UPDATE_UNUSED_WHILE_PENDING (`rebind_in_place`), so this
-            // executable command buffer stays valid, or the command buffer
-            // is recorded again below before any submission (`rerecords`).
+            // UPDATE_AFTER_BIND (`rebind_in_place`: the feature is enabled,
+            // the layout UPDATE_AFTER_BIND_POOL, the pool UPDATE_AFTER_BIND),
+            // so updating them after the bind leaves this executable command
+            // buffer valid, or the command buffer is recorded again below
+            // before any submission (`rerecords`).
             // Each write targets a storage-buffer binding the set's layout
             // has (binding counts checked), every buffer is live (held
             // below), of this device, made with STORAGE_BUFFER usage and
@@ -116,7 +125,7 @@ impl CommandBuffer {
         if rerecord {
             inner.rerecord()?;
         }
-        Ok(())
+        Ok(rerecord)
     }
 
     // ----- for `Gpu::submit` -----
@@ -148,9 +157,9 @@ impl Inner {
 
     /// Whether `update(changes)` records the command buffer again: a change
     /// of push constants or workgroup count (recorded in it), or of buffers
-    /// on a device without `descriptorBindingUpdateUnusedWhilePending`,
-    /// where updating a bound set invalidates the command buffer. Otherwise
-    /// only descriptor sets are rewritten.
+    /// on a device without UPDATE_AFTER_BIND storage buffers
+    /// (`rebind_in_place`), where updating a bound set invalidates the
+    /// command buffer. Otherwise only descriptor sets are rewritten.
     fn rerecords(&self, changes: &[DispatchUpdate<'_>]) -> bool {
         changes.iter().any(|c| {
             self.dispatch(c.index).is_ok_and(|d| {
