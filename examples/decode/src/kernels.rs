@@ -1,0 +1,284 @@
+//! The decode step's two user kernels, each as WGSL, CUDA C and Rust (the
+//! CPU backend runs the Rust, and so it is the oracle every other device is
+//! compared with, C11). The GPU sources live in `kernels/`.
+//!
+//! - [`ROPE`]: rotary position embedding, `x[heads × head_dim]` at position
+//!   `pos`, pair `(2i, 2i + 1)` of each head rotated by `pos · freq[i]`
+//!   ([`rope_freqs`] makes the usual table `theta^(-2i / head_dim)`).
+//! - [`ADD_RMS_NORM`]: the residual add fused with rms_norm: `h = x + r`
+//!   written back to `r`, then `out = h / sqrt(mean(h²) + eps) · w`.
+
+use seam::kernel::{Field, KernelDef, ParamError, MAX_GRID_EDGE};
+use seam::ops::{Access, Binding};
+use seam::{DType, Params, Tolerance};
+
+/// Invocations per workgroup of [`ROPE`] (one per pair).
+const ROPE_WG: u32 = 64;
+/// Invocations per workgroup of [`ADD_RMS_NORM`] (one workgroup per row).
+const NORM_WG: usize = 256;
+/// Largest position [`ROPE`] takes: with `|freq| ≤ 2` the angle stays below
+/// 2^16, where the range reduction's products are exact.
+pub const ROPE_MAX_POS: u32 = 32_767;
+
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytemuck::pod_collect_to_vec(bytes)
+}
+
+fn store(dst: &mut [u8], v: &[f32]) {
+    dst[..v.len() * 4].copy_from_slice(bytemuck::cast_slice(v));
+}
+
+fn refuse(name: &'static str, reason: impl Into<String>) -> Result<(), ParamError> {
+    Err(ParamError {
+        name,
+        reason: reason.into(),
+    })
+}
+
+// ----- rope -----
+
+/// The RoPE frequency table for one head: `freq[i] = theta^(-2i / head_dim)`
+/// for `i < head_dim / 2`, computed in f64 and rounded once to f32 (what
+/// [`ROPE`]'s `freq` binding holds).
+pub fn rope_freqs(head_dim: u32, theta: f64) -> Vec<f32> {
+    (0..head_dim / 2)
+        .map(|i| theta.powf(-2.0 * i as f64 / head_dim as f64) as f32)
+        .collect()
+}
+
+/// `(sin a, cos a)` as every [`ROPE`] source computes them: a Cody-Waite
+/// reduction by π/2 in three parts (8, 7 and 24 bits: `k · part` is exact
+/// for `|k| < 2^16`), then cephes' sinf/cosf polynomials on [-π/4, π/4].
+/// Only correctly rounded multiplies and adds (no fused multiply-add) and
+/// `floor`, in one fixed order, so CUDA (`_rn` intrinsics) and this agree
+/// bit for bit. Within 2e-7 of the true values for `|a| < 2^16` (the
+/// tests check a sweep against f64).
+pub fn sincos(a: f32) -> (f32, f32) {
+    const TWO_OVER_PI: f32 = 0.636_619_75;
+    const PIO2_1: f32 = 1.570_312_5;
+    const PIO2_2: f32 = 4.844_665_5e-4;
+    const PIO2_3: f32 = -6.397_578_4e-7;
+    let k = (a * TWO_OVER_PI + 0.5).floor();
+    let r = ((a - k * PIO2_1) - k * PIO2_2) - k * PIO2_3;
+    let z = r * r;
+    let s = ((-1.951_529_6e-4 * z + 8.332_161e-3) * z - 1.666_665_5e-1) * z * r + r;
+    let c = ((2.443_315_7e-5 * z - 1.388_731_6e-3) * z + 4.166_664_6e-2) * z * z - 0.5 * z + 1.0;
+    match (k as i32).rem_euclid(4) {
+        0 => (s, c),
+        1 => (c, -s),
+        2 => (-s, -c),
+        _ => (-c, s),
+    }
+}
+
+fn rope_extents(p: &Params, out: &mut [u64]) {
+    let n = p.d0 as u64 * p.d1 as u64;
+    out[0] = n;
+    out[1] = p.d1 as u64 / 2;
+    out[2] = n;
+}
+
+fn rope_pairs(p: &Params) -> u64 {
+    p.d0 as u64 * (p.d1 / 2) as u64
+}
+
+fn rope_grid(p: &Params) -> [u32; 3] {
+    let groups = rope_pairs(p).div_ceil(ROPE_WG as u64).max(1);
+    [groups.min(u32::MAX as u64) as u32, 1, 1]
+}
+
+fn rope_check(p: &Params) -> Result<(), ParamError> {
+    if p.d0 == 0 {
+        return refuse("heads", "must be at least 1");
+    }
+    if p.d1 == 0 || !p.d1.is_multiple_of(2) {
+        return refuse(
+            "head_dim",
+            format!("{} is not a positive even number", p.d1),
+        );
+    }
+    if p.d2 > ROPE_MAX_POS {
+        return refuse(
+            "pos",
+            format!("{} exceeds {ROPE_MAX_POS} (sin/cos range)", p.d2),
+        );
+    }
+    let groups = rope_pairs(p).div_ceil(ROPE_WG as u64);
+    if groups > MAX_GRID_EDGE as u64 {
+        return refuse(
+            "heads",
+            format!(
+                "{} pairs need {groups} workgroups, more than {MAX_GRID_EDGE}",
+                rope_pairs(p)
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// The CPU implementation: what `rope.cu` computes, step for step.
+pub fn rope_cpu(p: &Params, b: &mut [Vec<u8>]) {
+    let (heads, head_dim) = (p.d0 as usize, p.d1 as usize);
+    let half = head_dim / 2;
+    let x = f32s(&b[0]);
+    let freq = f32s(&b[1]);
+    let mut y = vec![0f32; heads * head_dim];
+    for j in 0..heads * half {
+        let i = j % half;
+        let at = (j / half) * head_dim + 2 * i;
+        let (s, c) = sincos(p.d2 as f32 * freq[i]);
+        let (x0, x1) = (x[at], x[at + 1]);
+        y[at] = x0 * c - x1 * s;
+        y[at + 1] = x0 * s + x1 * c;
+    }
+    store(&mut b[2], &y);
+}
+
+/// Rotary position embedding: `y = rope(x, pos)` over `heads × head_dim`
+/// (d0 = heads, d1 = head_dim (even), d2 = pos ≤ [`ROPE_MAX_POS`]);
+/// bindings `x`, `freq` (`head_dim / 2`, [`rope_freqs`]) and `y`, which may
+/// be `x` itself (in place).
+///
+/// Tolerance: CUDA and the CPU compute the same correctly rounded steps and
+/// agree bit for bit; WGSL cannot forbid a driver to contract `a · b + c`
+/// into one rounding, which moves a result by a few ulp of the pair's
+/// magnitude: within `1e-5 + 1e-5 · |ref|` for inputs up to ~8 in size.
+pub static ROPE: KernelDef = KernelDef {
+    name: "rope_f32",
+    bindings: &[
+        Binding::fixed("x", Access::Read, DType::F32),
+        Binding::fixed("freq", Access::Read, DType::F32),
+        Binding::fixed("y", Access::Write, DType::F32),
+    ],
+    reads: &[Field::D0, Field::D1, Field::D2],
+    extents: rope_extents,
+    workgroup_size: [ROPE_WG, 1, 1],
+    grid: rope_grid,
+    check: Some(rope_check),
+    allows_aliasing: true,
+    tolerance: Tolerance::Relative {
+        rel: 1e-5,
+        abs: 1e-5,
+    },
+    wgsl: Some(include_str!("../kernels/rope.wgsl")),
+    cuda: Some(include_str!("../kernels/rope.cu")),
+    cpu: Some(rope_cpu),
+    samples: &[
+        Params::dims(1, 2, 0),
+        Params::dims(3, 10, 7),
+        Params::dims(4, 64, 300),
+        Params::dims(5, 6, ROPE_MAX_POS),
+    ],
+};
+
+// ----- add_rms_norm -----
+
+fn norm_extents(p: &Params, out: &mut [u64]) {
+    let n = p.d0 as u64 * p.d1 as u64;
+    out[0] = n;
+    out[1] = n;
+    out[2] = p.d1 as u64;
+    out[3] = n;
+}
+
+fn norm_grid(p: &Params) -> [u32; 3] {
+    [p.d0.max(1), 1, 1]
+}
+
+fn norm_check(p: &Params) -> Result<(), ParamError> {
+    if p.d0 == 0 || p.d0 > MAX_GRID_EDGE {
+        return refuse(
+            "rows",
+            format!(
+                "{} is not in 1..={MAX_GRID_EDGE} (one workgroup per row)",
+                p.d0
+            ),
+        );
+    }
+    if p.d1 == 0 {
+        return refuse("cols", "must be at least 1");
+    }
+    if !(p.s0 >= 0.0 && p.s0.is_finite()) {
+        return refuse("eps", format!("{} is not a finite number ≥ 0", p.s0));
+    }
+    Ok(())
+}
+
+/// The sum of `sq` as the GPU sources add it: invocation `t` of
+/// [`NORM_WG`] accumulates elements `t, t + 256, …` in order, then a tree
+/// halves the 256 partial sums.
+fn tree_sum(sq: impl Iterator<Item = f32>) -> f32 {
+    let mut lanes = [0f32; NORM_WG];
+    for (c, v) in sq.enumerate() {
+        lanes[c % NORM_WG] += v;
+    }
+    let mut half = NORM_WG / 2;
+    while half > 0 {
+        for t in 0..half {
+            lanes[t] += lanes[t + half];
+        }
+        half /= 2;
+    }
+    lanes[0]
+}
+
+/// The CPU implementation: what `add_rms_norm.cu` computes, step for step
+/// (its reduction order included).
+pub fn add_rms_norm_cpu(p: &Params, b: &mut [Vec<u8>]) {
+    let (rows, cols) = (p.d0 as usize, p.d1 as usize);
+    let x = f32s(&b[0]);
+    let mut r = f32s(&b[1]);
+    let w = f32s(&b[2]);
+    let mut out = vec![0f32; rows * cols];
+    for row in 0..rows {
+        let range = row * cols..(row + 1) * cols;
+        for c in range.clone() {
+            r[c] += x[c];
+        }
+        let mean_sq = tree_sum(r[range.clone()].iter().map(|h| h * h)) / cols as f32;
+        let inv = 1.0 / (mean_sq + p.s0).sqrt();
+        for (c, o) in range.clone().zip(&mut out[range]) {
+            *o = r[c] * inv * w[c - row * cols];
+        }
+    }
+    store(&mut b[1], &r[..rows * cols]);
+    store(&mut b[3], &out);
+}
+
+/// Residual add fused with rms_norm over `rows × cols` (d0 = rows ≤ 65535,
+/// d1 = cols, s0 = eps): bindings `x` (read), `r` (the residual: read, and
+/// written with `h = x + r`), `w` (`cols` weights) and `out`, which may
+/// alias none of them.
+///
+/// Tolerance: that of the catalogue's f32 rms_norm. The CPU reproduces the
+/// GPU's reduction order, so CUDA (`_rn` intrinsics) agrees bit for bit;
+/// Vulkan allows `sqrt` and `/` a few ulp, which the bound covers.
+/// The residual itself is one add per element, exact everywhere.
+pub static ADD_RMS_NORM: KernelDef = KernelDef {
+    name: "add_rms_norm_f32",
+    bindings: &[
+        Binding::fixed("x", Access::Read, DType::F32),
+        Binding::fixed("r", Access::Write, DType::F32),
+        Binding::fixed("w", Access::Read, DType::F32),
+        Binding::fixed("out", Access::Write, DType::F32),
+    ],
+    reads: &[Field::D0, Field::D1, Field::S0],
+    extents: norm_extents,
+    workgroup_size: [NORM_WG as u32, 1, 1],
+    grid: norm_grid,
+    check: Some(norm_check),
+    allows_aliasing: false,
+    tolerance: Tolerance::Relative {
+        rel: 1e-5,
+        abs: 1e-6,
+    },
+    wgsl: Some(include_str!("../kernels/add_rms_norm.wgsl")),
+    cuda: Some(include_str!("../kernels/add_rms_norm.cu")),
+    cpu: Some(add_rms_norm_cpu),
+    samples: &[
+        Params::dims(1, 300, 0).with_scalars(1e-5, 0.0),
+        Params::dims(3, 1, 0).with_scalars(1e-6, 0.0),
+        Params::dims(2, 257, 0).with_scalars(1e-5, 0.0),
+        Params::dims(5, 1000, 0).with_scalars(0.0, 0.0),
+    ],
+};

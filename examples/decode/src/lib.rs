@@ -1,0 +1,22 @@
+//! # seam-example-decode
+//!
+//! One decode step of a toy attention block, the way an inference engine
+//! runs it through seam: two of the engine's own kernels ([`kernels::ROPE`]
+//! and [`kernels::ADD_RMS_NORM`]) registered as user kernels next to the
+//! catalogue's GEMM, copy, scale_add, softmax and silu; a KV cache written
+//! one slot per step through a view; the whole step captured **once**, then
+//! moved to each next position by graph updates (`update_params` for
+//! RoPE's position and the attention sizes, `update_launch` for the KV
+//! write's view) and replayed.
+//!
+//! [`check::check_device`] runs it on a device and compares every step's
+//! output, the residual and the whole KV cache with the same steps run
+//! eagerly on the CPU reference device; `cargo run -p seam-example-decode
+//! --release` does that on every device found.
+
+pub mod check;
+pub mod kernels;
+pub mod step;
+
+pub use check::{check_device, Outcome, STEP_TOLERANCE};
+pub use step::{Config, DecodeStep, Weights};

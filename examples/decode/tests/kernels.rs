@@ -1,0 +1,157 @@
+//! The user kernels' CPU implementations against plain f64 math, their
+//! parameter checks, and their WGSL against naga.
+
+use seam::kernel::KernelDef;
+use seam::Params;
+use seam_example_decode::kernels::{
+    add_rms_norm_cpu, rope_cpu, rope_freqs, sincos, ADD_RMS_NORM, ROPE, ROPE_MAX_POS,
+};
+
+fn bytes(v: &[f32]) -> Vec<u8> {
+    bytemuck::cast_slice(v).to_vec()
+}
+
+fn f32s(b: &[u8]) -> Vec<f32> {
+    bytemuck::pod_collect_to_vec(b)
+}
+
+/// sin/cos within 2e-7 of f64's over the angles RoPE meets.
+#[test]
+fn sincos_is_accurate() {
+    let mut worst = 0f64;
+    let mut a = -70_000f32;
+    while a < 70_000.0 {
+        let (s, c) = sincos(a);
+        let (es, ec) = (a as f64).sin_cos();
+        worst = worst.max((s as f64 - es).abs()).max((c as f64 - ec).abs());
+        a += 0.37;
+    }
+    for i in 0..20_000 {
+        let a = i as f32 * 1e-4;
+        let (s, c) = sincos(a);
+        let (es, ec) = (a as f64).sin_cos();
+        worst = worst.max((s as f64 - es).abs()).max((c as f64 - ec).abs());
+    }
+    assert!(worst < 2e-7, "max error {worst:e}");
+}
+
+/// RoPE against f64 rotation; pos 0 is the identity.
+#[test]
+fn rope_rotates_each_pair() {
+    let (heads, hd, pos) = (3u32, 10u32, 41u32);
+    let n = (heads * hd) as usize;
+    let x: Vec<f32> = (0..n).map(|i| (i as f32 * 0.7).sin()).collect();
+    let freq = rope_freqs(hd, 10_000.0);
+    for (p, want_identity) in [(pos, false), (0, true)] {
+        let mut b = vec![bytes(&x), bytes(&freq), vec![0; n * 4]];
+        rope_cpu(&Params::dims(heads, hd, p), &mut b);
+        let y = f32s(&b[2]);
+        if want_identity {
+            assert_eq!(y, x);
+            continue;
+        }
+        for j in 0..n / 2 {
+            let i = j % (hd as usize / 2);
+            let ang = p as f64 * freq[i] as f64;
+            let (s, c) = ang.sin_cos();
+            let (x0, x1) = (x[2 * j] as f64, x[2 * j + 1] as f64);
+            assert!(
+                (y[2 * j] as f64 - (x0 * c - x1 * s)).abs() < 1e-6,
+                "pair {j}"
+            );
+            assert!(
+                (y[2 * j + 1] as f64 - (x0 * s + x1 * c)).abs() < 1e-6,
+                "pair {j}"
+            );
+        }
+    }
+}
+
+/// The fused kernel against f64: the residual written with h = x + r, the
+/// output h / sqrt(mean(h²) + eps) · w per row.
+#[test]
+fn add_rms_norm_adds_then_normalizes() {
+    let (rows, cols) = (3usize, 300usize);
+    let x: Vec<f32> = (0..rows * cols).map(|i| (i as f32 * 0.3).sin()).collect();
+    let r: Vec<f32> = (0..rows * cols).map(|i| (i as f32 * 0.11).cos()).collect();
+    let w: Vec<f32> = (0..cols).map(|i| 1.0 + i as f32 / cols as f32).collect();
+    let mut b = vec![bytes(&x), bytes(&r), bytes(&w), vec![0; rows * cols * 4]];
+    add_rms_norm_cpu(
+        &Params::dims(rows as u32, cols as u32, 0).with_scalars(1e-5, 0.0),
+        &mut b,
+    );
+    let (h, out) = (f32s(&b[1]), f32s(&b[3]));
+    for row in 0..rows {
+        let hr: Vec<f64> = (0..cols)
+            .map(|c| (x[row * cols + c] + r[row * cols + c]) as f64)
+            .collect();
+        let inv = 1.0 / (hr.iter().map(|v| v * v).sum::<f64>() / cols as f64 + 1e-5).sqrt();
+        for c in 0..cols {
+            assert_eq!(h[row * cols + c] as f64, hr[c]);
+            let want = hr[c] * inv * w[c] as f64;
+            assert!((out[row * cols + c] as f64 - want).abs() < 1e-5 * (1.0 + want.abs()));
+        }
+    }
+}
+
+#[test]
+fn checks_refuse_what_the_kernels_cannot_run() {
+    let rope = ROPE.check.unwrap();
+    assert!(rope(&Params::dims(2, 8, 5)).is_ok());
+    assert_eq!(rope(&Params::dims(2, 7, 5)).unwrap_err().name, "head_dim");
+    assert_eq!(rope(&Params::dims(0, 8, 5)).unwrap_err().name, "heads");
+    assert_eq!(
+        rope(&Params::dims(2, 8, ROPE_MAX_POS + 1))
+            .unwrap_err()
+            .name,
+        "pos"
+    );
+    let norm = ADD_RMS_NORM.check.unwrap();
+    assert!(norm(&Params::dims(1, 300, 0).with_scalars(1e-5, 0.0)).is_ok());
+    assert_eq!(norm(&Params::dims(1, 0, 0)).unwrap_err().name, "cols");
+    assert_eq!(norm(&Params::dims(70_000, 4, 0)).unwrap_err().name, "rows");
+    for def in [&ROPE, &ADD_RMS_NORM] {
+        def.well_formed().unwrap();
+        for p in def.samples {
+            (def.check.unwrap())(p).unwrap();
+        }
+    }
+}
+
+/// The shared WGSL prelude with the view-offset words `o0` … `o7` after
+/// `pad1` (added here if this checkout's prelude lacks them yet).
+fn prelude() -> String {
+    let p = include_str!("../../../kernels/wgsl/params.wgsl");
+    if p.contains("o7: u32") {
+        return p.to_string();
+    }
+    let offsets: String = (0..8).map(|k| format!("    o{k}: u32,\n")).collect();
+    p.replacen("    pad1: u32,\n", &format!("    pad1: u32,\n{offsets}"), 1)
+}
+
+/// Each WGSL source parses and validates with the prelude, and declares
+/// its entry point with the definition's workgroup size.
+#[test]
+fn wgsl_sources_validate() {
+    for def in [&ROPE, &ADD_RMS_NORM] {
+        validate(def);
+    }
+}
+
+fn validate(def: &KernelDef) {
+    let src = format!("{}\n{}", prelude(), def.wgsl.unwrap());
+    let module = naga::front::wgsl::parse_str(&src)
+        .unwrap_or_else(|e| panic!("{}: {}", def.name, e.emit_to_string(&src)));
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::all(),
+    )
+    .validate(&module)
+    .unwrap_or_else(|e| panic!("{}: {}", def.name, e.emit_to_string(&src)));
+    let ep = module
+        .entry_points
+        .iter()
+        .find(|e| e.name == def.name)
+        .unwrap_or_else(|| panic!("{}: no entry point of that name", def.name));
+    assert_eq!(ep.workgroup_size, def.workgroup_size, "{}", def.name);
+}
