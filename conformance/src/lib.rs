@@ -35,7 +35,7 @@ pub fn set_kernels(kernels: &'static [&'static seam::KernelDef]) {
 /// The user kernels of this run ([`set_kernels`]); by default seam's own
 /// example kernels (examples/decode: RoPE and a fused residual-add-rms_norm).
 pub fn kernels() -> &'static [&'static seam::KernelDef] {
-    KERNELS.get_or_init(|| &[])
+    KERNELS.get_or_init(|| seam_example_decode::kernels::ALL)
 }
 
 use seam::{Device, ErrorKind};
