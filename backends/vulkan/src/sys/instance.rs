@@ -275,9 +275,10 @@ impl Instance {
             .max_per_stage_descriptor_update_after_bind_storage_buffers
             .min(limits.max_descriptor_set_update_after_bind_storage_buffers)
             .min(limits.max_per_stage_update_after_bind_resources);
-        if per_set < 3 {
+        if per_set < super::MAX_BINDINGS as u32 {
             return Err(format!(
-                "UPDATE_AFTER_BIND storage buffers per set: {per_set} (kernels bind up to 3)"
+                "UPDATE_AFTER_BIND storage buffers per set: {per_set} (kernels bind up to {})",
+                super::MAX_BINDINGS
             ));
         }
         let all = limits.max_update_after_bind_descriptors_in_all_pools;

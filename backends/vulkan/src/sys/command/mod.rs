@@ -576,13 +576,8 @@ impl Inner {
                 let sets = (POOL_FIRST << self.descriptor_pools.len().min(6)).min(POOL_MAX);
                 let sizes = [vk::DescriptorPoolSize::default()
                     .ty(vk::DescriptorType::STORAGE_BUFFER)
-<<<<<<< HEAD
                     .descriptor_count(sets * super::MAX_BINDINGS as u32)];
-                let info = vk::DescriptorPoolCreateInfo::default()
-=======
-                    .descriptor_count(sets * 3)];
                 let mut info = vk::DescriptorPoolCreateInfo::default()
->>>>>>> h1-update
                     .max_sets(sets)
                     .pool_sizes(&sizes);
                 if self.shared.rebind_in_place {
