@@ -4,7 +4,9 @@
 //! that compiles (it once needed `Box<dyn Error>`: opening a device returned
 //! a bare `ErrorKind`).
 
-use seam::{ops, Device};
+use seam::kernel::{Field, KernelDef};
+use seam::ops::{Access, Binding};
+use seam::{ops, DType, Device, Params, Tolerance};
 
 fn using_it() -> seam::Result<()> {
     // README: begin
@@ -21,6 +23,52 @@ fn using_it() -> seam::Result<()> {
     a.write(&[1.0])?;
     graph.replay()?; // dst = 35: host writes between replays are seen (C2)
     assert_eq!(dst.read()?, vec![35.0]);
+
+    // Your own kernel: WGSL (vulkan, wgpu, metal; binding k's view starts at
+    // element p.o<k>), CUDA C (cuda, hip; pointers start at the view) and
+    // Rust (the CPU backend, and the oracle the suite compares devices with).
+    static DOUBLE: KernelDef = KernelDef {
+        name: "double_f32",
+        bindings: &[
+            Binding::fixed("x", Access::Read, DType::F32),
+            Binding::fixed("y", Access::Write, DType::F32),
+        ],
+        reads: &[Field::D0],
+        extents: |p, out| out.fill(p.d0 as u64),
+        workgroup_size: [64, 1, 1],
+        grid: |p| [p.d0.div_ceil(64), 1, 1],
+        check: None,
+        allows_aliasing: true,
+        tolerance: Tolerance::BitExact,
+        wgsl: Some(
+            "@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn double_f32(@builtin(global_invocation_id) g: vec3<u32>) {
+    if (g.x < p.d0) { y[p.o1 + g.x] = 2.0 * x[p.o0 + g.x]; }
+}",
+        ),
+        cuda: Some(
+            r#"extern "C" __global__ void double_f32(const float* x, float* y, Params p) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < p.d0) y[i] = 2.0f * x[i];
+}"#,
+        ),
+        cpu: Some(|p, b| {
+            for i in (0..p.d0 as usize).map(|i| 4 * i) {
+                let x = f32::from_le_bytes([b[0][i], b[0][i + 1], b[0][i + 2], b[0][i + 3]]);
+                b[1][i..i + 4].copy_from_slice(&(2.0 * x).to_le_bytes());
+            }
+        }),
+        samples: &[Params::dims(100, 0, 0)],
+    };
+    dev.register_kernel(&DOUBLE)?; // checked, compiled once for this device
+    let kv = dev.buffer_from(&[0.0f32; 8])?; // a KV cache: 4 slots of 2
+    let k = dev.buffer_from(&[1.5f32, -2.0])?;
+    // Write slot 2 through a view: elements 4..6 of the cache, nothing else.
+    let step = ops::user(&DOUBLE, &[k.id().into(), kv.id().view(4, 2)], Params::dims(2, 0, 0));
+    dev.launch(&step)?;
+    assert_eq!(kv.read()?, vec![0.0, 0.0, 0.0, 0.0, 3.0, -4.0, 0.0, 0.0]);
     // README: end
     Ok(())
 }

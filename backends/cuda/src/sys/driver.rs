@@ -419,6 +419,11 @@ fn graph_nodes(graph: &GraphHandle) -> Result<Vec<cu::CUgraphNode>, ErrorKind> {
     check("cuGraphGetNodes", unsafe {
         cu::cuGraphGetNodes(graph.0, ptr::null_mut(), &mut n)
     })?;
+    if n == 0 {
+        // An empty capture: nothing to list (the driver refuses a second
+        // call with room for none, CUDA_ERROR_INVALID_VALUE on the H200).
+        return Ok(Vec::new());
+    }
     let mut nodes: Vec<cu::CUgraphNode> = vec![ptr::null_mut(); n];
     // SAFETY: `nodes` has room for `n` handles and the driver writes at most
     // `n` (the count passed in), then the number written into `n`.
