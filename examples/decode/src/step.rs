@@ -284,12 +284,23 @@ impl DecodeStep {
         self.finish()
     }
 
-    /// Capture the step, set for the next position, into a graph (once:
-    /// [`DecodeStep::replay`] moves it along). Nothing runs.
+    /// Prepare its ops, then capture the step, set for the next position,
+    /// into a graph (once: [`DecodeStep::replay`] moves it along). Nothing
+    /// runs.
     pub fn capture(&mut self) -> Result<()> {
         let pos = self.next_pos()?;
+        let launches = self.launches(pos);
+        // Vendor resources (cuBLAS handles, compiled modules) are made
+        // before the capture, which may allocate nothing (C7).
+        let mut ops: Vec<(seam::OpKind, seam::DType)> = Vec::new();
+        for call in &launches {
+            if !ops.iter().any(|(op, _)| *op == call.op) {
+                ops.push((call.op, seam::DType::F32));
+            }
+        }
+        self.dev.prepare(&ops)?;
         let scope = self.dev.capture()?;
-        for call in self.launches(pos) {
+        for call in launches {
             self.dev.launch(&call)?;
         }
         self.graph = Some((scope.end_graph()?, pos));
