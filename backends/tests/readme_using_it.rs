@@ -66,7 +66,11 @@ fn double_f32(@builtin(global_invocation_id) g: vec3<u32>) {
     let kv = dev.buffer_from(&[0.0f32; 8])?; // a KV cache: 4 slots of 2
     let k = dev.buffer_from(&[1.5f32, -2.0])?;
     // Write slot 2 through a view: elements 4..6 of the cache, nothing else.
-    let step = ops::user(&DOUBLE, &[k.id().into(), kv.id().view(4, 2)], Params::dims(2, 0, 0));
+    let step = ops::user(
+        &DOUBLE,
+        &[k.id().into(), kv.id().view(4, 2)],
+        Params::dims(2, 0, 0),
+    );
     dev.launch(&step)?;
     assert_eq!(kv.read()?, vec![0.0, 0.0, 0.0, 0.0, 3.0, -4.0, 0.0, 0.0]);
     // README: end
