@@ -27,7 +27,7 @@
 //! [`RawVulkan`] and destroyed by its `Drop`, after the queue is idle.
 
 use ash::vk;
-use seam::{ops, DType, Launch, OpKind, RawBuffer};
+use seam::{ops, DType, Launch, OpKind, RawBuffer, RawView};
 use std::ffi::CString;
 use std::time::{Duration, Instant};
 
@@ -462,7 +462,7 @@ impl RawVulkan {
         let launch = Launch {
             op: call.op,
             dtype: DType::F32,
-            buffers: [RawBuffer(0), RawBuffer(0)].into(),
+            buffers: [RawView::whole(RawBuffer(0), elems as u64); 2].into(),
             params: call.params,
         };
         let groups = seam_kernels::geometry::grid(

@@ -73,6 +73,8 @@ pub enum ErrorKind {
         recorded: OpKind,
         requested: OpKind,
     },
+    #[error("invalid update: {reason}")]
+    InvalidUpdate { reason: String },
     #[error("this backend cannot update a captured graph in place")]
     UpdateUnsupported,
     #[error("the graph is unusable: {reason}; rebind it again or destroy it")]

@@ -446,12 +446,12 @@ fn rebinds_rewrite_descriptor_sets_in_place(dev: Device) -> Completion {
 /// backend directly (its counts are not on `Device`). Mutation: make
 /// `Inner::rerecords` ignore `rebind_in_place` → red at "rebind in place".
 fn a_rebind_records_nothing_where_update_after_bind(_dev: Device) -> Completion {
-    use seam::{Backend, Launch, Params, RawBuffer, ReplayTarget};
+    use seam::{Backend, Launch, Params, RawBuffer, RawView, ReplayTarget};
     let mut b = seam_vulkan::VulkanBackend::open(0).unwrap();
     let add = |x: RawBuffer, y: RawBuffer, n: u32| Launch {
         op: OpKind::Add,
         dtype: DType::U32,
-        buffers: [x, y, x].into(),
+        buffers: [x, y, x].map(|r| RawView::whole(r, n as u64)).into(),
         params: Params {
             d0: n,
             ..Params::default()

@@ -171,6 +171,101 @@ pub const C13_UPDATE_PARAMS_EQUALS_FRESH_CAPTURE: Case = Case {
     },
 };
 
+/// `update_launch` moves a launch's view (a KV-cache write going to the
+/// next slot) and `update_launches` changes several launches as one
+/// update: each equals a fresh capture over the new views, the old slot
+/// keeps what the replays before the move wrote, every element outside
+/// the written slots is untouched, and a bad batch (one index twice, one
+/// view past its buffer) is a named error that changes nothing.
+///
+/// Mutation: `Device::update_launches` keeping the recorded views (each
+/// change's `buffers` set back to the recorded launch's before `apply`) →
+/// red on cpu:0 (tried: "slot 0 after the move: [3.0, …] != [2.0, …]": the
+/// replay wrote slot 0 again).
+pub const C13_UPDATE_LAUNCH_MOVES_A_VIEW: Case = Case {
+    name: "c13_update_launch_moves_a_view",
+    rule: Rule::C13,
+    tags: CAP,
+    modes: ONCE,
+    body: |cx| {
+        let d = &cx.dev;
+        let (slot, slots) = (8usize, 4usize);
+        let k = d.buffer_from(&vals(slot, 1.0))?;
+        let kv = d.buffer_from(&vec![-1.0f32; slot * slots])?;
+        let write = |s: usize| ops::copy(k.id(), kv.id().view(s * slot, slot), slot as u32);
+        let scope = d.capture()?;
+        d.launch(&ops::scale_add(k.id(), k.id(), slot as u32, 1.0, 1.0))?;
+        d.launch(&write(0))?;
+        let g = scope.end_graph()?;
+        g.replay()?; // k += 1, slot 0 = k
+        let slot0 = d.read_range::<f32>(kv.id(), 0, slot)?;
+        g.update_launch(1, &write(1))?;
+        g.replay()?; // k += 1, slot 1 = k
+        let got = kv.read()?;
+        let kk = k.read()?;
+        check_eq!(got[..slot].to_vec(), slot0, "slot 0 after the move");
+        check_eq!(got[slot..2 * slot].to_vec(), kk, "slot 1 after the move");
+        check!(
+            got[2 * slot..].iter().all(|&v| v == -1.0),
+            "an element outside the written slots changed: {got:?}"
+        );
+        // Two launches as one update: k's increment becomes 10, the write
+        // goes to slot 3; the same as a fresh capture of those launches.
+        g.update_launches(&[
+            (1, write(3)),
+            (0, ops::scale_add(k.id(), k.id(), slot as u32, 1.0, 10.0)),
+        ])?;
+        g.replay()?;
+        let fresh_kv = d.buffer_from(&got)?;
+        let fresh_k = d.buffer_from(&kk)?;
+        let scope = d.capture()?;
+        d.launch(&ops::scale_add(
+            fresh_k.id(),
+            fresh_k.id(),
+            slot as u32,
+            1.0,
+            10.0,
+        ))?;
+        d.launch(&ops::copy(
+            fresh_k.id(),
+            fresh_kv.id().view(3 * slot, slot),
+            slot as u32,
+        ))?;
+        let fresh = scope.end_graph()?;
+        fresh.replay()?;
+        check_eq!(
+            kv.read()?,
+            fresh_kv.read()?,
+            "batched update vs a fresh capture"
+        );
+        let before = kv.read()?;
+        expect_err!(
+            g.update_launches(&[(1, write(2)), (1, write(0))]),
+            ErrorKind::InvalidUpdate { .. }
+        );
+        expect_err!(
+            g.update_launches(&[
+                (1, write(2)),
+                (0, ops::copy(k.id(), kv.id().view(31, 8), 8))
+            ]),
+            ErrorKind::ViewOutOfRange { .. } | ErrorKind::UpdateChangesOp { .. }
+        );
+        g.replay()?;
+        let after = kv.read()?;
+        check_eq!(
+            after[..3 * slot].to_vec(),
+            before[..3 * slot].to_vec(),
+            "a refused batch changed a slot it named"
+        );
+        cx.digest_bytes(bytemuck_f32(&after).as_slice());
+        Ok(())
+    },
+};
+
+fn bytemuck_f32(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
 /// Every bad update is a named error and changes nothing: a new buffer of
 /// another dtype, one too short for a launch, another device's buffer, a
 /// freed one, a buffer the graph does not use, an update inside a capture,

@@ -97,6 +97,11 @@ impl Graph {
         self.dev
             .update_launch(GraphRef::Handle(self.id), index, call)
     }
+    /// Replace several launches as one update (C13; see
+    /// [`Device::update_launches`]).
+    pub fn update_launches(&self, changes: &[(usize, crate::ops::OpCall)]) -> Result<()> {
+        self.dev.update_launches(GraphRef::Handle(self.id), changes)
+    }
 }
 
 impl Drop for Graph {

@@ -116,26 +116,52 @@ impl Device {
     /// the buffers its launches use afterwards (one no launch uses any more
     /// may be freed). On any error nothing changes.
     pub fn update_launch(&self, target: GraphRef, index: usize, call: &OpCall) -> Result<()> {
-        self.with("update_launch", |st| {
+        self.replace_launches("update_launch", target, &[(index, call.clone())])
+    }
+
+    /// [`Device::update_launch`] for several launches at once, as one
+    /// update: validated together (any error changes nothing), patched
+    /// together, and on a backend that re-records (`Emulated`) recorded
+    /// once, not once per launch. Each index at most once.
+    pub fn update_launches(&self, target: GraphRef, changes: &[(usize, OpCall)]) -> Result<()> {
+        self.replace_launches("update_launches", target, changes)
+    }
+
+    fn replace_launches(
+        &self,
+        call: &'static str,
+        target: GraphRef,
+        changes: &[(usize, OpCall)],
+    ) -> Result<()> {
+        self.with(call, |st| {
             let entry = check_updatable(st, target)?;
             let launches = entry.recorded.len();
-            if index >= launches {
+            let mut sorted: Vec<(usize, OpCall)> = changes.to_vec();
+            sorted.sort_by_key(|(i, _)| *i);
+            for pair in sorted.windows(2) {
+                if pair[0].0 == pair[1].0 {
+                    return Err(ErrorKind::InvalidUpdate {
+                        reason: format!("launch {} is updated twice in one call", pair[0].0),
+                    });
+                }
+            }
+            if let Some(&(index, _)) = sorted.iter().find(|(i, _)| *i >= launches) {
                 return Err(ErrorKind::NoSuchLaunch { index, launches });
             }
+            let mut next = sorted.iter().peekable();
             let uses = entry
                 .recorded
                 .iter()
                 .enumerate()
                 .flat_map(|(i, r)| {
-                    let views = if i == index {
-                        &call.buffers
-                    } else {
-                        &r.call.buffers
+                    let views = match next.next_if(|(at, _)| *at == i) {
+                        Some((_, call)) => &call.buffers,
+                        None => &r.call.buffers,
                     };
                     views.iter().map(|v| v.buffer)
                 })
                 .collect::<BTreeSet<BufferId>>();
-            apply(st, target, vec![(index, call.clone())], Some(uses))
+            apply(st, target, sorted, Some(uses))
         })
     }
 }
