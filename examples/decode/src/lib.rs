@@ -5,8 +5,8 @@
 //! and [`kernels::ADD_RMS_NORM`]) registered as user kernels next to the
 //! catalogue's GEMM, copy, scale_add, softmax and silu; a KV cache written
 //! one slot per step through a view; the whole step captured **once**, then
-//! moved to each next position by graph updates (`update_params` for
-//! RoPE's position and the attention sizes, `update_launch` for the KV
+//! moved to each next position by one graph update per step
+//! (`update_launches`: RoPE's position, the attention sizes and the KV
 //! write's view) and replayed.
 //!
 //! [`check::check_device`] runs it on a device and compares every step's

@@ -310,8 +310,8 @@ impl DecodeStep {
     /// Run the step at the next position by replaying the captured graph
     /// (capturing it first if need be) on `input`, and return its output.
     /// Before the replay, every launch that differs at the new position is
-    /// updated in the graph: RoPE's position and the attention sizes by
-    /// `update_params`, the KV write's view by `update_launch`.
+    /// updated in the graph, all in one `update_launches`: RoPE's position,
+    /// the attention sizes and the KV write's view.
     pub fn replay(&mut self, input: &[f32]) -> Result<Vec<f32>> {
         if self.graph.is_none() {
             self.capture()?;
@@ -335,16 +335,18 @@ impl DecodeStep {
             return Ok(());
         };
         let (was, now) = (self.launches(*at), self.launches(pos));
-        for (i, (old, new)) in was.iter().zip(&now).enumerate() {
-            if old.buffers != new.buffers {
-                graph.update_launch(i, new)?;
-            } else if old.params != new.params {
-                graph.update_params(i, new.params)?;
-            } else {
-                continue;
-            }
-            self.updates += 1;
-        }
+        // Every launch that differs (the KV write's view, RoPE's position,
+        // the attention sizes), replaced as one update: validated together
+        // and, where the backend re-records (Emulated), recorded once.
+        let changes: Vec<(usize, OpCall)> = was
+            .iter()
+            .zip(now)
+            .enumerate()
+            .filter(|(_, (old, new))| *old != new)
+            .map(|(i, (_, new))| (i, new))
+            .collect();
+        graph.update_launches(&changes)?;
+        self.updates += changes.len();
         if let Some((_, at)) = &mut self.graph {
             *at = pos;
         }
