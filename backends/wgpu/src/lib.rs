@@ -35,9 +35,10 @@
 //!   dispatches of a pass.
 //! - **Capture is Emulated.** wgpu command buffers are one-shot, so a graph
 //!   is the list of fully resolved dispatches recorded at capture time; a
-//!   replay re-encodes them (after any pending eager batch) into one command
-//!   encoder and submits it. The current exec and each graph handle are
-//!   separate lists (C3).
+//!   replay re-encodes them (after any pending eager batch) and submits
+//!   them in command buffers of 256 dispatches, so the GPU starts on the
+//!   first while the host encodes the next. The current exec and each graph
+//!   handle are separate lists (C3).
 //! - **Lifetimes.** Freeing a buffer or destroying a graph drops our handles
 //!   only; wgpu-core keeps every resource a submission uses alive until that
 //!   submission has finished, so a replay in flight completes (C8).
