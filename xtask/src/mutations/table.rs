@@ -255,8 +255,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c12_bad_launches_refused_before_work",
         file: VAL,
-        find: "        if need > meta.len as u64 {",
-        replace: "        if false && need > meta.len as u64 {",
+        find: "        if need > view_len[i] {",
+        replace: "        if false && need > view_len[i] {",
         what: "launch sizes are not checked against buffer lengths",
     },
     Mutation {
@@ -380,8 +380,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c7_eager_gemm_between_replays",
         file: CPU,
-        find: "            None => self.send(Command::Run(launch.clone())),",
-        replace: "            None => {\n                if launch.op == OpKind::Gemm {\n                    for g in self.graphs.values_mut() {\n                        if g.iter().any(|l| l.op == OpKind::Gemm) {\n                            *g = Arc::new(vec![launch.clone()]);\n                        }\n                    }\n                }\n                self.send(Command::Run(launch.clone()))\n            }",
+        find: "            None => self.send(Command::Run(Box::new(launch.clone()))),",
+        replace: "            None => {\n                if launch.op == OpKind::Gemm {\n                    for g in self.graphs.values_mut() {\n                        if g.iter().any(|l| l.op == OpKind::Gemm) {\n                            *g = Arc::new(vec![launch.clone()]);\n                        }\n                    }\n                }\n                self.send(Command::Run(Box::new(launch.clone())))\n            }",
         what: "an eager GEMM replaces the GEMM of every live graph (a plan cache keyed by op)",
     },
     Mutation {
@@ -408,8 +408,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c12_bounds_from_the_rules",
         file: VAL,
-        find: "        if need > meta.len as u64 {",
-        replace: "        if need >= meta.len as u64 {",
+        find: "        if need > view_len[i] {",
+        replace: "        if need >= view_len[i] {",
         what: "the range check refuses an exact-size buffer (>= for >)",
     },
     Mutation {
@@ -432,5 +432,61 @@ pub const MUTATIONS: &[Mutation] = &[
         find: "            let launch = validate::lower(call, |id| st.live_meta(id))?;",
         replace: "            let captured = st.capture.is_some();\n            st.trace.record(|| EventKind::Launch { op: call.op, captured });\n            let launch = validate::lower(call, |id| st.live_meta(id))?;",
         what: "a launch is traced before it is validated (a refused launch looks queued)",
+    },
+    Mutation {
+        case: "c1_user_kernel_replay_reexecutes",
+        file: CPU,
+        find: "            Command::RunGraph(g) => g.iter().for_each(|l| run(l, &mut sticky)),",
+        replace: "            Command::RunGraph(g) => g\n                .iter()\n                .filter(|l| l.op.user().is_none())\n                .for_each(|l| run(l, &mut sticky)),",
+        what: "the CPU replay skips user-kernel launches",
+    },
+    Mutation {
+        case: "c2_user_kernel_keeps_stream_order",
+        file: CPU,
+        find: "            Command::RunGraph(g) => g.iter().for_each(|l| run(l, &mut sticky)),",
+        replace: "            Command::RunGraph(g) => g\n                .iter()\n                .filter(|l| l.op.user().is_none())\n                .for_each(|l| run(l, &mut sticky)),",
+        what: "the CPU replay skips user-kernel launches",
+    },
+    Mutation {
+        case: "c4_user_kernel_eager_and_captured_identical",
+        file: CPU,
+        find: "            Command::RunGraph(g) => g.iter().for_each(|l| run(l, &mut sticky)),",
+        replace: "            Command::RunGraph(g) => g\n                .iter()\n                .filter(|l| l.op.user().is_none())\n                .for_each(|l| run(l, &mut sticky)),",
+        what: "the CPU replay skips user-kernel launches",
+    },
+    Mutation {
+        case: "c11_user_kernel_agrees_with_cpu",
+        file: REF,
+        find: "let (start, len) = (view.byte_offset as usize, view.len as usize * size);",
+        replace: "let (start, len) = (0, view.len as usize * size);",
+        what: "the CPU backend reads and writes a user kernel's views from byte 0",
+    },
+    Mutation {
+        case: "c12_user_kernel_bad_launches_refused",
+        file: VAL,
+        find: "        if offset > buffer_len || end.is_none_or(|e| e > buffer_len) {",
+        replace: "        if false {",
+        what: "views are not checked against their buffers",
+    },
+    Mutation {
+        case: "c11_views_at_odd_offsets_agree_with_cpu",
+        file: CPU,
+        find: ".map(|v| mem.get(&v.buffer.0).map(|b| &b[v.byte_offset as usize..]))",
+        replace: ".map(|v| mem.get(&v.buffer.0).map(|b| &b[..]))",
+        what: "the CPU backend reads every binding from byte 0",
+    },
+    Mutation {
+        case: "c12_view_rules_from_the_signatures",
+        file: VAL,
+        find: "            if ws >= oe || os >= we {",
+        replace: "            if ws >= oe || os >= we || ws != os {",
+        what: "partly overlapping views are let through",
+    },
+    Mutation {
+        case: "c13_update_launch_moves_a_view",
+        file: UPDATE,
+        find: "            sorted.sort_by_key(|(i, _)| *i);",
+        replace: "            sorted.sort_by_key(|(i, _)| *i);\n            for (i, c) in sorted.iter_mut() {\n                if let Some(r) = entry.recorded.get(*i) {\n                    c.buffers = r.call.buffers.clone();\n                }\n            }",
+        what: "update_launches keeps the recorded views",
     },
 ];
