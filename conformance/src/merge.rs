@@ -50,6 +50,17 @@ pub fn digested_outputs(case: &str) -> Option<Vec<(OpKind, DType)>> {
         "c13_rebind_equals_fresh_capture" | "c13_update_params_equals_fresh_capture" => {
             vec![(Copy, F32), (ScaleAdd, F32), (Add, F32)]
         }
+        // k += b, then a copy of k into a slot of the cache, f32.
+        "c13_update_launch_moves_a_view" => vec![(ScaleAdd, F32), (Copy, F32)],
+        // Every (op, dtype) workload of the catalogue, over views.
+        "c11_views_at_odd_offsets_agree_with_cpu" => crate::workloads::all_pairs(),
+        // Every buffer of each user kernel's samples (its tolerance).
+        "c11_user_kernel_agrees_with_cpu" | "c4_user_kernel_eager_and_captured_identical" => {
+            crate::kernels()
+                .iter()
+                .filter_map(|&k| Some((User(seam::Kernel::new(k)), k.dtype()?)))
+                .collect()
+        }
         _ => return None,
     })
 }
