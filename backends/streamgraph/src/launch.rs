@@ -325,3 +325,34 @@ pub fn check_range(
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the sys layers' `SAFETY` comments rely on: `pointers()` gives
+    /// one pointer per parameter, the k-th to address k, the last to the
+    /// params block, and nothing is read past them (null slots).
+    /// Mutations: the params pointer left out, or put at the end of the
+    /// inline array instead of after the addresses → red.
+    #[test]
+    fn pointers_point_at_each_argument_in_order() {
+        for len in 0..=MAX_BINDINGS {
+            let mut args = KernelArgs {
+                addresses: [7; MAX_BINDINGS],
+                len,
+                params: Params::default(),
+            };
+            let base = args.addresses.as_ptr() as usize;
+            let params = &args.params as *const Params as usize;
+            let ptrs = args.pointers();
+            let got: Vec<usize> = ptrs.as_slice().iter().map(|p| *p as usize).collect();
+            let nulls = ptrs.ptrs[ptrs.len()..].iter().all(|p| p.is_null());
+            let mut want: Vec<usize> = (0..len).map(|k| base + 8 * k).collect();
+            want.push(params);
+            assert_eq!(got, want, "{len} buffers");
+            assert!(nulls, "{len} buffers: a slot past the parameters is set");
+            assert!(!ptrs.is_empty());
+        }
+    }
+}

@@ -22,8 +22,10 @@
 //! allocate themselves (not Rust allocations).
 //!
 //! Mutations: `KernelLaunch::new` collecting its byte offsets into a `Vec`
-//! again, `KernelArgs::pointers` returning a `Vec`, or
-//! `StreamBackend::bindings` collecting into a `Vec` → red (the first tried).
+//! again, or `StreamBackend::bindings` collecting into a `Vec` → red
+//! (1,000 eager allocations; both tried), as would `KernelArgs::pointers`
+//! returning a `Vec`; on the replay side, the fake copying each replayed
+//! exec's nodes while quiet → red (tried).
 
 // A `GlobalAlloc` can only be implemented with `unsafe`; each block says why
 // it is sound.
