@@ -6,6 +6,7 @@ use crate::driver::{OpKernels, StreamDriver, Toolchain};
 use crate::graphs::{CapturedLaunch, LaunchNode, StreamGraphs};
 use crate::launch::{KernelLaunch, VendorLaunch};
 use crate::timing::EventTimer;
+use seam::ops::BufferList;
 use seam::{
     Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, GraphUser, Launch, OpKind,
     RawBuffer, RawGraph, RawView, ReplayTarget, ResourceCounts, UpdateSupport,
@@ -131,7 +132,8 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
             .ok_or(ErrorKind::UnknownBuffer { id: raw.0 })
     }
 
-    fn bindings(&self, l: &Launch) -> Result<Vec<&D::Memory>, ErrorKind> {
+    /// The launch's buffers, inline (at most eight: no allocation).
+    fn bindings(&self, l: &Launch) -> Result<BufferList<&D::Memory>, ErrorKind> {
         l.buffers.iter().map(|v| self.buffer(v.buffer)).collect()
     }
 

@@ -5,6 +5,15 @@
 //! holds its own copy of its graph's nodes, which `set_kernel_node` patches
 //! (as `cuGraphExecKernelNodeSetParams` patches the exec, not the graph),
 //! and each graph launch records what it runs at the moment it is queued.
+//!
+//! Quiet ([`FakeDriver::set_quiet`]): the log and the record of graph runs
+//! (the parts that allocate: entry-point names, buffer lists, node copies)
+//! are left out and only counted; everything else is kept: the stream
+//! model, injected failures, violations. Then a kernel launch and a graph
+//! launch outside a capture allocate nothing in the fake, so that
+//! tests/no_alloc.rs counts the backend's allocations, not the fake's.
+//!
+//! Public for the integration tests (tests/no_alloc.rs); no backend uses it.
 
 use crate::driver::{GraphDriver, StreamDriver, Toolchain};
 use crate::launch::{check_range, KernelLaunch, VendorLaunch};
@@ -138,8 +147,15 @@ struct State {
     runs: Vec<(u32, Vec<FakeKernel>)>,
     /// Whether the driver asks for an idle stream before a patch.
     update_needs_idle: bool,
-    /// Execs with a launch queued and not yet waited for.
-    pending: BTreeSet<u32>,
+    /// Execs with a launch queued and not yet waited for (a `Vec`, cleared
+    /// by a wait keeping its capacity: queueing again allocates nothing).
+    pending: Vec<u32>,
+    /// Log nothing and record no runs (see the module doc).
+    quiet: bool,
+    /// Kernels launched through the backend and graph launches queued,
+    /// counted quiet or not.
+    kernel_launches: u64,
+    graph_launches: u64,
     /// Eager kernels queued and not yet waited for.
     busy: bool,
     events: BTreeSet<u32>,
@@ -205,6 +221,17 @@ impl FakeDriver {
         self.s().log.clear();
     }
 
+    /// Quiet on: log nothing, record no graph runs (module doc).
+    pub fn set_quiet(&self, on: bool) {
+        self.s().quiet = on;
+    }
+
+    /// (kernels launched through the backend, graph launches queued) so far.
+    pub fn launch_counts(&self) -> (u64, u64) {
+        let s = self.s();
+        (s.kernel_launches, s.graph_launches)
+    }
+
     pub fn violations(&self) -> Vec<String> {
         self.s().violations.clone()
     }
@@ -223,13 +250,15 @@ impl FakeDriver {
     /// A test queues (or, capturing, records) a kernel taking 1 ms.
     pub fn kernel(&self, name: &'static str) {
         self.s().log.push(Call::Kernel(name));
-        self.queue_kernel(FakeKernel::named(name.to_string(), true));
+        self.queue_kernel(|| FakeKernel::named(name.to_string(), true));
     }
 
-    fn queue_kernel(&self, k: FakeKernel) {
+    /// Record `k` into the open capture, or queue it (then `k` is not
+    /// made: an eager kernel allocates nothing here).
+    fn queue_kernel(&self, k: impl FnOnce() -> FakeKernel) {
         let mut s = self.s();
         if s.capturing {
-            s.recorded.push(k);
+            s.recorded.push(k());
         } else {
             s.clock_ms += 1.0;
             s.busy = true;
@@ -291,8 +320,15 @@ impl FakeDriver {
     }
 
     fn step(&self, call: Call, name: &'static str) -> Result<(), ErrorKind> {
+        self.step_with(|| call, name)
+    }
+
+    /// As `step`, the call made only if it is logged (not when quiet).
+    fn step_with(&self, call: impl FnOnce() -> Call, name: &'static str) -> Result<(), ErrorKind> {
         let mut s = self.s();
-        s.log.push(call);
+        if !s.quiet {
+            s.log.push(call());
+        }
         if s.fail == Some(name) {
             s.fail = None;
             return Err(ErrorKind::driver(name, "injected by the fake driver"));
@@ -306,10 +342,10 @@ impl FakeDriver {
         s.next
     }
 
-    fn flag_if_capturing(&self, what: String) {
+    fn flag_if_capturing(&self, what: impl FnOnce() -> String) {
         let mut s = self.s();
         if s.capturing {
-            s.violations.push(format!("{what} inside a capture"));
+            s.violations.push(format!("{} inside a capture", what()));
         }
     }
 }
@@ -431,15 +467,22 @@ impl GraphDriver for FakeDriver {
 
     fn launch(&self, exec: &u32) -> Result<(), ErrorKind> {
         self.step(Call::Launch(*exec), "launch")?;
-        self.flag_if_capturing(format!("graph launch {exec}"));
+        self.flag_if_capturing(|| format!("graph launch {exec}"));
         let mut s = self.s();
-        match s.execs.get(exec).map(|e| (e.graph, e.nodes.clone())) {
-            Some((g, nodes)) if s.graphs.contains_key(&g) => {
-                s.pending.insert(*exec);
-                s.clock_ms += nodes.len() as f32;
-                s.runs.push((*exec, nodes));
+        s.graph_launches += 1;
+        match s.execs.get(exec).map(|e| e.graph) {
+            Some(g) if s.graphs.contains_key(&g) => {
+                if !s.pending.contains(exec) {
+                    s.pending.push(*exec);
+                }
+                let nodes = &s.execs[exec].nodes;
+                let ran = nodes.len() as f32;
+                // What it runs, as queued: a copy (allocates), left out when quiet.
+                let run = (!s.quiet).then(|| nodes.clone());
+                s.clock_ms += ran;
+                s.runs.extend(run.map(|nodes| (*exec, nodes)));
             }
-            Some((g, _)) => s
+            Some(g) => s
                 .violations
                 .push(format!("launch of exec {exec} whose graph {g} is gone")),
             None => s.violations.push(format!("launch of dead exec {exec}")),
@@ -486,7 +529,7 @@ impl GraphDriver for FakeDriver {
 
     fn record_event(&self, event: &u32) -> Result<(), ErrorKind> {
         self.step(Call::Record(*event), "record_event")?;
-        self.flag_if_capturing(format!("event {event} recorded"));
+        self.flag_if_capturing(|| format!("event {event} recorded"));
         let mut s = self.s();
         let t = s.clock_ms;
         s.recorded_at.insert(*event, t);
@@ -530,7 +573,7 @@ impl StreamDriver for FakeDriver {
     fn alloc(&self, bytes: usize) -> Result<FakeBuffer, ErrorKind> {
         let id = self.id();
         self.step(Call::Alloc { buffer: id, bytes }, "alloc")?;
-        self.flag_if_capturing(format!("alloc of buffer {id}"));
+        self.flag_if_capturing(|| format!("alloc of buffer {id}"));
         self.s().memory.insert(id, vec![0; bytes]);
         Ok(FakeBuffer { id, bytes })
     }
@@ -594,7 +637,7 @@ impl StreamDriver for FakeDriver {
     fn load_module(&self, image: &[u8]) -> Result<u32, ErrorKind> {
         let m = self.id();
         self.step(Call::LoadModule(m), "load_module")?;
-        self.flag_if_capturing(format!("module {m} ({} bytes) loaded", image.len()));
+        self.flag_if_capturing(|| format!("module {m} ({} bytes) loaded", image.len()));
         self.s().modules.insert(m);
         Ok(m)
     }
@@ -609,16 +652,23 @@ impl StreamDriver for FakeDriver {
     }
 
     fn launch_kernel(&self, l: &KernelLaunch<'_, Self>) -> Result<(), ErrorKind> {
-        let name = l.function().name.clone();
+        let mut args = l.args(self);
+        // The array a real driver reads: one pointer per parameter.
+        let params = args.pointers().len();
+        if params != l.buffers().len() + 1 {
+            let n = l.buffers().len();
+            self.s().violations.push(format!(
+                "{params} kernel parameter pointers for {n} buffers and the params block"
+            ));
+        }
         // The ids back from the packed arguments, as a kernel would see them.
-        let args = l.args(self);
-        let buffers = args.addresses().iter().map(|a| (a >> 32) as u32).collect();
-        let call = Call::LaunchKernel {
-            name: name.clone(),
-            buffers,
+        let call = || Call::LaunchKernel {
+            name: l.function().name.clone(),
+            buffers: args.addresses().iter().map(|a| (a >> 32) as u32).collect(),
         };
-        self.step(call, "launch_kernel")?;
-        self.queue_kernel(self.node_of(l));
+        self.step_with(call, "launch_kernel")?;
+        self.s().kernel_launches += 1;
+        self.queue_kernel(|| self.node_of(l));
         Ok(())
     }
 
@@ -733,7 +783,7 @@ impl Toolchain<FakeDriver> for FakeToolchain {
 
     fn prepare_vendor(&mut self, d: &FakeDriver) -> Result<(), ErrorKind> {
         d.step(Call::VendorPrepare, "vendor_prepare")?;
-        d.flag_if_capturing("vendor handle created".into());
+        d.flag_if_capturing(|| "vendor handle created".into());
         self.vendor_ready = true;
         Ok(())
     }
@@ -744,10 +794,7 @@ impl Toolchain<FakeDriver> for FakeToolchain {
         l: &VendorLaunch<'_, FakeDriver>,
     ) -> Result<(), ErrorKind> {
         d.step(Call::VendorLaunch(l.op()), "vendor_launch")?;
-        d.queue_kernel(FakeKernel::named(
-            format!("vendor_{}", l.op().name()),
-            false,
-        ));
+        d.queue_kernel(|| FakeKernel::named(format!("vendor_{}", l.op().name()), false));
         Ok(())
     }
 }

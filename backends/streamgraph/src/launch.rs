@@ -3,10 +3,12 @@
 //! whoever called `Backend::launch`.
 
 use crate::driver::StreamDriver;
-use seam::ops::Role;
+use seam::kernel::MAX_BINDINGS;
+use seam::ops::{BufferList, Role};
 use seam::validate::{self, BufferMeta};
 use seam::{BufferId, DType, ErrorKind, Launch, OpCall, OpKind, Params, RawBuffer};
 use std::ffi::c_void;
+use std::marker::PhantomData;
 
 /// Threads per block for elementwise and row kernels (a power of two, as
 /// the row kernels' tree reductions need).
@@ -25,16 +27,20 @@ pub type Dims = (u32, u32, u32);
 /// the seam-kernels entry point of (op, dtype), whose parameters are the
 /// op's buffers in signature order as device pointers, then [`Params`] by
 /// value (kernels/cuda/README.md); `buffers` are live allocations of this
-/// device, borrowed for `'a`, one per binding, each holding every element
-/// the op indexes for `params` (checked by `seam::validate::lower` against
-/// their byte sizes, C12), from the binding's view: `byte_offsets[k]`
-/// bytes into buffer `k`, which the kernel's pointer argument is advanced by.
+/// device, borrowed for `'a`, one per binding (at most [`MAX_BINDINGS`]),
+/// each holding every element the op indexes for `params` (checked by
+/// `seam::validate::lower` against their byte sizes, C12), from the
+/// binding's view: `byte_offsets[k]` bytes into buffer `k`, which the
+/// kernel's pointer argument is advanced by.
+///
+/// Held inline (`BufferList`s of at most eight entries): building one
+/// allocates nothing (tests/no_alloc.rs).
 pub struct KernelLaunch<'a, D: StreamDriver + ?Sized> {
     function: &'a D::Function,
     grid: Dims,
     block: Dims,
-    buffers: Vec<&'a D::Memory>,
-    byte_offsets: Vec<u64>,
+    buffers: BufferList<&'a D::Memory>,
+    byte_offsets: BufferList<u64>,
     params: Params,
 }
 
@@ -45,16 +51,25 @@ impl<'a, D: StreamDriver> KernelLaunch<'a, D> {
         d: &D,
         function: &'a D::Function,
         l: &Launch,
-        buffers: Vec<&'a D::Memory>,
+        buffers: BufferList<&'a D::Memory>,
     ) -> Result<Self, ErrorKind> {
         check(d, l, &buffers)?;
+        if buffers.len() > MAX_BINDINGS {
+            // Not reached: `check` holds the launch to its op's arity, at
+            // most MAX_BINDINGS. Refused here too, as `args` packs inline.
+            return Err(ErrorKind::ArityMismatch {
+                op: l.op,
+                expected: l.op.signature().len(),
+                found: buffers.len(),
+            });
+        }
         let (grid, block) = launch_config(l)?;
         Ok(KernelLaunch {
             function,
             grid,
             block,
             buffers,
-            byte_offsets: l.buffers.iter().map(|v| v.byte_offset).collect(),
+            byte_offsets: byte_offsets(l),
             params: l.params,
         })
     }
@@ -82,65 +97,116 @@ impl<'a, D: StreamDriver> KernelLaunch<'a, D> {
     }
     /// The kernel's arguments: the views' device addresses (each buffer's
     /// address advanced by its view's byte offset) in signature order, then
-    /// the [`Params`] block.
+    /// the [`Params`] block. Inline: allocates nothing.
     pub fn args(&self, d: &D) -> KernelArgs {
+        let mut addresses = [0u64; MAX_BINDINGS];
+        // At most MAX_BINDINGS buffers (`check`: the op's arity, which
+        // `KernelDef::well_formed` and the catalogue bound), so none is cut.
+        for ((a, b), off) in addresses
+            .iter_mut()
+            .zip(self.buffers.iter())
+            .zip(self.byte_offsets.iter())
+        {
+            *a = d.device_address(b) + off;
+        }
         KernelArgs {
-            addresses: self
-                .buffers
-                .iter()
-                .zip(&self.byte_offsets)
-                .map(|(b, off)| d.device_address(b) + off)
-                .collect(),
+            addresses,
+            len: self.buffers.len(),
             params: self.params,
         }
     }
 }
 
-/// A kernel's argument values, packed once here for every driver.
+/// A kernel's argument values, packed once here for every driver, inline
+/// (at most [`MAX_BINDINGS`] addresses, then the params block).
 pub struct KernelArgs {
-    addresses: Vec<u64>,
+    /// The first `len` are the buffers' addresses; the rest are zero, unused.
+    addresses: [u64; MAX_BINDINGS],
+    len: usize,
     params: Params,
 }
 
 impl KernelArgs {
     /// The buffers' device addresses, in signature order.
     pub fn addresses(&self) -> &[u64] {
-        &self.addresses
+        &self.addresses[..self.len]
     }
 
     /// One pointer per kernel parameter, to its value (a 64-bit device
     /// address, then the 32-byte `repr(C)` Params), as `cuLaunchKernel` and
-    /// `hipModuleLaunchKernel` take them. Valid while `self` is borrowed.
-    pub fn pointers(&mut self) -> Vec<*mut c_void> {
-        let mut ptrs: Vec<*mut c_void> = self
-            .addresses
-            .iter_mut()
-            .map(|a| a as *mut u64 as *mut c_void)
-            .collect();
-        ptrs.push(&mut self.params as *mut Params as *mut c_void);
-        ptrs
+    /// `hipModuleLaunchKernel` take them: `addresses().len() + 1` pointers,
+    /// inline. They point into `self`, which stays borrowed (mutably) for as
+    /// long as the returned [`ArgPointers`] lives.
+    pub fn pointers(&mut self) -> ArgPointers<'_> {
+        let mut ptrs = [std::ptr::null_mut(); MAX_BINDINGS + 1];
+        let len = self.len;
+        for (p, a) in ptrs.iter_mut().zip(self.addresses[..len].iter_mut()) {
+            *p = a as *mut u64 as *mut c_void;
+        }
+        ptrs[len] = &mut self.params as *mut Params as *mut c_void;
+        ArgPointers {
+            ptrs,
+            len: len + 1,
+            _args: PhantomData,
+        }
+    }
+}
+
+/// The pointer array a driver's launch reads ([`KernelArgs::pointers`]):
+/// `len()` pointers, one per kernel parameter, each to its value in the
+/// [`KernelArgs`] it borrows; the slots after them are null and never part
+/// of the array the driver is given (a kernel reads exactly as many as it
+/// has parameters, which is `len()`).
+pub struct ArgPointers<'a> {
+    ptrs: [*mut c_void; MAX_BINDINGS + 1],
+    len: usize,
+    _args: PhantomData<&'a mut KernelArgs>,
+}
+
+impl ArgPointers<'_> {
+    /// Pointers to the kernel's parameter values (buffers, then params).
+    pub fn as_slice(&self) -> &[*mut c_void] {
+        &self.ptrs[..self.len]
+    }
+    /// How many parameters (one pointer each).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Never: every kernel takes its params block.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The array as `cuLaunchKernel`'s `kernelParams` and
+    /// `hipModuleLaunchKernel`'s take it: `len()` valid pointers, each to a
+    /// value in the borrowed [`KernelArgs`], valid while `self` lives.
+    pub fn as_mut_ptr(&mut self) -> *mut *mut c_void {
+        self.ptrs.as_mut_ptr()
     }
 }
 
 /// A launch for the vendor library, made only by this crate, with the
 /// buffer invariant of [`KernelLaunch`] (one live allocation per binding,
-/// each large enough for what the op indexes, C12).
+/// each large enough for what the op indexes, C12). Inline, as it is.
 pub struct VendorLaunch<'a, D: StreamDriver + ?Sized> {
     op: OpKind,
     dtype: DType,
-    buffers: Vec<&'a D::Memory>,
-    byte_offsets: Vec<u64>,
+    buffers: BufferList<&'a D::Memory>,
+    byte_offsets: BufferList<u64>,
     params: Params,
 }
 
 impl<'a, D: StreamDriver> VendorLaunch<'a, D> {
-    pub(crate) fn new(d: &D, l: &Launch, buffers: Vec<&'a D::Memory>) -> Result<Self, ErrorKind> {
+    pub(crate) fn new(
+        d: &D,
+        l: &Launch,
+        buffers: BufferList<&'a D::Memory>,
+    ) -> Result<Self, ErrorKind> {
         check(d, l, &buffers)?;
         Ok(VendorLaunch {
             op: l.op,
             dtype: l.dtype,
             buffers,
-            byte_offsets: l.buffers.iter().map(|v| v.byte_offset).collect(),
+            byte_offsets: byte_offsets(l),
             params: l.params,
         })
     }
@@ -163,6 +229,10 @@ impl<'a, D: StreamDriver> VendorLaunch<'a, D> {
     pub fn params(&self) -> &Params {
         &self.params
     }
+}
+
+fn byte_offsets(l: &Launch) -> BufferList<u64> {
+    l.buffers.iter().map(|v| v.byte_offset).collect()
 }
 
 /// Core's own validation (C12), run again over this backend's buffer sizes:
@@ -253,5 +323,36 @@ pub fn check_range(
             call,
             format!("{len} bytes at offset {offset} exceed the allocation's {bytes}"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the sys layers' `SAFETY` comments rely on: `pointers()` gives
+    /// one pointer per parameter, the k-th to address k, the last to the
+    /// params block, and nothing is read past them (null slots).
+    /// Mutations: the params pointer left out, or put at the end of the
+    /// inline array instead of after the addresses → red.
+    #[test]
+    fn pointers_point_at_each_argument_in_order() {
+        for len in 0..=MAX_BINDINGS {
+            let mut args = KernelArgs {
+                addresses: [7; MAX_BINDINGS],
+                len,
+                params: Params::default(),
+            };
+            let base = args.addresses.as_ptr() as usize;
+            let params = &args.params as *const Params as usize;
+            let ptrs = args.pointers();
+            let got: Vec<usize> = ptrs.as_slice().iter().map(|p| *p as usize).collect();
+            let nulls = ptrs.ptrs[ptrs.len()..].iter().all(|p| p.is_null());
+            let mut want: Vec<usize> = (0..len).map(|k| base + 8 * k).collect();
+            want.push(params);
+            assert_eq!(got, want, "{len} buffers");
+            assert!(nulls, "{len} buffers: a slot past the parameters is set");
+            assert!(!ptrs.is_empty());
+        }
     }
 }

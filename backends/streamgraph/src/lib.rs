@@ -14,13 +14,16 @@
 //! - [`launch`]: launches checked once (C12) and their arguments packed,
 //!   before a driver's `unsafe` call;
 //! - [`rtc`]: runtime-compiler inputs and logs, and driver error results;
-//! - [`backend`]: the `seam::Backend` impl and teardown order.
+//! - [`backend`]: the `seam::Backend` impl and teardown order;
+//! - [`fake`]: a recording fake driver and toolchain, for tests (this
+//!   crate's unit tests and tests/no_alloc.rs), used by no backend.
 //!
 //! No `unsafe` here: each backend's `sys` layer implements the driver traits.
 
 pub mod backend;
 pub mod cache;
 pub mod driver;
+pub mod fake;
 pub mod graphs;
 mod handle;
 pub mod launch;
@@ -32,14 +35,12 @@ pub use backend::StreamBackend;
 pub use cache::OnceMap;
 pub use driver::{GraphDriver, OpKernels, SharedKernels, StreamDriver, Toolchain};
 pub use graphs::{Captured, CapturedLaunch, LaunchNode, StreamGraphs};
-pub use launch::{check_range, Dims, KernelArgs, KernelLaunch, VendorLaunch};
+pub use launch::{check_range, ArgPointers, Dims, KernelArgs, KernelLaunch, VendorLaunch};
 pub use rtc::{compile_error, driver_result, RtcInput};
 pub use timing::EventTimer;
 
 #[cfg(test)]
 mod backend_tests;
-#[cfg(test)]
-mod fake;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

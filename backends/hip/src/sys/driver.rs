@@ -212,10 +212,12 @@ impl StreamDriver for Stream {
         // SAFETY: a KernelLaunch (made only by seam-streamgraph, after
         // checking the launch against the op, C12) holds the op's entry point
         // and one live allocation per parameter, each large enough for what
-        // the kernel indexes; `ptrs` holds one pointer per parameter, to a
-        // value of its exact size and layout in `args` (64-bit device
-        // addresses, the size of hipDeviceptr_t, then the 32-byte repr(C)
-        // Params), which outlives the call; the runtime copies the values.
+        // the kernel indexes; `ptrs` (an inline array that borrows `args`)
+        // starts with one pointer per parameter (the kernel reads no more;
+        // the slots after them are null), each to a value of its exact size
+        // and layout in `args` (64-bit device addresses, the size of
+        // hipDeviceptr_t, then the 32-byte repr(C) Params), which outlives
+        // the call; the runtime copies the values.
         check("hipModuleLaunchKernel", unsafe {
             hip::hipModuleLaunchKernel(
                 l.function().f,
