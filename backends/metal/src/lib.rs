@@ -52,13 +52,17 @@
 //! `unsafe` lives only in `sys`, each block with its `SAFETY` reason.
 
 mod dispatch;
+pub mod lowering;
 pub mod msl;
+pub mod user;
 // Used by the real backend only; unit-tested everywhere.
 #[cfg_attr(not(target_vendor = "apple"), allow(dead_code))]
 mod update;
 
 #[cfg(target_vendor = "apple")]
 mod backend;
+#[cfg(target_vendor = "apple")]
+mod kernels;
 #[cfg(target_vendor = "apple")]
 #[allow(unsafe_code)]
 mod sys;
