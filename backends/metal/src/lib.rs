@@ -42,7 +42,7 @@
 //!   with `SEAM_METAL_CAPTURE=emulated`, capture is Emulated: the recorded
 //!   launches are re-encoded on every replay. `capture_support` says which.
 //! - **Graph update (C13)** is Native where capture is: each captured
-//!   launch keeps the ICB command it was encoded at ([`update`]), and
+//!   launch keeps the ICB command it was encoded at (`update.rs`), and
 //!   `update_launches` waits for the graph's in-flight replays (so replays
 //!   queued before the update keep the old bindings), then re-encodes only
 //!   the changed commands (`indirectComputeCommandAtIndex` → `reset` → the
