@@ -3,13 +3,10 @@
 //! naga, on every host, so a kernel naga cannot lower to MSL fails the build
 //! on Linux CI too. One MSL library per op holds every entry point of the op.
 //!
-//! Bindings: storage buffer `@binding(i)` is Metal buffer index `i`, so the
-//! backend binds a launch's buffers in signature order; the `var<immediate>`
-//! `Params` block is buffer index `PARAMS_INDEX` (set with `setBytes` eagerly,
-//! or a slice of an argument buffer in an indirect command buffer), and
-//! naga's `_mslBufferSizes` block (the byte size of each runtime-sized array
-//! binding, in declaration order; naga requires it whenever a kernel has a
-//! runtime-sized array) is buffer index `SIZES_INDEX`.
+//! The options and the buffer layout (bindings at `0..8`, `Params` at
+//! `PARAMS_INDEX`, naga's `_mslBufferSizes` at `SIZES_INDEX`, threadgroup
+//! memory reflected per entry point) are `src/lowering.rs`, included here and
+//! compiled into the crate, which lowers user kernels with the same code.
 //!
 //! Generated here (rather than in seam-kernels) so this crate owns its
 //! lowering; kernels/ is not touched.
@@ -17,14 +14,13 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// Metal buffer index of the `Params` block. One past the largest binding
-/// count (3), so an indirect command buffer needs only 4 kernel buffer slots.
-const PARAMS_INDEX: u8 = 3;
-/// Metal buffer index of naga's buffer-sizes block.
-const SIZES_INDEX: u8 = 4;
-/// MSL 2.1: the oldest that has compute in indirect command buffers
-/// (macOS 10.14 / iOS 12); naga also emits `max_total_threads_per_threadgroup` from 2.1 on.
-const MSL_VERSION: (u8, u8) = (2, 1);
+// The crate lowers user kernels with the parts the catalogue does not use
+// (`Checks::Bounds`, one entry point).
+#[allow(dead_code)]
+#[path = "src/lowering.rs"]
+mod lowering;
+
+use lowering::Checks;
 
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
@@ -32,6 +28,7 @@ fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
     println!("cargo:rerun-if-changed={}", wgsl_dir.display());
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=src/lowering.rs");
 
     let header = std::fs::read_to_string(wgsl_dir.join("params.wgsl"))
         .unwrap_or_else(|e| panic!("{}/params.wgsl: {e}", wgsl_dir.display()));
@@ -43,15 +40,7 @@ fn main() {
         .collect();
     files.sort();
 
-    let mut table = format!(
-        "/// Metal buffer index of the `Params` block in every kernel.\n\
-         pub const PARAMS_INDEX: usize = {PARAMS_INDEX};\n\
-         /// Metal buffer index of naga's `_mslBufferSizes` block.\n\
-         pub const SIZES_INDEX: usize = {SIZES_INDEX};\n\
-         /// MSL version naga targeted.\n\
-         pub const MSL_VERSION: (u8, u8) = {MSL_VERSION:?};\n\
-         pub(crate) static LIBRARIES: &[Library] = &[\n"
-    );
+    let mut table = String::from("pub(crate) static LIBRARIES: &[Library] = &[\n");
     for path in files {
         let stem = path
             .file_stem()
@@ -61,7 +50,11 @@ fn main() {
         let body =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let full = format!("{header}\n{body}");
-        let (msl, entry_points, sizes) = to_msl(&path, &full);
+        let lowering::Lowered {
+            msl,
+            sizes,
+            entry_points,
+        } = to_msl(&path, &full);
         let file = out.join(format!("{stem}.metal"));
         std::fs::write(&file, &msl).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         writeln!(
@@ -84,24 +77,9 @@ fn main() {
     std::fs::write(out.join("msl.rs"), table).expect("writing msl.rs");
 }
 
-struct Ep {
-    wgsl: String,
-    msl: String,
-    threads: [u32; 3],
-    /// Bytes of each `var<workgroup>` the entry point uses, in declaration
-    /// order: naga passes them as `threadgroup` arguments, which take
-    /// `[[threadgroup(i)]]` indices in that order, and the host sets each
-    /// length (a multiple of 16, as Metal requires).
-    threadgroup_memory: Vec<u32>,
-}
-
 /// Parse, validate and lower one op's WGSL to MSL, every entry point in one
-/// library. Every binding must be mapped: a missing one is a build error,
-/// never silently invalid MSL.
-/// Also returns, for each member of `_mslBufferSizes` in order, the binding
-/// whose byte size it carries.
-fn to_msl(path: &Path, full: &str) -> (String, Vec<Ep>, Vec<u32>) {
-    use naga::back::msl;
+/// library; any failure fails the build.
+fn to_msl(path: &Path, full: &str) -> lowering::Lowered {
     let module = naga::front::wgsl::parse_str(full).unwrap_or_else(|e| {
         panic!(
             "{}: WGSL parse error:\n{}",
@@ -111,7 +89,7 @@ fn to_msl(path: &Path, full: &str) -> (String, Vec<Ep>, Vec<u32>) {
     });
     let info = naga::valid::Validator::new(
         naga::valid::ValidationFlags::all(),
-        msl::supported_capabilities(),
+        naga::back::msl::supported_capabilities(),
     )
     .validate(&module)
     .unwrap_or_else(|e| {
@@ -121,103 +99,6 @@ fn to_msl(path: &Path, full: &str) -> (String, Vec<Ep>, Vec<u32>) {
             e.emit_to_string(full)
         )
     });
-
-    let mut resources = msl::BindingMap::default();
-    let mut sizes = Vec::new();
-    for (_, var) in module.global_variables.iter() {
-        let Some(binding) = var.binding else { continue };
-        assert_eq!(
-            binding.group,
-            0,
-            "{}: kernels use bind group 0 only",
-            path.display()
-        );
-        let slot = u8::try_from(binding.binding)
-            .ok()
-            .filter(|&s| s < PARAMS_INDEX)
-            .unwrap_or_else(|| {
-                panic!(
-                    "{}: binding {} collides with the Params buffer index {PARAMS_INDEX}",
-                    path.display(),
-                    binding.binding
-                )
-            });
-        if module.types[var.ty]
-            .inner
-            .needs_host_buffer_byte_size(&module.types)
-        {
-            sizes.push(binding.binding);
-        }
-        let mutable = matches!(
-            var.space,
-            naga::AddressSpace::Storage { access } if access.contains(naga::StorageAccess::STORE)
-        );
-        resources.insert(
-            binding,
-            msl::BindTarget {
-                buffer: Some(slot),
-                mutable,
-                ..Default::default()
-            },
-        );
-    }
-    let mut per_entry_point_map = msl::EntryPointResourceMap::default();
-    for ep in &module.entry_points {
-        per_entry_point_map.insert(
-            ep.name.clone(),
-            msl::EntryPointResources {
-                resources: resources.clone(),
-                immediates_buffer: Some(PARAMS_INDEX),
-                sizes_buffer: Some(SIZES_INDEX),
-            },
-        );
-    }
-    // As the SPIR-V path: no zero-initialised workgroup memory (no kernel
-    // reads before it writes), no loop instrumentation, buffer accesses
-    // unchecked (core validates every launch's ranges before it is queued).
-    let options = msl::Options {
-        lang_version: MSL_VERSION,
-        per_entry_point_map,
-        fake_missing_bindings: false,
-        zero_initialize_workgroup_memory: false,
-        force_loop_bounding: false,
-        ..Default::default()
-    };
-    let (msl, translation) =
-        msl::write_string(&module, &info, &options, &msl::PipelineOptions::default())
-            .unwrap_or_else(|e| panic!("{}: MSL generation failed: {e:?}", path.display()));
-    let eps = module
-        .entry_points
-        .iter()
-        .zip(translation.entry_point_names)
-        .enumerate()
-        .map(|(index, (ep, name))| Ep {
-            wgsl: ep.name.clone(),
-            msl: name.unwrap_or_else(|e| {
-                panic!(
-                    "{}: entry point {}: MSL generation failed: {e:?}",
-                    path.display(),
-                    ep.name
-                )
-            }),
-            threads: ep.workgroup_size,
-            threadgroup_memory: {
-                let used = info.get_entry_point(index);
-                module
-                    .global_variables
-                    .iter()
-                    .filter(|(h, v)| {
-                        v.space == naga::AddressSpace::WorkGroup && !used[*h].is_empty()
-                    })
-                    .map(|(_, v)| {
-                        module.types[v.ty]
-                            .inner
-                            .size(module.to_ctx())
-                            .next_multiple_of(16)
-                    })
-                    .collect()
-            },
-        })
-        .collect();
-    (msl, eps, sizes)
+    lowering::lower(&module, &info, None, Checks::Unchecked)
+        .unwrap_or_else(|e| panic!("{}: MSL generation failed: {e}", path.display()))
 }

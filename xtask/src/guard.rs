@@ -171,6 +171,21 @@ const HIP_ROWS: &[(&str, &[&str])] = &[
             "warnings",
         ],
     ),
+    (
+        "rocm: clippy -D warnings, hip-kernel-check (xtask --features rocm)",
+        &[
+            "clippy",
+            "-p",
+            "xtask",
+            "--features",
+            "rocm",
+            "--bin",
+            "hip-kernel-check",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    ),
 ];
 
 /// Every kernel is compiled with hipRTC for these, no GPU needed (ROCm 5.2
@@ -211,12 +226,14 @@ fn hip_rows(cargo: &str) -> Vec<String> {
         }
     }
     for arch in HIP_ARCHS {
-        eprintln!("seam-guard: hip device code: every kernel through hipRTC for {arch}");
+        eprintln!(
+            "seam-guard: hip device code: every kernel (catalogue and the decode example's user kernels) through hipRTC for {arch}"
+        );
         let args = [
             "run",
             "--quiet",
             "-p",
-            "seam-hip",
+            "xtask",
             "--features",
             "rocm",
             "--bin",

@@ -2,8 +2,9 @@
 //! decisions it implements are listed in the crate documentation.
 
 use crate::dispatch;
-use crate::msl::{self, EntryPoint, Library as MslLibrary};
-use crate::sys::{self, Buffer, CommandBuffer, Device, Dispatch, Encoder, Icb, Pipeline, Queue};
+use crate::kernels::{Compiled, Kernels};
+use crate::msl;
+use crate::sys::{self, Buffer, CommandBuffer, Device, Dispatch, Encoder, Icb, Queue};
 use crate::update::{self, CommandMap};
 use seam::{
     Backend, CaptureSupport, DType, DeviceInfo, ErrorKind, Launch, OpKind, RawBuffer, RawGraph,
@@ -23,25 +24,23 @@ const CAPTURE_ENV: &str = "SEAM_METAL_CAPTURE";
 
 /// One launch, resolved: what the eager path encodes at once and capture records.
 struct Recorded {
-    pipeline: Arc<Pipeline>,
+    kernel: Arc<Compiled>,
     buffers: Vec<Arc<Buffer>>,
     params: [u8; seam::ops::IMMEDIATE_BYTES],
     sizes: Vec<u32>,
-    threadgroup_memory: &'static [u32],
-    groups: (u32, u32),
-    threads: [u32; 3],
+    groups: [u32; 3],
 }
 
 impl Recorded {
     fn dispatch(&self) -> Dispatch<'_> {
         Dispatch {
-            pipeline: &self.pipeline,
+            pipeline: &self.kernel.pipeline,
             buffers: self.buffers.iter().map(|b| &**b).collect(),
             params: self.params,
             sizes: self.sizes.clone(),
-            threadgroup_memory: self.threadgroup_memory,
+            threadgroup_memory: &self.kernel.threadgroup_memory,
             groups: self.groups,
-            threads: self.threads,
+            threads: self.kernel.threads,
         }
     }
 }
@@ -96,9 +95,8 @@ pub struct MetalBackend {
     info: DeviceInfo,
     /// Capture through indirect command buffers (else Emulated).
     native: bool,
-    libraries: HashMap<OpKind, sys::Library>,
-    /// Keyed by MSL entry point name.
-    pipelines: HashMap<&'static str, Arc<Pipeline>>,
+    /// Compiled libraries and pipelines, catalogue and user kernels.
+    kernels: Kernels,
     buffers: HashMap<u64, Arc<Buffer>>,
     next_id: u64,
     batch: Option<Batch>,
@@ -136,8 +134,7 @@ impl MetalBackend {
             Ok(MetalBackend {
                 info,
                 native,
-                libraries: HashMap::new(),
-                pipelines: HashMap::new(),
+                kernels: Kernels::default(),
                 buffers: HashMap::new(),
                 next_id: 1,
                 batch: None,
@@ -151,35 +148,6 @@ impl MetalBackend {
         })
     }
 
-    /// The pipeline of an (op, entry point), compiling the op's library and
-    /// the pipeline on first use. Pipelines are made ICB-capable when
-    /// capture is Native, so one pipeline serves eager and captured launches.
-    fn pipeline(
-        &mut self,
-        op: OpKind,
-        lib: &'static MslLibrary,
-        ep: &'static EntryPoint,
-    ) -> Result<Arc<Pipeline>, ErrorKind> {
-        if let Some(p) = self.pipelines.get(ep.msl) {
-            return Ok(p.clone());
-        }
-        if !self.libraries.contains_key(&op) {
-            let library = self.device.new_library(lib.source)?;
-            self.libraries.insert(op, library);
-        }
-        let library = self.libraries.get(&op).ok_or_else(|| {
-            ErrorKind::driver("newLibraryWithSource:options:error:", "no library")
-        })?;
-        let pipeline = Arc::new(self.device.new_pipeline(
-            library,
-            ep.msl,
-            ep.threads_per_group(),
-            self.native,
-        )?);
-        self.pipelines.insert(ep.msl, pipeline.clone());
-        Ok(pipeline)
-    }
-
     fn buffer(&self, raw: RawBuffer) -> Result<Arc<Buffer>, ErrorKind> {
         self.buffers
             .get(&raw.0)
@@ -191,33 +159,21 @@ impl MetalBackend {
     fn resolve(&mut self, launch: &Launch) -> Result<Recorded, ErrorKind> {
         // Buffers are bound whole; each view's element offset reaches the
         // kernel in the immediate block (`p.o<k>`), which the kernels add.
-        let (lib, ep) = msl::kernel(launch.op, launch.dtype).ok_or(ErrorKind::OpUnsupported {
-            op: launch.op,
-            dtype: launch.dtype,
-        })?;
         let buffers = launch
             .buffers
             .iter()
             .map(|v| self.buffer(v.buffer))
             .collect::<Result<Vec<_>, _>>()?;
-        let sizes = lib
-            .sizes
-            .iter()
-            .map(|&binding| {
-                buffers
-                    .get(binding as usize)
-                    .map_or(0, |b| u32::try_from(b.len()).unwrap_or(u32::MAX))
-            })
-            .collect();
-        let groups = dispatch::grid(dispatch::threadgroups(launch, ep))?;
+        let kernel = self
+            .kernels
+            .get(&self.device, self.native, launch.op, launch.dtype)?;
+        let lens: Vec<usize> = buffers.iter().map(|b| b.len()).collect();
         Ok(Recorded {
-            pipeline: self.pipeline(launch.op, lib, ep)?,
+            sizes: dispatch::sizes(&kernel.sizes, &lens),
+            groups: dispatch::groups(launch, kernel.threads)?,
+            kernel,
             buffers,
             params: launch.immediates(),
-            sizes,
-            threadgroup_memory: ep.threadgroup_memory,
-            groups,
-            threads: ep.threads,
         })
     }
 
@@ -495,9 +451,7 @@ impl Backend for MetalBackend {
     fn prepare(&mut self, ops: &[(OpKind, DType)]) -> Result<(), ErrorKind> {
         sys::pool(|| {
             for &(op, dtype) in ops {
-                let (lib, ep) =
-                    msl::kernel(op, dtype).ok_or(ErrorKind::OpUnsupported { op, dtype })?;
-                self.pipeline(op, lib, ep)?;
+                self.kernels.get(&self.device, self.native, op, dtype)?;
             }
             Ok(())
         })

@@ -16,9 +16,17 @@
 //!   ([`msl`]): one library per op, compiled with `newLibraryWithSource` on
 //!   first use (fast math off: C11 compares against the CPU reference), one
 //!   pipeline per entry point, cached; `prepare` builds them ahead of a
-//!   capture (C7). Buffers are bound at indices 0.. in signature order,
-//!   `Params` at [`msl::PARAMS_INDEX`] with `setBytes`, naga's buffer-size
-//!   block at [`msl::SIZES_INDEX`].
+//!   capture (C7). Buffers are bound at indices 0..8 in signature order,
+//!   `Params` at [`msl::PARAMS_INDEX`] (8) with `setBytes`, naga's
+//!   buffer-size block at [`msl::SIZES_INDEX`] (9): one layout
+//!   ([`lowering`]) for the catalogue and user kernels.
+//! - **User kernels** (`seam::kernel`) are compiled when registered
+//!   (`prepare` of `OpKind::User`): their WGSL checked against the
+//!   definition by `seam_kernels::user`, lowered to MSL by naga at run time
+//!   with the code build.rs lowers the catalogue with, plus bounds checks
+//!   ([`user`]), then compiled by Metal; a refusal is `KernelCompile` with
+//!   naga's or Metal's log. Threads per threadgroup are the definition's
+//!   `workgroup_size`, the grid its `grid` (3-D). Cached per device.
 //! - **Eager launches** are encoded into one serial compute encoder of one
 //!   command buffer, committed at the next write, read, synchronize, replay,
 //!   or after 256 launches. A serial encoder runs dispatches in order, and
@@ -34,7 +42,7 @@
 //!   with `SEAM_METAL_CAPTURE=emulated`, capture is Emulated: the recorded
 //!   launches are re-encoded on every replay. `capture_support` says which.
 //! - **Graph update (C13)** is Native where capture is: each captured
-//!   launch keeps the ICB command it was encoded at ([`update`]), and
+//!   launch keeps the ICB command it was encoded at (`update.rs`), and
 //!   `update_launches` waits for the graph's in-flight replays (so replays
 //!   queued before the update keep the old bindings), then re-encodes only
 //!   the changed commands (`indirectComputeCommandAtIndex` → `reset` → the
@@ -52,13 +60,17 @@
 //! `unsafe` lives only in `sys`, each block with its `SAFETY` reason.
 
 mod dispatch;
+pub mod lowering;
 pub mod msl;
+pub mod user;
 // Used by the real backend only; unit-tested everywhere.
 #[cfg_attr(not(target_vendor = "apple"), allow(dead_code))]
 mod update;
 
 #[cfg(target_vendor = "apple")]
 mod backend;
+#[cfg(target_vendor = "apple")]
+mod kernels;
 #[cfg(target_vendor = "apple")]
 #[allow(unsafe_code)]
 mod sys;

@@ -38,8 +38,19 @@ impl EntryPoint {
 
 include!(concat!(env!("OUT_DIR"), "/msl.rs"));
 
-/// The MSL library of `op`. None for a user kernel (even one named like a
-/// catalogue op): user kernels are not compiled for Metal yet (issue 19).
+/// Metal buffer index of the `Params` block in every kernel, catalogue and
+/// user alike (the layout is `crate::lowering`'s, which build.rs shares).
+pub const PARAMS_INDEX: usize = crate::lowering::PARAMS_INDEX as usize;
+/// Metal buffer index of naga's `_mslBufferSizes` block.
+pub const SIZES_INDEX: usize = crate::lowering::SIZES_INDEX as usize;
+/// Buffer indices a kernel's bindings may take (`0..MAX_BINDINGS`).
+pub const MAX_BINDINGS: usize = crate::lowering::MAX_BINDINGS as usize;
+/// MSL version naga targets.
+pub const MSL_VERSION: (u8, u8) = crate::lowering::MSL_VERSION;
+
+/// The catalogue's MSL library of `op`. None for a user kernel (even one
+/// named like a catalogue op): those are lowered at registration
+/// (`crate::user`).
 pub fn library(op: OpKind) -> Option<&'static Library> {
     if op.user().is_some() {
         return None;
@@ -114,9 +125,26 @@ mod tests {
                 .into_iter()
                 .find(|op| op.name() == lib.op)
                 .expect("library of a catalogue op");
-            assert!(op.signature().len() <= PARAMS_INDEX);
+            assert!(op.signature().len() <= MAX_BINDINGS);
+            for k in 0..op.signature().len() {
+                assert!(
+                    lib.source.contains(&format!("[[buffer({k})]]")),
+                    "{}: binding {k}",
+                    lib.op
+                );
+            }
             assert_eq!(lib.sizes.len(), op.signature().len(), "{}", lib.op);
         }
+    }
+
+    /// Every binding a user kernel may have fits below the Params block,
+    /// and the sizes block follows it, within Metal's 31 buffer indices.
+    #[test]
+    fn params_and_sizes_sit_past_every_binding() {
+        assert_eq!(MAX_BINDINGS, seam::kernel::MAX_BINDINGS);
+        assert_eq!(PARAMS_INDEX, MAX_BINDINGS);
+        assert_eq!(SIZES_INDEX, PARAMS_INDEX + 1);
+        const { assert!(SIZES_INDEX < 31) };
     }
 
     #[test]

@@ -222,14 +222,12 @@ impl Encoder {
         unsafe { enc.setBytes_length_atIndex(sizes, d.sizes.len() * 4, SIZES_INDEX) };
         for (index, &len) in d.threadgroup_memory.iter().enumerate() {
             // SAFETY: index < MAX_THREADGROUP_ARGS (checked), within Metal's
-            // 31 threadgroup slots; lengths are multiples of 16 (build.rs).
+            // 31 threadgroup slots; lengths are multiples of 16 (lowering.rs).
             unsafe { enc.setThreadgroupMemoryLength_atIndex(len as usize, index) };
         }
         let [tx, ty, tz] = d.threads;
-        enc.dispatchThreadgroups_threadsPerThreadgroup(
-            size(d.groups.0, d.groups.1, 1),
-            size(tx, ty, tz),
-        );
+        let [gx, gy, gz] = d.groups;
+        enc.dispatchThreadgroups_threadsPerThreadgroup(size(gx, gy, gz), size(tx, ty, tz));
         Ok(())
     }
 

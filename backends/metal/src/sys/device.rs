@@ -39,6 +39,11 @@ impl Device {
                 || self.raw.supportsFamily(MTLGPUFamily::Mac2))
     }
 
+    /// Most threadgroup memory one threadgroup may use, in bytes.
+    pub fn max_threadgroup_memory(&self) -> usize {
+        self.raw.maxThreadgroupMemoryLength()
+    }
+
     /// A shared-storage buffer (CPU and GPU see the same memory).
     pub fn new_buffer(&self, bytes: usize) -> Result<Buffer> {
         let max = self.raw.maxBufferLength();
@@ -71,6 +76,13 @@ impl Device {
     /// Compile MSL source, with fast math off (C11: results are compared
     /// with the CPU reference).
     pub fn new_library(&self, source: &str) -> Result<Library> {
+        self.compile_library(source)
+            .map_err(|message| ErrorKind::driver("newLibraryWithSource:options:error:", message))
+    }
+
+    /// [`Device::new_library`], failing with the compiler's message (a user
+    /// kernel's `KernelCompile` log).
+    pub fn compile_library(&self, source: &str) -> std::result::Result<Library, String> {
         pool(|| {
             let options = MTLCompileOptions::new();
             // `mathMode` replaces it only from macOS 15 / iOS 18; this works everywhere.
@@ -79,12 +91,7 @@ impl Device {
             let raw = self
                 .raw
                 .newLibraryWithSource_options_error(&NSString::from_str(source), Some(&options))
-                .map_err(|e| {
-                    ErrorKind::driver(
-                        "newLibraryWithSource:options:error:",
-                        e.localizedDescription(),
-                    )
-                })?;
+                .map_err(|e| e.localizedDescription().to_string())?;
             Ok(Library { raw })
         })
     }
@@ -219,8 +226,8 @@ fn encode_icb_command(
 ) {
     cmd.setComputePipelineState(&d.pipeline.raw);
     for (index, buf) in d.buffers.iter().enumerate() {
-        // SAFETY: index < PARAMS_INDEX < maxKernelBufferBindCount (checked by
-        // Dispatch::check); the `Icb` holds `buf` (and every command buffer
+        // SAFETY: index < PARAMS_INDEX < maxKernelBufferBindCount =
+        // SIZES_INDEX + 1 (checked by Dispatch::check); the `Icb` holds `buf` (and every command buffer
         // executing it holds the `Icb`).
         unsafe { cmd.setKernelBuffer_offset_atIndex(&buf.0.raw, 0, index) };
     }
@@ -233,14 +240,12 @@ fn encode_icb_command(
     }
     for (index, &len) in d.threadgroup_memory.iter().enumerate() {
         // SAFETY: index < MAX_THREADGROUP_ARGS = maxKernelThreadgroupMemoryBindCount
-        // (checked by Dispatch::check); lengths are multiples of 16 (build.rs).
+        // (checked by Dispatch::check); lengths are multiples of 16 (lowering.rs).
         unsafe { cmd.setThreadgroupMemoryLength_atIndex(len as usize, index) };
     }
     let [tx, ty, tz] = d.threads;
-    cmd.concurrentDispatchThreadgroups_threadsPerThreadgroup(
-        size(d.groups.0, d.groups.1, 1),
-        size(tx, ty, tz),
-    );
+    let [gx, gy, gz] = d.groups;
+    cmd.concurrentDispatchThreadgroups_threadsPerThreadgroup(size(gx, gy, gz), size(tx, ty, tz));
     if i > 0 {
         // Ordered after every earlier command in the ICB, as the eager
         // serial encoder orders dispatches.
@@ -260,9 +265,9 @@ pub struct Dispatch<'a> {
     /// naga's `_mslBufferSizes` members, at `SIZES_INDEX`.
     pub sizes: Vec<u32>,
     /// Length of each `threadgroup` argument.
-    pub threadgroup_memory: &'static [u32],
-    /// Threadgroups in x and y.
-    pub groups: (u32, u32),
+    pub threadgroup_memory: &'a [u32],
+    /// Threadgroups in x, y and z.
+    pub groups: [u32; 3],
     pub threads: [u32; 3],
 }
 

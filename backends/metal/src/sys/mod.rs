@@ -38,9 +38,11 @@ type Result<T> = std::result::Result<T, ErrorKind>;
 /// graph's argument buffer: constant-buffer offsets must be 256-aligned on
 /// some Macs.
 const ARG_STRIDE: usize = 256;
-/// Members of naga's `_mslBufferSizes` block a dispatch may carry.
-pub const MAX_SIZES: usize = 8;
-/// `threadgroup` arguments a kernel may take (gemm takes 2).
+/// Members of naga's `_mslBufferSizes` block a dispatch may carry (one per
+/// binding at most).
+pub const MAX_SIZES: usize = crate::msl::MAX_BINDINGS;
+/// `threadgroup` arguments a kernel may take (gemm takes 2; a user kernel
+/// with more is refused at registration).
 pub const MAX_THREADGROUP_ARGS: usize = 4;
 /// How long a wait for the GPU may take before it is an error.
 pub const WAIT_LIMIT: Duration = Duration::from_secs(20);
