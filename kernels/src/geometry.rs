@@ -233,7 +233,10 @@ mod tests {
         // The k-slices fill the workgroup: 256 / GEMV_COLS of them.
         let threads: u32 = workgroup_size(OpKind::Gemm).iter().product();
         let slices = format!("const GEMV_SLICES: u32 = {}u;", threads / GEMV_COLS);
-        assert!(src.contains(&slices), "gemm.wgsl does not declare `{slices}`");
+        assert!(
+            src.contains(&slices),
+            "gemm.wgsl does not declare `{slices}`"
+        );
         assert_eq!(threads % GEMV_COLS, 0);
         assert!((threads / GEMV_COLS).is_power_of_two());
     }
