@@ -265,6 +265,52 @@ pub fn catalogue_ops_on_odd_views_keep_neighbours(dev: &Device) {
             dims: (4, 4, 4),
             offsets: &[3, 1, 2],
         },
+        // gemm's GEMV mapping (m <= 8) past its unrolled loop (k >= 64) with
+        // a partial last strip of 32 columns, and the tile mapping just
+        // above it (m = 9); rms_norm and softmax rows past their unrolled
+        // loops (cols >= 1024).
+        Case {
+            op: OpKind::Gemm,
+            dtype: DType::F32,
+            dims: (1, 70, 200),
+            offsets: &[1, 3, 5],
+        },
+        Case {
+            op: OpKind::Gemm,
+            dtype: DType::F16,
+            dims: (2, 33, 131),
+            offsets: &[1, 2, 3],
+        },
+        Case {
+            op: OpKind::Gemm,
+            dtype: DType::Bf16,
+            dims: (8, 40, 77),
+            offsets: &[3, 1, 0],
+        },
+        Case {
+            op: OpKind::Gemm,
+            dtype: DType::F32,
+            dims: (9, 20, 70),
+            offsets: &[0, 0, 1],
+        },
+        Case {
+            op: OpKind::RmsNorm,
+            dtype: DType::F32,
+            dims: (1, 2500, 0),
+            offsets: &[1, 3, 5],
+        },
+        Case {
+            op: OpKind::RmsNorm,
+            dtype: DType::F16,
+            dims: (2, 1100, 0),
+            offsets: &[1, 2, 3],
+        },
+        Case {
+            op: OpKind::Softmax,
+            dtype: DType::F32,
+            dims: (2, 1500, 0),
+            offsets: &[1, 2],
+        },
     ];
     let mut failures = Vec::new();
     for c in &cases {

@@ -12,6 +12,13 @@ use std::fmt;
 /// backend lays a launch out the same way whatever its device allows.
 pub const GRID_EDGE: u32 = 65_535;
 
+/// gemm with at most this many rows (m = `d0`) runs as a GEMV: one
+/// workgroup per row and strip of [`GEMV_COLS`] columns (`wgsl/gemm.wgsl`
+/// declares the same constants; a test checks them).
+pub const GEMV_MAX_M: u32 = 8;
+/// Output columns of one gemm GEMV workgroup.
+pub const GEMV_COLS: u32 = 32;
+
 /// Threads per workgroup of every kernel of `op`, as its WGSL
 /// `@workgroup_size` declares (the tests check this against naga's
 /// reflection of each entry point).
@@ -61,6 +68,8 @@ pub fn workgroups_of(launch: &Launch, threads: [u32; 3]) -> u64 {
         | OpKind::Silu => n.div_ceil(per_group),
         // One workgroup per row.
         OpKind::RmsNorm | OpKind::Softmax => n,
+        // A GEMV: one workgroup per row and strip of GEMV_COLS columns.
+        OpKind::Gemm if p.d0 <= GEMV_MAX_M => n * (p.d1 as u64).div_ceil(GEMV_COLS as u64),
         // One workgroup per output tile of threads[1] rows × threads[0] columns.
         OpKind::Gemm => {
             let (tx, ty) = (threads[0].max(1) as u64, threads[1].max(1) as u64);
@@ -195,6 +204,12 @@ mod tests {
         assert_eq!(workgroups(&launch(OpKind::RmsNorm, DType::F16, 5, 900)), 5);
         // gemm: m = 17 rows (2 tiles) × n = 33 columns (3 tiles).
         assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 17, 33)), 6);
+        // A GEMV (m <= GEMV_MAX_M): one workgroup per row per 32 columns.
+        assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 1, 8192)), 256);
+        assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F16, 3, 33)), 6);
+        assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 8, 32)), 8);
+        assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 9, 32)), 2);
+        assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 0, 32)), 0);
         assert_eq!(workgroups(&launch(OpKind::Add, DType::F32, 0, 0)), 0);
     }
 
@@ -206,6 +221,24 @@ mod tests {
         assert_eq!(workgroups_of(&gemm, [16, 16, 1]), workgroups(&gemm));
         let add = launch(OpKind::Add, DType::F32, 1000, 0);
         assert_eq!(workgroups_of(&add, [32, 2, 1]), 16);
+    }
+
+    #[test]
+    fn gemv_constants_are_the_wgsl_kernels() {
+        let src = crate::source(OpKind::Gemm, crate::Language::Wgsl).unwrap();
+        for (name, value) in [("GEMV_MAX_M", GEMV_MAX_M), ("GEMV_COLS", GEMV_COLS)] {
+            let decl = format!("const {name}: u32 = {value}u;");
+            assert!(src.contains(&decl), "gemm.wgsl does not declare `{decl}`");
+        }
+        // The k-slices fill the workgroup: 256 / GEMV_COLS of them.
+        let threads: u32 = workgroup_size(OpKind::Gemm).iter().product();
+        let slices = format!("const GEMV_SLICES: u32 = {}u;", threads / GEMV_COLS);
+        assert!(
+            src.contains(&slices),
+            "gemm.wgsl does not declare `{slices}`"
+        );
+        assert_eq!(threads % GEMV_COLS, 0);
+        assert!((threads / GEMV_COLS).is_power_of_two());
     }
 
     #[test]

@@ -54,8 +54,21 @@ fn rms_norm_row(wid: vec3<u32>, nwg: vec3<u32>, lid: u32, half: bool) {
     let base = row * cols;
     let xs = p.o0 + base;
     let outs = p.o2 + base;
+    // Four independent loads in flight per invocation (a decode row of 8192
+    // is 32 per invocation); the sum keeps the order c, c + WG, c + 2 WG, ...
     var acc = 0.0;
-    for (var c = lid; c < cols; c += WG) {
+    var c = lid;
+    for (; c + 3u * WG < cols; c += 4u * WG) {
+        let v0 = x_at(xs + c, half);
+        let v1 = x_at(xs + c + WG, half);
+        let v2 = x_at(xs + c + 2u * WG, half);
+        let v3 = x_at(xs + c + 3u * WG, half);
+        acc += v0 * v0;
+        acc += v1 * v1;
+        acc += v2 * v2;
+        acc += v3 * v3;
+    }
+    for (; c < cols; c += WG) {
         let v = x_at(xs + c, half);
         acc += v * v;
     }
@@ -69,7 +82,18 @@ fn rms_norm_row(wid: vec3<u32>, nwg: vec3<u32>, lid: u32, half: bool) {
     }
     let mean_sq = scratch[0] / f32(cols);
     let inv = 1.0 / sqrt(mean_sq + p.s0);
-    for (var c = lid; c < cols; c += WG) {
+    c = lid;
+    for (; c + 3u * WG < cols; c += 4u * WG) {
+        let v0 = x_at(xs + c, half) * inv * w_at(p.o1 + c, half);
+        let v1 = x_at(xs + c + WG, half) * inv * w_at(p.o1 + c + WG, half);
+        let v2 = x_at(xs + c + 2u * WG, half) * inv * w_at(p.o1 + c + 2u * WG, half);
+        let v3 = x_at(xs + c + 3u * WG, half) * inv * w_at(p.o1 + c + 3u * WG, half);
+        store(outs + c, v0, half);
+        store(outs + c + WG, v1, half);
+        store(outs + c + 2u * WG, v2, half);
+        store(outs + c + 3u * WG, v3, half);
+    }
+    for (; c < cols; c += WG) {
         store(outs + c, x_at(xs + c, half) * inv * w_at(p.o1 + c, half), half);
     }
 }

@@ -24,8 +24,18 @@ fn softmax_f32(
     let base_x = p.o0 + row * cols;
     let base_out = p.o1 + row * cols;
 
+    // Four independent loads in flight per invocation; each invocation
+    // still combines c, c + WG, c + 2 WG, ... in order.
     var m = bitcast<f32>(0xFF800000u);
-    for (var c = lid; c < cols; c += WG) {
+    var c = lid;
+    for (; c + 3u * WG < cols; c += 4u * WG) {
+        let v0 = x[base_x + c];
+        let v1 = x[base_x + c + WG];
+        let v2 = x[base_x + c + 2u * WG];
+        let v3 = x[base_x + c + 3u * WG];
+        m = max(max(max(max(m, v0), v1), v2), v3);
+    }
+    for (; c < cols; c += WG) {
         m = max(m, x[base_x + c]);
     }
     scratch[lid] = m;
@@ -40,7 +50,18 @@ fn softmax_f32(
     workgroupBarrier();
 
     var sum = 0.0;
-    for (var c = lid; c < cols; c += WG) {
+    c = lid;
+    for (; c + 3u * WG < cols; c += 4u * WG) {
+        let v0 = x[base_x + c];
+        let v1 = x[base_x + c + WG];
+        let v2 = x[base_x + c + 2u * WG];
+        let v3 = x[base_x + c + 3u * WG];
+        sum += exp_accurate(v0 - row_max);
+        sum += exp_accurate(v1 - row_max);
+        sum += exp_accurate(v2 - row_max);
+        sum += exp_accurate(v3 - row_max);
+    }
+    for (; c < cols; c += WG) {
         sum += exp_accurate(x[base_x + c] - row_max);
     }
     scratch[lid] = sum;
@@ -53,7 +74,7 @@ fn softmax_f32(
     }
     let total = scratch[0];
 
-    for (var c = lid; c < cols; c += WG) {
+    for (c = lid; c < cols; c += WG) {
         out[base_out + c] = exp_accurate(x[base_x + c] - row_max) / total;
     }
 }
