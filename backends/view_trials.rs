@@ -266,7 +266,7 @@ pub fn catalogue_ops_on_odd_views_keep_neighbours(dev: &Device) {
             offsets: &[3, 1, 2],
         },
         // gemm's GEMV mapping (m <= 8) past its unrolled loop (k >= 64) with
-        // a partial last strip of 32 columns, and the tile mapping just
+        // a partial last strip of 16 columns, and the tile mapping just
         // above it (m = 9); rms_norm and softmax rows past their unrolled
         // loops (cols >= 1024).
         Case {

@@ -17,7 +17,7 @@ pub const GRID_EDGE: u32 = 65_535;
 /// declares the same constants; a test checks them).
 pub const GEMV_MAX_M: u32 = 8;
 /// Output columns of one gemm GEMV workgroup.
-pub const GEMV_COLS: u32 = 32;
+pub const GEMV_COLS: u32 = 16;
 
 /// Threads per workgroup of every kernel of `op`, as its WGSL
 /// `@workgroup_size` declares (the tests check this against naga's
@@ -204,10 +204,10 @@ mod tests {
         assert_eq!(workgroups(&launch(OpKind::RmsNorm, DType::F16, 5, 900)), 5);
         // gemm: m = 17 rows (2 tiles) × n = 33 columns (3 tiles).
         assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 17, 33)), 6);
-        // A GEMV (m <= GEMV_MAX_M): one workgroup per row per 32 columns.
-        assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 1, 8192)), 256);
-        assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F16, 3, 33)), 6);
-        assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 8, 32)), 8);
+        // A GEMV (m <= GEMV_MAX_M): one workgroup per row per 16 columns.
+        assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 1, 8192)), 512);
+        assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F16, 3, 33)), 9);
+        assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 8, 32)), 16);
         assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 9, 32)), 2);
         assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 0, 32)), 0);
         assert_eq!(workgroups(&launch(OpKind::Add, DType::F32, 0, 0)), 0);

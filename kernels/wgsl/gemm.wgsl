@@ -9,6 +9,10 @@
 //   it sums the products kk = s, s + GEMV_SLICES, ... in order, GEMV_UNROLL
 //   independent loads at a time, then the GEMV_SLICES partial sums are added
 //   in a shared-memory tree. Adjacent invocations read adjacent words of b.
+//   16 columns × 16 slices (not 32 × 8, nor 8 × 32), measured on the H200 at
+//   L = 32, H = 8192: 3.42 ms a step on Vulkan, against 4.28 ms with 32
+//   columns (half the workgroups, too few loads in flight) and 7.17 ms with
+//   8 (32-byte pieces of rows 32 KiB apart).
 // - otherwise: one 16×16 workgroup per 16×16 output tile, tiles numbered
 //   row-major over the output; each output sums its k products in order, as
 //   the CPU reference does.
@@ -30,8 +34,8 @@ const KIND_BF16: u32 = 2u;
 
 // Kept equal to GEMV_MAX_M and GEMV_COLS in seam_kernels::geometry (tested).
 const GEMV_MAX_M: u32 = 8u;
-const GEMV_COLS: u32 = 32u;
-const GEMV_SLICES: u32 = 8u; // 256 / GEMV_COLS
+const GEMV_COLS: u32 = 16u;
+const GEMV_SLICES: u32 = 16u; // 256 / GEMV_COLS
 const GEMV_UNROLL: u32 = 8u;
 
 var<workgroup> partial: array<f32, 256>;

@@ -114,17 +114,29 @@ impl Input {
         })
     }
 
-    /// The decode step's floor on `device`, µs: its weight bytes (L·H·H
-    /// f32) at the copy bandwidth measured in the same run.
+    /// The best device-to-device copy bandwidth measured in the run, GB/s,
+    /// and the arm/device that measured it. A run measures one GPU (every
+    /// backend on the same device), so this is that GPU's floor: a backend
+    /// whose own copy kernel is slower does not get an easier one.
+    pub(super) fn best_copy_gbps(&self) -> Option<(f64, String)> {
+        self.rows
+            .iter()
+            .filter(|r| r.mode == "copy" && r.metric == "gbps" && r.median_us > 0.0)
+            .map(|r| (r.median_us, format!("{} {}", r.arm, r.device)))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+    }
+
+    /// The decode step's floor, µs: its weight bytes (L·H·H f32) at the
+    /// best copy bandwidth measured in the same run ([`Self::best_copy_gbps`]).
     pub(super) fn decode_floor_us(
         &self,
-        arm: &str,
-        device: &str,
+        _arm: &str,
+        _device: &str,
         hidden: u64,
         layers: u64,
     ) -> Option<f64> {
-        let gbps = self.copy_gbps(arm, device)?;
-        (gbps > 0.0).then(|| weight_bytes(hidden, layers) / (gbps * 1e3))
+        let (gbps, _) = self.best_copy_gbps()?;
+        Some(weight_bytes(hidden, layers) / (gbps * 1e3))
     }
 
     pub(super) fn values(&self, pick: impl Fn(&Row) -> bool) -> Vec<u64> {

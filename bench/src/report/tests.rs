@@ -349,13 +349,21 @@ fn verdicts_judge_every_target() {
         find("N=1000 (1 element): e2e ≤ 1.05× raw ash").met,
         Some(false)
     );
-    // decode floor, L=8 H=8192: 2 GiB of weights; cuda at 4000 GB/s is
-    // 536.9 µs (687.4 µs replay: 1.28×, missed), vulkan at 3000 GB/s
-    // 715.8 µs (0.96×, met)
+    // decode floor, L=8 H=8192: 2 GiB of weights at the run's best copy
+    // (cuda, 4000 GB/s) is 536.9 µs for every backend: cuda's 687.4 µs
+    // replay is 1.28×, missed; vulkan's own copy (3000 GB/s) would have
+    // given it an easier floor (715.8 µs, 0.96×) and does not.
     let fc = find("cuda decode replay per step");
     assert_eq!(fc.met, Some(false), "{}", fc.measured);
     assert!(fc.measured.contains("1.280×"), "{}", fc.measured);
-    assert_eq!(find("vulkan decode replay per step").met, Some(true));
+    let fv = find("vulkan decode replay per step");
+    assert_eq!(fv.met, Some(false), "{}", fv.measured);
+    assert!(
+        fv.measured.contains("the run's best copy: seam cuda")
+            && fv.measured.contains("its own copy: 3000 GB/s"),
+        "{}",
+        fv.measured
+    );
     // 825/1035 = 0.797: met
     assert_eq!(find("PyTorch").met, Some(true));
     // vulkan (2.2·1000+5)/1000 = 2.205 µs per dispatch: missed by 1.21 µs
