@@ -12,7 +12,11 @@ fn a_traced_run_writes_a_trace_that_parses_back_with_every_replay() {
     });
     let (report, traces) = run_all(&p, RunOptions { trace: true }, |_, _| {});
     assert!(report.summary.ok(), "{}", report.summary.line());
-    assert_eq!(traces.len(), 5, "five C1 trials, one trace log each");
+    // Five C1 cases, and c1_user_kernel_replay_reexecutes once per user
+    // kernel of the run (the example's two).
+    let kernels = seam_conformance::kernels().len();
+    assert_eq!(kernels, 2, "the example's kernels");
+    assert_eq!(traces.len(), 5 + kernels, "one trace log per C1 trial");
 
     let path = std::env::temp_dir().join(format!("seam-trace-{}.json", std::process::id()));
     std::fs::write(&path, seam::chrome_trace(&traces).to_string()).unwrap();
@@ -27,8 +31,9 @@ fn a_traced_run_writes_a_trace_that_parses_back_with_every_replay() {
         .collect();
     // C1's cases replay 3 + 3 + 1 + 2 + 2 times (the last: ten thousand
     // launches in one capture, replayed twice; cases that take their own
-    // trace, like C10's, empty the harness's trace for their part).
-    assert_eq!(replay_slices.len(), 3 + 3 + 1 + 2 + 2);
+    // trace, like C10's, empty the harness's trace for their part), and
+    // the user-kernel case 3 times per kernel.
+    assert_eq!(replay_slices.len(), 3 + 3 + 1 + 2 + 2 + 3 * kernels);
     assert!(replay_slices
         .iter()
         .all(|e| e["dur"].as_f64().unwrap() >= 0.0));
