@@ -107,33 +107,6 @@ impl Blas {
         };
         let (m, n, k) = (dim(p.d0, "m")?, dim(p.d1, "n")?, dim(p.d2, "k")?);
         let (alpha, beta) = (1.0f32, 0.0f32);
-        if m == 1 && l.dtype() == DType::F32 {
-            // A decode step's GEMV: row-major b (k×n) is column-major bᵀ
-            // (n×k, leading dimension n), so c = bᵀ · a is one
-            // `cublasSgemv` with no transpose, each output row read along
-            // adjacent addresses.
-            // SAFETY: as for the GEMM below (same stream check, the same
-            // VendorLaunch invariant: a holds k, b k·n and c n f32 elements
-            // from their views' byte offsets); alpha and beta are host
-            // values read during the call (host pointer mode), so the call
-            // is capturable.
-            return check_blas("cublasSgemv_v2", unsafe {
-                blas::cublasSgemv_v2(
-                    self.handle.0,
-                    blas::cublasOperation_t::CUBLAS_OP_N,
-                    n,
-                    k,
-                    &alpha,
-                    (b.ptr() + b_off) as *const f32,
-                    n,
-                    (a.ptr() + a_off) as *const f32,
-                    1,
-                    &beta,
-                    (c.ptr() + c_off) as *mut f32,
-                    1,
-                )
-            });
-        }
         // SAFETY: the handle queues on `stream` (checked above), which is
         // live. A VendorLaunch (made only by seam-streamgraph after checking
         // the launch against the op, C12) holds live allocations a, b, c of
