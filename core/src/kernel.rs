@@ -3,7 +3,7 @@
 //!
 //! A kernel is a [`KernelDef`], usually a `static`, registered once per
 //! device with [`Device::register_kernel`](crate::Device::register_kernel)
-//! and launched as [`OpKind::User`] through [`Device::launch`](crate::Device::launch):
+//! and launched as [`OpKind::User`](crate::OpKind::User) through [`Device::launch`](crate::Device::launch):
 //! the same validation (C12, views included), capture, replay, `prepare`
 //! (C7), trace (C10) and graph update (C13) as a catalogue op.
 //!

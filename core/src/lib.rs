@@ -20,6 +20,7 @@ pub mod registration;
 pub mod testing;
 pub mod trace;
 pub mod validate;
+pub mod view;
 
 pub use backend::{
     Backend, CaptureSupport, DeviceInfo, DeviceSpan, RawBuffer, RawGraph, ReplayTarget,

@@ -6,14 +6,14 @@
 //! block. The same 32-byte block is what GPU kernels receive as push constants
 //! or kernel arguments, so every backend lowers every op the same way.
 //!
-//! Every binding is a [`View`]: a buffer, an element offset and a length
-//! (a bare [`BufferId`] is the whole buffer). Besides the nine catalogue
+//! Every binding is a [`View`] (`view.rs`): a buffer, an element offset and
+//! a length (a bare [`BufferId`](crate::BufferId) is the whole buffer). Besides the nine catalogue
 //! ops, a launch may run a user kernel ([`OpKind::User`], `kernel.rs`).
 
 pub use crate::buffer_list::BufferList;
 use crate::dtype::DType;
 use crate::kernel::Kernel;
-use crate::BufferId;
+pub use crate::view::{RawView, View};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -340,47 +340,6 @@ impl Params {
     }
 }
 
-/// One binding of a launch: `len` elements of `buffer` from element
-/// `offset` (`len: None`: to the buffer's end). A [`BufferId`] converts to
-/// the whole buffer. Core checks the range lies in the buffer and holds
-/// what the op needs (C12).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct View {
-    pub buffer: BufferId,
-    pub offset: usize,
-    pub len: Option<usize>,
-}
-
-impl From<BufferId> for View {
-    fn from(buffer: BufferId) -> View {
-        View {
-            buffer,
-            offset: 0,
-            len: None,
-        }
-    }
-}
-
-impl BufferId {
-    /// `len` elements of this buffer from element `offset`.
-    pub fn view(self, offset: usize, len: usize) -> View {
-        View {
-            buffer: self,
-            offset,
-            len: Some(len),
-        }
-    }
-
-    /// This buffer from element `offset` to its end.
-    pub fn from_offset(self, offset: usize) -> View {
-        View {
-            buffer: self,
-            offset,
-            len: None,
-        }
-    }
-}
-
 /// A launch as the user states it, over views of buffers. Core validates it
 /// and lowers it to a [`Launch`] over the backend's raw buffers.
 #[derive(Clone, Debug, PartialEq)]
@@ -399,31 +358,6 @@ impl OpCall {
             op,
             buffers: BufferList::from_slice(views),
             params,
-        }
-    }
-}
-
-/// One validated binding as a backend receives it: its raw buffer, and the
-/// view's first element (`offset`, in the binding's elements; also as
-/// `byte_offset`) and length (`len` elements, each at least what the op
-/// needs). GPU kernels see the offset (CUDA: the pointer is advanced by
-/// `byte_offset`; WGSL: `p.o<k>`), so any offset works on every backend.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct RawView {
-    pub buffer: crate::RawBuffer,
-    pub offset: u32,
-    pub byte_offset: u64,
-    pub len: u64,
-}
-
-impl RawView {
-    /// The whole of `buffer` from element 0 (`len` elements).
-    pub fn whole(buffer: crate::RawBuffer, len: u64) -> RawView {
-        RawView {
-            buffer,
-            offset: 0,
-            byte_offset: 0,
-            len,
         }
     }
 }

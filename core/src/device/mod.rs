@@ -6,9 +6,9 @@
 //! layer has already checked.
 //!
 //! - this file: the public API for memory, work, accounting and tracing;
-//! - [`capture`](self::capture): begin/end/abort, replay, destroy;
+//! - `capture`: begin/end/abort, replay, destroy;
 //! - `state`: the tables, the deferred-release sweep, teardown, the id space;
-//! - [`handles`]: ids and the owned handles (`Buffer`, `Graph`, `CaptureScope`).
+//! - `handles`: ids and the owned handles (`Buffer`, `Graph`, `CaptureScope`).
 
 mod capture;
 mod handles;

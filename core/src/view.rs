@@ -1,0 +1,71 @@
+//! Views: what every binding of a launch is. A [`View`] is a buffer, an
+//! element offset and a length, as the user states it; a [`RawView`] is
+//! the same after core checked it (C12), as a backend receives it.
+
+use crate::BufferId;
+
+/// One binding of a launch: `len` elements of `buffer` from element
+/// `offset` (`len: None`: to the buffer's end). A [`BufferId`] converts to
+/// the whole buffer. Core checks the range lies in the buffer and holds
+/// what the op needs (C12).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct View {
+    pub buffer: BufferId,
+    pub offset: usize,
+    pub len: Option<usize>,
+}
+
+impl From<BufferId> for View {
+    fn from(buffer: BufferId) -> View {
+        View {
+            buffer,
+            offset: 0,
+            len: None,
+        }
+    }
+}
+
+impl BufferId {
+    /// `len` elements of this buffer from element `offset`.
+    pub fn view(self, offset: usize, len: usize) -> View {
+        View {
+            buffer: self,
+            offset,
+            len: Some(len),
+        }
+    }
+
+    /// This buffer from element `offset` to its end.
+    pub fn from_offset(self, offset: usize) -> View {
+        View {
+            buffer: self,
+            offset,
+            len: None,
+        }
+    }
+}
+
+/// One validated binding as a backend receives it: its raw buffer, and the
+/// view's first element (`offset`, in the binding's elements; also as
+/// `byte_offset`) and length (`len` elements, each at least what the op
+/// needs). GPU kernels see the offset (CUDA: the pointer is advanced by
+/// `byte_offset`; WGSL: `p.o<k>`), so any offset works on every backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RawView {
+    pub buffer: crate::RawBuffer,
+    pub offset: u32,
+    pub byte_offset: u64,
+    pub len: u64,
+}
+
+impl RawView {
+    /// The whole of `buffer` from element 0 (`len` elements).
+    pub fn whole(buffer: crate::RawBuffer, len: u64) -> RawView {
+        RawView {
+            buffer,
+            offset: 0,
+            byte_offset: 0,
+            len,
+        }
+    }
+}
