@@ -26,6 +26,8 @@ use seam::{ops, CaptureSupport, DType, Device, GraphRef};
 #[path = "support/counting.rs"]
 mod counting;
 use counting::allocations;
+#[path = "support/graphs.rs"]
+mod graphs;
 
 const N: usize = 1_000;
 
@@ -46,23 +48,8 @@ fn eager_launches_and_replays_allocate_nothing() {
             dev.launch(&ops::rms_norm(a, b, c, 8, 8, 1e-5)).unwrap();
         }
     };
-    dev.begin_capture().unwrap();
-    dev.launch(&ops::add(a, b, c, n)).unwrap();
-    dev.launch(&ops::gemm(a, b, c, 8, 8, 8)).unwrap();
-    let graph = dev.end_capture_graph().unwrap();
-    dev.begin_capture().unwrap();
-    dev.launch(&ops::copy(c, a, n)).unwrap();
-    dev.end_capture_into_current().unwrap();
-    let replays = |dev: &Device| {
-        for i in 0..N {
-            let target = if i % 2 == 0 {
-                GraphRef::Handle(graph)
-            } else {
-                GraphRef::Current
-            };
-            dev.replay(target).unwrap();
-        }
-    };
+    let graph = graphs::capture_both(&dev, [a, b, c], n);
+    let replays = |dev: &Device| graphs::replay_alternating(dev, graph, N);
 
     // Warm-up: twice the counted work, so the null backend's log has the
     // capacity for it; then emptied, keeping that capacity.

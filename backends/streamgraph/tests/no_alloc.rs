@@ -31,13 +31,15 @@
 // it is sound.
 #![allow(unsafe_code)]
 
-use seam::{ops, DType, Device, DeviceInfo, GraphRef};
+use seam::{ops, DType, Device, DeviceInfo};
 use seam_streamgraph::fake::{FakeDriver, FakeToolchain};
 use seam_streamgraph::StreamBackend;
 
 #[path = "../../../core/tests/support/counting.rs"]
 mod counting;
 use counting::allocations;
+#[path = "../../../core/tests/support/graphs.rs"]
+mod graphs;
 
 const N: usize = 1_000;
 
@@ -74,23 +76,8 @@ fn eager_launches_and_replays_allocate_nothing() {
             dev.launch(&ops::gemm(a, b, c, 8, 8, 8)).unwrap();
         }
     };
-    dev.begin_capture().unwrap();
-    dev.launch(&ops::add(a, b, c, n)).unwrap();
-    dev.launch(&ops::gemm(a, b, c, 8, 8, 8)).unwrap();
-    let graph = dev.end_capture_graph().unwrap();
-    dev.begin_capture().unwrap();
-    dev.launch(&ops::copy(c, a, n)).unwrap();
-    dev.end_capture_into_current().unwrap();
-    let replays = |dev: &Device| {
-        for i in 0..N {
-            let target = if i % 2 == 0 {
-                GraphRef::Handle(graph)
-            } else {
-                GraphRef::Current
-            };
-            dev.replay(target).unwrap();
-        }
-    };
+    let graph = graphs::capture_both(&dev, [a, b, c], n);
+    let replays = |dev: &Device| graphs::replay_alternating(dev, graph, N);
 
     // Warm-up: the first eager launch of each op loads its kernels (the
     // captures above loaded every module already); the fake's pending-exec
