@@ -116,7 +116,8 @@ fn run_case(dev: &Device, c: &Case, captured: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
     after.into_iter().zip(before).collect()
 }
 
-fn decode(d: DType, b: &[u8]) -> Vec<f64> {
+/// Elements of `d` in `b`, as f64 (integers by value).
+pub fn decode(d: DType, b: &[u8]) -> Vec<f64> {
     match d {
         DType::F32 => b
             .chunks_exact(4)

@@ -154,26 +154,7 @@ fn compare(op: OpKind, dtype: DType, got: &[u8], want: &[u8]) -> Result<(), Stri
     } else {
         dtype
     };
-    let dec = |b: &[u8]| -> Vec<f64> {
-        match out {
-            DType::F32 => b
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64)
-                .collect(),
-            DType::F16 => b
-                .chunks_exact(2)
-                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f64())
-                .collect(),
-            DType::Bf16 => b
-                .chunks_exact(2)
-                .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f64())
-                .collect(),
-            _ => b
-                .chunks_exact(4)
-                .map(|c| u32::from_le_bytes(c.try_into().unwrap()) as f64)
-                .collect(),
-        }
-    };
+    let dec = |b: &[u8]| view_trials::decode(out, b);
     match op.tolerance(dtype) {
         Tolerance::BitExact => match got.iter().zip(want).position(|(a, b)| a != b) {
             None => Ok(()),
