@@ -180,6 +180,21 @@ fn agree_binding(
     Ok(())
 }
 
+/// The kernel's first sample (the C1, C2 and C12 cases run one).
+fn first_sample(def: &KernelDef) -> Result<Params, Failure> {
+    def.samples
+        .first()
+        .copied()
+        .ok_or_else(|| Failure(format!("{}: the kernel has no samples", def.name)))
+}
+
+/// `call` captured alone into a graph handle.
+fn capture_one(d: &Device, call: &OpCall) -> seam::Result<seam::Graph> {
+    let scope = d.capture()?;
+    d.launch(call)?;
+    scope.end_graph()
+}
+
 /// Every sample of the kernel agrees with its CPU implementation, eager
 /// and captured, over views at odd offsets, touching nothing outside them.
 ///
@@ -229,15 +244,10 @@ pub const C1_USER_KERNEL_REPLAY_REEXECUTES: Case = Case {
     modes: ONCE,
     body: |cx| {
         let (def, d) = (cx.kernel()?, &cx.dev);
-        let p = *def
-            .samples
-            .first()
-            .ok_or_else(|| Failure("no samples".into()))?;
+        let p = first_sample(def)?;
         let s = setup(d, def, p, 1, GUARD)?;
         let before = snapshot(d, &s)?;
-        let scope = d.capture()?;
-        d.launch(&s.call)?;
-        let graph = scope.end_graph()?;
+        let graph = capture_one(d, &s.call)?;
         check!(
             snapshot(d, &s)? == before,
             "{}: capturing the launch changed a buffer: capture must not execute",
@@ -270,10 +280,7 @@ pub const C2_USER_KERNEL_KEEPS_STREAM_ORDER: Case = Case {
     modes: ONCE,
     body: |cx| {
         let (def, d) = (cx.kernel()?, &cx.dev);
-        let p = *def
-            .samples
-            .first()
-            .ok_or_else(|| Failure("no samples".into()))?;
+        let p = first_sample(def)?;
         let out = def
             .bindings
             .iter()
@@ -282,9 +289,7 @@ pub const C2_USER_KERNEL_KEEPS_STREAM_ORDER: Case = Case {
         let s = setup(d, def, p, 10, GUARD)?;
         let (dt, len) = (dtype_of(def, out), s.lens[out]);
         let saved = [d.alloc(dt, len)?, d.alloc(dt, len)?];
-        let scope = d.capture()?;
-        d.launch(&s.call)?;
-        let graph = scope.end_graph()?;
+        let graph = capture_one(d, &s.call)?;
         for (seed, keep) in [(20u64, saved[0]), (21, saved[1])] {
             refill(d, def, &s, seed)?;
             graph.replay()?;
@@ -354,10 +359,7 @@ pub const C12_USER_KERNEL_BAD_LAUNCHES_REFUSED: Case = Case {
     modes: ONCE,
     body: |cx| {
         let (def, d) = (cx.kernel()?, &cx.dev);
-        let p = *def
-            .samples
-            .first()
-            .ok_or_else(|| Failure("no samples".into()))?;
+        let p = first_sample(def)?;
         let s = setup(d, def, p, 50, GUARD)?;
         let before = snapshot(d, &s)?;
         let need = needs(def, &p);

@@ -257,14 +257,10 @@ pub const C13_UPDATE_LAUNCH_MOVES_A_VIEW: Case = Case {
             before[..3 * slot].to_vec(),
             "a refused batch changed a slot it named"
         );
-        cx.digest_bytes(bytemuck_f32(&after).as_slice());
+        cx.digest_bytes(&d.read_bytes(kv.id())?);
         Ok(())
     },
 };
-
-fn bytemuck_f32(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
 
 /// Every bad update is a named error and changes nothing: a new buffer of
 /// another dtype, one too short for a launch, another device's buffer, a
