@@ -72,9 +72,12 @@ pub fn prepare(dev: &Device, op: OpKind, dtype: DType, seed: u64) -> seam::Resul
     prepare_at(dev, op, dtype, seed, 0)
 }
 
-/// [`prepare`] with every binding a view `guard` elements into a buffer
-/// with `guard` more elements after it; the guard elements hold a pattern
-/// (0xA5) of their own. With `guard = 0` the views are whole buffers.
+/// [`prepare`] with binding `k` a view `guard + k` elements into a buffer
+/// with `guard` more elements after it (so neighbouring bindings start at
+/// offsets of different parity: a 16-bit copy reads halves its output
+/// word does not line up with); the elements around each view hold a
+/// pattern (0xA5) of their own. With `guard = 0` the views are whole
+/// buffers.
 pub fn prepare_at(
     dev: &Device,
     op: OpKind,
@@ -96,25 +99,30 @@ pub fn prepare_at(
         OpKind::Gemm => vec![M * K, K * GN, M * GN],
         _ => vec![N; sig.len()],
     };
+    let offset = |k: usize| if guard == 0 { 0 } else { guard + k };
     let mut buffers = Vec::new();
-    for (b, &len) in sig.iter().zip(&lens) {
+    for (k, (b, &len)) in sig.iter().zip(&lens).enumerate() {
         let bd = match b.role {
             seam::ops::Role::Input => dtype,
             seam::ops::Role::Fixed(d) => d,
         };
-        let id = dev.alloc(bd, len as usize + 2 * guard)?;
+        let id = dev.alloc(bd, offset(k) + len as usize + guard)?;
         let bytes = match b.access {
             seam::ops::Access::Read => random_bytes(&mut rng, bd, len as usize, 2.0),
             seam::ops::Access::Write => vec![0x5A; len as usize * bd.size()],
         };
-        let pad = vec![0xA5; guard * bd.size()];
-        dev.write_bytes(id, 0, &[&pad[..], &bytes, &pad].concat())?;
+        let (before, after) = (
+            vec![0xA5; offset(k) * bd.size()],
+            vec![0xA5; guard * bd.size()],
+        );
+        dev.write_bytes(id, 0, &[before, bytes, after].concat())?;
         buffers.push(id);
     }
     let b: Vec<seam::View> = buffers
         .iter()
         .zip(&lens)
-        .map(|(id, &len)| id.view(guard, len as usize))
+        .enumerate()
+        .map(|(k, (id, &len))| id.view(offset(k), len as usize))
         .collect();
     let b = &b;
     let call = match op {

@@ -16,14 +16,18 @@ fn dtype_of(op: OpKind, dtype: DType, k: usize) -> DType {
     }
 }
 
-/// Every (op, dtype) with each binding a view [`GUARD`] elements into its
-/// buffer (so 16-bit views start mid-word) gives, within the op's
+/// Every (op, dtype) with binding k a view [`GUARD`] + k elements into its
+/// buffer (16-bit views start mid-word, and neighbouring bindings at
+/// offsets of different parity) gives, within the op's
 /// tolerance, what the CPU reference gives over whole buffers, eager and
 /// captured; the guard elements of every binding keep their 0xA5 pattern.
 ///
 /// Mutation: make the CPU backend read every binding from byte 0 (its
 /// worker's `&b[v.byte_offset as usize..]` → `&b[..]`) → red on cpu:0,
-/// eager and captured (tried); on a GPU backend, an offset word left out
+/// eager and captured (tried); the CPU worker reading every input from
+/// binding 0's offset → red on cpu:0 at "add/f32 … `out`: bit-exact
+/// mismatch" (tried; invisible while every binding had the same offset);
+/// on a GPU backend, an offset word left out
 /// of a kernel (e.g. `x[p.o0 + i]` → `x[i]` in a WGSL kernel) is the same
 /// fault on vulkan:0 and wgpu:0.
 pub const C11_VIEWS_AT_ODD_OFFSETS_AGREE_WITH_CPU: Case = Case {
@@ -37,7 +41,10 @@ pub const C11_VIEWS_AT_ODD_OFFSETS_AGREE_WITH_CPU: Case = Case {
         let pairs = all_pairs();
         d.prepare(&pairs)?;
         for (op, dtype) in pairs {
-            let what = format!("{op}/{dtype} over views at offset {GUARD}");
+            let what = format!(
+                "{op}/{dtype} over views at offsets {GUARD}, {}, …",
+                GUARD + 1
+            );
             let w = prepare_at(d, op, dtype, 7, GUARD)?;
             let before: Vec<Vec<u8>> = w
                 .buffers
@@ -51,7 +58,9 @@ pub const C11_VIEWS_AT_ODD_OFFSETS_AGREE_WITH_CPU: Case = Case {
             for (k, b) in op.signature().iter().enumerate() {
                 let dt = dtype_of(op, dtype, k);
                 let got = d.read_bytes(w.buffers[k])?;
-                let (lo, hi) = (GUARD * dt.size(), got.len() - GUARD * dt.size());
+                let view = w.call.buffers[k];
+                let lo = view.offset * dt.size();
+                let hi = lo + view.len.unwrap_or(0) * dt.size();
                 check!(
                     got[..lo] == before[k][..lo] && got[hi..] == before[k][hi..],
                     "{what}: binding `{}` changed outside its view",
@@ -102,6 +111,7 @@ pub const C12_VIEW_RULES_FROM_THE_SIGNATURES: Case = Case {
             let w = prepare_at(d, op, dtype, 3, GUARD)?;
             let sig = op.signature();
             let lens: Vec<usize> = w.call.buffers.iter().map(|v| v.len.unwrap_or(0)).collect();
+            let offs: Vec<usize> = w.call.buffers.iter().map(|v| v.offset).collect();
             let before: Vec<Vec<u8>> = w
                 .buffers
                 .iter()
@@ -124,12 +134,12 @@ pub const C12_VIEW_RULES_FROM_THE_SIGNATURES: Case = Case {
                 let id = w.buffers[k];
                 rows += 2;
                 refuse(
-                    with(&[(k, id.view(GUARD, lens[k] - 1))]),
+                    with(&[(k, id.view(offs[k], lens[k] - 1))]),
                     format!("`{}` one element short", b.name),
                     |e| matches!(e, ErrorKind::OutOfRange { .. }),
                 )?;
                 refuse(
-                    with(&[(k, id.view(GUARD + 1 + GUARD, lens[k]))]),
+                    with(&[(k, id.view(offs[k] + GUARD + 1, lens[k]))]),
                     format!("`{}` reaching past its buffer", b.name),
                     |e| matches!(e, ErrorKind::ViewOutOfRange { .. }),
                 )?;
@@ -148,7 +158,7 @@ pub const C12_VIEW_RULES_FROM_THE_SIGNATURES: Case = Case {
                         continue;
                     }
                     let shared = w.buffers[ri];
-                    let same = with(&[(wi, shared.view(GUARD, lens[ri]))]);
+                    let same = with(&[(wi, shared.view(offs[ri], lens[ri]))]);
                     rows += 2;
                     if op.allows_aliasing() {
                         d.launch(&same).map_err(|e| {
@@ -167,7 +177,7 @@ pub const C12_VIEW_RULES_FROM_THE_SIGNATURES: Case = Case {
                         )?;
                     }
                     refuse(
-                        with(&[(wi, shared.view(GUARD - 1, lens[ri]))]),
+                        with(&[(wi, shared.view(offs[ri] - 1, lens[ri]))]),
                         format!("`{}` one element before `{}`", wb.name, rb.name),
                         |e| matches!(e, ErrorKind::ViewsOverlap { .. }),
                     )?;
