@@ -40,8 +40,8 @@ pub fn digested_outputs(case: &str) -> Option<Vec<(OpKind, DType)>> {
         "c4_decode_stack_eager_and_captured_identical" => {
             vec![(RmsNorm, F32), (Gemm, F32), (Silu, F32), (Add, F32)]
         }
-        // GEMM for each input type.
-        "c7_prepared_gemm_captures_and_replays" => {
+        // GEMM for each input type (at every shape of the table, for the second).
+        "c7_prepared_gemm_captures_and_replays" | "c11_gemm_shapes_agree_with_cpu" => {
             Gemm.dtypes().iter().map(|&d| (Gemm, d)).collect()
         }
         // x through alternating u32 adds and muls, eager and replayed.

@@ -6,6 +6,7 @@ use crate::Case;
 
 mod bad_input;
 mod bounds;
+mod gemm_shapes;
 mod kernels;
 mod lifetimes;
 mod order;
@@ -65,6 +66,7 @@ pub static ALL: &[Case] = &[
     results::C11_KNOWN_VALUES,
     results::C11_SUBNORMALS_AS_DECLARED,
     views::C11_VIEWS_AT_ODD_OFFSETS_AGREE_WITH_CPU,
+    gemm_shapes::C11_GEMM_SHAPES_AGREE_WITH_CPU,
     bad_input::C12_BAD_LAUNCHES_REFUSED_BEFORE_WORK,
     bad_input::C12_BAD_HOST_ACCESS_REFUSED,
     bad_input::C12_BAD_MEMORY_CALLS_REFUSED,

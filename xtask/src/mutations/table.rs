@@ -476,6 +476,13 @@ pub const MUTATIONS: &[Mutation] = &[
         what: "the CPU backend reads every binding from byte 0",
     },
     Mutation {
+        case: "c11_gemm_shapes_agree_with_cpu",
+        file: CPU,
+        find: ".map(|v| mem.get(&v.buffer.0).map(|b| &b[v.byte_offset as usize..]))",
+        replace: ".map(|v| mem.get(&v.buffer.0).map(|b| &b[..]))",
+        what: "the CPU backend reads every binding from byte 0 (b's view at element 2)",
+    },
+    Mutation {
         case: "c12_view_rules_from_the_signatures",
         file: VAL,
         find: "            if ws >= oe || os >= we {",
