@@ -16,6 +16,10 @@
 //! - one command buffer recorded with SIMULTANEOUS_USE, submitted with a
 //!   fence, waited for by polling the fence for the backend's spin budget
 //!   (`SEAM_VULKAN_SPIN_US`, 50 µs by default) and then blocking.
+//!   `SEAM_BENCH_RAW_WAIT=timeline` signals a timeline semaphore instead
+//!   of the fence and polls its counter (`vkGetSemaphoreCounterValue`) for
+//!   the same budget, then blocks in `vkWaitSemaphores`: the alternative
+//!   wait measured against the fence (issue 20); the arm's name says which.
 //!
 //! What it leaves out is what a hand-written program would: the pipeline,
 //! the descriptor set (both bindings on the one buffer) and the push
@@ -77,6 +81,9 @@ pub struct RawVulkan {
     /// Uploads and read-backs (one-time submits).
     xfer: vk::CommandBuffer,
     fence: vk::Fence,
+    /// The timeline semaphore and the value of the last submit's signal,
+    /// where `SEAM_BENCH_RAW_WAIT=timeline` and the device supports it.
+    timeline: Option<(vk::Semaphore, u64)>,
     spin: Duration,
     x: Option<Mem>,
     staging: Option<(Mem, *mut u8)>,
@@ -120,7 +127,7 @@ impl RawVulkan {
                 return Err(e);
             }
         };
-        let (pd, family, device, name, denorm_preserve) = device;
+        let (pd, family, device, name, denorm_preserve, timeline_ok) = device;
         // SAFETY: `pd` belongs to this live instance.
         let props = unsafe { instance.get_physical_device_properties(pd) };
         // SAFETY: as above.
@@ -160,6 +167,7 @@ impl RawVulkan {
             chain: vk::CommandBuffer::null(),
             xfer: vk::CommandBuffer::null(),
             fence: vk::Fence::null(),
+            timeline: None,
             spin: Duration::from_micros(spin_us),
             x: None,
             staging: None,
@@ -168,6 +176,22 @@ impl RawVulkan {
         // On failure `raw`'s Drop destroys what was made (null handles are
         // ignored), then the device and the instance.
         raw.objects(family)?;
+        if std::env::var("SEAM_BENCH_RAW_WAIT").is_ok_and(|v| v == "timeline") {
+            if !timeline_ok {
+                return Err(
+                    "SEAM_BENCH_RAW_WAIT=timeline: the device has no timelineSemaphore".into(),
+                );
+            }
+            let mut kind = vk::SemaphoreTypeCreateInfo::default()
+                .semaphore_type(vk::SemaphoreType::TIMELINE)
+                .initial_value(0);
+            let info = vk::SemaphoreCreateInfo::default().push_next(&mut kind);
+            // SAFETY: the device was created with timelineSemaphore enabled
+            // (`timeline_ok`); the create info lives across the call.
+            let sem = unsafe { raw.device.create_semaphore(&info, None) }
+                .map_err(vkerr("vkCreateSemaphore"))?;
+            raw.timeline = Some((sem, 0));
+        }
         Ok(raw)
     }
 
@@ -177,7 +201,7 @@ impl RawVulkan {
     fn pick(
         instance: &ash::Instance,
         api: u32,
-    ) -> Result<(vk::PhysicalDevice, u32, ash::Device, String, bool), String> {
+    ) -> Result<(vk::PhysicalDevice, u32, ash::Device, String, bool, bool), String> {
         // SAFETY: the instance is live.
         let phys = unsafe { instance.enumerate_physical_devices() }
             .map_err(vkerr("vkEnumeratePhysicalDevices"))?;
@@ -215,12 +239,27 @@ impl RawVulkan {
         let queues = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(family)
             .queue_priorities(&priorities)];
-        let info = vk::DeviceCreateInfo::default().queue_create_infos(&queues);
-        // SAFETY: `pd` belongs to the live instance; `info` and its queue
-        // array live across the call.
+        // Timeline semaphores (core in 1.2), enabled where reported, for
+        // `SEAM_BENCH_RAW_WAIT=timeline`.
+        let timeline_ok =
+            api >= vk::API_VERSION_1_2 && props.api_version >= vk::API_VERSION_1_2 && {
+                let mut ts = vk::PhysicalDeviceTimelineSemaphoreFeatures::default();
+                let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut ts);
+                // SAFETY: instance and device are at 1.2 or later (checked).
+                unsafe { instance.get_physical_device_features2(pd, &mut f2) };
+                ts.timeline_semaphore == vk::TRUE
+            };
+        let mut enable =
+            vk::PhysicalDeviceTimelineSemaphoreFeatures::default().timeline_semaphore(true);
+        let mut info = vk::DeviceCreateInfo::default().queue_create_infos(&queues);
+        if timeline_ok {
+            info = info.push_next(&mut enable);
+        }
+        // SAFETY: `pd` belongs to the live instance; `info`, its queue
+        // array and the feature struct live across the call.
         let device =
             unsafe { instance.create_device(pd, &info, None) }.map_err(vkerr("vkCreateDevice"))?;
-        Ok((pd, family, device, name, denorm_preserve))
+        Ok((pd, family, device, name, denorm_preserve, timeline_ok))
     }
     /// The pipeline, descriptor set, command buffers and fence.
     fn objects(&mut self, family: u32) -> Result<(), String> {
@@ -553,6 +592,25 @@ impl RawVulkan {
             return Err("a submission is still pending".into());
         }
         let cmds = [cmd];
+        if let Some((sem, value)) = self.timeline.as_mut() {
+            *value += 1;
+            let (sems, values) = ([*sem], [*value]);
+            let mut ts =
+                vk::TimelineSemaphoreSubmitInfo::default().signal_semaphore_values(&values);
+            let submit = [vk::SubmitInfo::default()
+                .command_buffers(&cmds)
+                .signal_semaphores(&sems)
+                .push_next(&mut ts)];
+            // SAFETY: as below, with the timeline semaphore signalled to a
+            // value above every earlier signal instead of the fence.
+            unsafe {
+                self.device
+                    .queue_submit(self.queue, &submit, vk::Fence::null())
+                    .map_err(vkerr("vkQueueSubmit"))?;
+            }
+            self.pending = true;
+            return Ok(());
+        }
         let submit = [vk::SubmitInfo::default().command_buffers(&cmds)];
         // SAFETY: `cmd` is executable (recorded by `chain` or `copy`) and
         // not pending (`pending` is false); every object it uses is owned
@@ -568,6 +626,15 @@ impl RawVulkan {
         Ok(())
     }
 
+    /// What `wait` polls: "a fence" or "a timeline semaphore".
+    pub fn wait_kind(&self) -> &'static str {
+        if self.timeline.is_some() {
+            "a timeline semaphore"
+        } else {
+            "a fence"
+        }
+    }
+
     /// Queue one run of the recorded chain.
     pub fn submit(&mut self) -> Result<(), String> {
         self.submit_cmd(self.chain)
@@ -581,6 +648,26 @@ impl RawVulkan {
         }
         let d = &self.device;
         let start = Instant::now();
+        if let Some((sem, value)) = self.timeline {
+            // SAFETY: a live timeline semaphore owned by `self`.
+            while unsafe { d.get_semaphore_counter_value(sem) }
+                .map_err(vkerr("vkGetSemaphoreCounterValue"))?
+                < value
+            {
+                if start.elapsed() >= self.spin {
+                    let (sems, values) = ([sem], [value]);
+                    let info = vk::SemaphoreWaitInfo::default()
+                        .semaphores(&sems)
+                        .values(&values);
+                    // SAFETY: as above; the info lives across the call.
+                    unsafe { d.wait_semaphores(&info, TIMEOUT_NS) }
+                        .map_err(vkerr("vkWaitSemaphores"))?;
+                    break;
+                }
+            }
+            self.pending = false;
+            return Ok(());
+        }
         loop {
             // SAFETY: a live fence owned by `self`.
             if unsafe { d.get_fence_status(self.fence) }.map_err(vkerr("vkGetFenceStatus"))? {
@@ -711,6 +798,9 @@ impl Drop for RawVulkan {
                 d.free_memory(m.memory, None);
             }
             d.destroy_fence(self.fence, None);
+            if let Some((sem, _)) = self.timeline {
+                d.destroy_semaphore(sem, None);
+            }
             d.destroy_command_pool(self.cmd_pool, None);
             d.destroy_descriptor_pool(self.desc_pool, None);
             d.destroy_pipeline(self.pipeline, None);

@@ -61,14 +61,15 @@ impl RawChain for crate::raw_cuda::RawCuda {
 impl RawChain for crate::raw_vulkan::RawVulkan {
     fn label(&self) -> String {
         format!(
-            "raw ash ({}, {} memory, DenormPreserve {})",
+            "raw ash ({}, {} memory, DenormPreserve {}, waits on {})",
             self.name,
             if self.host_visible {
                 "host-visible"
             } else {
                 "device-local"
             },
-            if self.denorm_preserve { "on" } else { "off" }
+            if self.denorm_preserve { "on" } else { "off" },
+            self.wait_kind()
         )
     }
     fn setup(&mut self, x0: &[f32], n: u32, a: f32, b: f32) -> Res<()> {
