@@ -58,6 +58,10 @@ if [ "$MODE" = quick ] && ! python3 -c 'import torch' >/dev/null 2>&1; then
     TORCH=0
 fi
 
+clocks() {
+    command -v nvidia-smi >/dev/null &&
+        log "# clocks $1: $(nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader 2>&1)"
+}
 arm() {
     local name=$1; shift
     local t
@@ -65,7 +69,9 @@ arm() {
     "$@" >"$OUT/$name.csv" 2>>"$LOG"
     local rc=$?
     log "# $name: rc $rc, $(( $(date +%s) - t )) s, $(grep -vc '^#' "$OUT/$name.csv") lines"
+    clocks "after $name"
 }
+clocks "before the arms"
 [ "$RAW" = 1 ] && arm raw /tmp/raw_cuda "$HERE/kernels" "$BUDGET" "$NS" "$HID" "$LAY" "$ELEMS" "$ROUNDS"
 [ "$TORCH" = 1 ] && PYTHONUNBUFFERED=1 arm torch python3 "$HERE/torch_arm.py" "$BUDGET" "$NS" "$HID" "$LAY" "$ELEMS" "$ROUNDS"
 # Both seam builds also run the in-process raw anchors (raw CUDA driver via
@@ -75,5 +81,15 @@ arm() {
 SEAM_ARGS=(--budget-ms "$BUDGET" --ns "$NS" --elems "$ELEMS" --hiddens "$HID" --layers "$LAY" --rounds "$ROUNDS" --copy-mib "$COPY_MIB" --profile)
 arm seam_cuda "$HERE/seam-bench-cuda" run --arm seam-cudaonly "${SEAM_ARGS[@]}"
 arm seam "$HERE/seam-bench" run "${SEAM_ARGS[@]}"
+# The nvcc raw arm's chain once more, last: whether a per-node figure that
+# differs between the first process and the later ones is the arms' or the
+# machine's (clocks, power state) at that point of the run. Its CSV stays
+# out of the report (after/raw.csv); the per-node lines go to the log.
+if [ "$RAW" = 1 ] && [ "$MODE" = full ]; then
+    mkdir -p "$OUT/after"
+    /tmp/raw_cuda "$HERE/kernels" "$BUDGET" 1000 256 1 1 3 >"$OUT/after/raw.csv" 2>>"$LOG"
+    log "# raw chain again after every arm (rc $?): $(grep -E '^raw,cuda,(graph|eager),chain,1,0,0,1000,e2e_us' "$OUT/after/raw.csv" | cut -d, -f3,10 | tr '\n' ' ')"
+    clocks "after raw again"
+fi
 grep -h '^#' "$OUT"/*.csv | tee -a "$LOG"
 log "# total $(( $(date +%s) - t0 )) s"
