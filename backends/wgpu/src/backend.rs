@@ -15,13 +15,35 @@ use std::time::Instant;
 /// Eager launches batched before the batch is submitted on its own.
 const EAGER_BATCH: usize = 256;
 
-/// Graph steps per command buffer of a replay. A replay is submitted in
-/// pieces of this many dispatches, as eager launches are, so the GPU runs
-/// the first piece while the host encodes the next: one command buffer of
-/// the whole graph made the GPU wait for all of it to be encoded, which
-/// left a 1000-dispatch replay slower than the same launches eager
-/// (4672 vs 3503 µs on the H200, issue 20).
+/// Most graph steps per command buffer of a replay. A replay is submitted
+/// in pieces, so the GPU runs one piece while the host encodes the next:
+/// one command buffer of the whole graph made the GPU wait for all of it
+/// to be encoded, which left a 1000-dispatch replay slower than the same
+/// launches eager (4672 vs 3503 µs on the H200, issue 20).
 const REPLAY_CHUNK: usize = EAGER_BATCH;
+/// The first piece of a replay: small, so the GPU starts after 16
+/// dispatches are encoded, not 256 (a decode step of 128 long kernels
+/// waited for all 128: ~3 µs of encoding each, 0.4 ms a step on the H200);
+/// each later piece is twice the one before, up to [`REPLAY_CHUNK`], so a
+/// long graph of short kernels still pays few submissions.
+const REPLAY_FIRST: usize = 16;
+
+/// The pieces a replay of `len` steps is submitted in, as ranges in order:
+/// [`REPLAY_FIRST`], then doubling to [`REPLAY_CHUNK`], covering `0..len`.
+fn replay_pieces(len: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let mut start = 0;
+    let mut size = REPLAY_FIRST;
+    std::iter::from_fn(move || {
+        if start >= len {
+            return None;
+        }
+        let end = (start + size).min(len);
+        let piece = start..end;
+        start = end;
+        size = (size * 2).min(REPLAY_CHUNK);
+        Some(piece)
+    })
+}
 /// Largest staging buffer for reads; bigger reads go in chunks.
 const STAGING_MAX: u64 = 64 << 20;
 /// Bind groups kept for eager launches before the cache is cleared.
@@ -275,7 +297,7 @@ impl WgpuBackend {
         // The batch leaves `pending` even if encoding fails: its error is
         // reported once. Its allocation is kept for the next batch.
         let mut batch = std::mem::take(&mut self.pending);
-        let mut pieces = steps.chunks(REPLAY_CHUNK);
+        let mut pieces = replay_pieces(steps.len()).map(|r| &steps[r]);
         let first = pieces.next().unwrap_or(&[]);
         let commands = encode(&self.gpu, &batch, first);
         batch.clear();
@@ -616,7 +638,29 @@ impl Backend for WgpuBackend {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::Sets;
+    use super::{replay_pieces, Sets, REPLAY_CHUNK, REPLAY_FIRST};
+
+    /// A replay's pieces cover every step once, in order: 16, 32, 64, 128,
+    /// then 256 at most. Mutations: the size not doubled (`size * 2` →
+    /// `size`), a piece skipped (`start = end` → `start = end + 1`), the
+    /// cap dropped → red.
+    pub fn replay_pieces_cover_the_graph_in_order_and_grow() {
+        let sizes = |len| -> Vec<usize> { replay_pieces(len).map(|r| r.len()).collect() };
+        assert_eq!(sizes(0), Vec::<usize>::new());
+        assert_eq!(sizes(10), vec![10]);
+        assert_eq!(sizes(128), vec![16, 32, 64, 16]);
+        assert_eq!(sizes(1000), vec![16, 32, 64, 128, 256, 256, 248]);
+        for len in [1, 15, 16, 17, 255, 256, 257, 4097] {
+            let mut next = 0;
+            for r in replay_pieces(len) {
+                assert_eq!(r.start, next, "len {len}: a gap or an overlap");
+                assert!(!r.is_empty() && r.len() <= REPLAY_CHUNK, "len {len}: {r:?}");
+                next = r.end;
+            }
+            assert_eq!(next, len, "len {len}: not covered");
+        }
+        assert_eq!(replay_pieces(100).next(), Some(0..REPLAY_FIRST));
+    }
 
     /// The state a step sets: everything first and after a pipeline
     /// change, otherwise only the bind group or immediates that differ from

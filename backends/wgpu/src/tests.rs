@@ -27,6 +27,10 @@ pub fn main() {
                 backend::tests::replay_steps_set_only_what_changes,
             ),
             (
+                "backend::replay_pieces_cover_the_graph_in_order_and_grow",
+                backend::tests::replay_pieces_cover_the_graph_in_order_and_grow,
+            ),
+            (
                 "dispatch::grid_covers_every_group_with_little_overshoot",
                 dispatch::tests::grid_covers_every_group_with_little_overshoot,
             ),
