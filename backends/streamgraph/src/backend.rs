@@ -237,14 +237,16 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
             }
             let f = self.kernel(l)?;
             let launch = KernelLaunch::new(&self.driver, f, l, self.bindings(l)?)?;
-            patches.push((index, node, launch));
+            patches.push((node, launch));
         }
         if self.driver.update_needs_idle_stream() {
             self.driver.synchronize()?;
         }
-        let mut patched = Vec::with_capacity(patches.len());
+        // The changes are patched in order, up to the first failure: the
+        // first `patched` of them.
+        let mut patched = 0;
         let mut failed = None;
-        for (index, node, launch) in &patches {
+        for (node, launch) in &patches {
             // CUDA: "The modifications only affect future launches of
             // hGraphExec. Already enqueued or running launches of hGraphExec
             // are not affected by this call." (cuGraphExecKernelNodeSetParams,
@@ -256,7 +258,7 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
                 .driver
                 .set_kernel_node(captured.exec(), captured.graph(), node, launch)
             {
-                Ok(()) => patched.push(*index),
+                Ok(()) => patched += 1,
                 Err(e) => {
                     failed = Some(e);
                     break;
@@ -269,24 +271,27 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
             ReplayTarget::Graph(g) => GraphUser::Handle(g.0),
         };
         let captured = self.graphs.captured_mut(target)?;
-        for (index, l) in changes {
-            if patched.contains(index) {
-                // A partly patched exec may use old and new buffers alike
-                // until core's re-record replaces it: hold both.
-                self.users.record(user, &l.buffers);
-                captured.set_buffers(*index, l.buffers.iter().map(|v| v.buffer).collect());
-            }
+        for (index, l) in &changes[..patched] {
+            captured.set_buffers(*index, l.buffers.iter().map(|v| v.buffer).collect());
         }
         if let Some(e) = failed {
+            // A partly patched exec may use old and new buffers alike
+            // until core's re-record replaces it: hold both.
+            for (_, l) in &changes[..patched] {
+                self.users.record(user, &l.buffers);
+            }
             return Err(e);
         }
         // Fully patched: the exec holds exactly its launches' buffers, so a
         // buffer rebound away from may be freed.
-        let held = captured
+        let mut held: Vec<u64> = captured
             .launches()
             .iter()
             .flat_map(|l| l.buffers.iter().map(|b| b.0))
             .collect();
+        held.sort_unstable();
+        held.dedup();
+        let held = held.into_iter().collect();
         self.users.set(user, held);
         Ok(())
     }
