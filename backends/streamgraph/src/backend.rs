@@ -127,19 +127,23 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
     }
 
     fn buffer(&self, raw: RawBuffer) -> Result<&D::Memory, ErrorKind> {
-        self.buffers
-            .get(raw.0)
-            .ok_or_else(|| ErrorKind::UnknownBuffer { id: raw.0 })
+        // A match, not `ok_or`: the error is built (and dropped) only when
+        // returned, which the optimiser does not see through (callgrind).
+        match self.buffers.get(raw.0) {
+            Some(memory) => Ok(memory),
+            None => Err(ErrorKind::UnknownBuffer { id: raw.0 }),
+        }
     }
 
     /// The entry point of the launch's (op, dtype), loaded already.
     fn kernel(&self, l: &Launch) -> Result<&D::Function, ErrorKind> {
-        self.kernels
-            .get(l.op, l.dtype)
-            .ok_or_else(|| ErrorKind::OpUnsupported {
+        match self.kernels.get(l.op, l.dtype) {
+            Some(f) => Ok(f),
+            None => Err(ErrorKind::OpUnsupported {
                 op: l.op,
                 dtype: l.dtype,
-            })
+            }),
+        }
     }
 
     /// The launch's buffers, inline (at most eight: no allocation).

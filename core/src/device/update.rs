@@ -163,13 +163,16 @@ fn swap(pairs: &[(BufferId, BufferId)], id: BufferId) -> BufferId {
         .map_or(id, |(_, new)| *new)
 }
 
+/// Changed launches, lowered: (launch index, launch), ascending indices.
+type Lowered = Vec<(usize, Launch)>;
+
 /// Validate `changes` (launch index, new call; ascending indices) as
 /// launches (C12): each lowered, and the calls, in the same order.
 fn lower_changes(
     st: &State,
     target: GraphRef,
     changes: Vec<(usize, OpCall)>,
-) -> std::result::Result<(Vec<(usize, Launch)>, Vec<OpCall>), ErrorKind> {
+) -> std::result::Result<(Lowered, Vec<OpCall>), ErrorKind> {
     let recorded = &st.entry(target)?.recorded;
     let mut lowered = Vec::with_capacity(changes.len());
     let mut calls = Vec::with_capacity(changes.len());
@@ -205,7 +208,7 @@ fn rebound_launches(
     st: &State,
     entry: &ExecEntry,
     pairs: &[(BufferId, BufferId)],
-) -> std::result::Result<Vec<(usize, Launch)>, ErrorKind> {
+) -> std::result::Result<Lowered, ErrorKind> {
     // Per pair (first one for an old buffer, as `swap` picks): the new
     // buffer's metadata, and whether it holds at least what the old did.
     let mut new = Vec::with_capacity(pairs.len());
@@ -289,7 +292,7 @@ enum NewCalls<'a> {
 fn apply(
     st: &mut State,
     target: GraphRef,
-    lowered: Vec<(usize, Launch)>,
+    lowered: Lowered,
     calls: NewCalls<'_>,
     uses: Option<BTreeSet<BufferId>>,
 ) -> std::result::Result<(), ErrorKind> {
