@@ -4,7 +4,7 @@
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::kernel::{Field, MAX_BINDINGS, MAX_GRID_EDGE};
-use crate::ops::{Access, Launch, OpCall, OpKind, RawView, Role, View};
+use crate::ops::{Access, Launch, OpCall, OpKind, Params, RawView, Role, View};
 use crate::{BufferId, RawBuffer};
 
 /// Largest element count a single launch may address: GPU kernels index with u32.
@@ -20,11 +20,10 @@ pub struct BufferMeta {
 
 /// Elements each binding needs, in signature order (the first
 /// `signature().len()` entries; the rest are 0).
-fn needed(call: &OpCall) -> [u64; MAX_BINDINGS] {
-    let p = &call.params;
+fn needed(op: OpKind, p: &Params) -> [u64; MAX_BINDINGS] {
     let (d0, d1, d2) = (p.d0 as u64, p.d1 as u64, p.d2 as u64);
     let mut out = [0; MAX_BINDINGS];
-    let catalogue: [u64; 3] = match call.op {
+    let catalogue: [u64; 3] = match op {
         OpKind::Fill => [d0, 0, 0],
         OpKind::Copy | OpKind::ScaleAdd | OpKind::Silu => [d0, d0, 0],
         OpKind::Add | OpKind::Mul => [d0, d0, d0],
@@ -43,9 +42,8 @@ fn needed(call: &OpCall) -> [u64; MAX_BINDINGS] {
 
 /// The dims an op uses, with their names, for zero-size checks: the first
 /// of the returned count are used. A user kernel's are its grid's axes.
-fn dims(call: &OpCall) -> ([(&'static str, u32); 3], usize) {
-    let p = &call.params;
-    match call.op {
+fn dims(op: OpKind, p: &Params) -> ([(&'static str, u32); 3], usize) {
+    match op {
         OpKind::RmsNorm | OpKind::Softmax => ([("rows", p.d0), ("cols", p.d1), ("", 0)], 2),
         OpKind::Gemm => ([("m", p.d0), ("n", p.d1), ("k", p.d2)], 3),
         OpKind::User(k) => {
@@ -59,6 +57,171 @@ fn dims(call: &OpCall) -> ([(&'static str, u32); 3], usize) {
 /// The element range `[start, end)` binding `i` touches.
 fn touched(view: &View, need: u64) -> (u64, u64) {
     (view.offset as u64, view.offset as u64 + need)
+}
+
+/// The element type of binding 0, once every binding's type (`dtype_of`,
+/// in signature order) is one the op accepts there.
+fn check_dtypes(op: OpKind, dtype_of: impl Fn(usize) -> DType) -> Result<DType, ErrorKind> {
+    let dtype = dtype_of(0);
+    if !op.dtypes().contains(&dtype) {
+        return Err(ErrorKind::UnsupportedDtype { op, dtype });
+    }
+    for (i, binding) in op.signature().iter().enumerate() {
+        let expected = match binding.role {
+            Role::Input => dtype,
+            Role::Fixed(d) => d,
+        };
+        let found = dtype_of(i);
+        if found != expected {
+            return Err(ErrorKind::DtypeMismatch {
+                op,
+                binding: binding.name,
+                expected,
+                found,
+            });
+        }
+    }
+    Ok(dtype)
+}
+
+/// Everything about a launch that depends on its op, parameters and views
+/// but not on which buffers they are: the parameters themselves, the dims,
+/// and that each binding `i` (in signature order), `offsets[i]` elements
+/// into its buffer with `view_len[i]` elements from there, holds what the
+/// op indexes. The elements each binding needs.
+fn check_extents(
+    op: OpKind,
+    dtype: DType,
+    p: &Params,
+    offsets: &[u64; MAX_BINDINGS],
+    view_len: &[u64; MAX_BINDINGS],
+) -> Result<[u64; MAX_BINDINGS], ErrorKind> {
+    let sig = op.signature();
+    if let OpKind::User(k) = op {
+        let def = k.def();
+        for f in Field::ALL {
+            if !def.reads.contains(&f) && !f.is_zero(p) {
+                return Err(ErrorKind::InvalidParam {
+                    op,
+                    name: f.name(),
+                    reason: format!("{} does not read {}; it must be 0", def.name, f.name()),
+                });
+            }
+        }
+        if let Some(check) = def.check {
+            check(p).map_err(|e| ErrorKind::InvalidParam {
+                op,
+                name: e.name,
+                reason: e.reason,
+            })?;
+        }
+    }
+
+    let (dims, used) = dims(op, p);
+    for &(what, d) in &dims[..used] {
+        if d == 0 {
+            return Err(ErrorKind::ZeroSize { what });
+        }
+    }
+    if op.user().is_some() {
+        for &(what, d) in &dims[..used] {
+            if d > MAX_GRID_EDGE {
+                return Err(ErrorKind::TooLarge {
+                    what,
+                    detail: format!("{d} workgroups exceed the portable {MAX_GRID_EDGE}"),
+                });
+            }
+        }
+    }
+    let needs = needed(op, p);
+    for ((binding, &need), &offset) in sig.iter().zip(&needs).zip(offsets) {
+        if need > MAX_ELEMENTS || offset + need > MAX_ELEMENTS {
+            return Err(ErrorKind::TooLarge {
+                what: binding.name,
+                detail: format!(
+                    "{need} elements from element {offset} exceed the per-launch limit {MAX_ELEMENTS}"
+                ),
+            });
+        }
+    }
+    for ((binding, &need), &len) in sig.iter().zip(&needs).zip(view_len) {
+        if need > len {
+            return Err(ErrorKind::OutOfRange {
+                op,
+                binding: binding.name,
+                needed: need,
+                len,
+            });
+        }
+    }
+
+    match op {
+        OpKind::Fill if dtype.size() == 2 && p.bits > 0xFFFF => {
+            return Err(ErrorKind::InvalidParam {
+                op,
+                name: "value_bits",
+                reason: format!("{:#x} does not fit a 16-bit {dtype}", p.bits),
+            });
+        }
+        OpKind::RmsNorm if !(p.s0.is_finite() && p.s0 > 0.0) => {
+            return Err(ErrorKind::InvalidParam {
+                op,
+                name: "eps",
+                reason: format!("{} is not a finite positive number", p.s0),
+            });
+        }
+        _ => {}
+    }
+    Ok(needs)
+}
+
+/// [`lower`]'s checks of a launch already lowered, against the sizes of the
+/// allocations behind it: for a backend, which can be called directly and
+/// not only through core, to hold a [`Launch`] to what its driver's kernel
+/// call relies on before making it. Binding `i` is `bytes(i)` bytes of its
+/// signature type (the launch's dtype for an input), viewed from its
+/// `offset` to the end of the allocation (what memory safety needs); the
+/// result is what lowering such a call over distinct buffers would give
+/// (the same checks, in the same order, with the same errors; the aliasing
+/// rule, about results and not memory, is core's alone), and the launch's
+/// dtype must be the one its bindings make it. Allocates nothing.
+pub fn check_launch(l: &Launch, bytes: impl Fn(usize) -> usize) -> Result<(), ErrorKind> {
+    let op = l.op;
+    let sig = op.signature();
+    if l.buffers.len() != sig.len() {
+        return Err(ErrorKind::ArityMismatch {
+            op,
+            expected: sig.len(),
+            found: l.buffers.len(),
+        });
+    }
+    let dtype_of = |i: usize| match sig[i].role {
+        Role::Fixed(d) => d,
+        Role::Input => l.dtype,
+    };
+    let dtype = check_dtypes(op, dtype_of)?;
+    let mut offsets = [0u64; MAX_BINDINGS];
+    let mut view_len = [0u64; MAX_BINDINGS];
+    for (i, (binding, view)) in sig.iter().zip(l.buffers.iter()).enumerate() {
+        let buffer_len = (bytes(i) / dtype_of(i).size()) as u64;
+        let offset = u64::from(view.offset);
+        if offset > buffer_len {
+            return Err(ErrorKind::ViewOutOfRange {
+                op,
+                binding: binding.name,
+                offset,
+                len: None,
+                buffer_len,
+            });
+        }
+        offsets[i] = offset;
+        view_len[i] = buffer_len - offset;
+    }
+    check_extents(op, dtype, &l.params, &offsets, &view_len)?;
+    if dtype != l.dtype {
+        return Err(ErrorKind::UnsupportedDtype { op, dtype: l.dtype });
+    }
+    Ok(())
 }
 
 /// Check `call` against the live buffers and lower it to a backend [`Launch`].
@@ -86,27 +249,10 @@ pub fn lower(
     let metas = &held[..sig.len()];
     let meta_of = |i: usize| metas[i].expect("looked up above");
 
-    let dtype = meta_of(0).dtype;
-    if !op.dtypes().contains(&dtype) {
-        return Err(ErrorKind::UnsupportedDtype { op, dtype });
-    }
-    for (i, binding) in sig.iter().enumerate() {
-        let meta = meta_of(i);
-        let expected = match binding.role {
-            Role::Input => dtype,
-            Role::Fixed(d) => d,
-        };
-        if meta.dtype != expected {
-            return Err(ErrorKind::DtypeMismatch {
-                op,
-                binding: binding.name,
-                expected,
-                found: meta.dtype,
-            });
-        }
-    }
+    let dtype = check_dtypes(op, |i| meta_of(i).dtype)?;
 
     // Each view lies inside its buffer; its length is what the op may use.
+    let mut offsets = [0u64; MAX_BINDINGS];
     let mut view_len = [0u64; MAX_BINDINGS];
     for (i, (binding, view)) in sig.iter().zip(call.buffers.iter()).enumerate() {
         let buffer_len = meta_of(i).len as u64;
@@ -121,86 +267,10 @@ pub fn lower(
                 buffer_len,
             });
         }
+        offsets[i] = offset;
         view_len[i] = len.unwrap_or(buffer_len - offset);
     }
-
-    if let OpKind::User(k) = op {
-        let def = k.def();
-        for f in Field::ALL {
-            if !def.reads.contains(&f) && !f.is_zero(&call.params) {
-                return Err(ErrorKind::InvalidParam {
-                    op,
-                    name: f.name(),
-                    reason: format!("{} does not read {}; it must be 0", def.name, f.name()),
-                });
-            }
-        }
-        if let Some(check) = def.check {
-            check(&call.params).map_err(|e| ErrorKind::InvalidParam {
-                op,
-                name: e.name,
-                reason: e.reason,
-            })?;
-        }
-    }
-
-    let (dims, used) = dims(call);
-    for &(what, d) in &dims[..used] {
-        if d == 0 {
-            return Err(ErrorKind::ZeroSize { what });
-        }
-    }
-    if op.user().is_some() {
-        for &(what, d) in &dims[..used] {
-            if d > MAX_GRID_EDGE {
-                return Err(ErrorKind::TooLarge {
-                    what,
-                    detail: format!("{d} workgroups exceed the portable {MAX_GRID_EDGE}"),
-                });
-            }
-        }
-    }
-    let needs = needed(call);
-    for ((binding, &need), view) in sig.iter().zip(&needs).zip(call.buffers.iter()) {
-        if need > MAX_ELEMENTS || view.offset as u64 + need > MAX_ELEMENTS {
-            return Err(ErrorKind::TooLarge {
-                what: binding.name,
-                detail: format!(
-                    "{need} elements from element {} exceed the per-launch limit {MAX_ELEMENTS}",
-                    view.offset
-                ),
-            });
-        }
-    }
-    for (i, (binding, &need)) in sig.iter().zip(&needs).enumerate() {
-        if need > view_len[i] {
-            return Err(ErrorKind::OutOfRange {
-                op,
-                binding: binding.name,
-                needed: need,
-                len: view_len[i],
-            });
-        }
-    }
-
-    let p = &call.params;
-    match op {
-        OpKind::Fill if dtype.size() == 2 && p.bits > 0xFFFF => {
-            return Err(ErrorKind::InvalidParam {
-                op,
-                name: "value_bits",
-                reason: format!("{:#x} does not fit a 16-bit {dtype}", p.bits),
-            });
-        }
-        OpKind::RmsNorm if !(p.s0.is_finite() && p.s0 > 0.0) => {
-            return Err(ErrorKind::InvalidParam {
-                op,
-                name: "eps",
-                reason: format!("{} is not a finite positive number", p.s0),
-            });
-        }
-        _ => {}
-    }
+    let needs = check_extents(op, dtype, &call.params, &offsets, &view_len)?;
 
     // A written range may share elements with another binding's only where
     // the op runs in place, and then only as the very same range (element i
@@ -263,4 +333,146 @@ pub fn lower(
             .collect(),
         params: call.params,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::{Kernel, KernelDef, ParamError};
+    use crate::ops::Binding;
+    use crate::Tolerance;
+
+    fn extents(p: &Params, out: &mut [u64]) {
+        out[0] = u64::from(p.d0) * u64::from(p.d1);
+        out[1] = u64::from(p.d1);
+    }
+    fn grid(p: &Params) -> [u32; 3] {
+        [p.d0, p.d1, 1]
+    }
+    fn even(p: &Params) -> Result<(), ParamError> {
+        match p.d1 % 2 {
+            0 => Ok(()),
+            _ => Err(ParamError {
+                name: "d1",
+                reason: "odd".into(),
+            }),
+        }
+    }
+    /// Bindings of two fixed types, a parameter check, a grid of the dims.
+    static MIXED: KernelDef = KernelDef {
+        name: "mixed",
+        bindings: &[
+            Binding::fixed("x", Access::Write, DType::F32),
+            Binding::fixed("i", Access::Read, DType::U32),
+        ],
+        reads: &[Field::D0, Field::D1],
+        extents,
+        workgroup_size: [1, 1, 1],
+        grid,
+        check: Some(even),
+        allows_aliasing: false,
+        tolerance: Tolerance::BitExact,
+        wgsl: None,
+        cuda: None,
+        cpu: None,
+        samples: &[],
+    };
+
+    /// `check_launch` is `lower` over views to the end of distinct
+    /// allocations of the given sizes (what the stream backend ran before
+    /// it): the same result, error for error, over every op and dtype,
+    /// zero, small and too-large dims, bad scalars, offsets past the end and
+    /// allocations of every size around what the ops need. Mutations: an
+    /// off-by-one in `check_launch`'s view range, its dtype check dropped,
+    /// `check_extents` skipped → red.
+    #[test]
+    fn check_launch_is_lower_over_whole_allocations() {
+        let mixed = OpKind::User(Kernel::new(&MIXED));
+        let ops = OpKind::ALL.into_iter().chain([mixed]);
+        let dims = [0u32, 1, 2, 3, 8, 1 << 16];
+        let mut checked = 0;
+        for op in ops {
+            let arity = op.signature().len();
+            for dtype in DType::ALL {
+                for (d0, d1, d2) in dims.iter().flat_map(|&a| {
+                    dims.iter()
+                        .flat_map(move |&b| [0u32, 3].map(move |c| (a, b, c)))
+                }) {
+                    for (bits, s0) in [(0, 1e-5f32), (0x1_0000, 0.0), (1, f32::NAN)] {
+                        let params = Params {
+                            d0,
+                            d1,
+                            d2,
+                            bits,
+                            s0,
+                            ..Default::default()
+                        };
+                        for offset in [0u32, 2, 9] {
+                            for elements in [0usize, 3, 8, 11, 24, 64, 73] {
+                                let size = |i: usize| match op.signature()[i].role {
+                                    Role::Fixed(d) => d.size(),
+                                    Role::Input => dtype.size(),
+                                };
+                                let bytes = |i: usize| (elements + i) * size(i) + i % 2;
+                                let launch = Launch {
+                                    op,
+                                    dtype,
+                                    buffers: (0..arity)
+                                        .map(|i| RawView {
+                                            buffer: RawBuffer(i as u64),
+                                            offset,
+                                            byte_offset: 0,
+                                            len: 0,
+                                        })
+                                        .collect(),
+                                    params,
+                                };
+                                let call = OpCall {
+                                    op,
+                                    buffers: (0..arity)
+                                        .map(|i| BufferId(i as u64).from_offset(offset as usize))
+                                        .collect(),
+                                    params,
+                                };
+                                let meta = |id: BufferId| {
+                                    let i = id.0 as usize;
+                                    let d = match op.signature()[i].role {
+                                        Role::Fixed(d) => d,
+                                        Role::Input => dtype,
+                                    };
+                                    Ok(BufferMeta {
+                                        raw: RawBuffer(id.0),
+                                        dtype: d,
+                                        len: bytes(i) / d.size(),
+                                    })
+                                };
+                                let want = lower(&call, meta).and_then(|l| match l.dtype {
+                                    d if d == dtype => Ok(()),
+                                    _ => Err(ErrorKind::UnsupportedDtype { op, dtype }),
+                                });
+                                let got = check_launch(&launch, bytes);
+                                assert_eq!(got, want, "{op}/{dtype} {params:?} at {offset}");
+                                checked += usize::from(got.is_ok());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            checked > 1000,
+            "{checked} launches passed: too few to compare"
+        );
+        // A wrong arity, as lowering refuses it.
+        let short = Launch {
+            op: OpKind::Add,
+            dtype: DType::F32,
+            buffers: [RawView::whole(RawBuffer(0), 8)].into(),
+            params: Params::dims(8, 0, 0),
+        };
+        assert!(matches!(
+            check_launch(&short, |_| 64),
+            Err(ErrorKind::ArityMismatch { found: 1, .. })
+        ));
+    }
 }

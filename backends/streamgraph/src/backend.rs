@@ -5,13 +5,14 @@
 use crate::driver::{OpKernels, StreamDriver, Toolchain};
 use crate::graphs::{CapturedLaunch, LaunchNode, StreamGraphs};
 use crate::launch::{KernelLaunch, VendorLaunch};
+use crate::tables::{BufferTable, KernelTable};
 use crate::timing::EventTimer;
 use seam::ops::BufferList;
 use seam::{
     Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, GraphUser, Launch, OpKind,
     RawBuffer, RawGraph, RawView, ReplayTarget, ResourceCounts, UpdateSupport,
 };
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 /// One device behind the seam.
 ///
@@ -25,10 +26,9 @@ pub struct StreamBackend<D: StreamDriver, T: Toolchain<D>> {
     graphs: StreamGraphs<D>,
     /// Events around traced work (device timing).
     timer: EventTimer<D>,
-    kernels: HashMap<(OpKind, DType), D::Function>,
-    buffers: HashMap<u64, D::Memory>,
-    /// Bytes of each live buffer (`ResourceCounts::bytes`).
-    sizes: HashMap<u64, u64>,
+    kernels: KernelTable<D::Function>,
+    /// Live buffers and their bytes (`ResourceCounts::bytes`).
+    buffers: BufferTable<D::Memory>,
     /// Buffers the open capture, the current exec and each handle launch.
     users: Users,
     toolchain: T,
@@ -91,9 +91,8 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
             next_id: 1,
             graphs: StreamGraphs::new(),
             timer: EventTimer::new(),
-            kernels: HashMap::new(),
-            buffers: HashMap::new(),
-            sizes: HashMap::new(),
+            kernels: KernelTable::new(),
+            buffers: BufferTable::new(),
             users: Users::default(),
             toolchain,
             driver,
@@ -110,7 +109,7 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
         if op
             .dtypes()
             .iter()
-            .all(|d| self.kernels.contains_key(&(op, *d)))
+            .all(|d| self.kernels.get(op, *d).is_some())
         {
             return Ok(());
         }
@@ -121,15 +120,30 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
             }
             None => load_op(d, t, op)?,
         };
-        self.kernels
-            .extend(fs.into_iter().map(|(dt, f)| ((op, dt), f)));
+        for (dt, f) in fs {
+            self.kernels.insert(op, dt, f);
+        }
         Ok(())
     }
 
     fn buffer(&self, raw: RawBuffer) -> Result<&D::Memory, ErrorKind> {
-        self.buffers
-            .get(&raw.0)
-            .ok_or(ErrorKind::UnknownBuffer { id: raw.0 })
+        // A match, not `ok_or`: the error is built (and dropped) only when
+        // returned, which the optimiser does not see through (callgrind).
+        match self.buffers.get(raw.0) {
+            Some(memory) => Ok(memory),
+            None => Err(ErrorKind::UnknownBuffer { id: raw.0 }),
+        }
+    }
+
+    /// The entry point of the launch's (op, dtype), loaded already.
+    fn kernel(&self, l: &Launch) -> Result<&D::Function, ErrorKind> {
+        match self.kernels.get(l.op, l.dtype) {
+            Some(f) => Ok(f),
+            None => Err(ErrorKind::OpUnsupported {
+                op: l.op,
+                dtype: l.dtype,
+            }),
+        }
     }
 
     /// The launch's buffers, inline (at most eight: no allocation).
@@ -225,22 +239,18 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
                     format!("launch {index} ({}) now goes to the vendor library", l.op),
                 ));
             }
-            let f = self
-                .kernels
-                .get(&(l.op, l.dtype))
-                .ok_or(ErrorKind::OpUnsupported {
-                    op: l.op,
-                    dtype: l.dtype,
-                })?;
+            let f = self.kernel(l)?;
             let launch = KernelLaunch::new(&self.driver, f, l, self.bindings(l)?)?;
-            patches.push((index, node, launch));
+            patches.push((node, launch));
         }
         if self.driver.update_needs_idle_stream() {
             self.driver.synchronize()?;
         }
-        let mut patched = Vec::with_capacity(patches.len());
+        // The changes are patched in order, up to the first failure: the
+        // first `patched` of them.
+        let mut patched = 0;
         let mut failed = None;
-        for (index, node, launch) in &patches {
+        for (node, launch) in &patches {
             // CUDA: "The modifications only affect future launches of
             // hGraphExec. Already enqueued or running launches of hGraphExec
             // are not affected by this call." (cuGraphExecKernelNodeSetParams,
@@ -252,7 +262,7 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
                 .driver
                 .set_kernel_node(captured.exec(), captured.graph(), node, launch)
             {
-                Ok(()) => patched.push(*index),
+                Ok(()) => patched += 1,
                 Err(e) => {
                     failed = Some(e);
                     break;
@@ -265,24 +275,27 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
             ReplayTarget::Graph(g) => GraphUser::Handle(g.0),
         };
         let captured = self.graphs.captured_mut(target)?;
-        for (index, l) in changes {
-            if patched.contains(index) {
-                // A partly patched exec may use old and new buffers alike
-                // until core's re-record replaces it: hold both.
-                self.users.record(user, &l.buffers);
-                captured.set_buffers(*index, l.buffers.iter().map(|v| v.buffer).collect());
-            }
+        for (index, l) in &changes[..patched] {
+            captured.set_buffers(*index, l.buffers.iter().map(|v| v.buffer).collect());
         }
         if let Some(e) = failed {
+            // A partly patched exec may use old and new buffers alike
+            // until core's re-record replaces it: hold both.
+            for (_, l) in &changes[..patched] {
+                self.users.record(user, &l.buffers);
+            }
             return Err(e);
         }
         // Fully patched: the exec holds exactly its launches' buffers, so a
         // buffer rebound away from may be freed.
-        let held = captured
+        let mut held: Vec<u64> = captured
             .launches()
             .iter()
             .flat_map(|l| l.buffers.iter().map(|b| b.0))
             .collect();
+        held.sort_unstable();
+        held.dedup();
+        let held = held.into_iter().collect();
         self.users.set(user, held);
         Ok(())
     }
@@ -334,11 +347,7 @@ where
     fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
         self.driver.select()?;
         let mem = self.driver.alloc(bytes)?;
-        let id = self.next_id;
-        self.next_id += 1;
-        self.buffers.insert(id, mem);
-        self.sizes.insert(id, bytes as u64);
-        Ok(RawBuffer(id))
+        Ok(RawBuffer(self.buffers.insert(mem, bytes as u64)))
     }
 
     fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
@@ -352,9 +361,8 @@ where
         }
         // Queued eager work may still read or write it.
         self.quiesce()?;
-        if let Some(mem) = self.buffers.remove(&buffer.0) {
+        if let Some(mem) = self.buffers.remove(buffer.0) {
             self.driver.free(mem);
-            self.sizes.remove(&buffer.0);
         }
         Ok(())
     }
@@ -379,17 +387,11 @@ where
             self.note_captured(l, LaunchNode::Vendor);
             return Ok(());
         }
-        if !self.kernels.contains_key(&(l.op, l.dtype)) {
+        if self.kernels.get(l.op, l.dtype).is_none() {
             // begin_capture loads every module, so this is eager-only in practice.
             self.load_kernels(l.op)?;
         }
-        let f = self
-            .kernels
-            .get(&(l.op, l.dtype))
-            .ok_or(ErrorKind::OpUnsupported {
-                op: l.op,
-                dtype: l.dtype,
-            })?;
+        let f = self.kernel(l)?;
         let launch = KernelLaunch::new(&self.driver, f, l, self.bindings(l)?)?;
         self.driver.launch_kernel(&launch)?;
         if self.graphs.is_capturing() {
@@ -485,7 +487,7 @@ where
         ResourceCounts {
             buffers: self.buffers.len(),
             graphs: self.graphs.live(),
-            bytes: self.sizes.values().sum(),
+            bytes: self.buffers.bytes(),
         }
     }
 
@@ -544,12 +546,8 @@ impl<D: StreamDriver, T: Toolchain<D>> Drop for StreamBackend<D, T> {
         self.graphs.release_all(&self.driver);
         self.timer.release_all(&self.driver);
         let _ = self.quiesce();
-        let mut ids: Vec<u64> = self.buffers.keys().copied().collect();
-        ids.sort_unstable();
-        for id in ids {
-            if let Some(mem) = self.buffers.remove(&id) {
-                self.driver.free(mem);
-            }
+        for mem in self.buffers.drain() {
+            self.driver.free(mem);
         }
     }
 }

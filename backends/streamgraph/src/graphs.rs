@@ -14,6 +14,7 @@
 //!   graph's exec.
 
 use crate::driver::GraphDriver;
+use seam::ops::BufferList;
 use seam::{DType, ErrorKind, OpKind, RawBuffer, RawGraph, ReplayTarget};
 use std::collections::HashMap;
 
@@ -33,8 +34,8 @@ pub enum LaunchNode<N> {
 pub struct CapturedLaunch<N> {
     pub op: OpKind,
     pub dtype: DType,
-    /// The buffers it binds, in signature order.
-    pub buffers: Vec<RawBuffer>,
+    /// The buffers it binds, in signature order (inline: no allocation).
+    pub buffers: BufferList<RawBuffer>,
     pub node: LaunchNode<N>,
 }
 
@@ -60,7 +61,7 @@ impl<D: GraphDriver> Captured<D> {
         &self.launches
     }
     /// The buffers launch `index` binds from now on (after a patch).
-    pub fn set_buffers(&mut self, index: usize, buffers: Vec<RawBuffer>) {
+    pub fn set_buffers(&mut self, index: usize, buffers: BufferList<RawBuffer>) {
         if let Some(l) = self.launches.get_mut(index) {
             l.buffers = buffers;
         }

@@ -4,9 +4,9 @@
 
 use crate::driver::StreamDriver;
 use seam::kernel::MAX_BINDINGS;
-use seam::ops::{BufferList, Role};
-use seam::validate::{self, BufferMeta};
-use seam::{BufferId, DType, ErrorKind, Launch, OpCall, OpKind, Params, RawBuffer};
+use seam::ops::BufferList;
+use seam::validate;
+use seam::{DType, ErrorKind, Launch, OpKind, Params};
 use std::ffi::c_void;
 use std::marker::PhantomData;
 
@@ -235,46 +235,14 @@ fn byte_offsets(l: &Launch) -> BufferList<u64> {
     l.buffers.iter().map(|v| v.byte_offset).collect()
 }
 
-/// Core's own validation (C12), run again over this backend's buffer sizes:
-/// a `Backend` can be called directly, not only through core, and the
-/// launch types above promise what it checks. The ids given to it are
-/// binding positions, so core's aliasing rule (about results, not memory
-/// safety) is not checked twice.
+/// Core's own validation (C12), run again over this backend's buffer
+/// sizes (`validate::check_launch`: every check of `validate::lower` but
+/// core's aliasing rule, about results rather than memory safety, with each
+/// view running to the end of its allocation): a `Backend` can be called
+/// directly, not only through core, and the launch types above promise
+/// what it checks.
 fn check<D: StreamDriver>(d: &D, l: &Launch, buffers: &[&D::Memory]) -> Result<(), ErrorKind> {
-    let sig = l.op.signature();
-    let call = OpCall {
-        op: l.op,
-        buffers: l
-            .buffers
-            .iter()
-            .enumerate()
-            // To the end of the allocation: what memory safety needs.
-            .map(|(i, v)| BufferId(i as u64).from_offset(v.offset as usize))
-            .collect(),
-        params: l.params,
-    };
-    let meta = |id: BufferId| {
-        let unknown = ErrorKind::UnknownBuffer { id: id.0 };
-        let i = usize::try_from(id.0).map_err(|_| unknown.clone())?;
-        let dtype = match sig.get(i).map(|b| b.role) {
-            Some(Role::Fixed(d)) => d,
-            _ => l.dtype,
-        };
-        let bytes = d.memory_bytes(buffers.get(i).ok_or(unknown)?);
-        Ok(BufferMeta {
-            raw: RawBuffer(id.0),
-            dtype,
-            len: bytes / dtype.size(),
-        })
-    };
-    let lowered = validate::lower(&call, meta)?;
-    if lowered.dtype != l.dtype {
-        return Err(ErrorKind::UnsupportedDtype {
-            op: l.op,
-            dtype: l.dtype,
-        });
-    }
-    Ok(())
+    validate::check_launch(l, |i| buffers.get(i).map_or(0, |m| d.memory_bytes(m)))
 }
 
 /// Grid and block for a kernel launch.

@@ -28,6 +28,7 @@ pub mod graphs;
 mod handle;
 pub mod launch;
 pub mod rtc;
+mod tables;
 pub mod testing;
 pub mod timing;
 

@@ -53,34 +53,14 @@ impl Device {
                     });
                 }
             }
-            let swap = |id: BufferId| {
-                pairs
-                    .iter()
-                    .find(|(old, _)| *old == id)
-                    .map_or(id, |(_, new)| *new)
-            };
-            let changes: Vec<(usize, OpCall)> = entry
-                .recorded
-                .iter()
-                .enumerate()
-                .filter(|(_, r)| r.call.buffers.iter().any(|v| swap(v.buffer) != v.buffer))
-                .map(|(i, r)| {
-                    let mut call = r.call.clone();
-                    // A view keeps its offset and length over the new buffer
-                    // (checked against it again by `apply`).
-                    call.buffers
-                        .iter_mut()
-                        .for_each(|v| v.buffer = swap(v.buffer));
-                    (i, call)
-                })
-                .collect();
+            let lowered = rebound_launches(st, entry, pairs)?;
             // Every use of each old buffer moves to its new one.
             let uses = entry
                 .uses
                 .iter()
-                .map(|b| swap(*b))
+                .map(|b| swap(pairs, *b))
                 .collect::<BTreeSet<BufferId>>();
-            apply(st, target, changes, Some(uses))
+            apply(st, target, lowered, NewCalls::Rebound(pairs), Some(uses))
         })
     }
 
@@ -101,7 +81,8 @@ impl Device {
                 params,
                 ..recorded.call.clone()
             };
-            apply(st, target, vec![(index, call)], None)
+            let lowered = lower_changes(st, target, vec![(index, call)])?;
+            apply(st, target, lowered.0, NewCalls::Given(lowered.1), None)
         })
     }
 }
@@ -161,7 +142,8 @@ impl Device {
                     views.iter().map(|v| v.buffer)
                 })
                 .collect::<BTreeSet<BufferId>>();
-            apply(st, target, sorted, Some(uses))
+            let (lowered, calls) = lower_changes(st, target, sorted)?;
+            apply(st, target, lowered, NewCalls::Given(calls), Some(uses))
         })
     }
 }
@@ -173,33 +155,147 @@ fn check_updatable(st: &State, target: GraphRef) -> std::result::Result<&ExecEnt
     st.entry(target)
 }
 
-/// Validate `changes` (launch index, new call; ascending indices), then
-/// patch or re-record. `uses`: the graph's buffer set afterwards, when the
-/// change alters it (a rebind). Only the changed launches are copied: the
-/// whole list is rebuilt only for a re-record.
+/// Where a rebind's `pairs` move buffer `id` (itself if none names it).
+fn swap(pairs: &[(BufferId, BufferId)], id: BufferId) -> BufferId {
+    pairs
+        .iter()
+        .find(|(old, _)| *old == id)
+        .map_or(id, |(_, new)| *new)
+}
+
+/// Changed launches, lowered: (launch index, launch), ascending indices.
+type Lowered = Vec<(usize, Launch)>;
+
+/// Validate `changes` (launch index, new call; ascending indices) as
+/// launches (C12): each lowered, and the calls, in the same order.
+fn lower_changes(
+    st: &State,
+    target: GraphRef,
+    changes: Vec<(usize, OpCall)>,
+) -> std::result::Result<(Lowered, Vec<OpCall>), ErrorKind> {
+    let recorded = &st.entry(target)?.recorded;
+    let mut lowered = Vec::with_capacity(changes.len());
+    let mut calls = Vec::with_capacity(changes.len());
+    for (index, call) in changes {
+        let was = &recorded[index];
+        if call.op != was.call.op {
+            return Err(ErrorKind::UpdateChangesOp {
+                index,
+                recorded: was.call.op,
+                requested: call.op,
+            });
+        }
+        lowered.push((index, validate::lower(&call, |id| st.live_meta(id))?));
+        calls.push(call);
+    }
+    Ok((lowered, calls))
+}
+
+/// Every launch of `entry` that binds one of the `pairs`' old buffers,
+/// lowered over the new ones: what `validate::lower` gives for the launch's
+/// call with its buffers swapped, which is what each launch gets that a
+/// shortcut cannot vouch for. The shortcut: a recorded launch is its call
+/// lowered over buffers whose metadata never changes, so where each new
+/// buffer has its old one's type (checked by `rebind`) and at least its
+/// length, every other buffer of the launch is still live, and the swap
+/// makes no two of its bindings the same buffer that were not before (nor
+/// the reverse), every check `lower` makes passes as it did (view ranges
+/// and needs only grow more room; aliasing depends on which bindings share
+/// a buffer; the rest on the op and params alone), and the lowered launch
+/// is the recorded one over the new raw buffers, an open-ended view's
+/// length taken from the new buffer.
+fn rebound_launches(
+    st: &State,
+    entry: &ExecEntry,
+    pairs: &[(BufferId, BufferId)],
+) -> std::result::Result<Lowered, ErrorKind> {
+    // Per pair (first one for an old buffer, as `swap` picks): the new
+    // buffer's metadata, and whether it holds at least what the old did.
+    let mut new = Vec::with_capacity(pairs.len());
+    for &(old, to) in pairs {
+        let (o, n) = (st.meta(old)?, st.live_meta(to)?);
+        new.push((n, n.len >= o.len));
+    }
+    // The pair that moves `id` (as `swap` finds it), if it moves.
+    let pair_of = |id: BufferId| {
+        pairs
+            .iter()
+            .position(|(old, _)| *old == id)
+            .filter(|&p| pairs[p].1 != id)
+    };
+    // The graph's buffers a launch can no longer be lowered over (released
+    // by their owner): a launch binding one is lowered in full, to fail as
+    // `lower` fails.
+    let gone: Vec<BufferId> = entry
+        .uses
+        .iter()
+        .copied()
+        .filter(|&b| st.live_meta(b).is_err())
+        .collect();
+    let mut lowered = Vec::new();
+    for (index, r) in entry.recorded.iter().enumerate() {
+        let views = &r.call.buffers;
+        let mut moved = [None; crate::kernel::MAX_BINDINGS];
+        let mut any = false;
+        for (m, v) in moved.iter_mut().zip(views.iter()) {
+            *m = pair_of(v.buffer);
+            any |= m.is_some();
+        }
+        if !any {
+            continue;
+        }
+        let moved = &moved[..views.len().min(moved.len())];
+        let to = |k: usize| moved[k].map_or(views[k].buffer, |p| pairs[p].1);
+        let vouched = views.len() == moved.len()
+            && moved.iter().zip(views.iter()).all(|(m, v)| match m {
+                Some(p) => new[*p].1,
+                None => !gone.contains(&v.buffer),
+            })
+            && (0..views.len())
+                .all(|i| (0..i).all(|j| (views[i].buffer == views[j].buffer) == (to(i) == to(j))));
+        let launch = if vouched {
+            let mut launch = r.launch.clone();
+            for ((raw, m), v) in launch.buffers.iter_mut().zip(moved).zip(views.iter()) {
+                if let Some(p) = m {
+                    let meta = new[*p].0;
+                    raw.buffer = meta.raw;
+                    if v.len.is_none() {
+                        raw.len = (meta.len - v.offset) as u64;
+                    }
+                }
+            }
+            launch
+        } else {
+            let mut call = r.call.clone();
+            for v in call.buffers.iter_mut() {
+                v.buffer = swap(pairs, v.buffer);
+            }
+            validate::lower(&call, |id| st.live_meta(id))?
+        };
+        lowered.push((index, launch));
+    }
+    Ok(lowered)
+}
+
+/// The calls an update stores with its lowered launches.
+enum NewCalls<'a> {
+    /// One per change, in the changes' order.
+    Given(Vec<OpCall>),
+    /// Each changed launch's call with its buffers swapped by a rebind's pairs.
+    Rebound(&'a [(BufferId, BufferId)]),
+}
+
+/// Patch or re-record `lowered` (launch index, validated launch; ascending
+/// indices), then store them with their calls. `uses`: the graph's buffer
+/// set afterwards, when the change alters it (a rebind). Only the changed
+/// launches are copied: the whole list is rebuilt only for a re-record.
 fn apply(
     st: &mut State,
     target: GraphRef,
-    changes: Vec<(usize, OpCall)>,
+    lowered: Lowered,
+    calls: NewCalls<'_>,
     uses: Option<BTreeSet<BufferId>>,
 ) -> std::result::Result<(), ErrorKind> {
-    let mut lowered = Vec::with_capacity(changes.len());
-    let mut calls = Vec::with_capacity(changes.len());
-    {
-        let recorded = &st.entry(target)?.recorded;
-        for (index, call) in changes {
-            let was = &recorded[index];
-            if call.op != was.call.op {
-                return Err(ErrorKind::UpdateChangesOp {
-                    index,
-                    recorded: was.call.op,
-                    requested: call.op,
-                });
-            }
-            lowered.push((index, validate::lower(&call, |id| st.live_meta(id))?));
-            calls.push(call);
-        }
-    }
     if lowered.is_empty() {
         return Ok(());
     }
@@ -234,8 +330,21 @@ fn apply(
     }
     let count = lowered.len();
     let entry = st.entry_mut(target)?;
-    for ((index, launch), call) in lowered.into_iter().zip(calls) {
-        entry.recorded[index] = Recorded { call, launch };
+    match calls {
+        NewCalls::Given(calls) => {
+            for ((index, launch), call) in lowered.into_iter().zip(calls) {
+                entry.recorded[index] = Recorded { call, launch };
+            }
+        }
+        NewCalls::Rebound(pairs) => {
+            for (index, launch) in lowered {
+                let r = &mut entry.recorded[index];
+                for v in r.call.buffers.iter_mut() {
+                    v.buffer = swap(pairs, v.buffer);
+                }
+                r.launch = launch;
+            }
+        }
     }
     if let Some(uses) = uses {
         entry.uses = uses;
@@ -294,4 +403,97 @@ fn rerecord(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::CaptureSupport;
+    use crate::testing::NullBackend;
+    use crate::{ops, DType};
+
+    /// A rebind's shortcut lowers exactly what lowering each swapped call
+    /// in full gives (`lower_changes`, what rebind ran before): the same
+    /// launches, or the same first error, for every pair and two-pair
+    /// rebind over a graph with views at offsets and open-ended ones, an
+    /// in-place launch, an op that may not alias, a buffer released while
+    /// the graph holds it, and new buffers shorter, equal and longer.
+    /// Mutations: the shortcut not checking lengths, liveness or which
+    /// bindings share a buffer, or keeping an open-ended view's old length
+    /// → red.
+    #[test]
+    fn a_rebinds_shortcut_lowers_what_lowering_gives() {
+        let dev = Device::new(Box::new(NullBackend::new(CaptureSupport::Native)));
+        let lens = [64, 64, 32, 128, 60, 64, 16];
+        let b: Vec<BufferId> = lens
+            .iter()
+            .map(|&n| dev.alloc(DType::F32, n).unwrap())
+            .collect();
+        let h = dev.alloc(DType::F16, 64).unwrap();
+        dev.begin_capture().unwrap();
+        for call in [
+            ops::scale_add(b[0], b[1], 60, 2.0, 1.0),
+            ops::add(b[0].view(8, 16), b[1], b[2], 16),
+            ops::copy(b[0].from_offset(4), b[3], 56),
+            ops::scale_add(b[2], b[2], 32, 1.0, 0.0),
+            ops::rms_norm(b[1], b[6], b[3], 4, 16, 1e-5),
+            ops::add(b[5].view(0, 30), b[4], b[5].from_offset(32), 30),
+        ] {
+            dev.launch(&call).unwrap();
+        }
+        let g = dev.end_capture_graph().unwrap();
+        dev.release_buffer(b[5]);
+        let target = GraphRef::Handle(g);
+        let mut ids = b.clone();
+        ids.push(h);
+        let mut pairs: Vec<Vec<(BufferId, BufferId)>> = Vec::new();
+        for &old in &ids {
+            for &new in &ids {
+                pairs.push(vec![(old, new)]);
+                for &(o2, n2) in &[(b[1], b[2]), (b[2], b[0]), (b[3], b[1])] {
+                    pairs.push(vec![(old, new), (o2, n2)]);
+                }
+            }
+        }
+        let (mut agreed, mut vouched) = (0, 0);
+        for pairs in &pairs {
+            let st = dev.state();
+            let entry = st.entry(target).unwrap();
+            let fast = rebound_launches(&st, entry, pairs);
+            let changes: Vec<(usize, OpCall)> = entry
+                .recorded
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| {
+                    r.call
+                        .buffers
+                        .iter()
+                        .any(|v| swap(pairs, v.buffer) != v.buffer)
+                })
+                .map(|(i, r)| {
+                    let mut call = r.call.clone();
+                    call.buffers
+                        .iter_mut()
+                        .for_each(|v| v.buffer = swap(pairs, v.buffer));
+                    (i, call)
+                })
+                .collect();
+            let full = lower_changes(&st, target, changes).map(|(lowered, _)| lowered);
+            // What rebind refuses before lowering anything.
+            let refused = pairs.iter().any(|&(o, n)| {
+                !entry.uses.contains(&o)
+                    || st.live_meta(n).is_err()
+                    || st.meta(o).map(|m| m.dtype) != st.live_meta(n).map(|m| m.dtype)
+            });
+            if !refused {
+                assert_eq!(fast, full, "{pairs:?}");
+                agreed += 1;
+                vouched += usize::from(fast.is_ok());
+            }
+        }
+        assert!(
+            agreed > 150 && vouched > 20,
+            "{agreed} compared, {vouched} ok"
+        );
+    }
 }

@@ -255,8 +255,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c12_bad_launches_refused_before_work",
         file: VAL,
-        find: "        if need > view_len[i] {",
-        replace: "        if false && need > view_len[i] {",
+        find: "        if need > len {",
+        replace: "        if false && need > len {",
         what: "launch sizes are not checked against buffer lengths",
     },
     Mutation {
@@ -408,8 +408,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c12_bounds_from_the_rules",
         file: VAL,
-        find: "        if need > view_len[i] {",
-        replace: "        if need >= view_len[i] {",
+        find: "        if need > len {",
+        replace: "        if need >= len {",
         what: "the range check refuses an exact-size buffer (>= for >)",
     },
     Mutation {
