@@ -214,6 +214,22 @@ pub fn check_launch(l: &Launch, bytes: impl Fn(usize) -> usize) -> Result<(), Er
                 buffer_len,
             });
         }
+        // A backend advances its pointers by `byte_offset`: it must be the
+        // element offset that was checked, in bytes (a `Launch` made by
+        // hand could say otherwise).
+        let want = offset * dtype_of(i).size() as u64;
+        if view.byte_offset != want {
+            return Err(ErrorKind::InvalidParam {
+                op,
+                name: "byte_offset",
+                reason: format!(
+                    "binding `{}`: {} bytes for element {offset} of {}: must be {want}",
+                    binding.name,
+                    view.byte_offset,
+                    dtype_of(i)
+                ),
+            });
+        }
         offsets[i] = offset;
         view_len[i] = buffer_len - offset;
     }
@@ -421,7 +437,7 @@ mod tests {
                                         .map(|i| RawView {
                                             buffer: RawBuffer(i as u64),
                                             offset,
-                                            byte_offset: 0,
+                                            byte_offset: u64::from(offset) * size(i) as u64,
                                             len: 0,
                                         })
                                         .collect(),
@@ -473,6 +489,30 @@ mod tests {
         assert!(matches!(
             check_launch(&short, |_| 64),
             Err(ErrorKind::ArityMismatch { found: 1, .. })
+        ));
+        // A byte offset that is not the element offset in bytes: refused,
+        // where the element offset alone would pass (mutation: the check
+        // left out → red here).
+        let view = |offset: u32, byte_offset: u64| RawView {
+            buffer: RawBuffer(0),
+            offset,
+            byte_offset,
+            len: 8,
+        };
+        let mut skewed = Launch {
+            op: OpKind::Add,
+            dtype: DType::F32,
+            buffers: [view(2, 8), view(2, 8), view(2, 8)].into(),
+            params: Params::dims(8, 0, 0),
+        };
+        assert_eq!(check_launch(&skewed, |_| 64), Ok(()));
+        skewed.buffers[1] = view(2, 60);
+        assert!(matches!(
+            check_launch(&skewed, |_| 64),
+            Err(ErrorKind::InvalidParam {
+                name: "byte_offset",
+                ..
+            })
         ));
     }
 }
