@@ -6,12 +6,13 @@
 //! replaced current exec.
 
 mod staging;
+#[cfg(test)]
+mod tests;
 mod timing;
+mod update;
 
 use crate::dispatch;
-use crate::sys::{
-    self, Buffer, CommandBuffer, DispatchUpdate, Gpu, Instance, Pipeline, Validation,
-};
+use crate::sys::{self, Buffer, CommandBuffer, Gpu, Instance, Pipeline, Validation};
 use ash::vk;
 use seam::{
     Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, Launch, OpKind, RawBuffer,
@@ -501,68 +502,6 @@ impl VulkanBackend {
                 .get(&g.0)
                 .ok_or(ErrorKind::UnknownGraph { id: g.0 }),
         }
-    }
-}
-
-impl VulkanBackend {
-    /// C13 in place (`update_launches`): each changed launch's dispatch
-    /// gets its new buffers in its own descriptor set and its new
-    /// parameters, once the replays queued before the update have
-    /// completed (they run as recorded). The command buffer is recorded
-    /// again from its own log only where the sets cannot be updated under
-    /// it (no UPDATE_AFTER_BIND, [`Self::rebind_in_place`]) or push
-    /// constants or workgroup counts change (see `CommandBuffer::update`).
-    /// Anything `CommandBuffer::check_update` refuses is refused before any
-    /// wait, and core then re-records the graph.
-    fn update(
-        &mut self,
-        target: ReplayTarget,
-        changes: &[(usize, Launch)],
-    ) -> Result<(), ErrorKind> {
-        let max_groups = self.gpu.adapter().max_group_count;
-        let mut pipelines = Vec::with_capacity(changes.len());
-        let mut buffers = Vec::with_capacity(changes.len());
-        for (_, launch) in changes {
-            pipelines.push(self.pipeline(launch.op, launch.dtype)?);
-            buffers.push(
-                launch
-                    .buffers
-                    .iter()
-                    .map(|v| self.buffer(v.buffer).cloned())
-                    .collect::<Result<Vec<_>, _>>()?,
-            );
-        }
-        let mut updates = Vec::with_capacity(changes.len());
-        for (((index, launch), pipeline), bufs) in changes.iter().zip(&pipelines).zip(&buffers) {
-            updates.push(DispatchUpdate {
-                index: *index,
-                pipeline,
-                bindings: bufs
-                    .iter()
-                    .zip(launch.op.signature())
-                    .map(|(buf, binding)| (buf, binding.access))
-                    .collect(),
-                params: launch.immediates(),
-                groups: dispatch::groups(launch, max_groups)?,
-            });
-        }
-        let exec = match target {
-            ReplayTarget::Current => self.current.as_mut().ok_or(ErrorKind::NoCurrentExec)?,
-            ReplayTarget::Graph(g) => self
-                .graphs
-                .get_mut(&g.0)
-                .ok_or(ErrorKind::UnknownGraph { id: g.0 })?,
-        };
-        exec.check_update(&updates)?;
-        // Replays queued before the update run as recorded: the sets (and
-        // the commands) change only once none of them is pending.
-        self.gpu.wait_for(exec)?;
-        if exec.update(&updates)? {
-            self.updates.1 += 1;
-        } else {
-            self.updates.0 += 1;
-        }
-        Ok(())
     }
 }
 

@@ -77,6 +77,20 @@ impl Audit {
         self.commands = 0;
     }
 
+    /// The audit as it stands at the start of a stretch of commands with no
+    /// barrier between them, after `commands` earlier commands: `ordered`
+    /// where a barrier precedes the stretch. The audit of a command depends
+    /// only on the accesses since the last barrier and on whether there was
+    /// one, so auditing each stretch of a command buffer from here is
+    /// auditing it whole (`CommandBuffer::check_update`).
+    pub(super) fn resume(ordered: bool, commands: usize) -> Audit {
+        Audit {
+            since_barrier: Vec::new(),
+            ordered,
+            commands,
+        }
+    }
+
     /// A global memory barrier: it orders every later access after every
     /// earlier one, here and in earlier submissions.
     pub(super) fn barrier(&mut self) {

@@ -4,7 +4,9 @@
 //! dispatch, the descriptor set it bound, so a rebind (C13) rewrites that
 //! set in place and audits the barriers again (`CommandBuffer::update`).
 
+mod held;
 mod queries;
+mod sets;
 mod update;
 
 pub use update::DispatchUpdate;
@@ -14,14 +16,10 @@ use super::device::{Pipeline, QueryPool, Shared};
 use super::memory::Buffer;
 use super::{drv, PUSH_CONSTANT_BYTES};
 use ash::vk;
+use held::Held;
 use seam::ErrorKind;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-
-/// Descriptor sets in a command buffer's first pool; each further pool
-/// doubles, up to the max.
-const POOL_FIRST: u32 = 16;
-const POOL_MAX: u32 = 1024;
 
 /// A query command, checked against the pool's state in submission order.
 #[derive(Clone, Copy, Debug)]
@@ -79,13 +77,29 @@ struct Inner {
     dispatches: usize,
     /// What the recorded commands use, held while the buffer may run.
     pipelines: Vec<Pipeline>,
-    buffers: Vec<Buffer>,
+    buffers: Held,
     queries: Vec<(QueryPool, Vec<QueryOp>)>,
-    /// seam's barrier audit of the recorded commands (`audit.rs`).
+    /// seam's barrier audit of the commands being recorded (`audit.rs`);
+    /// reset at `end` (an update audits the commands it changes anew).
     audit: Audit,
     /// Reusable only: every barrier and dispatch in record order (the
     /// dispatches' own descriptor sets), for `rebind`.
     log: Vec<Recorded>,
+    /// Reusable only: the log position of each dispatch, in dispatch order.
+    dispatch_at: Vec<usize>,
+    /// Reusable only: the log holds a command other than a barrier or a
+    /// dispatch (`Recorded::Other`).
+    logged_other: bool,
+    /// A number no other command buffer state has (`next_generation`),
+    /// new at every mutable access (`CommandBuffer::inner`): an update's
+    /// check holds for the command buffer while it is unchanged.
+    generation: u64,
+}
+
+/// A number never returned before.
+fn next_generation() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 impl Drop for Inner {
@@ -147,17 +161,22 @@ impl CommandBuffer {
             last_serial: AtomicU64::new(0),
             dispatches: 0,
             pipelines: Vec::new(),
-            buffers: Vec::new(),
+            buffers: Held::default(),
             queries: Vec::new(),
             audit: Audit::default(),
             log: Vec::new(),
+            dispatch_at: Vec::new(),
+            logged_other: false,
+            generation: next_generation(),
         })))
     }
 
     /// The command buffer, mutably: refused while a submission holds it.
     fn inner(&mut self, call: &'static str) -> Result<&mut Inner, ErrorKind> {
-        Arc::get_mut(&mut self.0)
-            .ok_or_else(|| ErrorKind::driver(call, "the command buffer is pending on the queue"))
+        let inner = Arc::get_mut(&mut self.0)
+            .ok_or_else(|| ErrorKind::driver(call, "the command buffer is pending on the queue"))?;
+        inner.generation = next_generation();
+        Ok(inner)
     }
 
     /// The command buffer, recording.
@@ -203,6 +222,8 @@ impl CommandBuffer {
         inner.dispatches = 0;
         inner.audit.reset();
         inner.log.clear();
+        inner.dispatch_at.clear();
+        inner.logged_other = false;
         inner.last_serial = AtomicU64::new(0);
         let flags = if reusable {
             vk::CommandBufferUsageFlags::SIMULTANEOUS_USE
@@ -223,14 +244,12 @@ impl CommandBuffer {
         let inner = self.recording("vkEndCommandBuffer")?;
         inner.cmd_end()?;
         // One entry per buffer: a submission stamps each with its serial.
-        // Sorted and deduplicated in place (nothing allocated; the order is
-        // the handles', the one a submission takes their host locks in).
-        inner
-            .buffers
-            .sort_unstable_by_key(|b| vk::Handle::as_raw(b.handle()));
-        inner
-            .buffers
-            .dedup_by_key(|b| vk::Handle::as_raw(b.handle()));
+        // Sorted and deduplicated in place (the order is the handles', the
+        // one a submission takes their host locks in); a graph's counted,
+        // for its updates.
+        let reusable = inner.reusable;
+        inner.buffers.seal(reusable);
+        inner.audit.reset();
         Ok(())
     }
 
@@ -337,11 +356,12 @@ impl CommandBuffer {
         {
             inner.pipelines.push(pipeline.clone());
         }
-        inner
-            .buffers
-            .extend(bindings.iter().map(|(b, _)| (*b).clone()));
+        for (b, _) in bindings {
+            inner.buffers.push(b);
+        }
         inner.dispatches += 1;
         if inner.reusable {
+            inner.dispatch_at.push(inner.log.len());
             inner.log.push(Recorded::Dispatch(recorded));
         }
         Ok(())
@@ -399,10 +419,11 @@ impl CommandBuffer {
                 .device
                 .cmd_copy_buffer(inner.cmd, src.handle(), dst.handle(), &region)
         };
-        inner.buffers.push(src.clone());
-        inner.buffers.push(dst.clone());
+        inner.buffers.push(src);
+        inner.buffers.push(dst);
         if inner.reusable {
             inner.log.push(Recorded::Other);
+            inner.logged_other = true;
         }
         Ok(())
     }
@@ -443,13 +464,13 @@ impl CommandBuffer {
 
     /// Every buffer its commands use, once each (after `end`).
     pub(super) fn buffers(&self) -> &[Buffer] {
-        &self.0.buffers
+        self.0.buffers.all()
     }
 
     /// It was submitted as `serial`: so were the buffers it uses.
     pub(super) fn submitted(&self, serial: u64) {
         self.0.last_serial.store(serial, Ordering::Release);
-        for b in &self.0.buffers {
+        for b in self.0.buffers.all() {
             b.set_last_use(serial);
         }
     }
@@ -559,84 +580,5 @@ impl Inner {
         unsafe { d.end_command_buffer(self.cmd) }.map_err(drv("vkEndCommandBuffer"))?;
         self.state = State::Executable;
         Ok(())
-    }
-}
-
-impl Inner {
-    /// One descriptor set of `layout` pointing binding i at `bindings[i]`,
-    /// from this command buffer's pools (a new pool when they are full).
-    fn descriptor_set(
-        &mut self,
-        layout: vk::DescriptorSetLayout,
-        bindings: &[(&Buffer, seam::ops::Access)],
-    ) -> Result<vk::DescriptorSet, ErrorKind> {
-        let d = &self.shared.device;
-        let set = loop {
-            if self.current_pool == self.descriptor_pools.len() {
-                let sets = (POOL_FIRST << self.descriptor_pools.len().min(6)).min(POOL_MAX);
-                let sizes = [vk::DescriptorPoolSize::default()
-                    .ty(vk::DescriptorType::STORAGE_BUFFER)
-                    .descriptor_count(sets * super::MAX_BINDINGS as u32)];
-                let mut info = vk::DescriptorPoolCreateInfo::default()
-                    .max_sets(sets)
-                    .pool_sizes(&sizes);
-                if self.shared.rebind_in_place {
-                    // The set layouts are UPDATE_AFTER_BIND_POOL (`Gpu::layout`).
-                    info = info.flags(vk::DescriptorPoolCreateFlags::UPDATE_AFTER_BIND);
-                }
-                // SAFETY: valid create info living across the call; the
-                // UPDATE_AFTER_BIND flag only with the feature enabled.
-                let pool = unsafe { d.create_descriptor_pool(&info, None) }
-                    .map_err(drv("vkCreateDescriptorPool"))?;
-                self.descriptor_pools.push(pool);
-            }
-            let layouts = [layout];
-            let info = vk::DescriptorSetAllocateInfo::default()
-                .descriptor_pool(self.descriptor_pools[self.current_pool])
-                .set_layouts(&layouts);
-            let mut set = vk::DescriptorSet::null();
-            // SAFETY: live pool (owned here, used through `&mut self` only)
-            // and live layout; `info` asks for one set (one layout), so the
-            // driver writes exactly `set`. Called through the function
-            // pointer rather than ash's wrapper, which returns a `Vec`.
-            let result =
-                unsafe { (d.fp_v1_0().allocate_descriptor_sets)(d.handle(), &info, &mut set) };
-            match result {
-                vk::Result::SUCCESS if set != vk::DescriptorSet::null() => break set,
-                vk::Result::SUCCESS => {
-                    return Err(ErrorKind::driver(
-                        "vkAllocateDescriptorSets",
-                        "returned none",
-                    ))
-                }
-                vk::Result::ERROR_OUT_OF_POOL_MEMORY | vk::Result::ERROR_FRAGMENTED_POOL => {
-                    self.current_pool += 1
-                }
-                e => return Err(ErrorKind::driver("vkAllocateDescriptorSets", e)),
-            }
-        };
-        let info = |i: usize| {
-            [vk::DescriptorBufferInfo::default()
-                .buffer(bindings[i].0.handle())
-                .offset(0)
-                .range(vk::WHOLE_SIZE)]
-        };
-        crate::stack::with_slice(bindings.len(), info, |infos| {
-            let write = |i: usize| {
-                vk::WriteDescriptorSet::default()
-                    .dst_set(set)
-                    .dst_binding(i as u32)
-                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                    .buffer_info(&infos[i])
-            };
-            crate::stack::with_slice(infos.len(), write, |writes| {
-                // SAFETY: the set is fresh (bound in no command buffer yet),
-                // it has one storage-buffer binding per write, and every
-                // buffer is live and made with STORAGE_BUFFER usage; `infos`
-                // outlives the call.
-                unsafe { d.update_descriptor_sets(writes, &[]) }
-            })
-        });
-        Ok(set)
     }
 }

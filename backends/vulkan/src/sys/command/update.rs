@@ -13,27 +13,49 @@ pub struct DispatchUpdate<'a> {
     /// dispatch per launch, so it is the launch's index in capture order).
     pub index: usize,
     pub pipeline: &'a Pipeline,
-    pub bindings: Vec<(&'a Buffer, seam::ops::Access)>,
+    pub bindings: &'a [(&'a Buffer, seam::ops::Access)],
     pub params: [u8; PUSH_CONSTANT_BYTES as usize],
     pub groups: (u32, u32, u32),
 }
 
+/// What [`CommandBuffer::check_update`] passed: `changes`, checked against
+/// one command buffer as it was then (its generation).
+pub struct Checked<'c, 'a> {
+    changes: &'c [DispatchUpdate<'a>],
+    generation: u64,
+}
+
+/// Descriptor writes passed to one `vkUpdateDescriptorSets`, built on the
+/// stack (an update of more writes makes several calls).
+const WRITES: usize = 32;
+
 impl CommandBuffer {
     /// Whether `update(changes)` would be taken, checked without waiting:
     /// this is an ended graph (reusable) command buffer of barriers and
-    /// dispatches only; each change names a recorded dispatch (a graph
-    /// records one per launch, in capture order) and keeps its pipeline and
-    /// the access of each binding; the new buffers are of this device and
-    /// within maxStorageBufferRange, the workgroup count within
+    /// dispatches only; the changes name recorded dispatches (a graph
+    /// records one per launch, in capture order) in increasing order, each
+    /// at most once, and each keeps its pipeline and the access of each
+    /// binding; the new buffers are of this device and within
+    /// maxStorageBufferRange, the workgroup count within
     /// maxComputeWorkGroupCount; and the command buffer with the new
     /// bindings passes the barrier audit (a rebind that made two dispatches
-    /// alias unordered is refused). Nothing changes.
-    pub fn check_update(&self, changes: &[DispatchUpdate<'_>]) -> Result<(), ErrorKind> {
-        let at = self.0.dispatch_positions();
-        self.0.check_update(&at, changes).map(drop)
+    /// alias unordered is refused). Nothing changes. Costs O(bindings
+    /// changed) where every changed dispatch follows a barrier, as every
+    /// launch of a graph does; nothing is allocated. The pass is for
+    /// [`Self::update`].
+    pub fn check_update<'c, 'a>(
+        &self,
+        changes: &'c [DispatchUpdate<'a>],
+    ) -> Result<Checked<'c, 'a>, ErrorKind> {
+        self.0.check_update(changes)?;
+        Ok(Checked {
+            changes,
+            generation: self.0.generation,
+        })
     }
 
-    /// Apply `changes` to the recorded dispatches, in place: each changed
+    /// Apply the changes `check_update` passed to the recorded dispatches,
+    /// in place (checked again if the command buffer changed since): each changed
     /// dispatch's own descriptor set is rewritten (`vkUpdateDescriptorSets`;
     /// with UPDATE_AFTER_BIND bindings the command buffer stays executable
     /// and its next submission reads the new descriptors) and, where
@@ -43,90 +65,27 @@ impl CommandBuffer {
     /// sets, pipelines and barriers; nothing allocated). Refused while a submission of it is
     /// pending — the caller waits for the replays queued before the update,
     /// which so run as recorded — and in every case
-    /// [`Self::check_update`] refuses; then nothing changes. If recording
+    /// [`Self::check_update`] would refuse now; then nothing changes. If recording
     /// again fails, the command buffer is left unsubmittable (never half
     /// updated and executable). It then holds the buffers its dispatches
-    /// bind now, and its audit is of those. Returns whether it recorded the
-    /// command buffer again.
-    pub fn update(&mut self, changes: &[DispatchUpdate<'_>]) -> Result<bool, ErrorKind> {
-        const CALL: &str = "vkUpdateDescriptorSets";
-        let inner = self.inner(CALL)?;
-        // Where each dispatch sits in the log, found once: every lookup
-        // below is O(1), so an update of all N dispatches costs O(N), not
-        // O(N²) (6.3 ms for a rebind of 1000 on the H200 before).
-        let at = inner.dispatch_positions();
-        let audit = inner.check_update(&at, changes)?;
-        let rerecord = inner.rerecords(&at, changes);
+    /// bind now. Returns whether it recorded the command buffer again.
+    /// Nothing is allocated unless a buffer not held before is bound.
+    pub fn update(&mut self, checked: Checked<'_, '_>) -> Result<bool, ErrorKind> {
+        let Checked {
+            changes,
+            generation,
+        } = checked;
+        // The generation is new at every mutable access, never repeated:
+        // equal, it is this command buffer as it was checked.
+        let unchanged = self.0.generation == generation;
+        let inner = self.inner("vkUpdateDescriptorSets")?;
+        if !unchanged {
+            inner.check_update(changes)?;
+        }
+        let rerecord = inner.rerecords(changes);
         // Buffers first, then (if needed) the commands.
-        let mut infos: Vec<[vk::DescriptorBufferInfo; 1]> = Vec::new();
-        let mut targets: Vec<(vk::DescriptorSet, u32)> = Vec::new();
-        for c in changes {
-            let d = inner.dispatch(&at, c.index)?;
-            for (i, ((new, _), (old, _))) in c.bindings.iter().zip(&d.bindings).enumerate() {
-                if !new.same(old) {
-                    infos.push([vk::DescriptorBufferInfo::default()
-                        .buffer(new.handle())
-                        .offset(0)
-                        .range(vk::WHOLE_SIZE)]);
-                    targets.push((d.set, i as u32));
-                }
-            }
-        }
-        let writes: Vec<_> = infos
-            .iter()
-            .zip(&targets)
-            .map(|(info, &(set, binding))| {
-                vk::WriteDescriptorSet::default()
-                    .dst_set(set)
-                    .dst_binding(binding)
-                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                    .buffer_info(info)
-            })
-            .collect();
-        if !writes.is_empty() {
-            // SAFETY: every set is live (its pool is owned by this command
-            // buffer) and is bound only by this command buffer's own
-            // dispatch, which is not pending: no submission holds the
-            // command buffer (`inner` is unique; the caller waited for the
-            // replays queued before the update) and eager batches never
-            // bind a graph's sets. Either its bindings were created
-            // UPDATE_AFTER_BIND (`rebind_in_place`: the feature is enabled,
-            // the layout UPDATE_AFTER_BIND_POOL, the pool UPDATE_AFTER_BIND),
-            // so updating them after the bind leaves this executable command
-            // buffer valid, or the command buffer is recorded again below
-            // before any submission (`rerecords`).
-            // Each write targets a storage-buffer binding the set's layout
-            // has (binding counts checked), every buffer is live (held
-            // below), of this device, made with STORAGE_BUFFER usage and
-            // within maxStorageBufferRange (checked); `infos` outlives the
-            // call.
-            unsafe { inner.shared.device.update_descriptor_sets(&writes, &[]) };
-        }
-        for c in changes {
-            let d = inner.dispatch_mut(&at, c.index)?;
-            d.bindings = c
-                .bindings
-                .iter()
-                .map(|(b, a)| ((*b).clone(), *a == seam::ops::Access::Write))
-                .collect();
-            d.params = c.params;
-            d.groups = c.groups;
-        }
-        inner.audit = audit;
-        // What it holds: every buffer a dispatch binds now, once each.
-        let mut seen = std::collections::HashSet::new();
-        let buffers: Vec<Buffer> = inner
-            .log
-            .iter()
-            .filter_map(|r| match r {
-                Recorded::Dispatch(d) => Some(&d.bindings),
-                _ => None,
-            })
-            .flatten()
-            .filter(|(b, _)| seen.insert(b.handle()))
-            .map(|(b, _)| b.clone())
-            .collect();
-        inner.buffers = buffers;
+        inner.write_sets(changes)?;
+        inner.apply(changes)?;
         if rerecord {
             inner.rerecord()?;
         }
@@ -137,18 +96,9 @@ impl CommandBuffer {
 }
 
 impl Inner {
-    /// The log position of each dispatch, in dispatch order.
-    fn dispatch_positions(&self) -> Vec<usize> {
-        self.log
-            .iter()
-            .enumerate()
-            .filter_map(|(i, r)| matches!(r, Recorded::Dispatch(_)).then_some(i))
-            .collect()
-    }
-
-    /// The `index`-th dispatch of the log (`at`: [`Self::dispatch_positions`]).
-    fn dispatch(&self, at: &[usize], index: usize) -> Result<&Dispatch, ErrorKind> {
-        match at.get(index).map(|&i| &self.log[i]) {
+    /// The `index`-th dispatch of the log.
+    fn dispatch(&self, index: usize) -> Result<&Dispatch, ErrorKind> {
+        match self.dispatch_at.get(index).map(|&i| &self.log[i]) {
             Some(Recorded::Dispatch(d)) => Ok(d),
             _ => Err(ErrorKind::driver(
                 "vkUpdateDescriptorSets",
@@ -157,14 +107,134 @@ impl Inner {
         }
     }
 
-    fn dispatch_mut(&mut self, at: &[usize], index: usize) -> Result<&mut Dispatch, ErrorKind> {
-        match at.get(index).map(|&i| &mut self.log[i]) {
-            Some(Recorded::Dispatch(d)) => Ok(d),
-            _ => Err(ErrorKind::driver(
-                "vkUpdateDescriptorSets",
-                "no such dispatch",
-            )),
+    /// Point each changed binding's descriptor at its new buffer (checked:
+    /// `check_update`), [`WRITES`] writes per call.
+    fn write_sets(&self, changes: &[DispatchUpdate<'_>]) -> Result<(), ErrorKind> {
+        let mut infos = [[vk::DescriptorBufferInfo::default()]; WRITES];
+        let mut targets = [(vk::DescriptorSet::null(), 0u32); WRITES];
+        let mut n = 0;
+        for c in changes {
+            let d = self.dispatch(c.index)?;
+            for (i, ((new, _), (old, _))) in c.bindings.iter().zip(&d.bindings).enumerate() {
+                if new.same(old) {
+                    continue;
+                }
+                infos[n] = [vk::DescriptorBufferInfo::default()
+                    .buffer(new.handle())
+                    .offset(0)
+                    .range(vk::WHOLE_SIZE)];
+                targets[n] = (d.set, i as u32);
+                n += 1;
+                if n == WRITES {
+                    self.write(&infos, &targets);
+                    n = 0;
+                }
+            }
         }
+        self.write(&infos[..n], &targets[..n]);
+        Ok(())
+    }
+
+    /// One `vkUpdateDescriptorSets`: binding `targets[i].1` of set
+    /// `targets[i].0` gets `infos[i]` (at most [`WRITES`]).
+    fn write(&self, infos: &[[vk::DescriptorBufferInfo; 1]], targets: &[(vk::DescriptorSet, u32)]) {
+        let n = infos.len().min(targets.len()).min(WRITES);
+        if n == 0 {
+            return;
+        }
+        let writes: [vk::WriteDescriptorSet<'_>; WRITES] = std::array::from_fn(|i| {
+            let w = vk::WriteDescriptorSet::default()
+                .descriptor_type(vk::DescriptorType::STORAGE_BUFFER);
+            match i < n {
+                true => w
+                    .dst_set(targets[i].0)
+                    .dst_binding(targets[i].1)
+                    .buffer_info(&infos[i]),
+                false => w,
+            }
+        });
+        // SAFETY: every set is live (its pool is owned by this command
+        // buffer) and is bound only by this command buffer's own
+        // dispatch, which is not pending: no submission holds the
+        // command buffer (`update` holds it uniquely; the caller waited
+        // for the replays queued before the update) and eager batches
+        // never bind a graph's sets. Either its bindings were created
+        // UPDATE_AFTER_BIND (`rebind_in_place`: the feature is enabled,
+        // the layout UPDATE_AFTER_BIND_POOL, the pool UPDATE_AFTER_BIND),
+        // so updating them after the bind leaves this executable command
+        // buffer valid, or the command buffer is recorded again
+        // (`rerecords`) before any submission.
+        // Each of the first `n` writes targets a storage-buffer binding the
+        // set's layout has (binding counts checked), every buffer is live
+        // (the caller's, then held by `apply`), of this device, made with
+        // STORAGE_BUFFER usage and within maxStorageBufferRange (checked);
+        // `infos` outlives the call.
+        unsafe { self.shared.device.update_descriptor_sets(&writes[..n], &[]) };
+    }
+
+    /// The log takes the changes (checked): each dispatch its new buffers
+    /// (a clone only of a buffer that changed), parameters and workgroup
+    /// counts, and the held set moves each changed binding from its old
+    /// buffer to its new one.
+    fn apply(&mut self, changes: &[DispatchUpdate<'_>]) -> Result<(), ErrorKind> {
+        let Inner {
+            log,
+            dispatch_at,
+            buffers,
+            ..
+        } = self;
+        let mut counted = true;
+        // A run of bindings moving from one buffer to one other (a rebind's
+        // every binding, typically) moves in the held set at once.
+        let mut run: Option<(u64, &Buffer, u32)> = None;
+        for c in changes {
+            let Some(Recorded::Dispatch(d)) = dispatch_at.get(c.index).map(|&i| &mut log[i]) else {
+                return Err(ErrorKind::driver(
+                    "vkUpdateDescriptorSets",
+                    "no such dispatch",
+                ));
+            };
+            for ((old, _), &(new, _)) in d.bindings.iter_mut().zip(c.bindings) {
+                if old.same(new) {
+                    continue;
+                }
+                let from = held::key(old);
+                match &mut run {
+                    Some((o, n, k)) if *o == from && n.same(new) => *k += 1,
+                    _ => {
+                        if let Some((o, n, k)) = run.replace((from, new, 1)) {
+                            counted &= buffers.rebind(o, n, k);
+                        }
+                    }
+                }
+                *old = new.clone();
+            }
+            d.params = c.params;
+            d.groups = c.groups;
+        }
+        if let Some((o, n, k)) = run {
+            counted &= buffers.rebind(o, n, k);
+        }
+        let bound = || {
+            log.iter()
+                .filter_map(|r| match r {
+                    Recorded::Dispatch(d) => Some(d.bindings.iter().map(|(b, _)| b)),
+                    _ => None,
+                })
+                .flatten()
+        };
+        if counted {
+            buffers.drop_unused();
+        } else {
+            // Not a counted set (never, for an ended graph): counted anew.
+            buffers.recount(bound());
+        }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            buffers.counts_match(bound()),
+            "held buffers after an update"
+        );
+        Ok(())
     }
 
     /// Whether `update(changes)` records the command buffer again: a change
@@ -172,9 +242,9 @@ impl Inner {
     /// on a device without UPDATE_AFTER_BIND storage buffers
     /// (`rebind_in_place`), where updating a bound set invalidates the
     /// command buffer. Otherwise only descriptor sets are rewritten.
-    fn rerecords(&self, at: &[usize], changes: &[DispatchUpdate<'_>]) -> bool {
+    fn rerecords(&self, changes: &[DispatchUpdate<'_>]) -> bool {
         changes.iter().any(|c| {
-            self.dispatch(at, c.index).is_ok_and(|d| {
+            self.dispatch(c.index).is_ok_and(|d| {
                 d.params != c.params
                     || d.groups != c.groups
                     || (!self.shared.rebind_in_place
@@ -188,6 +258,8 @@ impl Inner {
 
     /// Record the command buffer again from its log: the same barriers and
     /// dispatches (each with its own set), then `end`'s host barrier.
+    // Not inlined: once per update, and a profile tells its cost apart.
+    #[inline(never)]
     fn rerecord(&mut self) -> Result<(), ErrorKind> {
         let shared = self.shared.clone();
         let d = &shared.device;
@@ -219,50 +291,49 @@ impl Inner {
         self.cmd_end()
     }
 
-    /// See [`CommandBuffer::check_update`]; returns the audit of the log
-    /// with the new bindings.
-    fn check_update(
-        &self,
-        at: &[usize],
-        changes: &[DispatchUpdate<'_>],
-    ) -> Result<Audit, ErrorKind> {
+    /// See [`CommandBuffer::check_update`].
+    fn check_update(&self, changes: &[DispatchUpdate<'_>]) -> Result<(), ErrorKind> {
         const CALL: &str = "vkUpdateDescriptorSets";
         let refuse = |why: String| Err(ErrorKind::driver(CALL, why));
         if !self.reusable || self.state != State::Executable {
             return refuse("only an ended graph command buffer is updated".into());
         }
-        if self.log.iter().any(|r| matches!(r, Recorded::Other)) || !self.queries.is_empty() {
+        if self.logged_other || !self.queries.is_empty() {
             return refuse(
                 "the command buffer records a copy or a query, which an update does not patch"
                     .into(),
             );
         }
         let adapter = &self.shared.adapter;
-        for c in changes {
-            let d = self.dispatch(at, c.index)?;
+        // Log positions before `audited` are in stretches audited already.
+        let mut audited = 0;
+        for (k, c) in changes.iter().enumerate() {
+            if k > 0 && changes[k - 1].index >= c.index {
+                return refuse(format!(
+                    "dispatch #{}: changes out of dispatch order, or one dispatch changed twice",
+                    c.index
+                ));
+            }
+            let d = self.dispatch(c.index)?;
             if !Arc::ptr_eq(&d.pipeline.0, &c.pipeline.0) {
                 return refuse(format!("dispatch #{}: another pipeline", c.index));
             }
-            if c.bindings.len() != d.bindings.len()
-                || c.bindings
-                    .iter()
-                    .zip(&d.bindings)
-                    .any(|((_, n), (_, w))| (*n == seam::ops::Access::Write) != *w)
-            {
+            if c.bindings.len() != d.bindings.len() {
                 return refuse(format!("dispatch #{}: other bindings", c.index));
             }
-            if c.bindings.iter().any(|(b, _)| !b.of(&self.shared)) {
-                return refuse("a buffer of another device".into());
-            }
-            if let Some((b, _)) = c
-                .bindings
-                .iter()
-                .find(|(b, _)| b.size() > adapter.max_storage_buffer_range)
-            {
-                return refuse(format!(
-                    "a {}-byte buffer exceeds maxStorageBufferRange",
-                    b.size()
-                ));
+            for ((b, access), (_, writes)) in c.bindings.iter().zip(&d.bindings) {
+                if (*access == seam::ops::Access::Write) != *writes {
+                    return refuse(format!("dispatch #{}: other bindings", c.index));
+                }
+                if !b.of(&self.shared) {
+                    return refuse("a buffer of another device".into());
+                }
+                if b.size() > adapter.max_storage_buffer_range {
+                    return refuse(format!(
+                        "a {}-byte buffer exceeds maxStorageBufferRange",
+                        b.size()
+                    ));
+                }
             }
             if c.groups.0 > adapter.max_group_count[0]
                 || c.groups.1 > adapter.max_group_count[1]
@@ -273,46 +344,75 @@ impl Inner {
                     c.groups, adapter.max_group_count
                 ));
             }
-        }
-        // The audit again, over every command with the new bindings (the
-        // last change of each dispatch, looked up by dispatch index).
-        let mut change_of: Vec<Option<&DispatchUpdate<'_>>> = vec![None; at.len()];
-        for c in changes {
-            if let Some(slot) = change_of.get_mut(c.index) {
-                *slot = Some(c);
+            let at = self.dispatch_at[c.index];
+            if at >= audited {
+                audited = self.audit_stretch(at, &changes[k..])?;
             }
         }
-        let mut audit = Audit::default();
-        let mut n = 0;
-        for r in &self.log {
-            match r {
-                Recorded::Barrier => audit.barrier(),
-                Recorded::Dispatch(d) => {
-                    let accesses: Vec<(u64, bool)> = match change_of.get(n).copied().flatten() {
-                        Some(c) => c
-                            .bindings
-                            .iter()
-                            .map(|(b, a)| {
-                                (
-                                    vk::Handle::as_raw(b.handle()),
-                                    *a == seam::ops::Access::Write,
-                                )
-                            })
-                            .collect(),
-                        None => d
-                            .bindings
-                            .iter()
-                            .map(|(b, w)| (vk::Handle::as_raw(b.handle()), *w))
-                            .collect(),
+        Ok(())
+    }
+
+    /// The barrier audit again, with the new bindings, of the stretch of
+    /// commands around log position `at` (a dispatch) that no barrier
+    /// divides; `changes` are the update's from the first in the stretch
+    /// on. Returns the log position where the stretch ends.
+    ///
+    /// Auditing only the stretches a change falls in is auditing the whole
+    /// command buffer: the audit of a command depends only on the accesses
+    /// since the last barrier and on whether there was one
+    /// ([`Audit::resume`]), and every stretch passed it with the bindings
+    /// it has now (at record time, where a refused command is not logged,
+    /// or at the update that last changed it; a refused update changes
+    /// nothing).
+    fn audit_stretch(&self, at: usize, changes: &[DispatchUpdate<'_>]) -> Result<usize, ErrorKind> {
+        const CALL: &str = "vkUpdateDescriptorSets";
+        let barrier = |r: &Recorded| matches!(r, Recorded::Barrier);
+        let start = self.log[..at]
+            .iter()
+            .rposition(barrier)
+            .map_or(0, |b| b + 1);
+        let end = self.log[at + 1..]
+            .iter()
+            .position(barrier)
+            .map_or(self.log.len(), |e| at + 1 + e);
+        if start > 0 && end == start + 1 {
+            // One dispatch right after a barrier, as every launch of a graph
+            // is (`VulkanBackend::launch` records a barrier before each
+            // dispatch): `Audit::barrier` leaves no access since the barrier
+            // and the audit ordered, and `Audit::command` refuses only an
+            // access before any barrier or one conflicting with an earlier
+            // access since the last barrier, so the dispatch passes whatever
+            // it binds. Nothing to run.
+            return Ok(end);
+        }
+        let first = self.dispatch_at.partition_point(|&p| p < start);
+        let mut audit = Audit::resume(start > 0, first);
+        let mut next = changes.iter().peekable();
+        for (n, r) in (first..).zip(&self.log[start..end]) {
+            let Recorded::Dispatch(d) = r else {
+                // No barrier in the stretch; a copy is refused before.
+                return Err(ErrorKind::driver(CALL, "a copy in the command buffer"));
+            };
+            let raw = |b: &Buffer| vk::Handle::as_raw(b.handle());
+            let checked = match next.next_if(|c| c.index == n) {
+                Some(c) => {
+                    let access = |i: usize| {
+                        let (b, a) = c.bindings[i];
+                        (raw(b), a == seam::ops::Access::Write)
                     };
-                    n += 1;
-                    audit
-                        .command("dispatch", &accesses)
-                        .map_err(|h| ErrorKind::driver(CALL, format!("after the update: {h}")))?;
+                    crate::stack::with_slice(c.bindings.len(), access, |a| {
+                        audit.command("dispatch", a)
+                    })
                 }
-                Recorded::Other => return refuse("a copy in the command buffer".into()),
-            }
+                None => {
+                    let access = |i: usize| (raw(&d.bindings[i].0), d.bindings[i].1);
+                    crate::stack::with_slice(d.bindings.len(), access, |a| {
+                        audit.command("dispatch", a)
+                    })
+                }
+            };
+            checked.map_err(|h| ErrorKind::driver(CALL, format!("after the update: {h}")))?;
         }
-        Ok(audit)
+        Ok(end)
     }
 }

@@ -1,0 +1,125 @@
+//! The buffers a command buffer's commands use, held while it may run: one
+//! entry per buffer once recording ends, sorted by handle (the order a
+//! submission takes their host locks in). A reusable (graph) command buffer
+//! also counts each buffer's bindings, so a rebind (C13) moves a binding
+//! from one buffer to another in O(log n), with no rebuild of the set.
+
+use super::Buffer;
+use ash::vk;
+
+#[derive(Default)]
+pub(super) struct Held {
+    /// While recording: one entry per use. After `seal`: one per buffer,
+    /// sorted by handle.
+    buffers: Vec<Buffer>,
+    /// After `seal(true)`: `uses[i]`, the commands' bindings of
+    /// `buffers[i]` (0 only inside `CommandBuffer::update`, until
+    /// [`Held::drop_unused`]). Empty otherwise.
+    uses: Vec<u32>,
+}
+
+/// What the set is sorted by: the buffer's handle.
+pub(super) fn key(b: &Buffer) -> u64 {
+    vk::Handle::as_raw(b.handle())
+}
+
+impl Held {
+    pub(super) fn clear(&mut self) {
+        self.buffers.clear();
+        self.uses.clear();
+    }
+
+    /// A use of `b` by a command being recorded.
+    pub(super) fn push(&mut self, b: &Buffer) {
+        self.buffers.push(b.clone());
+    }
+
+    /// Recording ended: sorted by handle and deduplicated in place (nothing
+    /// allocated unless `counted`, which counts each buffer's uses).
+    pub(super) fn seal(&mut self, counted: bool) {
+        self.buffers.sort_unstable_by_key(key);
+        self.uses.clear();
+        if !counted {
+            self.buffers.dedup_by_key(|b| key(b));
+            return;
+        }
+        let mut kept = 0;
+        for i in 0..self.buffers.len() {
+            if kept > 0 && self.buffers[kept - 1].same(&self.buffers[i]) {
+                self.uses[kept - 1] += 1;
+            } else {
+                self.buffers.swap(kept, i);
+                self.uses.push(1);
+                kept += 1;
+            }
+        }
+        self.buffers.truncate(kept);
+    }
+
+    /// Every buffer, once each, sorted by handle (after `seal`).
+    pub(super) fn all(&self) -> &[Buffer] {
+        &self.buffers
+    }
+
+    /// `uses` bindings move from the buffer `old` (its handle, as
+    /// [`key`]: held, counted) to `new`. `old` stays held, perhaps
+    /// unused, until [`Held::drop_unused`]. Returns false (changing
+    /// nothing) where `old` is not held with that many uses: not a counted
+    /// set, or not this command buffer's bindings.
+    pub(super) fn rebind(&mut self, old: u64, new: &Buffer, uses: u32) -> bool {
+        let Ok(o) = self.buffers.binary_search_by_key(&old, key) else {
+            return false;
+        };
+        if self.uses.get(o).is_none_or(|&u| u < uses) {
+            return false;
+        }
+        self.uses[o] -= uses;
+        match self.buffers.binary_search_by_key(&key(new), key) {
+            Ok(n) => self.uses[n] += uses,
+            Err(n) => {
+                self.buffers.insert(n, new.clone());
+                self.uses.insert(n, uses);
+            }
+        }
+        true
+    }
+
+    /// Counted anew from every binding of every command.
+    pub(super) fn recount<'a>(&mut self, bindings: impl Iterator<Item = &'a Buffer>) {
+        self.clear();
+        self.buffers.extend(bindings.cloned());
+        self.seal(true);
+    }
+
+    /// Release the buffers no binding uses any more (in place, in order).
+    pub(super) fn drop_unused(&mut self) {
+        if !self.uses.contains(&0) {
+            return;
+        }
+        let mut kept = 0;
+        for i in 0..self.buffers.len() {
+            if self.uses[i] > 0 {
+                self.buffers.swap(kept, i);
+                self.uses[kept] = self.uses[i];
+                kept += 1;
+            }
+        }
+        self.buffers.truncate(kept);
+        self.uses.truncate(kept);
+    }
+
+    /// The counts are those of `bindings` (every binding of every command,
+    /// each buffer once in `buffers`): a debug check of the incremental
+    /// bookkeeping.
+    #[cfg(debug_assertions)]
+    pub(super) fn counts_match<'a>(&self, bindings: impl Iterator<Item = &'a Buffer>) -> bool {
+        let mut want = vec![0u32; self.buffers.len()];
+        for b in bindings {
+            match self.buffers.binary_search_by_key(&key(b), key) {
+                Ok(i) => want[i] += 1,
+                Err(_) => return false,
+            }
+        }
+        want == self.uses && self.buffers.windows(2).all(|w| key(&w[0]) < key(&w[1]))
+    }
+}
