@@ -143,6 +143,11 @@ pub struct CpuBackend {
     next: u64,
     /// Buffers allocated and not yet freed (frees are queued, so count here).
     live_buffers: usize,
+    /// Each live buffer's size, kept on this side of the queue so `free`
+    /// never waits for the memory lock the worker holds while it runs a
+    /// launch (a host call must not wait behind queued work: C8's free case
+    /// could not tell a free that jumps the queue from one that does not).
+    sizes: HashMap<u64, u64>,
     /// Bytes of those buffers.
     live_bytes: u64,
     timing: bool,
@@ -176,6 +181,7 @@ impl CpuBackend {
             graphs: HashMap::new(),
             next: 1,
             live_buffers: 0,
+            sizes: HashMap::new(),
             live_bytes: 0,
             timing: false,
             marks,
@@ -208,19 +214,15 @@ impl Backend for CpuBackend {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(id, vec![0xA5; bytes]);
+        self.sizes.insert(id, bytes as u64);
         self.live_buffers += 1;
         self.live_bytes += bytes as u64;
         Ok(RawBuffer(id))
     }
 
     fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
-        // The queue has not freed it yet (the free is queued behind this).
-        let bytes = self
-            .mem
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&buffer.0)
-            .map_or(0, |b| b.len() as u64);
+        // The queue frees the memory behind the work queued before this.
+        let bytes = self.sizes.remove(&buffer.0).unwrap_or(0);
         self.send(Command::Free { buffer: buffer.0 })?;
         self.live_buffers -= 1;
         self.live_bytes -= bytes;

@@ -8,6 +8,9 @@ use seam::{ops, GraphRef};
 const CAP: &[Tag] = &[Tag::NeedsCapture];
 const N: usize = 1 << 16;
 const STEPS: usize = 24;
+/// Elements and launches of the work queued ahead in C8's free case.
+const AHEAD: usize = 1 << 20;
+const AHEAD_STEPS: usize = 4;
 
 /// A buffer freed (`Device::free`), and another whose owned handle is
 /// dropped, while queued eager work still reads them: the work completes
@@ -15,11 +18,15 @@ const STEPS: usize = 24;
 /// of it are queued: the replays complete. Every buffer reaches the backend
 /// as freed (the counts fall).
 ///
-/// Mutation: make the CPU backend's `free` remove the memory at once
-/// instead of queueing the free behind the work → red at "acc after 24
-/// adds of the freed buffer and 24 of the dropped one: (4, 4) != (168,
-/// 168)" (the queued adds found their input gone; the left value is how
-/// far the queue had got: (0, 0) in another run).
+/// Mutation: the CPU worker runs a queued free ahead of the work queued
+/// before it → red at "acc after 24 adds of the freed buffer and 24 of the
+/// dropped one: (0, 0) != (168, 168)" (6 of 6 runs). The work queued ahead
+/// (4 adds over 1 Mi elements) keeps the worker busy while the rest is
+/// queued. The earlier mutation, `free` removing the memory at once, went
+/// green in isolated runs (4 of 4), and so did this one at first (1 of 6):
+/// the CPU backend's `free` took the memory lock the worker holds for each
+/// launch, and the unfair mutex let the worker drain the queue before the
+/// free got it; `free` now keeps sizes on its own side and takes no lock.
 pub const C8_FREE_WHILE_QUEUED_WORK_READS: Case = Case {
     name: "c8_free_while_queued_work_reads",
     rule: Rule::C8,
@@ -29,10 +36,18 @@ pub const C8_FREE_WHILE_QUEUED_WORK_READS: Case = Case {
         let d = &cx.dev;
         let n = N as u32;
         let acc = d.buffer_from(&vec![0u32; N])?;
+        // Work queued ahead of everything below, long enough that the free
+        // and the drop reach the backend while the adds that read them are
+        // still queued (without it a fast queue could finish them first and
+        // a backend that frees at once would pass by timing).
+        let ahead = d.buffer_from(&vec![1u32; AHEAD])?;
         let start = d.live().backend.buffers;
         let freed = d.alloc(seam::DType::U32, N)?;
         d.write(freed, 0, &vec![2u32; N])?;
         let dropped = d.buffer_from(&vec![5u32; N])?;
+        for _ in 0..AHEAD_STEPS {
+            d.launch(&ops::add(ahead.id(), ahead.id(), ahead.id(), AHEAD as u32))?;
+        }
         for _ in 0..STEPS {
             d.launch(&ops::add(freed, acc.id(), acc.id(), n))?;
         }

@@ -25,14 +25,14 @@ pub const MUTATIONS: &[Mutation] = &[
         case: "c1_current_exec_reexecutes",
         file: CAP,
         find: "            st.backend.replay(raw_target)?;",
-        replace: "            if raw_target != ReplayTarget::Current {\n                st.backend.replay(raw_target)?;\n            }",
+        replace: "            if raw_target != crate::ReplayTarget::Current {\n                st.backend.replay(raw_target)?;\n            }",
         what: "Device::replay(Current) returns Ok without calling the backend",
     },
     Mutation {
         case: "c1_capture_does_not_execute",
         file: CPU,
         find: "                list.push(launch.clone());\n                Ok(())",
-        replace: "                list.push(launch.clone());\n                self.send(Command::Run(launch.clone()))",
+        replace: "                list.push(launch.clone());\n                self.send(Command::Run(Box::new(launch.clone())))",
         what: "the CPU backend also runs launches while recording",
     },
     Mutation {
@@ -123,7 +123,7 @@ pub const MUTATIONS: &[Mutation] = &[
         case: "c6_end_without_begin_refused",
         file: CAP,
         find: "            Some(_) => Ok(st.capture.take().expect(\"checked above\")),",
-        replace: "            Some(c) => Ok(Capture { thread: c.thread, uses: c.uses.clone(), launches: c.launches }),",
+        replace: "            Some(c) => Ok(Capture { thread: c.thread, uses: c.uses.clone(), recorded: c.recorded.clone() }),",
         what: "ending a capture does not close it in core",
     },
     Mutation {
@@ -172,7 +172,7 @@ pub const MUTATIONS: &[Mutation] = &[
         case: "c7_cold_vendor_op_fails_loudly_or_succeeds",
         file: CPU,
         find: "                list.push(launch.clone());\n                Ok(())",
-        replace: "                if launch.op == OpKind::Gemm {\n                    if let Some(b) = self.mem.lock().unwrap().get_mut(&launch.buffers[0].0) {\n                        b.fill(0);\n                    }\n                }\n                list.push(launch.clone());\n                Ok(())",
+        replace: "                if launch.op == OpKind::Gemm {\n                    if let Some(b) = self.mem.lock().unwrap().get_mut(&launch.buffers[0].buffer.0) {\n                        b.fill(0);\n                    }\n                }\n                list.push(launch.clone());\n                Ok(())",
         what: "recording a GEMM corrupts its input",
     },
     Mutation {
@@ -325,7 +325,7 @@ pub const MUTATIONS: &[Mutation] = &[
         case: "c2_eager_work_and_replays_keep_stream_order",
         file: CPU,
         find: "        self.send(Command::RunGraph(graph))\n",
-        replace: "        let mut mem = self.mem.lock().unwrap_or_else(|p| p.into_inner());\n        for l in graph.iter() {\n            let (out, bytes) = {\n                let inputs: Vec<&[u8]> = l.buffers.iter().map(|b| mem[&b.0].as_slice()).collect();\n                reference::execute(l, &inputs)\n            };\n            mem.get_mut(&l.buffers[out].0).expect(\"allocated\")[..bytes.len()].copy_from_slice(&bytes);\n        }\n        Ok(())\n",
+        replace: "        let mut mem = self.mem.lock().unwrap_or_else(|p| p.into_inner());\n        for l in graph.iter() {\n            let (out, bytes) = {\n                let inputs: Vec<&[u8]> = l.buffers.iter().map(|v| &mem[&v.buffer.0][v.byte_offset as usize..]).collect();\n                reference::execute(l, &inputs)\n            };\n            mem.get_mut(&l.buffers[out].buffer.0).expect(\"allocated\")[l.buffers[out].byte_offset as usize..][..bytes.len()].copy_from_slice(&bytes);\n        }\n        Ok(())\n",
         what: "the CPU backend runs a replay at once on the calling thread, ahead of queued eager work and host writes",
     },
     Mutation {
@@ -387,9 +387,9 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c8_free_while_queued_work_reads",
         file: CPU,
-        find: "        self.send(Command::Free { buffer: buffer.0 })?;",
-        replace: "        self.mem.lock().unwrap_or_else(|p| p.into_inner()).remove(&buffer.0);",
-        what: "the CPU backend frees memory at once instead of queueing the free behind queued work",
+        find: "    for cmd in rx {\n        match cmd {",
+        replace: "    let mut backlog = std::collections::VecDeque::new();\n    while let Some(cmd) = backlog.pop_front().or_else(|| rx.recv().ok()) {\n        backlog.extend(rx.try_iter());\n        if let Some(i) = backlog.iter().position(|c| matches!(c, Command::Free { .. })) {\n            let free = backlog.remove(i).expect(\"found\");\n            backlog.push_front(cmd);\n            backlog.push_front(free);\n            continue;\n        }\n        match cmd {",
+        what: "the CPU worker runs a queued free ahead of the work queued before it",
     },
     Mutation {
         case: "c10_replay_events_name_their_graph",
