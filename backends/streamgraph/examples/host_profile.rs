@@ -17,9 +17,7 @@
 //! instruction count divided by 100,000 launches, or by 200 × 1,000 nodes,
 //! is the cost of one. It measures nothing itself: it only runs the loops.
 
-use seam::{ops, BufferId, DType, Device, DeviceInfo, GraphId, GraphRef};
-use seam_streamgraph::fake::{FakeDriver, FakeToolchain};
-use seam_streamgraph::StreamBackend;
+use seam::{ops, BufferId, DType, Device, GraphId, GraphRef};
 use std::hint::black_box;
 
 const LAUNCHES: usize = 100_000;
@@ -28,16 +26,9 @@ const REBINDS: usize = 200;
 const N: u32 = 1 << 16;
 
 fn device() -> Device {
-    let d = FakeDriver::new();
-    let t = FakeToolchain::new(&d, false);
-    let info = DeviceInfo {
-        backend: "fake".into(),
-        index: 0,
-        name: "quiet fake".into(),
-        driver: "none".into(),
-    };
-    d.set_quiet(true);
-    Device::new(Box::new(StreamBackend::new(info, d, t)))
+    let (b, fake) = seam_streamgraph::fake::backend(false);
+    fake.set_quiet(true);
+    Device::new(Box::new(b))
 }
 
 /// The measured eager loop (`--toggle-collect` names it).

@@ -5,25 +5,13 @@
 use crate::fake::{Call, FakeDriver, FakeToolchain};
 use crate::StreamBackend;
 use seam::{
-    Backend, DType, DeviceInfo, ErrorKind, GraphUser, Launch, OpKind, Params, RawBuffer, RawView,
-    ReplayTarget, ResourceCounts,
+    Backend, DType, ErrorKind, GraphUser, Launch, OpKind, Params, RawBuffer, RawView, ReplayTarget,
+    ResourceCounts,
 };
 
 pub(crate) type Fake = StreamBackend<FakeDriver, FakeToolchain>;
 
-/// A backend over a fresh fake, and an observer of the fake's log.
-pub(crate) fn backend(vendor_gemm: bool) -> (Fake, FakeDriver) {
-    let d = FakeDriver::new();
-    let log = d.observer();
-    let t = FakeToolchain::new(&d, vendor_gemm);
-    let info = DeviceInfo {
-        backend: "fake".into(),
-        index: 0,
-        name: "recording fake".into(),
-        driver: "none".into(),
-    };
-    (StreamBackend::new(info, d, t), log)
-}
+pub(crate) use crate::fake::backend;
 
 pub(crate) fn add(a: RawBuffer, b: RawBuffer, out: RawBuffer, n: u32) -> Launch {
     Launch {

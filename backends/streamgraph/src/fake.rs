@@ -196,6 +196,22 @@ pub struct FakeFunction {
     name: String,
 }
 
+/// A `StreamBackend` over a fresh fake (cuBLAS-like vendor GEMM where
+/// `vendor_gemm`), and an observer of the fake's state: the one setup the
+/// backend's unit tests, the allocation test and the host profile share.
+pub fn backend(vendor_gemm: bool) -> (crate::StreamBackend<FakeDriver, FakeToolchain>, FakeDriver) {
+    let d = FakeDriver::new();
+    let observer = d.observer();
+    let t = FakeToolchain::new(&d, vendor_gemm);
+    let info = seam::DeviceInfo {
+        backend: "fake".into(),
+        index: 0,
+        name: "recording fake".into(),
+        driver: "none".into(),
+    };
+    (crate::StreamBackend::new(info, d, t), observer)
+}
+
 impl FakeDriver {
     pub fn new() -> Self {
         Self::default()

@@ -31,9 +31,8 @@
 // it is sound.
 #![allow(unsafe_code)]
 
-use seam::{ops, DType, Device, DeviceInfo};
-use seam_streamgraph::fake::{FakeDriver, FakeToolchain};
-use seam_streamgraph::StreamBackend;
+use seam::{ops, DType, Device};
+use seam_streamgraph::fake::FakeDriver;
 
 #[path = "../../../core/tests/support/counting.rs"]
 mod counting;
@@ -45,17 +44,9 @@ const N: usize = 1_000;
 
 /// A device over a quiet fake driver, and an observer of that fake.
 fn device() -> (Device, FakeDriver) {
-    let d = FakeDriver::new();
-    let fake = d.observer();
-    let t = FakeToolchain::new(&d, false);
-    let info = DeviceInfo {
-        backend: "fake".into(),
-        index: 0,
-        name: "recording fake".into(),
-        driver: "none".into(),
-    };
-    d.set_quiet(true);
-    (Device::new(Box::new(StreamBackend::new(info, d, t))), fake)
+    let (b, fake) = seam_streamgraph::fake::backend(false);
+    fake.set_quiet(true);
+    (Device::new(Box::new(b)), fake)
 }
 
 #[test]
