@@ -141,9 +141,8 @@ pub struct CpuBackend {
     current: Option<Arc<Vec<Launch>>>,
     graphs: HashMap<u64, Arc<Vec<Launch>>>,
     next: u64,
-    /// Buffers allocated and not yet freed (frees are queued, so count here).
-    live_buffers: usize,
-    /// Each live buffer's size, kept on this side of the queue so `free`
+    /// Each buffer allocated and not yet freed, with its size (frees are
+    /// queued, so they are counted here), kept on this side of the queue so `free`
     /// never waits for the memory lock the worker holds while it runs a
     /// launch (a host call must not wait behind queued work: C8's free case
     /// could not tell a free that jumps the queue from one that does not).
@@ -180,7 +179,6 @@ impl CpuBackend {
             current: None,
             graphs: HashMap::new(),
             next: 1,
-            live_buffers: 0,
             sizes: HashMap::new(),
             live_bytes: 0,
             timing: false,
@@ -215,7 +213,6 @@ impl Backend for CpuBackend {
             .unwrap_or_else(|p| p.into_inner())
             .insert(id, vec![0xA5; bytes]);
         self.sizes.insert(id, bytes as u64);
-        self.live_buffers += 1;
         self.live_bytes += bytes as u64;
         Ok(RawBuffer(id))
     }
@@ -224,7 +221,6 @@ impl Backend for CpuBackend {
         // The queue frees the memory behind the work queued before this.
         let bytes = self.sizes.remove(&buffer.0).unwrap_or(0);
         self.send(Command::Free { buffer: buffer.0 })?;
-        self.live_buffers -= 1;
         self.live_bytes -= bytes;
         Ok(())
     }
@@ -376,7 +372,7 @@ impl Backend for CpuBackend {
 
     fn live_resources(&self) -> ResourceCounts {
         ResourceCounts {
-            buffers: self.live_buffers,
+            buffers: self.sizes.len(),
             graphs: self.graphs.len() + usize::from(self.current.is_some()),
             bytes: self.live_bytes,
         }
