@@ -10,6 +10,8 @@
 
 pub mod csv;
 pub mod measure;
+/// One-off probes that locate a miss (`seam-bench probe`).
+pub mod probe;
 /// The raw-CUDA anchor in-process: `unsafe` FFI, each block with its
 /// `SAFETY` reason.
 #[cfg(feature = "cuda")]

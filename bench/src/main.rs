@@ -1,5 +1,6 @@
 //! `seam-bench run`: the seam arms, as CSV on stdout.
 //! `seam-bench report`: the arms' CSVs → Markdown + SVG.
+//! `seam-bench probe gemv|cuda-process`: one-off probes (`seam_bench::probe`).
 
 use clap::{Parser, Subcommand};
 use seam_bench::csv::{Row, HEADER};
@@ -66,6 +67,15 @@ enum Cmd {
         #[arg(long, default_value = "seam")]
         arm: String,
     },
+    /// A one-off probe that locates a miss (lines on stdout).
+    Probe {
+        /// `gemv` (WGSL GEMV and copy variants on the raw Vulkan device)
+        /// or `cuda-process` (the raw CUDA chain as the process fills).
+        what: String,
+        /// Hidden sizes of the GEMV probe.
+        #[arg(long, value_delimiter = ',', default_value = "4096,8192")]
+        hiddens: Vec<u32>,
+    },
     /// Turn the arms' CSVs into results.md and SVG plots.
     Report {
         /// CSV files (raw, torch, seam: any order, any number).
@@ -125,6 +135,26 @@ fn main() -> ExitCode {
             };
             measure::run(&cfg, &mut Stdout);
             ExitCode::SUCCESS
+        }
+        Cmd::Probe { what, hiddens } => {
+            let mut print = |line: String| println!("{line}");
+            let result = match what.as_str() {
+                #[cfg(feature = "vulkan")]
+                "gemv" => seam_bench::raw_vulkan::probe::run(&hiddens, &mut print),
+                #[cfg(feature = "cuda")]
+                "cuda-process" => seam_bench::probe::cuda_process(&mut print),
+                other => Err(format!(
+                    "no probe `{other}` in this build (gemv needs the vulkan feature, cuda-process the cuda one)"
+                )),
+            };
+            let _ = hiddens;
+            match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("seam-bench probe {what}: {e}");
+                    ExitCode::FAILURE
+                }
+            }
         }
         Cmd::Report { csvs, out } => {
             let mut texts = Vec::new();

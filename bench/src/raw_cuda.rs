@@ -56,6 +56,9 @@ pub struct RawCuda {
     nodes: u32,
     grid: u32,
     params: seam::Params,
+    /// Buffers and streams set aside by [`RawCuda::set_aside`] (the probe),
+    /// released in `Drop`.
+    kept: Vec<(sys::CUdeviceptr, sys::CUstream)>,
 }
 
 impl RawCuda {
@@ -97,6 +100,7 @@ impl RawCuda {
             nodes: 0,
             grid: 1,
             params: seam::Params::default(),
+            kept: Vec::new(),
         };
         raw.current()?;
         raw.stream = cu::stream::create(cu::stream::StreamKind::NonBlocking)
@@ -212,6 +216,31 @@ impl RawCuda {
         unsafe { cu::graph::launch(exec, self.stream) }.map_err(drv("cuGraphLaunch"))
     }
 
+    /// The chain buffer's device address.
+    pub fn address(&self) -> u64 {
+        self.x
+    }
+
+    /// For the probe: keep the chain's buffer (and, with `stream`, the
+    /// stream) allocated but unused, so the next [`RawCuda::chain`] runs on a
+    /// fresh allocation at another address (and a new stream).
+    pub fn set_aside(&mut self, stream: bool) -> Result<(), String> {
+        self.current()?;
+        self.wait()?;
+        let old_stream = if stream {
+            let s = self.stream;
+            self.stream = cu::stream::create(cu::stream::StreamKind::NonBlocking)
+                .map_err(drv("cuStreamCreate"))?;
+            s
+        } else {
+            std::ptr::null_mut()
+        };
+        self.kept.push((self.x, old_stream));
+        self.x = 0;
+        self.bytes = 0;
+        Ok(())
+    }
+
     /// Wait for the stream (`cuStreamSynchronize`).
     pub fn wait(&mut self) -> Result<(), String> {
         // SAFETY: a live stream.
@@ -255,6 +284,14 @@ impl Drop for RawCuda {
             }
             if self.x != 0 {
                 let _ = cu::free_sync(self.x);
+            }
+            for (x, s) in self.kept.drain(..) {
+                if x != 0 {
+                    let _ = cu::free_sync(x);
+                }
+                if !s.is_null() {
+                    let _ = cu::stream::destroy(s);
+                }
             }
             if !self.module.is_null() {
                 let _ = cu::module::unload(self.module);

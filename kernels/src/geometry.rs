@@ -13,11 +13,26 @@ use std::fmt;
 pub const GRID_EDGE: u32 = 65_535;
 
 /// gemm with at most this many rows (m = `d0`) runs as a GEMV: one
-/// workgroup per row and strip of [`GEMV_COLS`] columns (`wgsl/gemm.wgsl`
+/// workgroup per row and strip of [`gemv_cols`] columns (`wgsl/gemm.wgsl`
 /// declares the same constants; a test checks them).
 pub const GEMV_MAX_M: u32 = 8;
-/// Output columns of one gemm GEMV workgroup.
+/// Output columns of one gemm GEMV workgroup, unless [`GEMV_WIDE_COLS`]
+/// still gives [`GEMV_WIDE_GROUPS`] workgroups.
 pub const GEMV_COLS: u32 = 16;
+/// The wider strip: 128-byte pieces of each row of b (f32).
+pub const GEMV_WIDE_COLS: u32 = 32;
+/// Workgroups the wider strip must still give (two per SM on a 128-SM GPU).
+pub const GEMV_WIDE_GROUPS: u32 = 256;
+
+/// Columns of one GEMV workgroup for m rows of n columns, as
+/// `wgsl/gemm.wgsl`'s `gemv_cols` computes it.
+pub const fn gemv_cols(m: u32, n: u32) -> u32 {
+    if m as u64 * (n as u64).div_ceil(GEMV_WIDE_COLS as u64) >= GEMV_WIDE_GROUPS as u64 {
+        GEMV_WIDE_COLS
+    } else {
+        GEMV_COLS
+    }
+}
 
 /// Threads per workgroup of every kernel of `op`, as its WGSL
 /// `@workgroup_size` declares (the tests check this against naga's
@@ -68,8 +83,10 @@ pub fn workgroups_of(launch: &Launch, threads: [u32; 3]) -> u64 {
         | OpKind::Silu => n.div_ceil(per_group),
         // One workgroup per row.
         OpKind::RmsNorm | OpKind::Softmax => n,
-        // A GEMV: one workgroup per row and strip of GEMV_COLS columns.
-        OpKind::Gemm if p.d0 <= GEMV_MAX_M => n * (p.d1 as u64).div_ceil(GEMV_COLS as u64),
+        // A GEMV: one workgroup per row and strip of gemv_cols columns.
+        OpKind::Gemm if p.d0 <= GEMV_MAX_M => {
+            n * (p.d1 as u64).div_ceil(gemv_cols(p.d0, p.d1) as u64)
+        }
         // One workgroup per output tile of threads[1] rows × threads[0] columns.
         OpKind::Gemm => {
             let (tx, ty) = (threads[0].max(1) as u64, threads[1].max(1) as u64);
@@ -204,8 +221,12 @@ mod tests {
         assert_eq!(workgroups(&launch(OpKind::RmsNorm, DType::F16, 5, 900)), 5);
         // gemm: m = 17 rows (2 tiles) × n = 33 columns (3 tiles).
         assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 17, 33)), 6);
-        // A GEMV (m <= GEMV_MAX_M): one workgroup per row per 16 columns.
-        assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 1, 8192)), 512);
+        // A GEMV (m <= GEMV_MAX_M): one workgroup per row per 16 columns,
+        // or per 32 where that still makes 256 workgroups.
+        assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 1, 8192)), 256);
+        assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 1, 8160)), 510);
+        assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 1, 4096)), 256);
+        assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 2, 4096)), 256);
         assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F16, 3, 33)), 9);
         assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 8, 32)), 16);
         assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 9, 32)), 2);
@@ -226,19 +247,23 @@ mod tests {
     #[test]
     fn gemv_constants_are_the_wgsl_kernels() {
         let src = crate::source(OpKind::Gemm, crate::Language::Wgsl).unwrap();
-        for (name, value) in [("GEMV_MAX_M", GEMV_MAX_M), ("GEMV_COLS", GEMV_COLS)] {
+        for (name, value) in [
+            ("GEMV_MAX_M", GEMV_MAX_M),
+            ("GEMV_COLS", GEMV_COLS),
+            ("GEMV_WIDE_COLS", GEMV_WIDE_COLS),
+            ("GEMV_WIDE_GROUPS", GEMV_WIDE_GROUPS),
+        ] {
             let decl = format!("const {name}: u32 = {value}u;");
             assert!(src.contains(&decl), "gemm.wgsl does not declare `{decl}`");
         }
-        // The k-slices fill the workgroup: 256 / GEMV_COLS of them.
+        // Quads of 4 columns × k-slices fill the workgroup, and the slices
+        // are a power of two (the shared-memory tree halves them).
         let threads: u32 = workgroup_size(OpKind::Gemm).iter().product();
-        let slices = format!("const GEMV_SLICES: u32 = {}u;", threads / GEMV_COLS);
-        assert!(
-            src.contains(&slices),
-            "gemm.wgsl does not declare `{slices}`"
-        );
-        assert_eq!(threads % GEMV_COLS, 0);
-        assert!((threads / GEMV_COLS).is_power_of_two());
+        for cols in [GEMV_COLS, GEMV_WIDE_COLS] {
+            assert_eq!(cols % 4, 0);
+            assert_eq!(threads % (cols / 4), 0);
+            assert!((threads / (cols / 4)).is_power_of_two());
+        }
     }
 
     #[test]

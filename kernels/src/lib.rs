@@ -34,6 +34,12 @@ include!(concat!(env!("OUT_DIR"), "/sources.rs"));
 /// prepends it to a user kernel's [`seam::KernelDef::wgsl`].
 pub const WGSL_PARAMS: &str = include_str!("../wgsl/params.wgsl");
 
+/// Bytes every buffer a WGSL kernel binds is a whole multiple of: the
+/// Vulkan, wgpu and Metal backends round allocations up to it. gemm binds
+/// b as `array<vec4<u32>>`, so the quad holding any word of a buffer must
+/// lie inside it.
+pub const BUFFER_ROUND: u64 = 16;
+
 /// The shared CUDA C prelude: the `Params` block every kernel takes by value.
 pub const CUDA_PARAMS: &str = include_str!("../cuda/params.cu");
 

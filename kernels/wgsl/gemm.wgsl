@@ -3,16 +3,20 @@
 // chosen by m (seam_kernels::geometry picks the same workgroup count):
 //
 // - m <= GEMV_MAX_M (decode: m = 1): a GEMV. Workgroup t computes row
-//   t % m of GEMV_COLS adjacent columns, strip t / m (the rows of one strip
-//   are neighbours in launch order, so they share b through the cache).
-//   Invocation i takes column i % GEMV_COLS and k-slice s = i / GEMV_COLS:
-//   it sums the products kk = s, s + GEMV_SLICES, ... in order, GEMV_UNROLL
-//   independent loads at a time, then the GEMV_SLICES partial sums are added
-//   in a shared-memory tree. Adjacent invocations read adjacent words of b.
-//   16 columns × 16 slices (not 32 × 8, nor 8 × 32), measured on the H200 at
-//   L = 32, H = 8192: 3.42 ms a step on Vulkan, against 4.28 ms with 32
-//   columns (half the workgroups, too few loads in flight) and 7.17 ms with
-//   8 (32-byte pieces of rows 32 KiB apart).
+//   t % m of `cols` adjacent columns, strip t / m (the rows of one strip
+//   are neighbours in launch order, so they share b through the cache):
+//   cols = GEMV_WIDE_COLS where that still gives at least GEMV_WIDE_GROUPS
+//   workgroups (m * ceil(n / 32) >= 256), else GEMV_COLS. Invocation i takes
+//   the quad of 4 columns i % (cols / 4) and k-slice s = i / (cols / 4), of
+//   `slices` = 256 / (cols / 4): it sums the products kk = s, s + slices,
+//   ... in order, GEMV_UNROLL independent loads at a time, then the slices'
+//   partial sums are added in a shared-memory tree. A quad is one 16-byte
+//   load of b where the rows and b's view are 16-byte aligned (f32, n and
+//   the view's offset multiples of 4), four word loads otherwise.
+//   Measured on the H200's Vulkan driver (docs/results/bench/probes.md, the
+//   GEMV probe): at H = 8192, 32 columns, vec4: 72.5 µs a GEMV, 16 columns
+//   of words (the kernel before): 92.9 µs; at H = 4096 (128 workgroups of
+//   32 columns would leave SMs idle), 16 columns, vec4: 24.6 µs vs 29.6.
 // - otherwise: one 16×16 workgroup per 16×16 output tile, tiles numbered
 //   row-major over the output; each output sums its k products in order, as
 //   the CPU reference does.
@@ -21,10 +25,11 @@
 // fit the 2D dispatch grid. a and b are packed words: f32, or two f16 / bf16
 // per u32 (bf16 is the upper half of an f32). a, b and c are indexed (in
 // elements) from their views' offsets p.o0, p.o1, p.o2: an odd 16-bit offset
-// starts mid-word. Loads are scalar words: a wider (vec4) binding would need
-// every buffer's bound size to be a multiple of 16 bytes.
+// starts mid-word. b is bound as 16-byte quads of words: the Vulkan, wgpu
+// and Metal backends allocate every buffer in multiples of 16 bytes, so the
+// quad holding any word of a buffer is inside it.
 @group(0) @binding(0) var<storage, read> a: array<u32>;
-@group(0) @binding(1) var<storage, read> b: array<u32>;
+@group(0) @binding(1) var<storage, read> b: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read_write> c: array<f32>;
 
 const TILE: u32 = 16u;
@@ -32,13 +37,15 @@ const KIND_F32: u32 = 0u;
 const KIND_F16: u32 = 1u;
 const KIND_BF16: u32 = 2u;
 
-// Kept equal to GEMV_MAX_M and GEMV_COLS in seam_kernels::geometry (tested).
+// Kept equal to the constants of the same names in seam_kernels::geometry
+// (tested).
 const GEMV_MAX_M: u32 = 8u;
 const GEMV_COLS: u32 = 16u;
-const GEMV_SLICES: u32 = 16u; // 256 / GEMV_COLS
+const GEMV_WIDE_COLS: u32 = 32u;
+const GEMV_WIDE_GROUPS: u32 = 256u;
 const GEMV_UNROLL: u32 = 8u;
 
-var<workgroup> partial: array<f32, 256>;
+var<workgroup> partial: array<vec4<f32>, 256>;
 var<workgroup> tile_a: array<array<f32, 16>, 16>;
 var<workgroup> tile_b: array<array<f32, 16>, 16>;
 
@@ -57,11 +64,24 @@ fn a_at(i: u32, kind: u32) -> f32 {
     return unpack(a[i >> 1u], i, kind);
 }
 
+// Word i of b.
+fn b_word(i: u32) -> u32 {
+    return b[i >> 2u][i & 3u];
+}
+
 fn b_at(i: u32, kind: u32) -> f32 {
     if (kind == KIND_F32) {
-        return bitcast<f32>(b[i]);
+        return bitcast<f32>(b_word(i));
     }
-    return unpack(b[i >> 1u], i, kind);
+    return unpack(b_word(i >> 1u), i, kind);
+}
+
+// Columns of one GEMV workgroup (seam_kernels::geometry::gemv_cols).
+fn gemv_cols(m: u32, n: u32) -> u32 {
+    if (m * ((n + GEMV_WIDE_COLS - 1u) / GEMV_WIDE_COLS) >= GEMV_WIDE_GROUPS) {
+        return GEMV_WIDE_COLS;
+    }
+    return GEMV_COLS;
 }
 
 fn gemm_tile(wid: vec3<u32>, nwg: vec3<u32>, lid: vec3<u32>, kind: u32) {
@@ -98,53 +118,86 @@ fn gemm_tile(wid: vec3<u32>, nwg: vec3<u32>, lid: vec3<u32>, kind: u32) {
     }
 }
 
-// Row t % m, columns (t / m) * GEMV_COLS + 0..GEMV_COLS of c; li is the
-// invocation's local index (0..256).
+// Row t % m, columns (t / m) * cols + 0..cols of c; li is the invocation's
+// local index (0..256).
 fn gemv_strip(t: u32, li: u32, kind: u32) {
     let m = p.d0;
     let n = p.d1;
     let k = p.d2;
+    let quads = gemv_cols(m, n) / 4u;
+    let S = 256u / quads;
     let row = t % m;
-    let col = (t / m) * GEMV_COLS + li % GEMV_COLS;
-    let s = li / GEMV_COLS;
-    var acc = 0.0;
+    let col = (t / m) * quads * 4u + (li % quads) * 4u;
+    let s = li / quads;
+    var acc = vec4<f32>(0.0);
     if (col < n) {
         let ar = p.o0 + row * k;
-        let bc = p.o1 + col;
-        let S = GEMV_SLICES;
-        var kk = s;
-        for (; kk + (GEMV_UNROLL - 1u) * S < k; kk += GEMV_UNROLL * S) {
-            let b0 = b_at(bc + kk * n, kind);
-            let b1 = b_at(bc + (kk + S) * n, kind);
-            let b2 = b_at(bc + (kk + 2u * S) * n, kind);
-            let b3 = b_at(bc + (kk + 3u * S) * n, kind);
-            let b4 = b_at(bc + (kk + 4u * S) * n, kind);
-            let b5 = b_at(bc + (kk + 5u * S) * n, kind);
-            let b6 = b_at(bc + (kk + 6u * S) * n, kind);
-            let b7 = b_at(bc + (kk + 7u * S) * n, kind);
-            acc += a_at(ar + kk, kind) * b0;
-            acc += a_at(ar + kk + S, kind) * b1;
-            acc += a_at(ar + kk + 2u * S, kind) * b2;
-            acc += a_at(ar + kk + 3u * S, kind) * b3;
-            acc += a_at(ar + kk + 4u * S, kind) * b4;
-            acc += a_at(ar + kk + 5u * S, kind) * b5;
-            acc += a_at(ar + kk + 6u * S, kind) * b6;
-            acc += a_at(ar + kk + 7u * S, kind) * b7;
-        }
-        for (; kk < k; kk += S) {
-            acc += a_at(ar + kk, kind) * b_at(bc + kk * n, kind);
+        if (kind == KIND_F32 && (n & 3u) == 0u && (p.o1 & 3u) == 0u) {
+            // Whole quads: col + 3 < n, and quad (o1 + kk * n + col) / 4.
+            let nq = n >> 2u;
+            let bq = (p.o1 >> 2u) + (col >> 2u);
+            var kk = s;
+            for (; kk + (GEMV_UNROLL - 1u) * S < k; kk += GEMV_UNROLL * S) {
+                let b0 = bitcast<vec4<f32>>(b[bq + kk * nq]);
+                let b1 = bitcast<vec4<f32>>(b[bq + (kk + S) * nq]);
+                let b2 = bitcast<vec4<f32>>(b[bq + (kk + 2u * S) * nq]);
+                let b3 = bitcast<vec4<f32>>(b[bq + (kk + 3u * S) * nq]);
+                let b4 = bitcast<vec4<f32>>(b[bq + (kk + 4u * S) * nq]);
+                let b5 = bitcast<vec4<f32>>(b[bq + (kk + 5u * S) * nq]);
+                let b6 = bitcast<vec4<f32>>(b[bq + (kk + 6u * S) * nq]);
+                let b7 = bitcast<vec4<f32>>(b[bq + (kk + 7u * S) * nq]);
+                acc += a_at(ar + kk, kind) * b0;
+                acc += a_at(ar + kk + S, kind) * b1;
+                acc += a_at(ar + kk + 2u * S, kind) * b2;
+                acc += a_at(ar + kk + 3u * S, kind) * b3;
+                acc += a_at(ar + kk + 4u * S, kind) * b4;
+                acc += a_at(ar + kk + 5u * S, kind) * b5;
+                acc += a_at(ar + kk + 6u * S, kind) * b6;
+                acc += a_at(ar + kk + 7u * S, kind) * b7;
+            }
+            for (; kk < k; kk += S) {
+                acc += a_at(ar + kk, kind) * bitcast<vec4<f32>>(b[bq + kk * nq]);
+            }
+        } else {
+            // Any type and offset: the quad's columns one element at a
+            // time, those past n left at zero.
+            for (var kk = s; kk < k; kk += S) {
+                let at = p.o1 + kk * n + col;
+                var v = vec4<f32>(b_at(at, kind), 0.0, 0.0, 0.0);
+                if (col + 1u < n) {
+                    v.y = b_at(at + 1u, kind);
+                }
+                if (col + 2u < n) {
+                    v.z = b_at(at + 2u, kind);
+                }
+                if (col + 3u < n) {
+                    v.w = b_at(at + 3u, kind);
+                }
+                acc += a_at(ar + kk, kind) * v;
+            }
         }
     }
     partial[li] = acc;
     workgroupBarrier();
-    for (var h = GEMV_SLICES / 2u; h > 0u; h >>= 1u) {
+    for (var h = S / 2u; h > 0u; h >>= 1u) {
         if (s < h) {
-            partial[li] += partial[li + h * GEMV_COLS];
+            partial[li] += partial[li + h * quads];
         }
         workgroupBarrier();
     }
     if (s == 0u && col < n) {
-        c[p.o2 + row * n + col] = partial[li];
+        let sum = partial[li];
+        let at = p.o2 + row * n + col;
+        c[at] = sum.x;
+        if (col + 1u < n) {
+            c[at + 1u] = sum.y;
+        }
+        if (col + 2u < n) {
+            c[at + 2u] = sum.z;
+        }
+        if (col + 3u < n) {
+            c[at + 3u] = sum.w;
+        }
     }
 }
 
@@ -153,7 +206,8 @@ fn gemv_strip(t: u32, li: u32, kind: u32) {
 fn gemm_run(wid: vec3<u32>, nwg: vec3<u32>, lid: vec3<u32>, kind: u32) {
     let t = wid.x + wid.y * nwg.x;
     if (p.d0 <= GEMV_MAX_M) {
-        if (t < p.d0 * ((p.d1 + GEMV_COLS - 1u) / GEMV_COLS)) {
+        let cols = gemv_cols(p.d0, p.d1);
+        if (t < p.d0 * ((p.d1 + cols - 1u) / cols)) {
             gemv_strip(t, lid.x + lid.y * TILE, kind);
         }
         return;

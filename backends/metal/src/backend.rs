@@ -392,9 +392,10 @@ impl Backend for MetalBackend {
     }
 
     fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
-        // Kernels see every buffer as whole 32-bit words.
+        // Kernels see every buffer as whole 32-bit words, and gemm reads b
+        // in 16-byte quads (seam_kernels::BUFFER_ROUND).
         let rounded = bytes
-            .checked_next_multiple_of(4)
+            .checked_next_multiple_of(seam_kernels::BUFFER_ROUND as usize)
             .ok_or(ErrorKind::TooLarge {
                 what: "allocation",
                 detail: format!("{bytes} bytes"),

@@ -14,8 +14,9 @@
 //!   work, then copy. On a discrete device buffers are device-local and
 //!   write/read go through one staging buffer (64 MiB chunks) with a copy on
 //!   the queue. `SEAM_VULKAN_STAGING=1` forces the staging path anywhere (to
-//!   test it on lavapipe). Buffer sizes round up to whole 32-bit words, since
-//!   kernels see every buffer as `array<u32>`.
+//!   test it on lavapipe). Buffer sizes round up to whole 16-byte quads
+//!   (`seam_kernels::BUFFER_ROUND`): kernels see every buffer as `array<u32>`,
+//!   and gemm reads b as `array<vec4<u32>>`.
 //! - **Descriptors.** One descriptor set per launch, allocated at launch (or
 //!   record) time from pools owned by the command buffer it is recorded into:
 //!   an eager batch resets its pools when its submission completes, a graph

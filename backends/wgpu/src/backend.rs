@@ -483,7 +483,9 @@ impl Backend for WgpuBackend {
     }
 
     fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
-        let size = (bytes as u64).div_ceil(ALIGN) * ALIGN;
+        // Whole 16-byte quads: gemm reads b as `array<vec4<u32>>`.
+        let round = seam_kernels::BUFFER_ROUND.max(ALIGN);
+        let size = (bytes as u64).div_ceil(round) * round;
         let max = self.gpu.limits.max_buffer_size;
         if size > max {
             return Err(ErrorKind::TooLarge {

@@ -95,15 +95,27 @@ fn build_op(gpu: &Gpu, op: OpKind) -> Result<OpKernel, ErrorKind> {
             count: None,
         })
         .collect();
-    let module = gpu
-        .checked("wgpu::Device::create_shader_module", || {
+    let module = match op {
+        OpKind::User(_) => gpu.checked("wgpu::Device::create_shader_module", || {
             gpu.device
                 .create_shader_module(wgpu::ShaderModuleDescriptor {
                     label: Some(op.name()),
                     source: wgpu::ShaderSource::Wgsl(source.into()),
                 })
-        })
-        .map_err(|e| compile_error(op, e))?;
+        }),
+        // The catalogue's own WGSL, without wgpu's runtime checks (`sys`).
+        _ => gpu
+            .checked("wgpu::Device::create_shader_module_trusted", || {
+                crate::sys::catalogue_module(&gpu.device, op)
+            })
+            .and_then(|m| {
+                m.ok_or(ErrorKind::OpUnsupported {
+                    op,
+                    dtype: DType::F32,
+                })
+            }),
+    }
+    .map_err(|e| compile_error(op, e))?;
     let bind_layout = gpu.checked("wgpu::Device::create_bind_group_layout", || {
         gpu.device
             .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {

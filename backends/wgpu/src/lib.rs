@@ -1,6 +1,7 @@
 //! The wgpu backend: every adapter wgpu finds (Vulkan and Metal here) is a
 //! device, kernels are the WGSL sources of `seam-kernels`, and graph capture
-//! is **Emulated**. Safe Rust only.
+//! is **Emulated**. Safe Rust, but for one call in `sys` (catalogue kernels'
+//! modules without wgpu's runtime checks, as the Vulkan backend runs them).
 //!
 //! Decisions, each made once (docs/wgpu.md says what the emulated graph
 //! saves and what it does not):
@@ -11,7 +12,8 @@
 //!   and compute shaders. An adapter without them is skipped with a reason
 //!   ([`adapters`] lists it). `WGPU_BACKEND` narrows the backends, as wgpu does.
 //! - **Memory.** One `STORAGE | COPY_SRC | COPY_DST` buffer per allocation,
-//!   rounded up to whole 32-bit words (kernels see `array<u32>`). Writes go
+//!   rounded up to whole 16-byte quads (kernels see `array<u32>`; gemm
+//!   reads b as `array<vec4<u32>>`). Writes go
 //!   through `Queue::write_buffer`; a write that does not start and end on a
 //!   word first reads the two edge words back. Reads copy into a `MAP_READ`
 //!   staging buffer (reused, at most 64 MiB a chunk) and map it with a
@@ -20,7 +22,9 @@
 //!   per op, the layout reflected from the WGSL with naga (so it always
 //!   matches the kernel's `read` / `read_write` declarations); one compute
 //!   pipeline per (op, entry point), made lazily or by `prepare`, cached for
-//!   the device's life. Bind groups are cached per (op, buffers) and evicted
+//!   the device's life. The catalogue's modules are made without wgpu's
+//!   runtime checks (index clamping, loop counters), as the Vulkan backend
+//!   compiles them (`sys`); a user kernel's keeps them. Bind groups are cached per (op, buffers) and evicted
 //!   when a buffer is freed. They bind whole buffers: a view's element
 //!   offset goes to the kernel in the immediates (`p.o<k>`), so views of
 //!   the same buffers share a bind group.
@@ -52,12 +56,12 @@
 //!   the call that raised it and the device's teardown (`validation.rs`,
 //!   docs/wgpu.md).
 
-#![forbid(unsafe_code)]
-
 mod backend;
 mod dispatch;
 mod gpu;
 mod kernels;
+#[allow(unsafe_code)]
+mod sys;
 #[cfg(test)]
 mod tests;
 mod validation;

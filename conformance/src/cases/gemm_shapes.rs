@@ -11,14 +11,19 @@ use seam::{ops, DType, Device, OpKind};
 /// Rows: 1 (decode), a few, 8 and 9 (either side of a GEMV cut-off of 8).
 const MS: [u32; 4] = [1, 3, 8, 9];
 /// Columns: a multiple of 4 (rows of f32 on 16-byte boundaries, for vector
-/// loads), 2 mod 4 (on 8 bytes only), odd, and 64 (whole tiles and strips).
-const NS: [u32; 4] = [4, 6, 33, 64];
+/// loads), 2 mod 4 (on 8 bytes only), odd, 64 (whole tiles and strips), and
+/// 1028 = 4 · 257: enough columns that a GEMV of 8 rows has over 256 strips
+/// even 32 wide (where an implementation may switch to wider strips once
+/// the device stays full), with a partial last strip at any power-of-two
+/// width above 4.
+const NS: [u32; 5] = [4, 6, 33, 64, 1028];
 /// k: fewer products than any k-split has slices, and 515 = 8 · 64 + 3 (an
 /// unrolled loop of 8 over 64 slices runs once, then a tail of 3).
 const KS: [u32; 2] = [3, 515];
 /// Element offset of `b`'s view: 0 (aligned), 2 (f32 rows off 16 bytes;
-/// 16-bit rows off a 32-bit word).
-const B_OFFSETS: [usize; 2] = [0, 2];
+/// 16-bit rows off a 32-bit word), 4 (f32 rows on 16 bytes, but not at the
+/// buffer's start: a vector path that drops the offset reads other data).
+const B_OFFSETS: [usize; 3] = [0, 2, 4];
 
 /// The output of `a[m×k] · b[k×n]` for `dtype` on `d`, with `b` a view
 /// `b_off` elements into its buffer, in the case's mode (eager or captured
@@ -64,13 +69,19 @@ fn gemm_on(
 /// that misplaces a view is caught on the CPU device too).
 ///
 /// Mutations (tried on vulkan:0 and wgpu:0, lavapipe), in
-/// `kernels/wgsl/gemm.wgsl`'s GEMV: `b`'s view offset left out (`let bc =
-/// p.o1 + col` → `col`) → red at "f32 m=1 n=4 k=3, b at element 2", and the
-/// rest of the suite stays green (76 of 78 vulkan:0 trials passed: every
-/// other gemm workload has m = 17, where the GEMV does not run); its
-/// partial-sum tree adding the wrong neighbour (`li + h * GEMV_COLS` → `li
-/// + h`) → red at "f32 m=1 n=4 k=3, b at element 0"; its k loop's tail left
-/// out (`for (; kk < k; …)` → `kk < 0u`) → red at the same row. On cpu:0
+/// `kernels/wgsl/gemm.wgsl`'s GEMV: `b`'s view offset left out of the
+/// scalar path (`let at = p.o1 + kk * n + col` → `kk * n + col`) → red at
+/// "f32 m=1 n=4 k=3, b at element 2", and the rest of the suite stays green
+/// (every other gemm workload has m = 17, where the GEMV does not run); the
+/// same in the vec4 path (`let bq = (p.o1 >> 2u) + (col >> 2u)` → `col >>
+/// 2u`) → red only at "b at element 4"; the partial-sum tree adding the
+/// wrong neighbour (`li + h * quads` → `li + h`) → red at "f32 m=1 n=4
+/// k=515, b at element 0"; the vec4 k loop's tail left out (`for (; kk <
+/// k; …)` → `kk < 0u`) → red at "f32 m=1 n=4 k=3, b at element 0"; the
+/// scalar path dropping a quad's last column (`col + 3u < n` → `col + 3u <
+/// n - 1u`) → red at "f32 m=1 n=4 k=3, b at element 2"; the kernel's
+/// wide-strip rule disagreeing with the geometry's (`>= GEMV_WIDE_GROUPS`
+/// → `>= 2u * GEMV_WIDE_GROUPS`) → red only at "f32 m=8 n=1028". On cpu:0
 /// (`cargo xtask mutations`): the CPU backend reading every binding from
 /// byte 0 → red at the first row with `b` at element 2.
 pub const C11_GEMM_SHAPES_AGREE_WITH_CPU: Case = Case {

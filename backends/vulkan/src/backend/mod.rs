@@ -272,8 +272,10 @@ impl Backend for VulkanBackend {
 
     fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
         self.validated("alloc", |b| {
-            // Kernels address every buffer as 32-bit words.
-            let size = (bytes as u64).div_ceil(4) * 4;
+            // Kernels address every buffer as 32-bit words, and gemm reads
+            // b in 16-byte quads (seam_kernels::BUFFER_ROUND).
+            let size =
+                (bytes as u64).div_ceil(seam_kernels::BUFFER_ROUND) * seam_kernels::BUFFER_ROUND;
             let max = b.gpu.adapter().max_storage_buffer_range;
             if size > max {
                 return Err(ErrorKind::TooLarge {

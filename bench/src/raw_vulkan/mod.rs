@@ -36,9 +36,11 @@ use std::ffi::CString;
 use std::time::{Duration, Instant};
 
 // The backend's SPIR-V patch, compiled here from the backend's own source.
-#[path = "../../backends/vulkan/src/float_controls.rs"]
+#[path = "../../../backends/vulkan/src/float_controls.rs"]
 #[allow(dead_code)]
 mod float_controls;
+/// `seam-bench probe gemv`: kernel variants on the raw device.
+pub mod probe;
 
 /// How long any wait may take before it is an error (as in the backend).
 const TIMEOUT_NS: u64 = 20_000_000_000;
@@ -691,11 +693,24 @@ impl RawVulkan {
         self.wait()?;
         let x = self.x.ok_or("no buffer")?;
         let (s, _) = self.staging(size)?;
-        let (src, dst) = if to_device {
-            (s.buffer, x.buffer)
+        if to_device {
+            self.transfer(s, x, size)
         } else {
-            (x.buffer, s.buffer)
-        };
+            self.transfer(x, s, size)
+        }
+    }
+
+    /// Record and run one copy of `size` bytes from `src` to `dst` (both
+    /// owned by `self`, each at least `size` bytes).
+    fn transfer(&mut self, src: Mem, dst: Mem, size: u64) -> Result<(), String> {
+        if size > src.size || size > dst.size {
+            return Err(format!(
+                "copy of {size} bytes between buffers of {} and {}",
+                src.size, dst.size
+            ));
+        }
+        self.wait()?;
+        let (src, dst) = (src.buffer, dst.buffer);
         let d = &self.device;
         let cmd = self.xfer;
         let begin = vk::CommandBufferBeginInfo::default()
@@ -715,7 +730,7 @@ impl RawVulkan {
             .dst_access_mask(vk::AccessFlags::HOST_READ | vk::AccessFlags::SHADER_READ)];
         let region = [vk::BufferCopy::default().size(size)];
         // SAFETY: `cmd` is not pending (waited above; its pool resets single
-        // buffers); both buffers are live, `size` fits both; the barriers
+        // buffers); both buffers are live, `size` fits both (checked); the barriers
         // order the copy after earlier writes and before host reads.
         unsafe {
             d.reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty())

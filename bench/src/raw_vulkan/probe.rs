@@ -1,0 +1,635 @@
+//! A probe (issue 20), not a bench arm: WGSL GEMV and copy variants
+//! compiled by naga exactly as `seam-kernels` compiles the catalogue (SPIR-V
+//! 1.0, no bounds checks, no loop bounding, no workgroup zeroing, the
+//! `DenormPreserve` patch where the device reports it) and timed on the raw
+//! device, so one device command can compare kernel shapes on the driver
+//! that matters without rebuilding the backends. `seam-bench probe gemv`.
+//!
+//! A GEMV variant computes c = a · B (1 × H times H × H, f32, B row-major),
+//! as `ops::gemm` with m = 1 does; `prod` is the catalogue's own `gemm_f32`
+//! with the backend's geometry. Each is checked against a host sum in f64
+//! before it is timed: a command buffer of 32 dispatches over 8 distinct
+//! weights (rotated, so no weight is in L2 when it is read), each after the
+//! backend's global barrier, submitted and waited for 12 times; the median
+//! over 32 is the time of one GEMV. Copy variants copy 256 MiB the same way.
+
+use super::{vkerr, Mem, RawVulkan};
+use ash::vk;
+use seam::{ops, DType, Launch, OpKind, RawBuffer, RawView};
+use std::ffi::CString;
+use std::fmt::Write as _;
+use std::time::Instant;
+
+/// Dispatches per timed command buffer, distinct weights among them, runs.
+const DISPATCHES: usize = 32;
+const WEIGHTS: usize = 8;
+const RUNS: usize = 12;
+
+/// One kernel shape: its WGSL (without the prelude) or the catalogue's.
+struct Variant {
+    name: String,
+    /// `None`: the catalogue's SPIR-V and entry point.
+    wgsl: Option<String>,
+    /// Floats of c (or of the copy) one workgroup covers.
+    per_group: u32,
+}
+
+/// A GEMV variant: `lanes` invocations across columns, each loading a
+/// `width`-float vector (1, 2 or 4), `slices` invocations down k, `unroll`
+/// loads in flight per invocation, then a shared-memory tree over slices.
+fn gemv(width: u32, lanes: u32, slices: u32, unroll: u32) -> Variant {
+    let vt = match width {
+        1 => "f32".to_string(),
+        w => format!("vec{w}<f32>"),
+    };
+    let threads = lanes * slices;
+    let mut loads = String::new();
+    let mut sums = String::new();
+    for u in 0..unroll {
+        let _ = writeln!(loads, "            let b{u} = b[bc + (kk + {u}u * S) * n];");
+        let _ = writeln!(sums, "            acc += a[ar + kk + {u}u * S] * b{u};");
+    }
+    let wgsl = format!(
+        "@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read> b: array<{vt}>;
+@group(0) @binding(2) var<storage, read_write> c: array<{vt}>;
+const Q: u32 = {lanes}u;
+const S: u32 = {slices}u;
+const U: u32 = {unroll}u;
+var<workgroup> partial: array<{vt}, {threads}>;
+@compute @workgroup_size({threads})
+fn probe(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+         @builtin(local_invocation_index) li: u32) {{
+    let n = p.d1 / {width}u;
+    let k = p.d2;
+    let t = wid.x + wid.y * nwg.x;
+    let q = t * Q + li % Q;
+    let s = li / Q;
+    var acc = {vt}(0.0);
+    if (q < n) {{
+        let ar = p.o0;
+        let bc = p.o1 / {width}u + q;
+        var kk = s;
+        for (; kk + (U - 1u) * S < k; kk += U * S) {{
+{loads}{sums}        }}
+        for (; kk < k; kk += S) {{
+            acc += a[ar + kk] * b[bc + kk * n];
+        }}
+    }}
+    partial[li] = acc;
+    workgroupBarrier();
+    for (var h = S / 2u; h > 0u; h >>= 1u) {{
+        if (s < h) {{
+            partial[li] += partial[li + h * Q];
+        }}
+        workgroupBarrier();
+    }}
+    if (s == 0u && q < n) {{
+        c[p.o2 / {width}u + q] = partial[li];
+    }}
+}}
+"
+    );
+    Variant {
+        name: format!(
+            "v{width} {}x{slices} u{unroll} ({threads} thr)",
+            lanes * width
+        ),
+        wgsl: Some(wgsl),
+        per_group: lanes * width,
+    }
+}
+
+/// A copy variant: each invocation copies `per` vectors of `width` words,
+/// `per` workgroup-strides apart.
+fn copy(width: u32, per: u32) -> Variant {
+    let vt = match width {
+        1 => "u32".to_string(),
+        w => format!("vec{w}<u32>"),
+    };
+    let wgsl = format!(
+        "@group(0) @binding(0) var<storage, read> src: array<{vt}>;
+@group(0) @binding(1) var<storage, read_write> dst: array<{vt}>;
+@compute @workgroup_size(256)
+fn probe(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+         @builtin(local_invocation_index) li: u32) {{
+    let n = p.d0 / {width}u;
+    let base = (wid.x + wid.y * nwg.x) * {per}u * 256u + li;
+    for (var j = 0u; j < {per}u; j++) {{
+        let i = base + j * 256u;
+        if (i < n) {{
+            dst[i] = src[i];
+        }}
+    }}
+}}
+"
+    );
+    Variant {
+        name: format!("copy v{width} x{per}"),
+        wgsl: Some(wgsl),
+        per_group: 256 * width * per,
+    }
+}
+
+/// SPIR-V for `wgsl` (prelude prepended) with the catalogue's options.
+fn spirv(wgsl: &str) -> Result<Vec<u32>, String> {
+    let source = format!("{}\n{wgsl}", seam_kernels::WGSL_PARAMS);
+    let module = naga::front::wgsl::parse_str(&source).map_err(|e| e.emit_to_string(&source))?;
+    let info = naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::IMMEDIATES,
+    )
+    .validate(&module)
+    .map_err(|e| e.emit_to_string(&source))?;
+    let options = naga::back::spv::Options {
+        lang_version: (1, 0),
+        flags: naga::back::spv::WriterFlags::empty(),
+        zero_initialize_workgroup_memory: naga::back::spv::ZeroInitializeWorkgroupMemoryMode::None,
+        force_loop_bounding: false,
+        ..Default::default()
+    };
+    naga::back::spv::write_vec(&module, &info, &options, None).map_err(|e| e.to_string())
+}
+
+/// A pipeline over `bindings` storage buffers and the 64-byte block.
+struct Pipe {
+    set_layout: vk::DescriptorSetLayout,
+    layout: vk::PipelineLayout,
+    pipeline: vk::Pipeline,
+}
+
+impl RawVulkan {
+    fn pipe(&self, words: &[u32], entry: &str, bindings: u32) -> Result<Pipe, String> {
+        let d = &self.device;
+        let list: Vec<_> = (0..bindings)
+            .map(|i| {
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(i)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            })
+            .collect();
+        let info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&list);
+        // SAFETY: valid create info living across the call.
+        let set_layout = unsafe { d.create_descriptor_set_layout(&info, None) }
+            .map_err(vkerr("vkCreateDescriptorSetLayout"))?;
+        let mut pipe = Pipe {
+            set_layout,
+            layout: vk::PipelineLayout::null(),
+            pipeline: vk::Pipeline::null(),
+        };
+        let set_layouts = [set_layout];
+        let ranges = [vk::PushConstantRange::default()
+            .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            .offset(0)
+            .size(ops::IMMEDIATE_BYTES as u32)];
+        let info = vk::PipelineLayoutCreateInfo::default()
+            .set_layouts(&set_layouts)
+            .push_constant_ranges(&ranges);
+        // SAFETY: as above; the set layout is live.
+        pipe.layout = match unsafe { d.create_pipeline_layout(&info, None) } {
+            Ok(l) => l,
+            Err(e) => {
+                self.drop_pipe(&pipe);
+                return Err(format!("vkCreatePipelineLayout: {e}"));
+            }
+        };
+        let patched;
+        let words = if self.denorm_preserve {
+            patched = super::float_controls::denorm_preserve_f32(words)?;
+            &patched[..]
+        } else {
+            words
+        };
+        let info = vk::ShaderModuleCreateInfo::default().code(words);
+        // SAFETY: naga's validated module (patched only as the backend does).
+        let module = match unsafe { d.create_shader_module(&info, None) } {
+            Ok(m) => m,
+            Err(e) => {
+                self.drop_pipe(&pipe);
+                return Err(format!("vkCreateShaderModule: {e}"));
+            }
+        };
+        let entry = CString::new(entry).map_err(|e| e.to_string())?;
+        let stage = vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::COMPUTE)
+            .module(module)
+            .name(&entry);
+        let info = [vk::ComputePipelineCreateInfo::default()
+            .stage(stage)
+            .layout(pipe.layout)];
+        // SAFETY: live module and layout; the create info lives across the call.
+        let made = unsafe { d.create_compute_pipelines(vk::PipelineCache::null(), &info, None) };
+        // SAFETY: the module is only needed while pipelines are created from it.
+        unsafe { d.destroy_shader_module(module, None) };
+        match made {
+            Ok(p) => pipe.pipeline = p[0],
+            Err((_, e)) => {
+                self.drop_pipe(&pipe);
+                return Err(format!("vkCreateComputePipelines: {e}"));
+            }
+        }
+        Ok(pipe)
+    }
+
+    fn drop_pipe(&self, p: &Pipe) {
+        // SAFETY: called with the queue idle (every submit is waited for);
+        // null handles are ignored.
+        unsafe {
+            self.device.destroy_pipeline(p.pipeline, None);
+            self.device.destroy_pipeline_layout(p.layout, None);
+            self.device
+                .destroy_descriptor_set_layout(p.set_layout, None);
+        }
+    }
+
+    /// Record `runs` dispatches of `pipe`, dispatch i over `sets[i % len]`,
+    /// each after the global barrier, into the chain command buffer.
+    fn record(
+        &mut self,
+        pipe: &Pipe,
+        sets: &[vk::DescriptorSet],
+        groups: [u32; 2],
+        params: &[u8; ops::IMMEDIATE_BYTES],
+        runs: usize,
+    ) -> Result<(), String> {
+        self.wait()?;
+        let d = &self.device;
+        let cmd = self.chain;
+        let stages = vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER;
+        let barrier = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
+            .dst_access_mask(
+                vk::AccessFlags::SHADER_READ
+                    | vk::AccessFlags::SHADER_WRITE
+                    | vk::AccessFlags::TRANSFER_READ
+                    | vk::AccessFlags::TRANSFER_WRITE,
+            )];
+        // SAFETY: `cmd` is not pending (waited above); pipeline, layout and
+        // sets are live and compatible, every binding written; the push
+        // range matches the layout's; the group counts are within the
+        // device's limits (checked by the caller).
+        unsafe {
+            d.reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty())
+                .map_err(vkerr("vkResetCommandBuffer"))?;
+            d.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default())
+                .map_err(vkerr("vkBeginCommandBuffer"))?;
+            d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipe.pipeline);
+            for i in 0..runs {
+                d.cmd_pipeline_barrier(
+                    cmd,
+                    stages,
+                    stages,
+                    vk::DependencyFlags::empty(),
+                    &barrier,
+                    &[],
+                    &[],
+                );
+                d.cmd_bind_descriptor_sets(
+                    cmd,
+                    vk::PipelineBindPoint::COMPUTE,
+                    pipe.layout,
+                    0,
+                    &[sets[i % sets.len()]],
+                    &[],
+                );
+                d.cmd_push_constants(cmd, pipe.layout, vk::ShaderStageFlags::COMPUTE, 0, params);
+                d.cmd_dispatch(cmd, groups[0], groups[1], 1);
+            }
+            d.end_command_buffer(cmd)
+                .map_err(vkerr("vkEndCommandBuffer"))?;
+        }
+        Ok(())
+    }
+
+    /// Median µs of one run of the recorded command buffer, over `RUNS`.
+    fn time_recorded(&mut self) -> Result<f64, String> {
+        for _ in 0..2 {
+            self.submit()?;
+            self.wait()?;
+        }
+        let mut t = Vec::with_capacity(RUNS);
+        for _ in 0..RUNS {
+            let s = Instant::now();
+            self.submit()?;
+            self.wait()?;
+            t.push(s.elapsed().as_secs_f64() * 1e6);
+        }
+        t.sort_by(f64::total_cmp);
+        Ok(t[RUNS / 2])
+    }
+
+    /// Upload `data` into `dst` through staging.
+    fn upload(&mut self, dst: Mem, data: &[f32]) -> Result<(), String> {
+        let size = (data.len() * 4) as u64;
+        self.wait()?;
+        let (s, ptr) = self.staging(size)?;
+        // SAFETY: `ptr` maps the whole staging buffer (≥ `size` bytes), which
+        // no pending submission uses (waited above).
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr().cast::<u8>(), ptr, size as usize) };
+        self.transfer(s, dst, size)
+    }
+
+    /// The first `k` floats of `src`, through staging.
+    fn download(&mut self, src: Mem, k: usize) -> Result<Vec<f32>, String> {
+        let size = (k * 4) as u64;
+        let (s, _) = self.staging(size)?;
+        self.transfer(src, s, size)?;
+        let (_, ptr) = self.staging(size)?;
+        let mut out = vec![0f32; k];
+        // SAFETY: the copy completed (waited in `transfer`); the mapping
+        // holds at least `size` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(ptr, out.as_mut_ptr().cast::<u8>(), size as usize) };
+        Ok(out)
+    }
+
+    /// Descriptor sets over `lists` of buffers (whole ranges), from `pool`.
+    fn sets(
+        &self,
+        pool: vk::DescriptorPool,
+        layout: vk::DescriptorSetLayout,
+        lists: &[Vec<Mem>],
+    ) -> Result<Vec<vk::DescriptorSet>, String> {
+        let layouts = vec![layout; lists.len()];
+        let info = vk::DescriptorSetAllocateInfo::default()
+            .descriptor_pool(pool)
+            .set_layouts(&layouts);
+        // SAFETY: a live pool sized for these sets.
+        let sets = unsafe { self.device.allocate_descriptor_sets(&info) }
+            .map_err(vkerr("vkAllocateDescriptorSets"))?;
+        for (set, list) in sets.iter().zip(lists) {
+            let infos: Vec<[vk::DescriptorBufferInfo; 1]> = list
+                .iter()
+                .map(|m| {
+                    [vk::DescriptorBufferInfo::default()
+                        .buffer(m.buffer)
+                        .offset(0)
+                        .range(vk::WHOLE_SIZE)]
+                })
+                .collect();
+            let writes: Vec<_> = infos
+                .iter()
+                .enumerate()
+                .map(|(i, info)| {
+                    vk::WriteDescriptorSet::default()
+                        .dst_set(*set)
+                        .dst_binding(i as u32)
+                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                        .buffer_info(info)
+                })
+                .collect();
+            // SAFETY: live set and buffers; no submission uses the set yet.
+            unsafe { self.device.update_descriptor_sets(&writes, &[]) };
+        }
+        Ok(sets)
+    }
+}
+
+/// The GEMV and copy variants this probe measures.
+fn variants() -> (Vec<Variant>, Vec<Variant>) {
+    let prod = |per_group| Variant {
+        name: "prod (catalogue)".into(),
+        wgsl: None,
+        per_group,
+    };
+    let gemvs = vec![
+        prod(seam_kernels::geometry::GEMV_COLS),
+        gemv(1, 16, 16, 8),
+        gemv(1, 16, 16, 16),
+        gemv(1, 16, 32, 8),
+        gemv(1, 16, 64, 8),
+        gemv(2, 8, 32, 8),
+        gemv(2, 8, 64, 8),
+        gemv(2, 16, 16, 8),
+        gemv(4, 4, 64, 4),
+        gemv(4, 4, 64, 8),
+        gemv(4, 4, 128, 4),
+        gemv(4, 8, 32, 4),
+        gemv(4, 8, 32, 8),
+        gemv(4, 8, 64, 4),
+        gemv(4, 4, 256, 2),
+    ];
+    let copies = vec![
+        prod(64),
+        copy(1, 1),
+        copy(1, 4),
+        copy(4, 1),
+        copy(4, 2),
+        copy(4, 4),
+    ];
+    (gemvs, copies)
+}
+
+/// `seam-bench probe gemv`: every variant at each H, then the copies; one
+/// line per measurement.
+pub fn run(hiddens: &[u32], out: &mut dyn FnMut(String)) -> Result<(), String> {
+    let mut raw = RawVulkan::open()?;
+    out(format!(
+        "# probe gemv on {} (denorm preserve {})",
+        raw.name, raw.denorm_preserve
+    ));
+    let hmax = hiddens.iter().copied().max().unwrap_or(0) as usize;
+    let (gemvs, copies) = variants();
+    let prefer = raw.prefer();
+    let big = (hmax * hmax * 4) as u64;
+    let mut weights = Vec::new();
+    for _ in 0..WEIGHTS {
+        weights.push(raw.buffer(big, prefer)?);
+    }
+    let a = raw.buffer((hmax * 4) as u64, prefer)?;
+    let c = raw.buffer((hmax * 4) as u64, prefer)?;
+    let sets_needed = (gemvs.len() * hiddens.len() * WEIGHTS + copies.len() * 2) as u32;
+    let sizes = [vk::DescriptorPoolSize::default()
+        .ty(vk::DescriptorType::STORAGE_BUFFER)
+        .descriptor_count(sets_needed * 3)];
+    let info = vk::DescriptorPoolCreateInfo::default()
+        .max_sets(sets_needed)
+        .pool_sizes(&sizes);
+    // SAFETY: valid create info living across the call.
+    let pool = unsafe { raw.device.create_descriptor_pool(&info, None) }
+        .map_err(vkerr("vkCreateDescriptorPool"))?;
+    let result = measure(
+        &mut raw, pool, hiddens, &gemvs, &copies, &weights, a, c, out,
+    );
+    let _ = raw.wait();
+    // SAFETY: the queue is idle (waited); the sets die with the pool.
+    unsafe { raw.device.destroy_descriptor_pool(pool, None) };
+    for m in weights.into_iter().chain([a, c]) {
+        raw.destroy(m);
+    }
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    raw: &mut RawVulkan,
+    pool: vk::DescriptorPool,
+    hiddens: &[u32],
+    gemvs: &[Variant],
+    copies: &[Variant],
+    weights: &[Mem],
+    a: Mem,
+    c: Mem,
+    out: &mut dyn FnMut(String),
+) -> Result<(), String> {
+    let max = [raw.max_group_count[0], raw.max_group_count[1]];
+    for &h in hiddens {
+        let hu = h as usize;
+        let x = crate::measure::randoms(hu, 7, -1.0, 1.0);
+        let w = crate::measure::randoms(hu * hu, 11, -1.0, 1.0);
+        // The host's answer and each column's Σ|a||b| (the error scale).
+        let mut want = vec![0f64; hu];
+        let mut scale = vec![0f64; hu];
+        for (k, &xk) in x.iter().enumerate() {
+            let row = &w[k * hu..(k + 1) * hu];
+            for j in 0..hu {
+                want[j] += f64::from(xk) * f64::from(row[j]);
+                scale[j] += f64::from(xk.abs()) * f64::from(row[j].abs());
+            }
+        }
+        raw.upload(a, &x)?;
+        for &m in weights {
+            raw.upload(m, &w)?;
+        }
+        drop(w);
+        let call = ops::gemm(
+            seam::BufferId(0),
+            seam::BufferId(1),
+            seam::BufferId(2),
+            1,
+            h,
+            h,
+        );
+        let mut params = [0u8; ops::IMMEDIATE_BYTES];
+        params[..seam::Params::BYTES].copy_from_slice(&call.params.to_bytes());
+        for v in gemvs {
+            let (words, entry, groups) = match &v.wgsl {
+                None => {
+                    let launch = Launch {
+                        op: OpKind::Gemm,
+                        dtype: DType::F32,
+                        buffers: [
+                            RawView::whole(RawBuffer(0), u64::from(h)),
+                            RawView::whole(RawBuffer(1), u64::from(h) * u64::from(h)),
+                            RawView::whole(RawBuffer(2), u64::from(h)),
+                        ]
+                        .into(),
+                        params: call.params,
+                    };
+                    let g = seam_kernels::geometry::dispatch(&launch, max)
+                        .map_err(|e| e.to_string())?;
+                    let words = seam_kernels::spirv(OpKind::Gemm)
+                        .ok_or("no gemm SPIR-V")?
+                        .to_vec();
+                    (
+                        words,
+                        seam_kernels::entry_point(OpKind::Gemm, DType::F32),
+                        [g[0], g[1]],
+                    )
+                }
+                Some(src) => {
+                    let groups = h.div_ceil(v.per_group);
+                    (
+                        spirv(src).map_err(|e| format!("{}: {e}", v.name))?,
+                        "probe".into(),
+                        [groups, 1],
+                    )
+                }
+            };
+            let pipe = match raw.pipe(&words, &entry, 3) {
+                Ok(p) => p,
+                Err(e) => {
+                    out(format!("gemv,{h},{},error,{e}", v.name));
+                    continue;
+                }
+            };
+            let lists: Vec<Vec<Mem>> = weights.iter().map(|&m| vec![a, m, c]).collect();
+            let sets = raw.sets(pool, pipe.set_layout, &lists)?;
+            // One dispatch over weight 0, checked, then the timed buffer.
+            raw.record(&pipe, &sets[..1], groups, &params, 1)?;
+            raw.submit()?;
+            raw.wait()?;
+            let got = raw.download(c, hu)?;
+            let err = got
+                .iter()
+                .zip(want.iter().zip(&scale))
+                .map(|(&g, (&w, &s))| (f64::from(g) - w).abs() / s.max(1e-30))
+                .fold(0f64, f64::max);
+            raw.record(&pipe, &sets, groups, &params, DISPATCHES)?;
+            let t = raw.time_recorded()? / DISPATCHES as f64;
+            let gbps = (u64::from(h) * u64::from(h) * 4) as f64 / t / 1e3;
+            out(format!(
+                "gemv,{h},{},{t:.2} us,{gbps:.0} GB/s,rel err {err:.1e}{}",
+                v.name,
+                if err > 1e-5 { " WRONG" } else { "" }
+            ));
+            raw.drop_pipe(&pipe);
+        }
+    }
+    // Copies of 256 MiB (or the largest weight) from weight 0 to weight 1.
+    let words = (weights[0].size / 4).min(64 << 20) as u32;
+    let src: Vec<f32> = crate::measure::randoms(words as usize, 13, -1.0, 1.0);
+    raw.upload(weights[0], &src)?;
+    let call = ops::copy(seam::BufferId(0), seam::BufferId(1), words);
+    let mut params = [0u8; ops::IMMEDIATE_BYTES];
+    params[..seam::Params::BYTES].copy_from_slice(&call.params.to_bytes());
+    for v in copies {
+        let (spv, entry, groups) = match &v.wgsl {
+            None => {
+                let launch = Launch {
+                    op: OpKind::Copy,
+                    dtype: DType::F32,
+                    buffers: [RawView::whole(RawBuffer(0), u64::from(words)); 2].into(),
+                    params: call.params,
+                };
+                let g =
+                    seam_kernels::geometry::dispatch(&launch, max).map_err(|e| e.to_string())?;
+                let spv = seam_kernels::spirv(OpKind::Copy)
+                    .ok_or("no copy SPIR-V")?
+                    .to_vec();
+                (
+                    spv,
+                    seam_kernels::entry_point(OpKind::Copy, DType::F32),
+                    [g[0], g[1]],
+                )
+            }
+            Some(s) => {
+                let groups = u64::from(words).div_ceil(u64::from(v.per_group));
+                let (gx, gy) =
+                    seam_kernels::geometry::grid(groups, max).map_err(|e| e.to_string())?;
+                (
+                    spirv(s).map_err(|e| format!("{}: {e}", v.name))?,
+                    "probe".into(),
+                    [gx, gy],
+                )
+            }
+        };
+        let pipe = match raw.pipe(&spv, &entry, 2) {
+            Ok(p) => p,
+            Err(e) => {
+                out(format!("copy,{},error,{e}", v.name));
+                continue;
+            }
+        };
+        let sets = raw.sets(pool, pipe.set_layout, &[vec![weights[0], weights[1]]])?;
+        raw.record(&pipe, &sets, groups, &params, 1)?;
+        raw.submit()?;
+        raw.wait()?;
+        let got = raw.download(weights[1], words as usize)?;
+        let ok = got
+            .iter()
+            .zip(&src)
+            .all(|(g, s)| g.to_bits() == s.to_bits());
+        raw.record(&pipe, &sets, groups, &params, 8)?;
+        let t = raw.time_recorded()? / 8.0;
+        let gbps = 2.0 * f64::from(words) * 4.0 / t / 1e3;
+        out(format!(
+            "copy,{words},{},{t:.2} us,{gbps:.0} GB/s{}",
+            v.name,
+            if ok { "" } else { " WRONG" }
+        ));
+        raw.drop_pipe(&pipe);
+    }
+    Ok(())
+}
