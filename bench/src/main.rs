@@ -75,6 +75,12 @@ enum Cmd {
         /// Hidden sizes of the GEMV probe.
         #[arg(long, value_delimiter = ',', default_value = "4096,8192")]
         hiddens: Vec<u32>,
+        /// Distinct weights the GEMV probe rotates over.
+        #[arg(long, default_value_t = 8)]
+        weights: usize,
+        /// Candidate `gemm.wgsl` files the GEMV probe also times.
+        #[arg(long, value_delimiter = ',')]
+        candidates: Vec<PathBuf>,
     },
     /// Turn the arms' CSVs into results.md and SVG plots.
     Report {
@@ -136,18 +142,31 @@ fn main() -> ExitCode {
             measure::run(&cfg, &mut Stdout);
             ExitCode::SUCCESS
         }
-        Cmd::Probe { what, hiddens } => {
+        Cmd::Probe {
+            what,
+            hiddens,
+            weights,
+            candidates,
+        } => {
             let mut print = |line: String| println!("{line}");
             let result = match what.as_str() {
                 #[cfg(feature = "vulkan")]
-                "gemv" => seam_bench::raw_vulkan::probe::run(&hiddens, &mut print),
+                "gemv" => candidates
+                    .iter()
+                    .map(|p| {
+                        let text = std::fs::read_to_string(p)
+                            .map_err(|e| format!("{}: {e}", p.display()))?;
+                        seam_bench::raw_vulkan::probe::candidate(&p.display().to_string(), text)
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+                    .and_then(|c| seam_bench::raw_vulkan::probe::run(&hiddens, weights, c, &mut print)),
                 #[cfg(feature = "cuda")]
                 "cuda-process" => seam_bench::probe::cuda_process(&mut print),
                 other => Err(format!(
                     "no probe `{other}` in this build (gemv needs the vulkan feature, cuda-process the cuda one)"
                 )),
             };
-            let _ = hiddens;
+            let _ = (hiddens, weights, candidates);
             match result {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

@@ -46,7 +46,7 @@ pub const fn workgroup_size(op: OpKind) -> [u32; 3] {
         | OpKind::Mul
         | OpKind::Silu => [64, 1, 1],
         OpKind::RmsNorm | OpKind::Softmax => [256, 1, 1],
-        OpKind::Gemm => [16, 16, 1],
+        OpKind::Gemm => [16, 32, 1],
         OpKind::User(k) => k.def().workgroup_size,
     }
 }
@@ -219,8 +219,10 @@ mod tests {
         assert_eq!(workgroups(&launch(OpKind::Copy, DType::I32, 129, 0)), 3);
         assert_eq!(workgroups(&launch(OpKind::Softmax, DType::F32, 7, 3)), 7);
         assert_eq!(workgroups(&launch(OpKind::RmsNorm, DType::F16, 5, 900)), 5);
-        // gemm: m = 17 rows (2 tiles) × n = 33 columns (3 tiles).
-        assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 17, 33)), 6);
+        // gemm: tiles of 32 rows × 16 columns: m = 17 rows (1 tile) × n = 33
+        // columns (3 tiles), m = 33 (2) × n = 16 (1).
+        assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 17, 33)), 3);
+        assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 33, 16)), 2);
         // A GEMV (m <= GEMV_MAX_M): one workgroup per row per 16 columns,
         // or per 32 where that still makes 256 workgroups.
         assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 1, 8192)), 256);
@@ -230,6 +232,7 @@ mod tests {
         assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F16, 3, 33)), 9);
         assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 8, 32)), 16);
         assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 9, 32)), 2);
+        assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 9, 33)), 3);
         assert_eq!(workgroups(&launch(OpKind::Gemm, DType::F32, 0, 32)), 0);
         assert_eq!(workgroups(&launch(OpKind::Add, DType::F32, 0, 0)), 0);
     }
@@ -239,7 +242,7 @@ mod tests {
         let gemm = launch(OpKind::Gemm, DType::F32, 17, 33);
         // 17 rows in tiles of 8 (3) × 33 columns in tiles of 32 (2).
         assert_eq!(workgroups_of(&gemm, [32, 8, 1]), 6);
-        assert_eq!(workgroups_of(&gemm, [16, 16, 1]), workgroups(&gemm));
+        assert_eq!(workgroups_of(&gemm, [16, 32, 1]), workgroups(&gemm));
         let add = launch(OpKind::Add, DType::F32, 1000, 0);
         assert_eq!(workgroups_of(&add, [32, 2, 1]), 16);
     }

@@ -1,6 +1,7 @@
 // gemm: c[m×n] = a[m×k] · b[k×n], row-major, f32 accumulation, f32 output.
-// m = p.d0, n = p.d1, k = p.d2. Two mappings of the same 256 invocations,
-// chosen by m (seam_kernels::geometry picks the same workgroup count):
+// m = p.d0, n = p.d1, k = p.d2. Two mappings of the same 512 invocations
+// (16 × 32), chosen by m (seam_kernels::geometry picks the same workgroup
+// count):
 //
 // - m <= GEMV_MAX_M (decode: m = 1): a GEMV. Workgroup t computes row
 //   t % m of `cols` adjacent columns, strip t / m (the rows of one strip
@@ -8,16 +9,22 @@
 //   cols = GEMV_WIDE_COLS where that still gives at least GEMV_WIDE_GROUPS
 //   workgroups (m * ceil(n / 32) >= 256), else GEMV_COLS. Invocation i takes
 //   the quad of 4 columns i % (cols / 4) and k-slice s = i / (cols / 4), of
-//   `slices` = 256 / (cols / 4): it sums the products kk = s, s + slices,
-//   ... in order, GEMV_UNROLL independent loads at a time, then the slices'
-//   partial sums are added in a shared-memory tree. A quad is one 16-byte
-//   load of b where the rows and b's view are 16-byte aligned (f32, n and
-//   the view's offset multiples of 4), four word loads otherwise.
-//   Measured on the H200's Vulkan driver (docs/results/bench/probes.md, the
-//   GEMV probe): at H = 8192, 32 columns, vec4: 72.5 µs a GEMV, 16 columns
-//   of words (the kernel before): 92.9 µs; at H = 4096 (128 workgroups of
-//   32 columns would leave SMs idle), 16 columns, vec4: 24.6 µs vs 29.6.
-// - otherwise: one 16×16 workgroup per 16×16 output tile, tiles numbered
+//   S = 512 / (cols / 4): it sums the products kk = s, s + S, ... in order,
+//   GEMV_UNROLL independent loads at a time, then the slices' partial sums
+//   are added in a shared-memory tree. A quad is one 16-byte load of b where
+//   the rows and b's view are 16-byte aligned (f32, n and the view's offset
+//   multiples of 4; S is then a literal in each call of `gemv_quads`, which
+//   the probe measured ~10 % faster than a computed stride), four word
+//   loads otherwise.
+//   Measured on the H200's Vulkan driver over 32 distinct weights (the
+//   decode stack's 8 GiB at H = 8192; docs/results/bench/probes.md): 512
+//   invocations, 32 columns, 4 loads of 16 bytes: 82.0 µs a GEMV at
+//   H = 8192 against 93.6 µs for the kernel before (256 invocations, 16
+//   columns of word loads) and 95.7 µs for the best shape of 256 (which
+//   the probe over 8 weights, 2 GiB, had put at 75.1 µs: the larger working
+//   set costs shapes that touch more rows at once); 16 columns at H = 4096
+//   (32 would leave 128 workgroups), 23.0 µs against 29.6.
+// - otherwise: one 16-column × 32-row tile per workgroup, tiles numbered
 //   row-major over the output; each output sums its k products in order, as
 //   the CPU reference does.
 //
@@ -27,12 +34,17 @@
 // elements) from their views' offsets p.o0, p.o1, p.o2: an odd 16-bit offset
 // starts mid-word. b is bound as 16-byte quads of words: the Vulkan, wgpu
 // and Metal backends allocate every buffer in multiples of 16 bytes, so the
-// quad holding any word of a buffer is inside it.
+// quad holding any word of a buffer is inside it. 512 invocations a
+// workgroup is above Vulkan's guaranteed minimum (128): the Vulkan backend
+// refuses the op, naming the limit, on a device that allows fewer.
 @group(0) @binding(0) var<storage, read> a: array<u32>;
 @group(0) @binding(1) var<storage, read> b: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read_write> c: array<f32>;
 
+// Tile columns (and k step) and rows: the workgroup's x and y.
 const TILE: u32 = 16u;
+const TILE_ROWS: u32 = 32u;
+const THREADS: u32 = 512u;
 const KIND_F32: u32 = 0u;
 const KIND_F16: u32 = 1u;
 const KIND_BF16: u32 = 2u;
@@ -43,10 +55,10 @@ const GEMV_MAX_M: u32 = 8u;
 const GEMV_COLS: u32 = 16u;
 const GEMV_WIDE_COLS: u32 = 32u;
 const GEMV_WIDE_GROUPS: u32 = 256u;
-const GEMV_UNROLL: u32 = 8u;
+const GEMV_UNROLL: u32 = 4u;
 
-var<workgroup> partial: array<vec4<f32>, 256>;
-var<workgroup> tile_a: array<array<f32, 16>, 16>;
+var<workgroup> partial: array<vec4<f32>, 512>;
+var<workgroup> tile_a: array<array<f32, 16>, 32>;
 var<workgroup> tile_b: array<array<f32, 16>, 16>;
 
 fn unpack(word: u32, i: u32, kind: u32) -> f32 {
@@ -90,7 +102,7 @@ fn gemm_tile(wid: vec3<u32>, nwg: vec3<u32>, lid: vec3<u32>, kind: u32) {
     let k = p.d2;
     let tiles_n = (n + TILE - 1u) / TILE;
     let t = wid.x + wid.y * nwg.x;
-    let row = (t / tiles_n) * TILE + lid.y;
+    let row = (t / tiles_n) * TILE_ROWS + lid.y;
     let col = (t % tiles_n) * TILE + lid.x;
     var acc = 0.0;
     for (var k0 = 0u; k0 < k; k0 += TILE) {
@@ -100,12 +112,14 @@ fn gemm_tile(wid: vec3<u32>, nwg: vec3<u32>, lid: vec3<u32>, kind: u32) {
             va = a_at(p.o0 + row * k + ka, kind);
         }
         tile_a[lid.y][lid.x] = va;
-        let kb = k0 + lid.y;
-        var vb = 0.0;
-        if (kb < k && col < n) {
-            vb = b_at(p.o1 + kb * n + col, kind);
+        if (lid.y < TILE) {
+            let kb = k0 + lid.y;
+            var vb = 0.0;
+            if (kb < k && col < n) {
+                vb = b_at(p.o1 + kb * n + col, kind);
+            }
+            tile_b[lid.y][lid.x] = vb;
         }
-        tile_b[lid.y][lid.x] = vb;
         workgroupBarrier();
         let steps = min(TILE, k - k0);
         for (var l = 0u; l < steps; l++) {
@@ -118,14 +132,35 @@ fn gemm_tile(wid: vec3<u32>, nwg: vec3<u32>, lid: vec3<u32>, kind: u32) {
     }
 }
 
+// The vec4 path's sum for k-slice s of S (a constant at each call, so the
+// driver folds the strides): quads bq + kk * nq of b, kk = s, s + S, ...
+fn gemv_quads(bq: u32, nq: u32, ar: u32, s: u32, k: u32, S: u32) -> vec4<f32> {
+    var acc = vec4<f32>(0.0);
+    var kk = s;
+    for (; kk + (GEMV_UNROLL - 1u) * S < k; kk += GEMV_UNROLL * S) {
+        let b0 = bitcast<vec4<f32>>(b[bq + kk * nq]);
+        let b1 = bitcast<vec4<f32>>(b[bq + (kk + S) * nq]);
+        let b2 = bitcast<vec4<f32>>(b[bq + (kk + 2u * S) * nq]);
+        let b3 = bitcast<vec4<f32>>(b[bq + (kk + 3u * S) * nq]);
+        acc += bitcast<f32>(a[ar + kk]) * b0;
+        acc += bitcast<f32>(a[ar + kk + S]) * b1;
+        acc += bitcast<f32>(a[ar + kk + 2u * S]) * b2;
+        acc += bitcast<f32>(a[ar + kk + 3u * S]) * b3;
+    }
+    for (; kk < k; kk += S) {
+        acc += bitcast<f32>(a[ar + kk]) * bitcast<vec4<f32>>(b[bq + kk * nq]);
+    }
+    return acc;
+}
+
 // Row t % m, columns (t / m) * cols + 0..cols of c; li is the invocation's
-// local index (0..256).
+// local index (0..512).
 fn gemv_strip(t: u32, li: u32, kind: u32) {
     let m = p.d0;
     let n = p.d1;
     let k = p.d2;
     let quads = gemv_cols(m, n) / 4u;
-    let S = 256u / quads;
+    let S = THREADS / quads;
     let row = t % m;
     let col = (t / m) * quads * 4u + (li % quads) * 4u;
     let s = li / quads;
@@ -136,27 +171,10 @@ fn gemv_strip(t: u32, li: u32, kind: u32) {
             // Whole quads: col + 3 < n, and quad (o1 + kk * n + col) / 4.
             let nq = n >> 2u;
             let bq = (p.o1 >> 2u) + (col >> 2u);
-            var kk = s;
-            for (; kk + (GEMV_UNROLL - 1u) * S < k; kk += GEMV_UNROLL * S) {
-                let b0 = bitcast<vec4<f32>>(b[bq + kk * nq]);
-                let b1 = bitcast<vec4<f32>>(b[bq + (kk + S) * nq]);
-                let b2 = bitcast<vec4<f32>>(b[bq + (kk + 2u * S) * nq]);
-                let b3 = bitcast<vec4<f32>>(b[bq + (kk + 3u * S) * nq]);
-                let b4 = bitcast<vec4<f32>>(b[bq + (kk + 4u * S) * nq]);
-                let b5 = bitcast<vec4<f32>>(b[bq + (kk + 5u * S) * nq]);
-                let b6 = bitcast<vec4<f32>>(b[bq + (kk + 6u * S) * nq]);
-                let b7 = bitcast<vec4<f32>>(b[bq + (kk + 7u * S) * nq]);
-                acc += a_at(ar + kk, kind) * b0;
-                acc += a_at(ar + kk + S, kind) * b1;
-                acc += a_at(ar + kk + 2u * S, kind) * b2;
-                acc += a_at(ar + kk + 3u * S, kind) * b3;
-                acc += a_at(ar + kk + 4u * S, kind) * b4;
-                acc += a_at(ar + kk + 5u * S, kind) * b5;
-                acc += a_at(ar + kk + 6u * S, kind) * b6;
-                acc += a_at(ar + kk + 7u * S, kind) * b7;
-            }
-            for (; kk < k; kk += S) {
-                acc += a_at(ar + kk, kind) * bitcast<vec4<f32>>(b[bq + kk * nq]);
+            if (quads == GEMV_WIDE_COLS / 4u) {
+                acc = gemv_quads(bq, nq, ar, s, k, THREADS / (GEMV_WIDE_COLS / 4u));
+            } else {
+                acc = gemv_quads(bq, nq, ar, s, k, THREADS / (GEMV_COLS / 4u));
             }
         } else {
             // Any type and offset: the quad's columns one element at a
@@ -212,12 +230,12 @@ fn gemm_run(wid: vec3<u32>, nwg: vec3<u32>, lid: vec3<u32>, kind: u32) {
         }
         return;
     }
-    if (t < ((p.d0 + TILE - 1u) / TILE) * ((p.d1 + TILE - 1u) / TILE)) {
+    if (t < ((p.d0 + TILE_ROWS - 1u) / TILE_ROWS) * ((p.d1 + TILE - 1u) / TILE)) {
         gemm_tile(wid, nwg, lid, kind);
     }
 }
 
-@compute @workgroup_size(16, 16)
+@compute @workgroup_size(16, 32)
 fn gemm_f32(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
@@ -226,7 +244,7 @@ fn gemm_f32(
     gemm_run(wid, nwg, lid, KIND_F32);
 }
 
-@compute @workgroup_size(16, 16)
+@compute @workgroup_size(16, 32)
 fn gemm_f16(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
@@ -235,7 +253,7 @@ fn gemm_f16(
     gemm_run(wid, nwg, lid, KIND_F16);
 }
 
-@compute @workgroup_size(16, 16)
+@compute @workgroup_size(16, 32)
 fn gemm_bf16(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,

@@ -8,8 +8,10 @@
 //! A GEMV variant computes c = a · B (1 × H times H × H, f32, B row-major),
 //! as `ops::gemm` with m = 1 does; `prod` is the catalogue's own `gemm_f32`
 //! with the backend's geometry. Each is checked against a host sum in f64
-//! before it is timed: a command buffer of 32 dispatches over 8 distinct
-//! weights (rotated, so no weight is in L2 when it is read), each after the
+//! before it is timed (a candidate is a whole `gemm.wgsl`, timed the same
+//! way): a command buffer of 32 dispatches (or one per weight, if more)
+//! over `--weights` distinct weights (rotated, so no weight is in L2 when
+//! it is read; 32 at H = 8192 is the decode stack's 8 GiB), each after the
 //! backend's global barrier, submitted and waited for 12 times; the median
 //! over 32 is the time of one GEMV. Copy variants copy 256 MiB the same way.
 
@@ -22,16 +24,44 @@ use std::time::Instant;
 
 /// Dispatches per timed command buffer, distinct weights among them, runs.
 const DISPATCHES: usize = 32;
-const WEIGHTS: usize = 8;
 const RUNS: usize = 12;
 
 /// One kernel shape: its WGSL (without the prelude) or the catalogue's.
-struct Variant {
+pub struct Variant {
     name: String,
     /// `None`: the catalogue's SPIR-V and entry point.
     wgsl: Option<String>,
     /// Floats of c (or of the copy) one workgroup covers.
     per_group: u32,
+    /// A whole candidate `gemm.wgsl` (entry `gemm_f32`): its GEMV_COLS,
+    /// GEMV_WIDE_COLS and GEMV_WIDE_GROUPS, read from its source.
+    candidate: Option<[u32; 3]>,
+}
+
+/// A candidate replacement for `kernels/wgsl/gemm.wgsl`, timed as the
+/// catalogue's kernel is (entry `gemm_f32`, workgroups by its own
+/// constants).
+pub fn candidate(name: &str, wgsl: String) -> Result<Variant, String> {
+    let constant = |c: &str| -> Result<u32, String> {
+        let decl = format!("const {c}: u32 = ");
+        let at = wgsl.find(&decl).ok_or(format!("{name}: no `{decl}`"))? + decl.len();
+        wgsl[at..]
+            .split('u')
+            .next()
+            .and_then(|v| v.trim().parse().ok())
+            .ok_or(format!("{name}: `{c}` is not a u32 literal"))
+    };
+    let cols = [
+        constant("GEMV_COLS")?,
+        constant("GEMV_WIDE_COLS")?,
+        constant("GEMV_WIDE_GROUPS")?,
+    ];
+    Ok(Variant {
+        name: name.to_string(),
+        wgsl: Some(wgsl),
+        per_group: 0,
+        candidate: Some(cols),
+    })
 }
 
 /// A GEMV variant: `lanes` invocations across columns, each loading a
@@ -97,6 +127,7 @@ fn probe(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
         ),
         wgsl: Some(wgsl),
         per_group: lanes * width,
+        candidate: None,
     }
 }
 
@@ -128,6 +159,7 @@ fn probe(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
         name: format!("copy v{width} x{per}"),
         wgsl: Some(wgsl),
         per_group: 256 * width * per,
+        candidate: None,
     }
 }
 
@@ -137,7 +169,8 @@ fn spirv(wgsl: &str) -> Result<Vec<u32>, String> {
     let module = naga::front::wgsl::parse_str(&source).map_err(|e| e.emit_to_string(&source))?;
     let info = naga::valid::Validator::new(
         naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::IMMEDIATES,
+        // As seam-kernels' build validates the catalogue.
+        naga::valid::Capabilities::all(),
     )
     .validate(&module)
     .map_err(|e| e.emit_to_string(&source))?;
@@ -392,54 +425,49 @@ fn variants() -> (Vec<Variant>, Vec<Variant>) {
         name: "prod (catalogue)".into(),
         wgsl: None,
         per_group,
+        candidate: None,
     };
     let gemvs = vec![
         prod(seam_kernels::geometry::GEMV_COLS),
         gemv(1, 16, 16, 8),
-        gemv(1, 16, 16, 16),
-        gemv(1, 16, 32, 8),
-        gemv(1, 16, 64, 8),
-        gemv(2, 8, 32, 8),
         gemv(2, 8, 64, 8),
-        gemv(2, 16, 16, 8),
         gemv(4, 4, 64, 4),
         gemv(4, 4, 64, 8),
         gemv(4, 4, 128, 4),
         gemv(4, 8, 32, 4),
         gemv(4, 8, 32, 8),
         gemv(4, 8, 64, 4),
-        gemv(4, 4, 256, 2),
     ];
-    let copies = vec![
-        prod(64),
-        copy(1, 1),
-        copy(1, 4),
-        copy(4, 1),
-        copy(4, 2),
-        copy(4, 4),
-    ];
+    let copies = vec![prod(64), copy(1, 4), copy(4, 1), copy(4, 2)];
     (gemvs, copies)
 }
 
-/// `seam-bench probe gemv`: every variant at each H, then the copies; one
-/// line per measurement.
-pub fn run(hiddens: &[u32], out: &mut dyn FnMut(String)) -> Result<(), String> {
+/// `seam-bench probe gemv`: every variant (and each candidate `gemm.wgsl`)
+/// at each H over `n_weights` distinct weights, then the copies; one line
+/// per measurement.
+pub fn run(
+    hiddens: &[u32],
+    n_weights: usize,
+    candidates: Vec<Variant>,
+    out: &mut dyn FnMut(String),
+) -> Result<(), String> {
     let mut raw = RawVulkan::open()?;
     out(format!(
-        "# probe gemv on {} (denorm preserve {})",
+        "# probe gemv on {} (denorm preserve {}), {n_weights} weights",
         raw.name, raw.denorm_preserve
     ));
     let hmax = hiddens.iter().copied().max().unwrap_or(0) as usize;
-    let (gemvs, copies) = variants();
+    let (mut gemvs, copies) = variants();
+    gemvs.extend(candidates);
     let prefer = raw.prefer();
     let big = (hmax * hmax * 4) as u64;
     let mut weights = Vec::new();
-    for _ in 0..WEIGHTS {
+    for _ in 0..n_weights.max(2) {
         weights.push(raw.buffer(big, prefer)?);
     }
     let a = raw.buffer((hmax * 4) as u64, prefer)?;
     let c = raw.buffer((hmax * 4) as u64, prefer)?;
-    let sets_needed = (gemvs.len() * hiddens.len() * WEIGHTS + copies.len() * 2) as u32;
+    let sets_needed = (gemvs.len() * hiddens.len() * weights.len() + copies.len() * 2) as u32;
     let sizes = [vk::DescriptorPoolSize::default()
         .ty(vk::DescriptorType::STORAGE_BUFFER)
         .descriptor_count(sets_needed * 3)];
@@ -528,14 +556,28 @@ fn measure(
                         [g[0], g[1]],
                     )
                 }
-                Some(src) => {
-                    let groups = h.div_ceil(v.per_group);
-                    (
-                        spirv(src).map_err(|e| format!("{}: {e}", v.name))?,
-                        "probe".into(),
-                        [groups, 1],
-                    )
-                }
+                Some(src) => match v.candidate {
+                    None => {
+                        let groups = h.div_ceil(v.per_group);
+                        (
+                            spirv(src).map_err(|e| format!("{}: {e}", v.name))?,
+                            "probe".into(),
+                            [groups, 1],
+                        )
+                    }
+                    Some([cols, wide, wide_groups]) => {
+                        let cols = if h.div_ceil(wide) >= wide_groups {
+                            wide
+                        } else {
+                            cols
+                        };
+                        let (gx, gy) =
+                            seam_kernels::geometry::grid(u64::from(h.div_ceil(cols)), max)
+                                .map_err(|e| e.to_string())?;
+                        let words = spirv(src).map_err(|e| format!("{}: {e}", v.name))?;
+                        (words, "gemm_f32".into(), [gx, gy])
+                    }
+                },
             };
             let pipe = match raw.pipe(&words, &entry, 3) {
                 Ok(p) => p,
@@ -556,8 +598,9 @@ fn measure(
                 .zip(want.iter().zip(&scale))
                 .map(|(&g, (&w, &s))| (f64::from(g) - w).abs() / s.max(1e-30))
                 .fold(0f64, f64::max);
-            raw.record(&pipe, &sets, groups, &params, DISPATCHES)?;
-            let t = raw.time_recorded()? / DISPATCHES as f64;
+            let runs = DISPATCHES.max(sets.len());
+            raw.record(&pipe, &sets, groups, &params, runs)?;
+            let t = raw.time_recorded()? / runs as f64;
             let gbps = (u64::from(h) * u64::from(h) * 4) as f64 / t / 1e3;
             out(format!(
                 "gemv,{h},{},{t:.2} us,{gbps:.0} GB/s,rel err {err:.1e}{}",

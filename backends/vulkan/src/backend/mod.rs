@@ -220,6 +220,37 @@ impl VulkanBackend {
 
     // ----- pipelines -----
 
+    /// Whether the device runs workgroups of `op`'s size (gemm's 512
+    /// invocations are above Vulkan's guaranteed 128); `TooLarge` naming
+    /// the limit where not.
+    fn fits_workgroup(&self, op: OpKind) -> Result<(), ErrorKind> {
+        let size = seam_kernels::geometry::workgroup_size(op);
+        let adapter = self.gpu.adapter();
+        let invocations: u64 = size.iter().map(|&d| u64::from(d)).product();
+        let fits = invocations <= u64::from(adapter.max_workgroup_invocations)
+            && size
+                .iter()
+                .zip(adapter.max_workgroup_size)
+                .all(|(&d, m)| d <= m);
+        if fits {
+            return Ok(());
+        }
+        Err(ErrorKind::TooLarge {
+            what: "workgroup",
+            detail: format!(
+                "{op}'s kernels run workgroups of {}×{}×{} invocations; {} allows {} \
+                 (maxComputeWorkGroupInvocations), at most {:?} on each axis \
+                 (maxComputeWorkGroupSize)",
+                size[0],
+                size[1],
+                size[2],
+                adapter.name,
+                adapter.max_workgroup_invocations,
+                adapter.max_workgroup_size
+            ),
+        })
+    }
+
     /// The pipeline of an (op, dtype) pair, created on first use. A user
     /// kernel's is made from its WGSL (`user.rs`) when it is registered
     /// (`prepare`), keyed by its `OpKind::User`.
@@ -231,6 +262,7 @@ impl VulkanBackend {
         if let Some(p) = self.pipelines.get(&key) {
             return Ok(p.clone());
         }
+        self.fits_workgroup(op)?;
         if let OpKind::User(k) = op {
             let words = crate::user::spirv(k)?;
             let entry = CString::new(k.name())

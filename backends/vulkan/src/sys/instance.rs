@@ -42,6 +42,9 @@ pub struct Adapter {
     pub memory: vk::PhysicalDeviceMemoryProperties,
     pub max_storage_buffer_range: u64,
     pub max_group_count: [u32; 3],
+    /// `maxComputeWorkGroupInvocations` and `maxComputeWorkGroupSize`.
+    pub max_workgroup_invocations: u32,
+    pub max_workgroup_size: [u32; 3],
     /// `timestampValidBits` of the queue family (0: no timestamps on it).
     pub timestamp_valid_bits: u32,
     /// Nanoseconds per timestamp tick (`limits.timestampPeriod`).
@@ -201,6 +204,8 @@ impl Instance {
                 memory,
                 max_storage_buffer_range: props.limits.max_storage_buffer_range as u64,
                 max_group_count: props.limits.max_compute_work_group_count,
+                max_workgroup_invocations: props.limits.max_compute_work_group_invocations,
+                max_workgroup_size: props.limits.max_compute_work_group_size,
                 timestamp_valid_bits,
                 timestamp_period: props.limits.timestamp_period,
                 denorm_preserve_f32: self.denorm_preserve_f32(pd, props.api_version),
