@@ -58,8 +58,11 @@ pub struct Prepared {
 }
 
 /// Sizes chosen to hit odd tails (16-bit packing, partial workgroups, rows
-/// that are not a power of two).
-const N: u32 = 1001;
+/// that are not a power of two). N = 4 Ki + 3: odd, and more than 4 Ki
+/// elements, so an elementwise kernel that takes up to 4 elements (or
+/// 16-bit pairs) per invocation in workgroups of up to 256 runs more than
+/// one workgroup and a partial one, in every round of its loop.
+const N: u32 = 4099;
 const ROWS: u32 = 5;
 const COLS: u32 = 257;
 const M: u32 = 17;

@@ -34,17 +34,17 @@ pub const fn gemv_cols(m: u32, n: u32) -> u32 {
     }
 }
 
+/// Words (or, for 16-bit types, destination words) one copy invocation
+/// moves (`wgsl/copy.wgsl` declares the same constant; a test checks it).
+pub const COPY_PER: u32 = 4;
+
 /// Threads per workgroup of every kernel of `op`, as its WGSL
 /// `@workgroup_size` declares (the tests check this against naga's
 /// reflection of each entry point).
 pub const fn workgroup_size(op: OpKind) -> [u32; 3] {
     match op {
-        OpKind::Fill
-        | OpKind::Copy
-        | OpKind::ScaleAdd
-        | OpKind::Add
-        | OpKind::Mul
-        | OpKind::Silu => [64, 1, 1],
+        OpKind::Fill | OpKind::ScaleAdd | OpKind::Add | OpKind::Mul | OpKind::Silu => [64, 1, 1],
+        OpKind::Copy => [256, 1, 1],
         OpKind::RmsNorm | OpKind::Softmax => [256, 1, 1],
         OpKind::Gemm => [16, 32, 1],
         OpKind::User(k) => k.def().workgroup_size,
@@ -62,7 +62,10 @@ pub fn workgroups(launch: &Launch) -> u64 {
 pub fn workgroups_of(launch: &Launch, threads: [u32; 3]) -> u64 {
     let p = &launch.params;
     let n = p.d0 as u64;
-    let per_group: u64 = threads.iter().map(|&t| t.max(1) as u64).product();
+    let mut per_group: u64 = threads.iter().map(|&t| t.max(1) as u64).product();
+    if launch.op == OpKind::Copy {
+        per_group *= COPY_PER as u64;
+    }
     match launch.op {
         // 16-bit fill/copy: one invocation per packed 32-bit word the
         // destination view touches: n / 2 + 1 words hold n elements from an
@@ -214,9 +217,13 @@ mod tests {
         assert_eq!(workgroups(&launch(OpKind::Fill, DType::F16, 126, 0)), 1);
         assert_eq!(workgroups(&launch(OpKind::Fill, DType::F16, 127, 0)), 1);
         assert_eq!(workgroups(&launch(OpKind::Fill, DType::F16, 128, 0)), 2);
+        // copy: 256 invocations of COPY_PER words (16-bit: destination words).
         assert_eq!(workgroups(&launch(OpKind::Copy, DType::Bf16, 1, 0)), 1);
         assert_eq!(workgroups(&launch(OpKind::Copy, DType::F16, 0, 0)), 0);
-        assert_eq!(workgroups(&launch(OpKind::Copy, DType::I32, 129, 0)), 3);
+        assert_eq!(workgroups(&launch(OpKind::Copy, DType::I32, 1024, 0)), 1);
+        assert_eq!(workgroups(&launch(OpKind::Copy, DType::I32, 1025, 0)), 2);
+        assert_eq!(workgroups(&launch(OpKind::Copy, DType::F16, 2046, 0)), 1);
+        assert_eq!(workgroups(&launch(OpKind::Copy, DType::F16, 2048, 0)), 2);
         assert_eq!(workgroups(&launch(OpKind::Softmax, DType::F32, 7, 3)), 7);
         assert_eq!(workgroups(&launch(OpKind::RmsNorm, DType::F16, 5, 900)), 5);
         // gemm: tiles of 32 rows × 16 columns: m = 17 rows (1 tile) × n = 33
@@ -245,6 +252,15 @@ mod tests {
         assert_eq!(workgroups_of(&gemm, [16, 32, 1]), workgroups(&gemm));
         let add = launch(OpKind::Add, DType::F32, 1000, 0);
         assert_eq!(workgroups_of(&add, [32, 2, 1]), 16);
+    }
+
+    #[test]
+    fn copy_per_is_the_wgsl_kernels() {
+        let src = crate::source(OpKind::Copy, crate::Language::Wgsl).unwrap();
+        let decl = format!("const COPY_PER: u32 = {COPY_PER}u;");
+        assert!(src.contains(&decl), "copy.wgsl does not declare `{decl}`");
+        let wg = format!("const COPY_WG: u32 = {}u;", workgroup_size(OpKind::Copy)[0]);
+        assert!(src.contains(&wg), "copy.wgsl does not declare `{wg}`");
     }
 
     #[test]
