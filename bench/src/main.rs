@@ -78,6 +78,9 @@ enum Cmd {
         /// Distinct weights the GEMV probe rotates over.
         #[arg(long, default_value_t = 8)]
         weights: usize,
+        /// How the GEMV probe allocates its weights: plain, dedicated or pooled.
+        #[arg(long, default_value = "plain")]
+        alloc: String,
         /// Candidate `gemm.wgsl` files the GEMV probe also times.
         #[arg(long, value_delimiter = ',')]
         candidates: Vec<PathBuf>,
@@ -146,6 +149,7 @@ fn main() -> ExitCode {
             what,
             hiddens,
             weights,
+            alloc,
             candidates,
         } => {
             let mut print = |line: String| println!("{line}");
@@ -159,14 +163,17 @@ fn main() -> ExitCode {
                         seam_bench::raw_vulkan::probe::candidate(&p.display().to_string(), text)
                     })
                     .collect::<Result<Vec<_>, _>>()
-                    .and_then(|c| seam_bench::raw_vulkan::probe::run(&hiddens, weights, c, &mut print)),
+                    .and_then(|c| {
+                        let alloc = alloc.parse()?;
+                        seam_bench::raw_vulkan::probe::run(&hiddens, weights, alloc, c, &mut print)
+                    }),
                 #[cfg(feature = "cuda")]
                 "cuda-process" => seam_bench::probe::cuda_process(&mut print),
                 other => Err(format!(
                     "no probe `{other}` in this build (gemv needs the vulkan feature, cuda-process the cuda one)"
                 )),
             };
-            let _ = (hiddens, weights, candidates);
+            let _ = (hiddens, weights, alloc, candidates);
             match result {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

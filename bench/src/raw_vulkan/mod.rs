@@ -10,7 +10,10 @@
 //!   the eight view offsets, all zero here: `seam::ops::IMMEDIATE_BYTES`);
 //! - the same memory type preference (host-visible coherent on a CPU or
 //!   integrated device, device-local elsewhere; `SEAM_VULKAN_STAGING=1`
-//!   forces device-local as in the backend);
+//!   forces device-local as in the backend), in a plain allocation where
+//!   the backend makes a dedicated one (the chain's buffer is 4 bytes to
+//!   4 MiB; dedicated allocations were measured to matter for 8 GiB of
+//!   GEMV weights, `probe.rs`);
 //! - the same barriers: the global compute/transfer memory barrier before
 //!   every dispatch, and the host-read barrier at the end;
 //! - one command buffer recorded with SIMULTANEOUS_USE, submitted with a

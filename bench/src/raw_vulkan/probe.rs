@@ -419,6 +419,118 @@ impl RawVulkan {
     }
 }
 
+/// How the probe's weights get their memory (`--alloc`): `plain`, one
+/// `vkAllocateMemory` each (as the backend does); `dedicated`, the same with
+/// `VkMemoryDedicatedAllocateInfo` (Vulkan 1.1); `pooled`, all weights bound
+/// at aligned offsets of one allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Alloc {
+    Plain,
+    Dedicated,
+    Pooled,
+}
+
+impl std::str::FromStr for Alloc {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Alloc, String> {
+        match s {
+            "plain" => Ok(Alloc::Plain),
+            "dedicated" => Ok(Alloc::Dedicated),
+            "pooled" => Ok(Alloc::Pooled),
+            other => Err(format!("--alloc {other}: plain, dedicated or pooled")),
+        }
+    }
+}
+
+impl RawVulkan {
+    /// `n` weight buffers of `size` bytes, device-local, allocated as
+    /// `alloc` says; with `Pooled`, the one allocation is returned too (the
+    /// buffers' own `memory` is null, which `destroy` ignores).
+    fn weights(
+        &self,
+        n: usize,
+        size: u64,
+        alloc: Alloc,
+    ) -> Result<(Vec<Mem>, Option<vk::DeviceMemory>), String> {
+        if alloc == Alloc::Plain {
+            let bufs = (0..n)
+                .map(|_| self.buffer(size, self.prefer()))
+                .collect::<Result<Vec<_>, _>>()?;
+            return Ok((bufs, None));
+        }
+        let d = &self.device;
+        let info = vk::BufferCreateInfo::default()
+            .size(size)
+            .usage(
+                vk::BufferUsageFlags::STORAGE_BUFFER
+                    | vk::BufferUsageFlags::TRANSFER_SRC
+                    | vk::BufferUsageFlags::TRANSFER_DST,
+            )
+            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        let mut buffers = Vec::new();
+        for _ in 0..n {
+            // SAFETY: valid create info living across the call.
+            buffers.push(unsafe { d.create_buffer(&info, None) }.map_err(vkerr("vkCreateBuffer"))?);
+        }
+        // SAFETY: the buffers are live.
+        let req = unsafe { d.get_buffer_memory_requirements(buffers[0]) };
+        let types = &self.memory.memory_types[..self.memory.memory_type_count as usize];
+        let index = types
+            .iter()
+            .enumerate()
+            .position(|(i, t)| {
+                req.memory_type_bits & (1 << i) != 0
+                    && t.property_flags
+                        .contains(vk::MemoryPropertyFlags::DEVICE_LOCAL)
+            })
+            .ok_or("no device-local memory type accepts the weights")?;
+        let mut mems = Vec::new();
+        let mut pool = None;
+        if alloc == Alloc::Pooled {
+            let stride = req.size.div_ceil(req.alignment) * req.alignment;
+            let info = vk::MemoryAllocateInfo::default()
+                .allocation_size(stride * n as u64)
+                .memory_type_index(index as u32);
+            // SAFETY: valid allocate info for a type every buffer accepts.
+            let memory =
+                unsafe { d.allocate_memory(&info, None) }.map_err(vkerr("vkAllocateMemory"))?;
+            pool = Some(memory);
+            for (i, &b) in buffers.iter().enumerate() {
+                // SAFETY: each buffer at its own aligned, disjoint range of
+                // the allocation; the buffers are unbound.
+                unsafe { d.bind_buffer_memory(b, memory, stride * i as u64) }
+                    .map_err(vkerr("vkBindBufferMemory"))?;
+                mems.push(Mem {
+                    buffer: b,
+                    memory: vk::DeviceMemory::null(),
+                    size,
+                });
+            }
+        } else {
+            for &b in &buffers {
+                let mut dedicated = vk::MemoryDedicatedAllocateInfo::default().buffer(b);
+                let info = vk::MemoryAllocateInfo::default()
+                    .allocation_size(req.size)
+                    .memory_type_index(index as u32)
+                    .push_next(&mut dedicated);
+                // SAFETY: valid allocate info naming a live, unbound buffer of
+                // this device (Vulkan 1.1 core).
+                let memory =
+                    unsafe { d.allocate_memory(&info, None) }.map_err(vkerr("vkAllocateMemory"))?;
+                // SAFETY: the dedicated allocation of this very buffer, offset 0.
+                unsafe { d.bind_buffer_memory(b, memory, 0) }
+                    .map_err(vkerr("vkBindBufferMemory"))?;
+                mems.push(Mem {
+                    buffer: b,
+                    memory,
+                    size,
+                });
+            }
+        }
+        Ok((mems, pool))
+    }
+}
+
 /// The GEMV and copy variants this probe measures.
 fn variants() -> (Vec<Variant>, Vec<Variant>) {
     let prod = |per_group| Variant {
@@ -448,12 +560,13 @@ fn variants() -> (Vec<Variant>, Vec<Variant>) {
 pub fn run(
     hiddens: &[u32],
     n_weights: usize,
+    alloc: Alloc,
     candidates: Vec<Variant>,
     out: &mut dyn FnMut(String),
 ) -> Result<(), String> {
     let mut raw = RawVulkan::open()?;
     out(format!(
-        "# probe gemv on {} (denorm preserve {}), {n_weights} weights",
+        "# probe gemv on {} (denorm preserve {}), {n_weights} weights, {alloc:?} allocations",
         raw.name, raw.denorm_preserve
     ));
     let hmax = hiddens.iter().copied().max().unwrap_or(0) as usize;
@@ -461,10 +574,7 @@ pub fn run(
     gemvs.extend(candidates);
     let prefer = raw.prefer();
     let big = (hmax * hmax * 4) as u64;
-    let mut weights = Vec::new();
-    for _ in 0..n_weights.max(2) {
-        weights.push(raw.buffer(big, prefer)?);
-    }
+    let (weights, pool_memory) = raw.weights(n_weights.max(2), big, alloc)?;
     let a = raw.buffer((hmax * 4) as u64, prefer)?;
     let c = raw.buffer((hmax * 4) as u64, prefer)?;
     let sets_needed = (gemvs.len() * hiddens.len() * weights.len() + copies.len() * 2) as u32;
@@ -485,6 +595,10 @@ pub fn run(
     unsafe { raw.device.destroy_descriptor_pool(pool, None) };
     for m in weights.into_iter().chain([a, c]) {
         raw.destroy(m);
+    }
+    if let Some(m) = pool_memory {
+        // SAFETY: the queue is idle and every buffer bound to it is destroyed.
+        unsafe { raw.device.free_memory(m, None) };
     }
     result
 }

@@ -143,8 +143,9 @@ fn check(m: &Mapped, offset: usize, len: usize) -> Result<(), ErrorKind> {
 impl Gpu {
     /// A storage buffer (also a copy source and destination) bound to fresh
     /// memory of the first type in `prefer` (memory property sets, best
-    /// first) that the buffer accepts; mapped when the type is host-visible
-    /// and coherent.
+    /// first) that the buffer accepts, dedicated to it where the device has
+    /// Vulkan 1.1 (`Adapter::dedicated`); mapped when the type is
+    /// host-visible and coherent.
     pub fn create_buffer(
         &self,
         size: u64,
@@ -202,10 +203,17 @@ impl Gpu {
                 )
             })?;
         let flags = types[index].property_flags;
-        let info = vk::MemoryAllocateInfo::default()
+        let mut dedicated = vk::MemoryDedicatedAllocateInfo::default().buffer(buffer);
+        let mut info = vk::MemoryAllocateInfo::default()
             .allocation_size(req.size)
             .memory_type_index(index as u32);
-        // SAFETY: valid allocate info for a type the buffer accepts.
+        if self.shared.adapter.dedicated {
+            info = info.push_next(&mut dedicated);
+        }
+        // SAFETY: valid allocate info for a type the buffer accepts; where
+        // it names the buffer as the allocation's one user, instance and
+        // device are at Vulkan 1.1 or later (where that struct is core) and
+        // the buffer is live and unbound.
         let memory = unsafe { d.allocate_memory(&info, None) }.map_err(drv("vkAllocateMemory"))?;
         let bound = (|| {
             // SAFETY: fresh memory of an accepted type and size, offset 0;
