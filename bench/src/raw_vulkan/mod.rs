@@ -42,8 +42,10 @@ use std::time::{Duration, Instant};
 #[path = "../../../backends/vulkan/src/float_controls.rs"]
 #[allow(dead_code)]
 mod float_controls;
+mod memory;
 /// `seam-bench probe gemv`: kernel variants on the raw device.
 pub mod probe;
+pub use memory::Alloc;
 
 /// How long any wait may take before it is an error (as in the backend).
 const TIMEOUT_NS: u64 = 20_000_000_000;
@@ -95,12 +97,20 @@ pub struct RawVulkan {
     pending: bool,
 }
 
+/// A pipeline over `bindings` storage buffers and the 64-byte block.
+struct Pipe {
+    set_layout: vk::DescriptorSetLayout,
+    layout: vk::PipelineLayout,
+    pipeline: vk::Pipeline,
+}
+
 /// The SPIR-V and entry point of `scale_add` on f32.
-fn kernel() -> Result<(&'static [u32], CString), String> {
+fn kernel() -> Result<(&'static [u32], String), String> {
     let words = seam_kernels::spirv(OpKind::ScaleAdd).ok_or("no SPIR-V for scale_add")?;
-    let entry = CString::new(seam_kernels::entry_point(OpKind::ScaleAdd, DType::F32))
-        .map_err(|e| e.to_string())?;
-    Ok((words, entry))
+    Ok((
+        words,
+        seam_kernels::entry_point(OpKind::ScaleAdd, DType::F32),
+    ))
 }
 
 impl RawVulkan {
@@ -268,61 +278,13 @@ impl RawVulkan {
     }
     /// The pipeline, descriptor set, command buffers and fence.
     fn objects(&mut self, family: u32) -> Result<(), String> {
-        let d = &self.device;
         let (words, entry) = kernel()?;
         let bindings = OpKind::ScaleAdd.signature().len() as u32;
-        let list: Vec<_> = (0..bindings)
-            .map(|i| {
-                vk::DescriptorSetLayoutBinding::default()
-                    .binding(i)
-                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                    .descriptor_count(1)
-                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
-            })
-            .collect();
-        let info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&list);
-        // SAFETY: valid create info living across the call.
-        self.set_layout = unsafe { d.create_descriptor_set_layout(&info, None) }
-            .map_err(vkerr("vkCreateDescriptorSetLayout"))?;
+        let pipe = self.pipe(words, &entry, bindings)?;
+        (self.set_layout, self.layout, self.pipeline) =
+            (pipe.set_layout, pipe.layout, pipe.pipeline);
+        let d = &self.device;
         let set_layouts = [self.set_layout];
-        let ranges = [vk::PushConstantRange::default()
-            .stage_flags(vk::ShaderStageFlags::COMPUTE)
-            .offset(0)
-            .size(seam::ops::IMMEDIATE_BYTES as u32)];
-        let info = vk::PipelineLayoutCreateInfo::default()
-            .set_layouts(&set_layouts)
-            .push_constant_ranges(&ranges);
-        // SAFETY: as above; the set layout is live.
-        self.layout = unsafe { d.create_pipeline_layout(&info, None) }
-            .map_err(vkerr("vkCreatePipelineLayout"))?;
-        let patched;
-        let words = if self.denorm_preserve {
-            patched = float_controls::denorm_preserve_f32(words)?;
-            &patched[..]
-        } else {
-            words
-        };
-        let info = vk::ShaderModuleCreateInfo::default().code(words);
-        // SAFETY: naga's validated module, patched only with the float
-        // controls the device reports (as the backend does).
-        let module = unsafe { d.create_shader_module(&info, None) }
-            .map_err(vkerr("vkCreateShaderModule"))?;
-        let stage = vk::PipelineShaderStageCreateInfo::default()
-            .stage(vk::ShaderStageFlags::COMPUTE)
-            .module(module)
-            .name(&entry);
-        let info = [vk::ComputePipelineCreateInfo::default()
-            .stage(stage)
-            .layout(self.layout)];
-        // SAFETY: live module and layout; the create info lives across the call.
-        let made = unsafe { d.create_compute_pipelines(vk::PipelineCache::null(), &info, None) };
-        // SAFETY: the module is only needed while pipelines are created from it.
-        unsafe { d.destroy_shader_module(module, None) };
-        self.pipeline = made
-            .map_err(|(_, e)| format!("vkCreateComputePipelines: {e}"))?
-            .into_iter()
-            .next()
-            .ok_or("vkCreateComputePipelines returned no pipeline")?;
         let sizes = [vk::DescriptorPoolSize::default()
             .ty(vk::DescriptorType::STORAGE_BUFFER)
             .descriptor_count(bindings)];
@@ -358,117 +320,91 @@ impl RawVulkan {
         Ok(())
     }
 
-    /// A storage (and copy) buffer bound to memory of the first type in
-    /// `prefer` that accepts it.
-    fn buffer(&self, size: u64, prefer: &[vk::MemoryPropertyFlags]) -> Result<Mem, String> {
+    /// A compute pipeline of `entry` in `words` over `bindings` storage
+    /// buffers and the 64-byte push-constant block.
+    fn pipe(&self, words: &[u32], entry: &str, bindings: u32) -> Result<Pipe, String> {
         let d = &self.device;
-        let info = vk::BufferCreateInfo::default()
-            .size(size.max(4))
-            .usage(
-                vk::BufferUsageFlags::STORAGE_BUFFER
-                    | vk::BufferUsageFlags::TRANSFER_SRC
-                    | vk::BufferUsageFlags::TRANSFER_DST,
-            )
-            .sharing_mode(vk::SharingMode::EXCLUSIVE);
-        // SAFETY: valid create info (size > 0) living across the call.
-        let buffer = unsafe { d.create_buffer(&info, None) }.map_err(vkerr("vkCreateBuffer"))?;
-        // SAFETY: `buffer` is live.
-        let req = unsafe { d.get_buffer_memory_requirements(buffer) };
-        let types = &self.memory.memory_types[..self.memory.memory_type_count as usize];
-        let index = prefer.iter().find_map(|want| {
-            types.iter().enumerate().position(|(i, t)| {
-                req.memory_type_bits & (1 << i) != 0 && t.property_flags.contains(*want)
+        let list: Vec<_> = (0..bindings)
+            .map(|i| {
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(i)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
             })
-        });
-        let Some(index) = index else {
-            // SAFETY: the buffer was never bound or used.
-            unsafe { d.destroy_buffer(buffer, None) };
-            return Err(format!("no memory type with {prefer:?} accepts the buffer"));
+            .collect();
+        let info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&list);
+        // SAFETY: valid create info living across the call.
+        let set_layout = unsafe { d.create_descriptor_set_layout(&info, None) }
+            .map_err(vkerr("vkCreateDescriptorSetLayout"))?;
+        let mut pipe = Pipe {
+            set_layout,
+            layout: vk::PipelineLayout::null(),
+            pipeline: vk::Pipeline::null(),
         };
-        let info = vk::MemoryAllocateInfo::default()
-            .allocation_size(req.size)
-            .memory_type_index(index as u32);
-        // SAFETY: valid allocate info for a type the buffer accepts.
-        let memory = match unsafe { d.allocate_memory(&info, None) } {
+        let set_layouts = [set_layout];
+        let ranges = [vk::PushConstantRange::default()
+            .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            .offset(0)
+            .size(ops::IMMEDIATE_BYTES as u32)];
+        let info = vk::PipelineLayoutCreateInfo::default()
+            .set_layouts(&set_layouts)
+            .push_constant_ranges(&ranges);
+        // SAFETY: as above; the set layout is live.
+        pipe.layout = match unsafe { d.create_pipeline_layout(&info, None) } {
+            Ok(l) => l,
+            Err(e) => {
+                self.drop_pipe(&pipe);
+                return Err(format!("vkCreatePipelineLayout: {e}"));
+            }
+        };
+        let patched;
+        let words = if self.denorm_preserve {
+            patched = float_controls::denorm_preserve_f32(words)?;
+            &patched[..]
+        } else {
+            words
+        };
+        let info = vk::ShaderModuleCreateInfo::default().code(words);
+        // SAFETY: naga's validated module (patched only as the backend does).
+        let module = match unsafe { d.create_shader_module(&info, None) } {
             Ok(m) => m,
             Err(e) => {
-                // SAFETY: the buffer was never bound or used.
-                unsafe { d.destroy_buffer(buffer, None) };
-                return Err(format!("vkAllocateMemory: {e}"));
+                self.drop_pipe(&pipe);
+                return Err(format!("vkCreateShaderModule: {e}"));
             }
         };
-        let mem = Mem {
-            buffer,
-            memory,
-            size,
-        };
-        // SAFETY: fresh memory of an accepted type and size, offset 0; the
-        // buffer is unbound.
-        if let Err(e) = unsafe { d.bind_buffer_memory(buffer, memory, 0) } {
-            self.destroy(mem);
-            return Err(format!("vkBindBufferMemory: {e}"));
+        let entry = CString::new(entry).map_err(|e| e.to_string())?;
+        let stage = vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::COMPUTE)
+            .module(module)
+            .name(&entry);
+        let info = [vk::ComputePipelineCreateInfo::default()
+            .stage(stage)
+            .layout(pipe.layout)];
+        // SAFETY: live module and layout; the create info lives across the call.
+        let made = unsafe { d.create_compute_pipelines(vk::PipelineCache::null(), &info, None) };
+        // SAFETY: the module is only needed while pipelines are created from it.
+        unsafe { d.destroy_shader_module(module, None) };
+        match made {
+            Ok(p) => pipe.pipeline = p[0],
+            Err((_, e)) => {
+                self.drop_pipe(&pipe);
+                return Err(format!("vkCreateComputePipelines: {e}"));
+            }
         }
-        Ok(mem)
+        Ok(pipe)
     }
 
-    fn destroy(&self, m: Mem) {
-        // SAFETY: only called when no submission uses `m` (the queue is
-        // idle: every submit is waited for before the next call).
+    fn drop_pipe(&self, p: &Pipe) {
+        // SAFETY: called with the queue idle (every submit is waited for);
+        // null handles are ignored.
         unsafe {
-            self.device.destroy_buffer(m.buffer, None);
-            self.device.free_memory(m.memory, None);
-        }
-    }
-
-    /// The backend's memory preference for buffers the kernels use.
-    fn prefer(&self) -> &'static [vk::MemoryPropertyFlags] {
-        const HOST: &[vk::MemoryPropertyFlags] = &[
-            vk::MemoryPropertyFlags::from_raw(
-                vk::MemoryPropertyFlags::DEVICE_LOCAL.as_raw()
-                    | vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw()
-                    | vk::MemoryPropertyFlags::HOST_COHERENT.as_raw(),
-            ),
-            vk::MemoryPropertyFlags::from_raw(
-                vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw()
-                    | vk::MemoryPropertyFlags::HOST_COHERENT.as_raw(),
-            ),
-        ];
-        const DEVICE: &[vk::MemoryPropertyFlags] = &[
-            vk::MemoryPropertyFlags::DEVICE_LOCAL,
-            vk::MemoryPropertyFlags::empty(),
-        ];
-        if self.host_visible {
-            HOST
-        } else {
-            DEVICE
-        }
-    }
-
-    /// A mapped host-visible buffer of at least `size` bytes for uploads
-    /// and read-backs.
-    fn staging(&mut self, size: u64) -> Result<(Mem, *mut u8), String> {
-        if let Some(s) = self.staging.filter(|(m, _)| m.size >= size) {
-            return Ok(s);
-        }
-        if let Some((old, _)) = self.staging.take() {
-            self.destroy(old);
-        }
-        let coherent =
-            vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
-        let m = self.buffer(size, &[coherent])?;
-        // SAFETY: host-visible memory, not mapped yet, whole range.
-        let ptr = match unsafe {
+            self.device.destroy_pipeline(p.pipeline, None);
+            self.device.destroy_pipeline_layout(p.layout, None);
             self.device
-                .map_memory(m.memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
-        } {
-            Ok(p) => p.cast::<u8>(),
-            Err(e) => {
-                self.destroy(m);
-                return Err(format!("vkMapMemory: {e}"));
-            }
-        };
-        self.staging = Some((m, ptr));
-        Ok((m, ptr))
+                .destroy_descriptor_set_layout(p.set_layout, None);
+        }
     }
 
     /// Record the chain of `n` dependent in-place `scale_add` dispatches over
@@ -689,110 +625,6 @@ impl RawVulkan {
         unsafe { d.reset_fences(&[self.fence]) }.map_err(vkerr("vkResetFences"))?;
         self.pending = false;
         Ok(())
-    }
-
-    /// Record and run one copy between the chain's buffer and staging.
-    fn copy(&mut self, to_device: bool, size: u64) -> Result<(), String> {
-        self.wait()?;
-        let x = self.x.ok_or("no buffer")?;
-        let (s, _) = self.staging(size)?;
-        if to_device {
-            self.transfer(s, x, size)
-        } else {
-            self.transfer(x, s, size)
-        }
-    }
-
-    /// Record and run one copy of `size` bytes from `src` to `dst` (both
-    /// owned by `self`, each at least `size` bytes).
-    fn transfer(&mut self, src: Mem, dst: Mem, size: u64) -> Result<(), String> {
-        if size > src.size || size > dst.size {
-            return Err(format!(
-                "copy of {size} bytes between buffers of {} and {}",
-                src.size, dst.size
-            ));
-        }
-        self.wait()?;
-        let (src, dst) = (src.buffer, dst.buffer);
-        let d = &self.device;
-        let cmd = self.xfer;
-        let begin = vk::CommandBufferBeginInfo::default()
-            .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
-        let all = vk::PipelineStageFlags::COMPUTE_SHADER
-            | vk::PipelineStageFlags::TRANSFER
-            | vk::PipelineStageFlags::HOST;
-        let before = [vk::MemoryBarrier::default()
-            .src_access_mask(
-                vk::AccessFlags::SHADER_WRITE
-                    | vk::AccessFlags::TRANSFER_WRITE
-                    | vk::AccessFlags::HOST_WRITE,
-            )
-            .dst_access_mask(vk::AccessFlags::TRANSFER_READ | vk::AccessFlags::TRANSFER_WRITE)];
-        let after = [vk::MemoryBarrier::default()
-            .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
-            .dst_access_mask(vk::AccessFlags::HOST_READ | vk::AccessFlags::SHADER_READ)];
-        let region = [vk::BufferCopy::default().size(size)];
-        // SAFETY: `cmd` is not pending (waited above; its pool resets single
-        // buffers); both buffers are live, `size` fits both (checked); the barriers
-        // order the copy after earlier writes and before host reads.
-        unsafe {
-            d.reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty())
-                .map_err(vkerr("vkResetCommandBuffer"))?;
-            d.begin_command_buffer(cmd, &begin)
-                .map_err(vkerr("vkBeginCommandBuffer"))?;
-            d.cmd_pipeline_barrier(
-                cmd,
-                all,
-                vk::PipelineStageFlags::TRANSFER,
-                vk::DependencyFlags::empty(),
-                &before,
-                &[],
-                &[],
-            );
-            d.cmd_copy_buffer(cmd, src, dst, &region);
-            d.cmd_pipeline_barrier(
-                cmd,
-                vk::PipelineStageFlags::TRANSFER,
-                all,
-                vk::DependencyFlags::empty(),
-                &after,
-                &[],
-                &[],
-            );
-            d.end_command_buffer(cmd)
-                .map_err(vkerr("vkEndCommandBuffer"))?;
-        }
-        self.submit_cmd(cmd)?;
-        self.wait()
-    }
-
-    /// Write `data` into the chain's buffer (through staging).
-    pub fn write(&mut self, data: &[f32]) -> Result<(), String> {
-        let size = (data.len() * 4) as u64;
-        if size == 0 {
-            return Ok(());
-        }
-        self.wait()?;
-        let (s, ptr) = self.staging(size)?;
-        if s.size < size {
-            return Err("staging buffer too small".into());
-        }
-        // SAFETY: `ptr` maps the whole staging buffer (≥ `size` bytes,
-        // checked), which no pending submission uses (waited above).
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr().cast::<u8>(), ptr, size as usize) };
-        self.copy(true, size)
-    }
-
-    /// The first `k` floats of the chain's buffer.
-    pub fn read(&mut self, k: usize) -> Result<Vec<f32>, String> {
-        let size = (k * 4) as u64;
-        self.copy(false, size)?;
-        let (_, ptr) = self.staging(size)?;
-        let mut out = vec![0f32; k];
-        // SAFETY: the copy into staging completed (waited in `copy`) and the
-        // mapping holds at least `size` bytes.
-        unsafe { std::ptr::copy_nonoverlapping(ptr, out.as_mut_ptr().cast::<u8>(), size as usize) };
-        Ok(out)
     }
 }
 

@@ -15,10 +15,9 @@
 //! backend's global barrier, submitted and waited for 12 times; the median
 //! over 32 is the time of one GEMV. Copy variants copy 256 MiB the same way.
 
-use super::{vkerr, Mem, RawVulkan};
+use super::{vkerr, Alloc, Mem, Pipe, RawVulkan};
 use ash::vk;
 use seam::{ops, DType, Launch, OpKind, RawBuffer, RawView};
-use std::ffi::CString;
 use std::fmt::Write as _;
 use std::time::Instant;
 
@@ -184,99 +183,7 @@ fn spirv(wgsl: &str) -> Result<Vec<u32>, String> {
     naga::back::spv::write_vec(&module, &info, &options, None).map_err(|e| e.to_string())
 }
 
-/// A pipeline over `bindings` storage buffers and the 64-byte block.
-struct Pipe {
-    set_layout: vk::DescriptorSetLayout,
-    layout: vk::PipelineLayout,
-    pipeline: vk::Pipeline,
-}
-
 impl RawVulkan {
-    fn pipe(&self, words: &[u32], entry: &str, bindings: u32) -> Result<Pipe, String> {
-        let d = &self.device;
-        let list: Vec<_> = (0..bindings)
-            .map(|i| {
-                vk::DescriptorSetLayoutBinding::default()
-                    .binding(i)
-                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                    .descriptor_count(1)
-                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
-            })
-            .collect();
-        let info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&list);
-        // SAFETY: valid create info living across the call.
-        let set_layout = unsafe { d.create_descriptor_set_layout(&info, None) }
-            .map_err(vkerr("vkCreateDescriptorSetLayout"))?;
-        let mut pipe = Pipe {
-            set_layout,
-            layout: vk::PipelineLayout::null(),
-            pipeline: vk::Pipeline::null(),
-        };
-        let set_layouts = [set_layout];
-        let ranges = [vk::PushConstantRange::default()
-            .stage_flags(vk::ShaderStageFlags::COMPUTE)
-            .offset(0)
-            .size(ops::IMMEDIATE_BYTES as u32)];
-        let info = vk::PipelineLayoutCreateInfo::default()
-            .set_layouts(&set_layouts)
-            .push_constant_ranges(&ranges);
-        // SAFETY: as above; the set layout is live.
-        pipe.layout = match unsafe { d.create_pipeline_layout(&info, None) } {
-            Ok(l) => l,
-            Err(e) => {
-                self.drop_pipe(&pipe);
-                return Err(format!("vkCreatePipelineLayout: {e}"));
-            }
-        };
-        let patched;
-        let words = if self.denorm_preserve {
-            patched = super::float_controls::denorm_preserve_f32(words)?;
-            &patched[..]
-        } else {
-            words
-        };
-        let info = vk::ShaderModuleCreateInfo::default().code(words);
-        // SAFETY: naga's validated module (patched only as the backend does).
-        let module = match unsafe { d.create_shader_module(&info, None) } {
-            Ok(m) => m,
-            Err(e) => {
-                self.drop_pipe(&pipe);
-                return Err(format!("vkCreateShaderModule: {e}"));
-            }
-        };
-        let entry = CString::new(entry).map_err(|e| e.to_string())?;
-        let stage = vk::PipelineShaderStageCreateInfo::default()
-            .stage(vk::ShaderStageFlags::COMPUTE)
-            .module(module)
-            .name(&entry);
-        let info = [vk::ComputePipelineCreateInfo::default()
-            .stage(stage)
-            .layout(pipe.layout)];
-        // SAFETY: live module and layout; the create info lives across the call.
-        let made = unsafe { d.create_compute_pipelines(vk::PipelineCache::null(), &info, None) };
-        // SAFETY: the module is only needed while pipelines are created from it.
-        unsafe { d.destroy_shader_module(module, None) };
-        match made {
-            Ok(p) => pipe.pipeline = p[0],
-            Err((_, e)) => {
-                self.drop_pipe(&pipe);
-                return Err(format!("vkCreateComputePipelines: {e}"));
-            }
-        }
-        Ok(pipe)
-    }
-
-    fn drop_pipe(&self, p: &Pipe) {
-        // SAFETY: called with the queue idle (every submit is waited for);
-        // null handles are ignored.
-        unsafe {
-            self.device.destroy_pipeline(p.pipeline, None);
-            self.device.destroy_pipeline_layout(p.layout, None);
-            self.device
-                .destroy_descriptor_set_layout(p.set_layout, None);
-        }
-    }
-
     /// Record `runs` dispatches of `pipe`, dispatch i over `sets[i % len]`,
     /// each after the global barrier, into the chain command buffer.
     fn record(
@@ -353,30 +260,6 @@ impl RawVulkan {
         Ok(t[RUNS / 2])
     }
 
-    /// Upload `data` into `dst` through staging.
-    fn upload(&mut self, dst: Mem, data: &[f32]) -> Result<(), String> {
-        let size = (data.len() * 4) as u64;
-        self.wait()?;
-        let (s, ptr) = self.staging(size)?;
-        // SAFETY: `ptr` maps the whole staging buffer (≥ `size` bytes), which
-        // no pending submission uses (waited above).
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr().cast::<u8>(), ptr, size as usize) };
-        self.transfer(s, dst, size)
-    }
-
-    /// The first `k` floats of `src`, through staging.
-    fn download(&mut self, src: Mem, k: usize) -> Result<Vec<f32>, String> {
-        let size = (k * 4) as u64;
-        let (s, _) = self.staging(size)?;
-        self.transfer(src, s, size)?;
-        let (_, ptr) = self.staging(size)?;
-        let mut out = vec![0f32; k];
-        // SAFETY: the copy completed (waited in `transfer`); the mapping
-        // holds at least `size` bytes.
-        unsafe { std::ptr::copy_nonoverlapping(ptr, out.as_mut_ptr().cast::<u8>(), size as usize) };
-        Ok(out)
-    }
-
     /// Descriptor sets over `lists` of buffers (whole ranges), from `pool`.
     fn sets(
         &self,
@@ -416,118 +299,6 @@ impl RawVulkan {
             unsafe { self.device.update_descriptor_sets(&writes, &[]) };
         }
         Ok(sets)
-    }
-}
-
-/// How the probe's weights get their memory (`--alloc`): `plain`, one
-/// `vkAllocateMemory` each (as the backend does); `dedicated`, the same with
-/// `VkMemoryDedicatedAllocateInfo` (Vulkan 1.1); `pooled`, all weights bound
-/// at aligned offsets of one allocation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Alloc {
-    Plain,
-    Dedicated,
-    Pooled,
-}
-
-impl std::str::FromStr for Alloc {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Alloc, String> {
-        match s {
-            "plain" => Ok(Alloc::Plain),
-            "dedicated" => Ok(Alloc::Dedicated),
-            "pooled" => Ok(Alloc::Pooled),
-            other => Err(format!("--alloc {other}: plain, dedicated or pooled")),
-        }
-    }
-}
-
-impl RawVulkan {
-    /// `n` weight buffers of `size` bytes, device-local, allocated as
-    /// `alloc` says; with `Pooled`, the one allocation is returned too (the
-    /// buffers' own `memory` is null, which `destroy` ignores).
-    fn weights(
-        &self,
-        n: usize,
-        size: u64,
-        alloc: Alloc,
-    ) -> Result<(Vec<Mem>, Option<vk::DeviceMemory>), String> {
-        if alloc == Alloc::Plain {
-            let bufs = (0..n)
-                .map(|_| self.buffer(size, self.prefer()))
-                .collect::<Result<Vec<_>, _>>()?;
-            return Ok((bufs, None));
-        }
-        let d = &self.device;
-        let info = vk::BufferCreateInfo::default()
-            .size(size)
-            .usage(
-                vk::BufferUsageFlags::STORAGE_BUFFER
-                    | vk::BufferUsageFlags::TRANSFER_SRC
-                    | vk::BufferUsageFlags::TRANSFER_DST,
-            )
-            .sharing_mode(vk::SharingMode::EXCLUSIVE);
-        let mut buffers = Vec::new();
-        for _ in 0..n {
-            // SAFETY: valid create info living across the call.
-            buffers.push(unsafe { d.create_buffer(&info, None) }.map_err(vkerr("vkCreateBuffer"))?);
-        }
-        // SAFETY: the buffers are live.
-        let req = unsafe { d.get_buffer_memory_requirements(buffers[0]) };
-        let types = &self.memory.memory_types[..self.memory.memory_type_count as usize];
-        let index = types
-            .iter()
-            .enumerate()
-            .position(|(i, t)| {
-                req.memory_type_bits & (1 << i) != 0
-                    && t.property_flags
-                        .contains(vk::MemoryPropertyFlags::DEVICE_LOCAL)
-            })
-            .ok_or("no device-local memory type accepts the weights")?;
-        let mut mems = Vec::new();
-        let mut pool = None;
-        if alloc == Alloc::Pooled {
-            let stride = req.size.div_ceil(req.alignment) * req.alignment;
-            let info = vk::MemoryAllocateInfo::default()
-                .allocation_size(stride * n as u64)
-                .memory_type_index(index as u32);
-            // SAFETY: valid allocate info for a type every buffer accepts.
-            let memory =
-                unsafe { d.allocate_memory(&info, None) }.map_err(vkerr("vkAllocateMemory"))?;
-            pool = Some(memory);
-            for (i, &b) in buffers.iter().enumerate() {
-                // SAFETY: each buffer at its own aligned, disjoint range of
-                // the allocation; the buffers are unbound.
-                unsafe { d.bind_buffer_memory(b, memory, stride * i as u64) }
-                    .map_err(vkerr("vkBindBufferMemory"))?;
-                mems.push(Mem {
-                    buffer: b,
-                    memory: vk::DeviceMemory::null(),
-                    size,
-                });
-            }
-        } else {
-            for &b in &buffers {
-                let mut dedicated = vk::MemoryDedicatedAllocateInfo::default().buffer(b);
-                let info = vk::MemoryAllocateInfo::default()
-                    .allocation_size(req.size)
-                    .memory_type_index(index as u32)
-                    .push_next(&mut dedicated);
-                // SAFETY: valid allocate info naming a live, unbound buffer of
-                // this device (Vulkan 1.1 core).
-                let memory =
-                    unsafe { d.allocate_memory(&info, None) }.map_err(vkerr("vkAllocateMemory"))?;
-                // SAFETY: the dedicated allocation of this very buffer, offset 0.
-                unsafe { d.bind_buffer_memory(b, memory, 0) }
-                    .map_err(vkerr("vkBindBufferMemory"))?;
-                mems.push(Mem {
-                    buffer: b,
-                    memory,
-                    size,
-                });
-            }
-        }
-        Ok((mems, pool))
     }
 }
 
