@@ -8,12 +8,17 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+// The WGSL → SPIR-V step, shared with the bench's GEMV probe.
+#[path = "spirv.rs"]
+mod spirv;
+
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = std::env::var("OUT_DIR").expect("OUT_DIR is set by cargo");
     let header = std::fs::read_to_string(root.join("wgsl/params.wgsl")).expect("wgsl/params.wgsl");
     println!("cargo:rerun-if-changed=wgsl");
     println!("cargo:rerun-if-changed=cuda");
+    println!("cargo:rerun-if-changed=spirv.rs");
 
     let mut table = String::from("pub(crate) static SOURCES: &[(Language, &str, &str)] = &[\n");
     let mut spirv = String::from("pub(crate) static SPIRV: &[(&str, &[u32])] = &[\n");
@@ -33,31 +38,11 @@ fn main() {
             if lang == "Wgsl" {
                 let body = std::fs::read_to_string(&path).unwrap();
                 let full = format!("{header}\n{body}");
-                let module = naga::front::wgsl::parse_str(&full).unwrap_or_else(|e| {
-                    panic!(
-                        "{}: WGSL parse error:\n{}",
-                        path.display(),
-                        e.emit_to_string(&full)
-                    )
-                });
-                let info = naga::valid::Validator::new(
-                    naga::valid::ValidationFlags::all(),
-                    naga::valid::Capabilities::all(),
-                )
-                .validate(&module)
-                .unwrap_or_else(|e| {
-                    panic!(
-                        "{}: WGSL validation error:\n{}",
-                        path.display(),
-                        e.emit_to_string(&full)
-                    )
-                });
+                let (module, words) =
+                    spirv::compile(&full).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                 for ep in &module.entry_points {
                     writeln!(sizes, "    ({:?}, {:?}),", ep.name, ep.workgroup_size).unwrap();
                 }
-                let words = to_spirv(&module, &info).unwrap_or_else(|e| {
-                    panic!("{}: SPIR-V generation failed: {e}", path.display())
-                });
                 let file = Path::new(&out).join(format!("{stem}.spv.rs"));
                 let mut lit = String::from("&[");
                 for (i, w) in words.iter().enumerate() {
@@ -90,21 +75,4 @@ fn main() {
     std::fs::write(Path::new(&out).join("workgroup_sizes.rs"), sizes)
         .expect("writing workgroup_sizes.rs");
     std::fs::write(Path::new(&out).join("sources.rs"), table).expect("writing sources.rs");
-}
-
-/// SPIR-V 1.0 (every Vulkan version accepts it) with all entry points.
-/// Workgroup memory is not zero-initialised (no kernel reads before it
-/// writes) and loops are not instrumented: both would only cost time.
-fn to_spirv(
-    module: &naga::Module,
-    info: &naga::valid::ModuleInfo,
-) -> Result<Vec<u32>, naga::back::spv::Error> {
-    let options = naga::back::spv::Options {
-        lang_version: (1, 0),
-        flags: naga::back::spv::WriterFlags::empty(),
-        zero_initialize_workgroup_memory: naga::back::spv::ZeroInitializeWorkgroupMemoryMode::None,
-        force_loop_bounding: false,
-        ..Default::default()
-    };
-    naga::back::spv::write_vec(module, info, &options, None)
 }

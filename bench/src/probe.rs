@@ -40,7 +40,7 @@ fn raw_per_node(raw: &mut RawCuda, nodes: u32, replays: usize) -> Result<f64, St
 /// `seam-bench probe cuda-process`.
 #[cfg(feature = "cuda")]
 pub fn cuda_process(out: &mut dyn FnMut(String)) -> Result<(), String> {
-    use seam::{ops, DType, OpKind};
+    use seam::ops;
     const N: u32 = 1000;
     let x0 = [1.0f32];
     let mut raw = RawCuda::open()?;
@@ -63,17 +63,15 @@ pub fn cuda_process(out: &mut dyn FnMut(String)) -> Result<(), String> {
     };
     let dev = slot.device().map_err(|e| e.to_string())?;
     step(&mut raw, "after the seam cuda device opened", out);
-    dev.prepare(&[(OpKind::ScaleAdd, DType::F32)])
-        .map_err(|e| e.to_string())?;
+    // The chain's op first, then the rest of what the bench prepares.
+    let chain_op = (seam::OpKind::ScaleAdd, seam::DType::F32);
+    dev.prepare(&[chain_op]).map_err(|e| e.to_string())?;
     step(&mut raw, "after prepare(scale_add)", out);
-    dev.prepare(&[
-        (OpKind::RmsNorm, DType::F32),
-        (OpKind::Gemm, DType::F32),
-        (OpKind::Silu, DType::F32),
-        (OpKind::Add, DType::F32),
-        (OpKind::Copy, DType::F32),
-    ])
-    .map_err(|e| e.to_string())?;
+    let others: Vec<_> = crate::measure::BENCH_OPS
+        .into_iter()
+        .filter(|&o| o != chain_op)
+        .collect();
+    dev.prepare(&others).map_err(|e| e.to_string())?;
     step(
         &mut raw,
         "after prepare(the bench's other ops, gemm's cuBLAS)",

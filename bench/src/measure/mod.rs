@@ -23,6 +23,18 @@ use seam::{DType, Device, OpCall, OpKind};
 use seam_backends::DeviceSlot;
 use std::time::Instant;
 
+/// The ops (all f32) the seam arms launch: the chain's `scale_add`, the
+/// decode stack's four, and the copy of the copy-bandwidth floor; each
+/// backend prepares them before timing.
+pub const BENCH_OPS: [(OpKind, DType); 6] = [
+    (OpKind::ScaleAdd, DType::F32),
+    (OpKind::RmsNorm, DType::F32),
+    (OpKind::Gemm, DType::F32),
+    (OpKind::Silu, DType::F32),
+    (OpKind::Add, DType::F32),
+    (OpKind::Copy, DType::F32),
+];
+
 /// What to measure, and for how long.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -195,15 +207,7 @@ fn backend(slot: &DeviceSlot, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
         dev.update_support(),
         us(t)
     ));
-    dev.prepare(&[
-        (OpKind::ScaleAdd, DType::F32),
-        (OpKind::RmsNorm, DType::F32),
-        (OpKind::Gemm, DType::F32),
-        (OpKind::Silu, DType::F32),
-        (OpKind::Add, DType::F32),
-        (OpKind::Copy, DType::F32),
-    ])
-    .map_err(err)?;
+    dev.prepare(&BENCH_OPS).map_err(err)?;
     let mut raw = paired::open_raw(device, &info.name, out);
     for &elems in &cfg.elems {
         for &n in &cfg.ns {

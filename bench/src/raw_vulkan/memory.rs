@@ -37,16 +37,7 @@ impl RawVulkan {
         prefer: &[vk::MemoryPropertyFlags],
     ) -> Result<Mem, String> {
         let d = &self.device;
-        let info = vk::BufferCreateInfo::default()
-            .size(size.max(4))
-            .usage(
-                vk::BufferUsageFlags::STORAGE_BUFFER
-                    | vk::BufferUsageFlags::TRANSFER_SRC
-                    | vk::BufferUsageFlags::TRANSFER_DST,
-            )
-            .sharing_mode(vk::SharingMode::EXCLUSIVE);
-        // SAFETY: valid create info (size > 0) living across the call.
-        let buffer = unsafe { d.create_buffer(&info, None) }.map_err(vkerr("vkCreateBuffer"))?;
+        let buffer = self.unbound(size)?;
         // SAFETY: `buffer` is live.
         let req = unsafe { d.get_buffer_memory_requirements(buffer) };
         let types = &self.memory.memory_types[..self.memory.memory_type_count as usize];
@@ -274,37 +265,79 @@ impl RawVulkan {
         Ok(out)
     }
 
-    /// `n` weight buffers of `size` bytes, device-local, allocated as
-    /// `alloc` says; with `Pooled`, the one allocation is returned too (the
-    /// buffers' own `memory` is null, which `destroy` ignores).
-    pub(super) fn weights(
-        &self,
-        n: usize,
-        size: u64,
-        alloc: Alloc,
-    ) -> Result<(Vec<Mem>, Option<vk::DeviceMemory>), String> {
-        if alloc == Alloc::Plain {
-            let bufs = (0..n)
-                .map(|_| self.buffer(size, self.prefer()))
-                .collect::<Result<Vec<_>, _>>()?;
-            return Ok((bufs, None));
-        }
-        let d = &self.device;
+    /// A storage (and copy) buffer of `size` bytes (at least 4), with no
+    /// memory bound yet.
+    pub(super) fn unbound(&self, size: u64) -> Result<vk::Buffer, String> {
         let info = vk::BufferCreateInfo::default()
-            .size(size)
+            .size(size.max(4))
             .usage(
                 vk::BufferUsageFlags::STORAGE_BUFFER
                     | vk::BufferUsageFlags::TRANSFER_SRC
                     | vk::BufferUsageFlags::TRANSFER_DST,
             )
             .sharing_mode(vk::SharingMode::EXCLUSIVE);
-        let mut buffers = Vec::new();
-        for _ in 0..n {
-            // SAFETY: valid create info living across the call.
-            buffers.push(unsafe { d.create_buffer(&info, None) }.map_err(vkerr("vkCreateBuffer"))?);
+        // SAFETY: valid create info (size > 0) living across the call.
+        unsafe { self.device.create_buffer(&info, None) }.map_err(vkerr("vkCreateBuffer"))
+    }
+
+    /// `n` weight buffers of `size` bytes, device-local, allocated as
+    /// `alloc` says; with `Pooled`, the one allocation is returned too (the
+    /// buffers' own `memory` is null, which `destroy` ignores). On an error
+    /// whatever was made is destroyed.
+    pub(super) fn weights(
+        &self,
+        n: usize,
+        size: u64,
+        alloc: Alloc,
+    ) -> Result<(Vec<Mem>, Option<vk::DeviceMemory>), String> {
+        if alloc == Alloc::Dedicated && self.api < vk::API_VERSION_1_1 {
+            return Err(
+                "--alloc dedicated needs Vulkan 1.1 (VkMemoryDedicatedAllocateInfo); the instance is at 1.0"
+                    .into(),
+            );
         }
-        // SAFETY: the buffers are live.
-        let req = unsafe { d.get_buffer_memory_requirements(buffers[0]) };
+        let (mut mems, mut pool) = (Vec::new(), None);
+        if let Err(e) = self.make_weights(&mut mems, &mut pool, n, size, alloc) {
+            for m in mems {
+                self.destroy(m);
+            }
+            if let Some(memory) = pool {
+                // SAFETY: nothing was submitted; the buffers bound to it are
+                // destroyed above.
+                unsafe { self.device.free_memory(memory, None) };
+            }
+            return Err(e);
+        }
+        Ok((mems, pool))
+    }
+
+    /// [`RawVulkan::weights`]' work, pushing each buffer (and the pool) as
+    /// it is made so the caller can destroy them on an error.
+    fn make_weights(
+        &self,
+        mems: &mut Vec<Mem>,
+        pool: &mut Option<vk::DeviceMemory>,
+        n: usize,
+        size: u64,
+        alloc: Alloc,
+    ) -> Result<(), String> {
+        if alloc == Alloc::Plain {
+            for _ in 0..n {
+                mems.push(self.buffer(size, self.prefer())?);
+            }
+            return Ok(());
+        }
+        let d = &self.device;
+        for _ in 0..n {
+            mems.push(Mem {
+                buffer: self.unbound(size)?,
+                memory: vk::DeviceMemory::null(),
+                size,
+            });
+        }
+        let first = mems.first().ok_or("no weights asked for")?.buffer;
+        // SAFETY: the buffer is live.
+        let req = unsafe { d.get_buffer_memory_requirements(first) };
         let types = &self.memory.memory_types[..self.memory.memory_type_count as usize];
         let index = types
             .iter()
@@ -315,8 +348,6 @@ impl RawVulkan {
                         .contains(vk::MemoryPropertyFlags::DEVICE_LOCAL)
             })
             .ok_or("no device-local memory type accepts the weights")?;
-        let mut mems = Vec::new();
-        let mut pool = None;
         if alloc == Alloc::Pooled {
             let stride = req.size.div_ceil(req.alignment) * req.alignment;
             let info = vk::MemoryAllocateInfo::default()
@@ -325,39 +356,30 @@ impl RawVulkan {
             // SAFETY: valid allocate info for a type every buffer accepts.
             let memory =
                 unsafe { d.allocate_memory(&info, None) }.map_err(vkerr("vkAllocateMemory"))?;
-            pool = Some(memory);
-            for (i, &b) in buffers.iter().enumerate() {
+            *pool = Some(memory);
+            for (i, m) in mems.iter().enumerate() {
                 // SAFETY: each buffer at its own aligned, disjoint range of
                 // the allocation; the buffers are unbound.
-                unsafe { d.bind_buffer_memory(b, memory, stride * i as u64) }
+                unsafe { d.bind_buffer_memory(m.buffer, memory, stride * i as u64) }
                     .map_err(vkerr("vkBindBufferMemory"))?;
-                mems.push(Mem {
-                    buffer: b,
-                    memory: vk::DeviceMemory::null(),
-                    size,
-                });
             }
-        } else {
-            for &b in &buffers {
-                let mut dedicated = vk::MemoryDedicatedAllocateInfo::default().buffer(b);
-                let info = vk::MemoryAllocateInfo::default()
-                    .allocation_size(req.size)
-                    .memory_type_index(index as u32)
-                    .push_next(&mut dedicated);
-                // SAFETY: valid allocate info naming a live, unbound buffer of
-                // this device (Vulkan 1.1 core).
-                let memory =
-                    unsafe { d.allocate_memory(&info, None) }.map_err(vkerr("vkAllocateMemory"))?;
-                // SAFETY: the dedicated allocation of this very buffer, offset 0.
-                unsafe { d.bind_buffer_memory(b, memory, 0) }
-                    .map_err(vkerr("vkBindBufferMemory"))?;
-                mems.push(Mem {
-                    buffer: b,
-                    memory,
-                    size,
-                });
-            }
+            return Ok(());
         }
-        Ok((mems, pool))
+        for m in mems.iter_mut() {
+            let mut dedicated = vk::MemoryDedicatedAllocateInfo::default().buffer(m.buffer);
+            let info = vk::MemoryAllocateInfo::default()
+                .allocation_size(req.size)
+                .memory_type_index(index as u32)
+                .push_next(&mut dedicated);
+            // SAFETY: valid allocate info naming a live, unbound buffer of
+            // this device; the instance is at Vulkan 1.1 or later (checked
+            // in `weights`), where the struct is core.
+            m.memory =
+                unsafe { d.allocate_memory(&info, None) }.map_err(vkerr("vkAllocateMemory"))?;
+            // SAFETY: the dedicated allocation of this very buffer, offset 0.
+            unsafe { d.bind_buffer_memory(m.buffer, m.memory, 0) }
+                .map_err(vkerr("vkBindBufferMemory"))?;
+        }
+        Ok(())
     }
 }

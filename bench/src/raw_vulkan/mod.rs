@@ -54,6 +54,24 @@ fn vkerr(call: &'static str) -> impl Fn(vk::Result) -> String {
     move |e| format!("{call}: {e}")
 }
 
+/// The stages the backend's global barrier orders (compute and transfer).
+const STAGES: vk::PipelineStageFlags = vk::PipelineStageFlags::from_raw(
+    vk::PipelineStageFlags::COMPUTE_SHADER.as_raw() | vk::PipelineStageFlags::TRANSFER.as_raw(),
+);
+
+/// The backend's global barrier before every dispatch: earlier shader and
+/// transfer writes before later reads and writes.
+fn global_barrier() -> vk::MemoryBarrier<'static> {
+    vk::MemoryBarrier::default()
+        .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
+        .dst_access_mask(
+            vk::AccessFlags::SHADER_READ
+                | vk::AccessFlags::SHADER_WRITE
+                | vk::AccessFlags::TRANSFER_READ
+                | vk::AccessFlags::TRANSFER_WRITE,
+        )
+}
+
 /// A buffer and its memory.
 #[derive(Clone, Copy)]
 struct Mem {
@@ -76,6 +94,8 @@ pub struct RawVulkan {
     /// Whether buffers live in host-visible memory (the backend's rule).
     pub host_visible: bool,
     memory: vk::PhysicalDeviceMemoryProperties,
+    /// The Vulkan version the instance was created for.
+    api: u32,
     max_group_count: [u32; 3],
     set_layout: vk::DescriptorSetLayout,
     layout: vk::PipelineLayout,
@@ -172,6 +192,7 @@ impl RawVulkan {
             denorm_preserve,
             host_visible: uma && has_coherent && !forced_staging,
             memory,
+            api,
             max_group_count: props.limits.max_compute_work_group_count,
             set_layout: vk::DescriptorSetLayout::null(),
             layout: vk::PipelineLayout::null(),
@@ -481,15 +502,7 @@ impl RawVulkan {
             );
             d.cmd_push_constants(cmd, self.layout, vk::ShaderStageFlags::COMPUTE, 0, &params);
         }
-        let stages = vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER;
-        let barrier = [vk::MemoryBarrier::default()
-            .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
-            .dst_access_mask(
-                vk::AccessFlags::SHADER_READ
-                    | vk::AccessFlags::SHADER_WRITE
-                    | vk::AccessFlags::TRANSFER_READ
-                    | vk::AccessFlags::TRANSFER_WRITE,
-            )];
+        let (stages, barrier) = (STAGES, [global_barrier()]);
         for _ in 0..n {
             // SAFETY: `cmd` is recording, outside a render pass; the group
             // counts are within the device's limits (`grid` checked them).

@@ -15,7 +15,11 @@
 //! backend's global barrier, submitted and waited for 12 times; the median
 //! over 32 is the time of one GEMV. Copy variants copy 256 MiB the same way.
 
-use super::{vkerr, Alloc, Mem, Pipe, RawVulkan};
+// seam-kernels' WGSL → SPIR-V step, compiled here from its source.
+#[path = "../../../kernels/spirv.rs"]
+mod catalogue_spirv;
+
+use super::{global_barrier, vkerr, Alloc, Mem, Pipe, RawVulkan, STAGES};
 use ash::vk;
 use seam::{ops, DType, Launch, OpKind, RawBuffer, RawView};
 use std::fmt::Write as _;
@@ -162,25 +166,10 @@ fn probe(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     }
 }
 
-/// SPIR-V for `wgsl` (prelude prepended) with the catalogue's options.
+/// SPIR-V for `wgsl` (prelude prepended), by the catalogue's own step.
 fn spirv(wgsl: &str) -> Result<Vec<u32>, String> {
     let source = format!("{}\n{wgsl}", seam_kernels::WGSL_PARAMS);
-    let module = naga::front::wgsl::parse_str(&source).map_err(|e| e.emit_to_string(&source))?;
-    let info = naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        // As seam-kernels' build validates the catalogue.
-        naga::valid::Capabilities::all(),
-    )
-    .validate(&module)
-    .map_err(|e| e.emit_to_string(&source))?;
-    let options = naga::back::spv::Options {
-        lang_version: (1, 0),
-        flags: naga::back::spv::WriterFlags::empty(),
-        zero_initialize_workgroup_memory: naga::back::spv::ZeroInitializeWorkgroupMemoryMode::None,
-        force_loop_bounding: false,
-        ..Default::default()
-    };
-    naga::back::spv::write_vec(&module, &info, &options, None).map_err(|e| e.to_string())
+    catalogue_spirv::compile(&source).map(|(_, words)| words)
 }
 
 impl RawVulkan {
@@ -197,15 +186,7 @@ impl RawVulkan {
         self.wait()?;
         let d = &self.device;
         let cmd = self.chain;
-        let stages = vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER;
-        let barrier = [vk::MemoryBarrier::default()
-            .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
-            .dst_access_mask(
-                vk::AccessFlags::SHADER_READ
-                    | vk::AccessFlags::SHADER_WRITE
-                    | vk::AccessFlags::TRANSFER_READ
-                    | vk::AccessFlags::TRANSFER_WRITE,
-            )];
+        let (stages, barrier) = (STAGES, [global_barrier()]);
         // SAFETY: `cmd` is not pending (waited above); pipeline, layout and
         // sets are live and compatible, every binding written; the push
         // range matches the layout's; the group counts are within the
