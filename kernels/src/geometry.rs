@@ -21,7 +21,8 @@ pub const GEMV_MAX_M: u32 = 8;
 pub const GEMV_COLS: u32 = 16;
 /// The wider strip: 128-byte pieces of each row of b (f32).
 pub const GEMV_WIDE_COLS: u32 = 32;
-/// Workgroups the wider strip must still give (two per SM on a 128-SM GPU).
+/// Workgroups the wider strip must still give (about two per SM on the
+/// H200's 132).
 pub const GEMV_WIDE_GROUPS: u32 = 256;
 
 /// Columns of one GEMV workgroup for m rows of n columns, as

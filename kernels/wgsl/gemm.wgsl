@@ -17,13 +17,14 @@
 //   the probe measured ~10 % faster than a computed stride), four word
 //   loads otherwise.
 //   Measured on the H200's Vulkan driver over 32 distinct weights (the
-//   decode stack's 8 GiB at H = 8192; docs/results/bench/probes.md): 512
-//   invocations, 32 columns, 4 loads of 16 bytes: 82.0 µs a GEMV at
-//   H = 8192 against 93.6 µs for the kernel before (256 invocations, 16
-//   columns of word loads) and 95.7 µs for the best shape of 256 (which
-//   the probe over 8 weights, 2 GiB, had put at 75.1 µs: the larger working
-//   set costs shapes that touch more rows at once); 16 columns at H = 4096
-//   (32 would leave 128 workgroups), 23.0 µs against 29.6.
+//   decode stack's 8 GiB at H = 8192; docs/results/bench/probes.md, p4 and
+//   p5): this kernel ran a GEMV in 68.9 µs at H = 8192 from dedicated
+//   allocations (as the Vulkan backend makes them; 88.3 µs from plain
+//   ones) against 74.3 µs (94.4) for the kernel before (256 invocations,
+//   16 columns of word loads); the best 256-invocation shape ran 95.7 µs
+//   from plain allocations, though over 8 weights (2 GiB) it had measured
+//   75.1. At H = 4096, 16 columns (32 would leave 128 workgroups): 24.3 µs
+//   against 29.7.
 // - otherwise: one 16-column × 32-row tile per workgroup, tiles numbered
 //   row-major over the output; each output sums its k products in order, as
 //   the CPU reference does.

@@ -15,7 +15,7 @@
 //!   write/read go through one staging buffer (64 MiB chunks) with a copy on
 //!   the queue. Each buffer has its own allocation, dedicated to it
 //!   (`VkMemoryDedicatedAllocateInfo`) at Vulkan 1.1: on the H200 a GEMV
-//!   over 8 GiB of weights ran 22 % faster from dedicated allocations.
+//!   over 8 GiB of weights took 22 % less time from dedicated allocations.
 //!   `SEAM_VULKAN_STAGING=1` forces the staging path anywhere (to
 //!   test it on lavapipe). Buffer sizes round up to whole 16-byte quads
 //!   (`seam_kernels::BUFFER_ROUND`): kernels see every buffer as `array<u32>`,

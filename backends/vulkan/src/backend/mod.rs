@@ -220,35 +220,15 @@ impl VulkanBackend {
 
     // ----- pipelines -----
 
-    /// Whether the device runs workgroups of `op`'s size (gemm's 512
-    /// invocations are above Vulkan's guaranteed 128); `TooLarge` naming
-    /// the limit where not.
+    /// Whether the device runs workgroups of `op`'s size ([`workgroup_fits`]).
     fn fits_workgroup(&self, op: OpKind) -> Result<(), ErrorKind> {
-        let size = seam_kernels::geometry::workgroup_size(op);
         let adapter = self.gpu.adapter();
-        let invocations: u64 = size.iter().map(|&d| u64::from(d)).product();
-        let fits = invocations <= u64::from(adapter.max_workgroup_invocations)
-            && size
-                .iter()
-                .zip(adapter.max_workgroup_size)
-                .all(|(&d, m)| d <= m);
-        if fits {
-            return Ok(());
-        }
-        Err(ErrorKind::TooLarge {
-            what: "workgroup",
-            detail: format!(
-                "{op}'s kernels run workgroups of {}×{}×{} invocations; {} allows {} \
-                 (maxComputeWorkGroupInvocations), at most {:?} on each axis \
-                 (maxComputeWorkGroupSize)",
-                size[0],
-                size[1],
-                size[2],
-                adapter.name,
-                adapter.max_workgroup_invocations,
-                adapter.max_workgroup_size
-            ),
-        })
+        workgroup_fits(
+            op,
+            &adapter.name,
+            adapter.max_workgroup_invocations,
+            adapter.max_workgroup_size,
+        )
     }
 
     /// The pipeline of an (op, dtype) pair, created on first use. A user
@@ -282,6 +262,35 @@ impl VulkanBackend {
         self.pipelines.insert(key, p.clone());
         Ok(p)
     }
+}
+
+/// Whether `device`, whose limits are `max_invocations`
+/// (`maxComputeWorkGroupInvocations`) and `max_size`
+/// (`maxComputeWorkGroupSize`), runs workgroups of `op`'s size: gemm's 512
+/// invocations are above Vulkan's guaranteed 128. `TooLarge` naming the op,
+/// the device and the limit where not.
+fn workgroup_fits(
+    op: OpKind,
+    device: &str,
+    max_invocations: u32,
+    max_size: [u32; 3],
+) -> Result<(), ErrorKind> {
+    let size = seam_kernels::geometry::workgroup_size(op);
+    let invocations: u64 = size.iter().map(|&d| u64::from(d)).product();
+    let fits = invocations <= u64::from(max_invocations)
+        && size.iter().zip(max_size).all(|(&d, m)| d <= m);
+    if fits {
+        return Ok(());
+    }
+    Err(ErrorKind::TooLarge {
+        what: "workgroup",
+        detail: format!(
+            "{op}'s kernels run workgroups of {}×{}×{} invocations; {device} allows {max_invocations} \
+             (maxComputeWorkGroupInvocations), at most {max_size:?} on each axis \
+             (maxComputeWorkGroupSize)",
+            size[0], size[1], size[2],
+        ),
+    })
 }
 
 impl Backend for VulkanBackend {

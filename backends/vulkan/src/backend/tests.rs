@@ -18,6 +18,37 @@ fn read(b: &mut VulkanBackend, buf: RawBuffer) -> Vec<u8> {
     out
 }
 
+/// gemm's 16 × 32 workgroups run where the device allows 512 invocations
+/// and 32 on y, and are refused, naming the op, the device and the limit,
+/// where it allows fewer (no device here does: the limits are given).
+/// Mutations (tried): `invocations <= max` → `<` → red at the 512 row;
+/// the per-axis check left out → red at the y = 16 row.
+#[test]
+fn an_op_whose_workgroup_the_device_cannot_run_is_refused() {
+    use super::workgroup_fits;
+    assert!(workgroup_fits(OpKind::Gemm, "big", 512, [1024, 32, 64]).is_ok());
+    assert!(workgroup_fits(OpKind::Add, "small", 128, [128, 128, 64]).is_ok());
+    for (max, size, limit) in [
+        (256, [1024, 1024, 64], "maxComputeWorkGroupInvocations"),
+        (1024, [1024, 16, 64], "maxComputeWorkGroupSize"),
+    ] {
+        match workgroup_fits(OpKind::Gemm, "small GPU", max, size) {
+            Err(seam::ErrorKind::TooLarge { what, detail }) => {
+                assert_eq!(what, "workgroup");
+                assert!(
+                    detail.contains("gemm") && detail.contains("small GPU"),
+                    "{detail}"
+                );
+                assert!(
+                    detail.contains(limit) && detail.contains("16×32×1"),
+                    "{detail}"
+                );
+            }
+            other => panic!("{max} / {size:?}: {other:?}"),
+        }
+    }
+}
+
 /// The barrier audit still refuses an update that would make two
 /// dispatches of one stretch (no barrier between them) alias unordered,
 /// and a refused update changes nothing. `VulkanBackend::launch` records a
