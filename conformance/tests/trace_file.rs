@@ -43,3 +43,52 @@ fn a_traced_run_writes_a_trace_that_parses_back_with_every_replay() {
         .any(|e| e["args"]["name"].as_str().unwrap().starts_with("cpu:0"));
     assert!(named, "the device has a named track");
 }
+
+/// `--trace` in the default mode: each device's trials run in a child
+/// process (the real binary), whose trace logs come back to the parent.
+/// User kernels' launches are in them, so the logs must read back with
+/// launches of ops no catalogue knows.
+#[test]
+fn an_isolated_run_brings_every_childs_trace_back() {
+    use seam_conformance::isolate::{self, Limits};
+    let p = plan(&Filter {
+        backends: vec!["cpu".into()],
+        cases: vec!["c1_".into()],
+        devices: vec![],
+    });
+    let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_seam-conformance"));
+    let cases = vec!["c1_".to_string()];
+    let limits = Limits {
+        device: std::time::Duration::from_secs(300),
+        trial: std::time::Duration::from_secs(300),
+        teardown: std::time::Duration::from_secs(60),
+    };
+    let (report, traces) = isolate::run_isolated_with(
+        &p,
+        &limits,
+        |device, only, files| {
+            isolate::child_command(&exe, device, only.unwrap_or(&cases), true, files)
+        },
+        |_, _| {},
+    );
+    assert!(report.summary.ok(), "{:#?}", report.failed_lines());
+    let kernels = seam_conformance::kernels().len();
+    assert_eq!(traces.len(), 5 + kernels, "one trace log per C1 trial");
+    let user_launches = traces
+        .iter()
+        .flat_map(|t| &t.events)
+        .filter(|e| {
+            matches!(&e.kind, seam::EventKind::Launch { op, .. }
+                if seam_conformance::kernels().iter().any(|k| k.name == op.as_ref()))
+        })
+        .count();
+    assert!(user_launches > 0, "the user kernels' launches are traced");
+    let trace = seam::chrome_trace(&traces);
+    let replays = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["name"].as_str().unwrap().starts_with("replay"))
+        .count();
+    assert_eq!(replays, 3 + 3 + 1 + 2 + 2 + 3 * kernels);
+}

@@ -2,16 +2,19 @@
 //! off, recording is one branch on a bool and allocates nothing.
 
 use crate::backend::DeviceSpan;
-use crate::ops::OpKind;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::time::Instant;
 
 /// What happened.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "event")]
 pub enum EventKind {
+    /// `op` is the op's name (`"add"`, or a user kernel's name): a trace is
+    /// data that crosses processes (an isolated run's children send theirs
+    /// to the parent), and a user kernel's definition does not.
     Launch {
-        op: OpKind,
+        op: Cow<'static, str>,
         captured: bool,
     },
     BeginCapture,
@@ -185,7 +188,7 @@ fn event_name(kind: &EventKind) -> (String, serde_json::Value) {
     match kind {
         EventKind::Launch { op, captured } => (
             format!("{op}{}", if *captured { " (captured)" } else { "" }),
-            json!({"op": op.name(), "captured": captured}),
+            json!({"op": op, "captured": captured}),
         ),
         EventKind::BeginCapture => ("begin_capture".into(), json!({})),
         EventKind::EndCapture { launches } => (
@@ -256,7 +259,7 @@ mod tests {
                     0,
                     1_000,
                     EventKind::Launch {
-                        op: OpKind::Add,
+                        op: "add".into(),
                         captured: true,
                     },
                 ),

@@ -341,7 +341,7 @@ impl Device {
                 false
             };
             st.trace.record(|| EventKind::Launch {
-                op: call.op,
+                op: call.op.name().into(),
                 captured,
             });
             Ok(())

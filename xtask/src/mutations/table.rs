@@ -430,7 +430,7 @@ pub const MUTATIONS: &[Mutation] = &[
         case: "c12_bad_launches_refused_before_work",
         file: DEV,
         find: "            let launch = validate::lower(call, |id| st.live_meta(id))?;",
-        replace: "            let captured = st.capture.is_some();\n            st.trace.record(|| EventKind::Launch { op: call.op, captured });\n            let launch = validate::lower(call, |id| st.live_meta(id))?;",
+        replace: "            let captured = st.capture.is_some();\n            st.trace.record(|| EventKind::Launch { op: call.op.name().into(), captured });\n            let launch = validate::lower(call, |id| st.live_meta(id))?;",
         what: "a launch is traced before it is validated (a refused launch looks queued)",
     },
     Mutation {
