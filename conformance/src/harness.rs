@@ -126,7 +126,8 @@ fn write_reports(dir: &Path, plan: &Plan, mut records: Vec<TrialRecord>) -> Resu
     for r in &records {
         summary.add(&r.verdict);
     }
-    let report = Report::new(plan.devices.clone(), plan.missing.clone(), records, summary);
+    let report = Report::new(plan.devices.clone(), plan.missing.clone(), records, summary)
+        .planned(plan.trials.iter().map(|t| t.device.as_str()));
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
     let md = merge::merge(&[("this run".into(), report.clone())])

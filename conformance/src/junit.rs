@@ -245,6 +245,7 @@ mod tests {
                 capture_support: seam::CaptureSupport::Native,
                 subnormals: None,
                 update_support: None,
+                open_error: None,
             }],
             missing: vec![MissingRecord {
                 backend: "cuda".into(),
@@ -252,6 +253,7 @@ mod tests {
             }],
             trials,
             summary,
+            planned: Default::default(),
         }
     }
 

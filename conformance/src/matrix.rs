@@ -133,6 +133,22 @@ pub struct Source {
     pub started_at: String,
     pub format_version: u32,
     pub summary: String,
+    /// Devices whose trials fall short of the report's own plan
+    /// ([`crate::report::Report::uncovered`]); shown with the summary.
+    pub uncovered: Vec<String>,
+}
+
+impl Source {
+    /// The summary as the matrix shows it: with any device whose trials
+    /// fall short of its plan flagged after it.
+    pub fn summary_line(&self) -> String {
+        let s = self.summary.trim_start_matches("conformance: ").to_string();
+        if self.uncovered.is_empty() {
+            s
+        } else {
+            format!("{s} — INCOMPLETE: {}", self.uncovered.join("; "))
+        }
+    }
 }
 
 /// A backend a machine has no device for.
@@ -244,7 +260,7 @@ pub fn markdown(m: &Matrix) -> String {
             md(&src.os),
             md(short_commit(&src.git_commit)),
             md(&src.started_at),
-            md(src.summary.trim_start_matches("conformance: "))
+            md(&src.summary_line())
         );
     }
     s.push_str("\n## Devices\n\n| column | device | backend | driver / runtime | capture | graph update |\n|---|---|---|---|---|---|\n");
@@ -371,7 +387,7 @@ pub fn html(m: &Matrix) -> String {
             escape(&src.cpu),
             escape(short_commit(&src.git_commit)),
             escape(&src.started_at),
-            escape(src.summary.trim_start_matches("conformance: "))
+            escape(&src.summary_line())
         );
     }
     s.push_str(

@@ -213,6 +213,7 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Matrix, MergeError> {
             started_at: or_unknown(&r.started_at),
             format_version: r.format_version,
             summary: r.summary.line(),
+            uncovered: r.uncovered(),
         });
         for x in &r.missing {
             m.missing.push(Missing {
@@ -357,6 +358,7 @@ mod tests {
                     capture_support: seam::CaptureSupport::Native,
                     subnormals: None,
                     update_support: None,
+                    open_error: None,
                 })
                 .collect(),
             missing: vec![MissingRecord {
@@ -365,6 +367,7 @@ mod tests {
             }],
             trials,
             summary,
+            planned: Default::default(),
         }
     }
 
@@ -409,6 +412,28 @@ mod tests {
             comparison("c6_nested_begin_refused"),
             Comparison::Unclassified
         );
+    }
+
+    /// A report whose trials fall short of its own plan is flagged in the
+    /// matrix (Markdown and HTML), with the device and the counts.
+    #[test]
+    fn a_report_that_does_not_cover_its_plan_is_flagged() {
+        let trials = vec![t("cpu:0", "c1_replay_reexecutes", Verdict::Passed, None)];
+        let whole = report("alpha", "0.1.0", &["cpu:0"], trials.clone()).planned(["cpu:0"]);
+        let short = report("beta", "0.1.0", &["cpu:0", "vulkan:0"], trials)
+            .planned(["cpu:0", "vulkan:0", "vulkan:0"]);
+        let m = merge(&[("a.json".into(), whole), ("b.json".into(), short)]).unwrap();
+        assert!(m.sources[0].uncovered.is_empty());
+        assert_eq!(
+            m.sources[1].uncovered,
+            ["vulkan:0: 0 of 2 planned trials reported"]
+        );
+        let md = crate::matrix::markdown(&m);
+        assert!(
+            md.contains("INCOMPLETE: vulkan:0: 0 of 2 planned trials reported"),
+            "{md}"
+        );
+        assert!(crate::matrix::html(&m).contains("INCOMPLETE: vulkan:0"));
     }
 
     #[test]

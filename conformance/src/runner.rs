@@ -60,6 +60,32 @@ pub struct Plan {
     pub missing: Vec<MissingRecord>,
 }
 
+impl Plan {
+    /// Why device `id` cannot run its trials in this process: discovery did
+    /// not find it, or it failed to open. `None` when it opened.
+    pub fn unavailable(&self, id: &str) -> Option<String> {
+        match self.devices.iter().find(|d| d.id == id) {
+            Some(d) => d
+                .open_error
+                .as_ref()
+                .map(|e| format!("device {id} failed to open: {e}")),
+            None => {
+                let found: Vec<&str> = self.devices.iter().map(|d| d.id.as_str()).collect();
+                let missing: Vec<String> = self
+                    .missing
+                    .iter()
+                    .map(|m| format!("{}: {}", m.backend, m.reason))
+                    .collect();
+                Some(format!(
+                    "discovery found no device {id} (devices: [{}]; missing backends: [{}])",
+                    found.join(", "),
+                    missing.join("; ")
+                ))
+            }
+        }
+    }
+}
+
 /// Discover the in-tree backends' devices and expand every case onto every
 /// device (and every missing backend, as ignored trials).
 pub fn plan(filter: &Filter) -> Plan {
@@ -99,6 +125,7 @@ pub fn plan_in(filter: &Filter, found: Discovery) -> Plan {
                 capture_support: dev.capture_support().clone(),
                 subnormals: Some(dev.subnormals().clone()),
                 update_support: Some(dev.update_support()),
+                open_error: None,
             }),
             Err(e) => devices.push(DeviceRecord {
                 id: slot.id.clone(),
@@ -108,6 +135,7 @@ pub fn plan_in(filter: &Filter, found: Discovery) -> Plan {
                 capture_support: seam::CaptureSupport::Unsupported("device failed to open".into()),
                 subnormals: None,
                 update_support: None,
+                open_error: Some(e.to_string()),
             }),
         }
         let slot = Arc::new(slot);
@@ -388,7 +416,8 @@ pub fn run_all_observed(
         stream.finished(&record);
         records.push(record);
     }
-    let report = Report::new(plan.devices.clone(), plan.missing.clone(), records, summary);
+    let report = Report::new(plan.devices.clone(), plan.missing.clone(), records, summary)
+        .planned(plan.trials.iter().map(|t| t.device.as_str()));
     (report, traces)
 }
 

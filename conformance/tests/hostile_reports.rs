@@ -117,6 +117,7 @@ fn base() -> Report {
                 capture_support: seam::CaptureSupport::Native,
                 subnormals: None,
                 update_support: None,
+                open_error: None,
             })
             .collect(),
         missing: vec![MissingRecord {
@@ -125,6 +126,7 @@ fn base() -> Report {
         }],
         trials,
         summary,
+        planned: Default::default(),
     }
 }
 

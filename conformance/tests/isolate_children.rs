@@ -45,7 +45,17 @@ fn fake_child() {
     } else {
         behaviour.as_str()
     };
-    let plan = runner::plan(&filter);
+    let mut plan = runner::plan(&filter);
+    match behaviour {
+        // A child whose device vanished before it started: nothing to run.
+        "empty-report" => {
+            plan.trials.clear();
+            plan.devices.clear();
+        }
+        // A child that leaves half its plan out of its report.
+        "half-report" => plan.trials.truncate(plan.trials.len() / 2),
+        _ => {}
+    }
     let mut n = 0;
     let (report, _) = runner::run_all_observed(
         &plan,
@@ -70,8 +80,12 @@ fn fake_child() {
     if let Ok(path) = std::env::var(FAKE_JSON) {
         std::fs::write(path, serde_json::to_string(&report).unwrap()).unwrap();
     }
-    if behaviour == "teardown-hang" {
-        std::thread::sleep(Duration::from_secs(3600));
+    match behaviour {
+        "teardown-hang" => std::thread::sleep(Duration::from_secs(3600)),
+        // Every trial passed and the report says so; the exit code does not.
+        "report-then-exit-3" => std::process::exit(3),
+        "report-then-abort" => std::process::abort(),
+        _ => {}
     }
 }
 
@@ -274,4 +288,144 @@ fn a_child_that_prints_its_summary_then_sleeps_is_a_teardown_hang() {
 fn files_of_a_device_are_named_after_it() {
     let f = ChildFiles::for_device(&PathBuf::from("/tmp/x"), "cuda:1");
     assert_eq!(f.stream, PathBuf::from("/tmp/x/cuda_1.verdicts.jsonl"));
+}
+
+/// Every planned trial is in the records, in plan order, and none of them
+/// passed unless `passed(i)` says so.
+fn assert_plan_covered(records: &[TrialRecord], planned: &[Planned]) {
+    for p in planned {
+        assert!(
+            records.iter().any(|r| r.name == p.name),
+            "{} is missing from the verdicts: {records:#?}",
+            p.name
+        );
+    }
+}
+
+/// A child that exits 0 with an empty report (its device vanished between
+/// the parent's plan and its own start) does not make the device's planned
+/// trials vanish: each one crashes, "not in the device's report".
+#[test]
+fn an_empty_report_with_exit_0_fails_every_planned_trial() {
+    let planned = planned();
+    let (run, records) = run_fake("empty-report", &limits());
+    assert!(matches!(run.end, ChildEnd::Exited(0)), "{:?}", run.end);
+    assert_eq!(run.report.as_ref().map(|r| r.trials.len()), Some(0));
+    assert_plan_covered(&records, &planned);
+    for r in &records {
+        assert!(
+            matches!(&r.verdict, Verdict::Crashed(m) if m.starts_with("not in the device's report")),
+            "{r:?}"
+        );
+    }
+    let report = report_of(records);
+    assert!(!report.summary.ok());
+    assert_eq!(report.summary.crashed, planned.len());
+}
+
+/// A report that holds half the plan: the half it holds keeps its verdicts,
+/// the other half crashes.
+#[test]
+fn a_report_missing_half_the_plan_fails_the_missing_half() {
+    let planned = planned();
+    let half = planned.len() / 2;
+    let (run, records) = run_fake("half-report", &limits());
+    assert!(matches!(run.end, ChildEnd::Exited(0)), "{:?}", run.end);
+    assert_plan_covered(&records, &planned);
+    for p in &planned[..half] {
+        let r = records.iter().find(|r| r.name == p.name).unwrap();
+        assert_eq!(r.verdict, Verdict::Passed, "{r:?}");
+    }
+    for p in &planned[half..] {
+        let r = records.iter().find(|r| r.name == p.name).unwrap();
+        assert!(
+            matches!(&r.verdict, Verdict::Crashed(m) if m.contains("not in the device's report")),
+            "{r:?}"
+        );
+    }
+    let report = report_of(records);
+    assert!(!report.summary.ok());
+    assert_eq!(report.summary.passed, half);
+    assert_eq!(report.summary.crashed, planned.len() - half);
+}
+
+/// A whole, passing report and an exit code of 3: the trials keep their
+/// verdicts, and the process itself fails the device.
+#[test]
+fn a_report_then_a_non_zero_exit_fails_the_device() {
+    let planned = planned();
+    let (run, records) = run_fake("report-then-exit-3", &limits());
+    assert!(matches!(run.end, ChildEnd::Exited(3)), "{:?}", run.end);
+    assert_eq!(records.len(), planned.len() + 1, "{records:#?}");
+    assert!(records[..planned.len()]
+        .iter()
+        .all(|t| t.verdict == Verdict::Passed));
+    let last = records.last().unwrap();
+    assert_eq!(last.name, "cpu:0::teardown");
+    assert!(
+        matches!(&last.verdict, Verdict::Crashed(m) if m.contains("exited 3 after writing a report")),
+        "{last:?}"
+    );
+    assert!(!report_of(records).summary.ok());
+}
+
+/// A report, the summary line, then death by signal: every trial keeps its
+/// verdict, and the crash is a record of its own that fails the run.
+#[test]
+fn a_report_then_death_by_signal_after_the_summary_fails_the_device() {
+    let planned = planned();
+    let (run, records) = run_fake("report-then-abort", &limits());
+    assert!(matches!(&run.end, ChildEnd::Signaled(_)), "{:?}", run.end);
+    assert!(
+        run.report.is_some(),
+        "the report was written before the abort"
+    );
+    assert_eq!(records.len(), planned.len() + 1, "{records:#?}");
+    assert!(records[..planned.len()]
+        .iter()
+        .all(|t| t.verdict == Verdict::Passed));
+    let last = records.last().unwrap();
+    assert_eq!(last.name, "cpu:0::teardown");
+    assert!(
+        matches!(&last.verdict, Verdict::Crashed(m) if m.contains("after its last trial")),
+        "{last:?}"
+    );
+    assert!(!report_of(records).summary.ok());
+}
+
+/// The real binary, started as the child of a device this process does not
+/// have: it exits 2 and says why, and every trial planned on that device
+/// fails with that reason.
+#[test]
+fn a_child_that_cannot_find_its_device_exits_2_and_its_trials_say_why() {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_seam-conformance"));
+    let dir = std::env::temp_dir().join(format!("seam-isolate-vanished-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let files = ChildFiles::for_device(&dir, "cpu:7");
+    let cmd = isolate::child_command(&exe, "cpu:7", &["c1_".into()], false, &files);
+    let run = isolate::watch(cmd, &files, &limits());
+    let planned: Vec<Planned> = planned()
+        .into_iter()
+        .map(|p| Planned {
+            name: p.name.replace("cpu:0", "cpu:7"),
+            device: "cpu:7".into(),
+            ..p
+        })
+        .collect();
+    let records = isolate::verdicts("cpu:7", &planned, &run);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        matches!(run.end, ChildEnd::Exited(2)),
+        "{:?}\n{}",
+        run.end,
+        run.log
+    );
+    assert!(run.report.is_none());
+    assert_plan_covered(&records, &planned);
+    for r in &records {
+        assert!(
+            matches!(&r.verdict, Verdict::Crashed(m) if m.contains("discovery found no device cpu:7")),
+            "{r:?}"
+        );
+    }
 }

@@ -71,6 +71,16 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
+    // A device child runs the device it was started for, or says why not
+    // and exits 2: an empty report would make its planned trials vanish.
+    if args.child {
+        for id in &args.device {
+            if let Some(why) = plan.unavailable(id) {
+                eprintln!("seam-conformance: {why}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     for d in &plan.devices {
         println!(
             "device {}: {} — driver {} — capture {:?} — subnormals {:?}",

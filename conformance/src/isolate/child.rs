@@ -56,6 +56,8 @@ pub struct ChildRun {
     pub running: Option<String>,
     /// Why the parent killed the child, when it did.
     pub killed: Option<String>,
+    /// The child wrote trace logs the parent could not read back.
+    pub trace_error: Option<String>,
 }
 
 impl ChildRun {
@@ -69,6 +71,7 @@ impl ChildRun {
             streamed: Vec::new(),
             running: None,
             killed: None,
+            trace_error: None,
         }
     }
 }
@@ -186,10 +189,21 @@ pub fn watch(mut cmd: Command, files: &ChildFiles, limits: &Limits) -> ChildRun 
     let report = std::fs::read_to_string(&files.json)
         .ok()
         .and_then(|s| Report::from_json(&s).ok());
-    let traces = std::fs::read_to_string(&files.traces)
-        .ok()
-        .and_then(|s| serde_json::from_str(&s).ok())
-        .unwrap_or_default();
+    // A trace that does not read back is said, never dropped: the run
+    // asked for it, and an empty trace looks like a run that did nothing.
+    let (traces, trace_error) = match std::fs::read_to_string(&files.traces) {
+        Err(_) => (Vec::new(), None),
+        Ok(s) => match serde_json::from_str(&s) {
+            Ok(t) => (t, None),
+            Err(e) => (
+                Vec::new(),
+                Some(format!(
+                    "the device process's trace logs ({}) do not read back: {e}",
+                    files.traces.display()
+                )),
+            ),
+        },
+    };
     let mut text = String::new();
     if let Ok(mut f) = std::fs::File::open(&files.log) {
         let _ = f.read_to_string(&mut text);
@@ -203,6 +217,7 @@ pub fn watch(mut cmd: Command, files: &ChildFiles, limits: &Limits) -> ChildRun 
         streamed: stream.done,
         running: stream.running.map(|(name, _)| name),
         killed,
+        trace_error,
     }
 }
 

@@ -133,7 +133,8 @@ pub fn run_isolated_with(
     } else {
         eprintln!("child logs kept in {}", dir.display());
     }
-    let report = Report::new(plan.devices.clone(), plan.missing.clone(), trials, summary);
+    let report = Report::new(plan.devices.clone(), plan.missing.clone(), trials, summary)
+        .planned(plan.trials.iter().map(|t| t.device.as_str()));
     (report, traces)
 }
 
@@ -171,7 +172,7 @@ fn run_device(
         };
         let run = watch(command(device, only.as_deref(), &files), &files, &remaining);
         progress(device, &run);
-        let settled = settle(device, &left, &run);
+        let settled = settle(device, &left, planned, &run);
         let progressed = settled.not_run.len() < left.len();
         // A resumed child reruns the finished modes of a case it was given:
         // the first verdict of a trial stands.

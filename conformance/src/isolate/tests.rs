@@ -34,6 +34,7 @@ fn run(end: ChildEnd, streamed: Vec<TrialRecord>, running: Option<&str>) -> Chil
         streamed,
         running: running.map(str::to_string),
         killed: None,
+        trace_error: None,
     }
 }
 
@@ -191,4 +192,90 @@ fn an_exit_with_a_report_takes_the_report() {
     let records = verdicts("cpu:0", &p, &r);
     assert_eq!(records.len(), 2);
     assert!(summary(&records).ok());
+}
+
+/// A report is held against the plan both ways: a planned trial it leaves
+/// out crashes, and a trial the plan never held is refused by name.
+#[test]
+fn a_report_with_an_unplanned_trial_is_refused_by_name() {
+    let p = planned(2);
+    let extra = Planned {
+        name: "cpu:0::invented".into(),
+        ..p[0].clone()
+    };
+    let trials = vec![done(&p[0], Verdict::Passed), done(&extra, Verdict::Passed)];
+    let mut r = run(ChildEnd::Exited(0), Vec::new(), None);
+    r.report = Some(Report::new(
+        vec![],
+        vec![],
+        trials.clone(),
+        summary(&trials),
+    ));
+    let records = verdicts("cpu:0", &p, &r);
+    assert_eq!(records[0].verdict, Verdict::Passed);
+    assert!(
+        matches!(&records[1].verdict, Verdict::Crashed(m) if m.starts_with("not in the device's report")),
+        "{records:#?}"
+    );
+    let refused = records
+        .iter()
+        .find(|t| t.name == "cpu:0::invented")
+        .unwrap();
+    assert!(
+        matches!(&refused.verdict, Verdict::Crashed(m) if m.contains("which the run did not plan")),
+        "{refused:?}"
+    );
+    assert!(!summary(&records).ok());
+}
+
+/// Exit 1 with a failing report is what the binary does: no extra record.
+/// Exit 0 with a failing report, or 1 with a passing one, is a contradiction.
+#[test]
+fn the_exit_code_must_agree_with_the_report() {
+    let p = planned(1);
+    for (code, verdict, extra) in [
+        (1, Verdict::Failed("x".into()), false),
+        (0, Verdict::Passed, false),
+        (0, Verdict::Failed("x".into()), true),
+        (1, Verdict::Passed, true),
+        (101, Verdict::Failed("x".into()), true),
+    ] {
+        let trials = vec![done(&p[0], verdict.clone())];
+        let mut r = run(ChildEnd::Exited(code), Vec::new(), None);
+        r.report = Some(Report::new(
+            vec![],
+            vec![],
+            trials.clone(),
+            summary(&trials),
+        ));
+        let records = verdicts("cpu:0", &p, &r);
+        assert_eq!(
+            records.len(),
+            1 + usize::from(extra),
+            "exit {code} with {verdict:?}: {records:#?}"
+        );
+        if extra {
+            assert_eq!(records[1].name, "cpu:0::teardown");
+            assert!(records[1].verdict.fails_run());
+        }
+    }
+}
+
+/// A trace the child wrote and the parent cannot read is a failed record.
+#[test]
+fn an_unreadable_trace_is_a_failed_record() {
+    let p = planned(1);
+    let trials = vec![done(&p[0], Verdict::Passed)];
+    let mut r = run(ChildEnd::Exited(0), Vec::new(), None);
+    r.report = Some(Report::new(
+        vec![],
+        vec![],
+        trials.clone(),
+        summary(&trials),
+    ));
+    r.trace_error = Some("the device process's trace logs do not read back".into());
+    let records = verdicts("cpu:0", &p, &r);
+    assert_eq!(records.len(), 2);
+    assert_eq!(records[1].name, "cpu:0::trace");
+    assert!(matches!(records[1].verdict, Verdict::Failed(_)));
 }

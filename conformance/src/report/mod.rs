@@ -100,6 +100,9 @@ pub struct DeviceRecord {
     /// written before it was recorded, and for a device that failed to open.
     #[serde(default)]
     pub update_support: Option<seam::UpdateSupport>,
+    /// Why the device failed to open, when it did (its trials then fail).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_error: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -325,6 +328,11 @@ pub struct Report {
     pub missing: Vec<MissingRecord>,
     pub trials: Vec<TrialRecord>,
     pub summary: Summary,
+    /// How many trials the run planned on each device (and each missing
+    /// backend's `<backend>:none`); absent in reports written before it was
+    /// recorded. A merge flags a report whose trials fall short of it.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub planned: std::collections::BTreeMap<String, usize>,
 }
 
 impl Report {
@@ -345,7 +353,28 @@ impl Report {
             missing,
             trials,
             summary,
+            planned: Default::default(),
         }
+    }
+
+    /// The report with the number of trials planned per device noted.
+    pub fn planned<'a>(mut self, devices: impl IntoIterator<Item = &'a str>) -> Self {
+        for d in devices {
+            *self.planned.entry(d.to_string()).or_default() += 1;
+        }
+        self
+    }
+
+    /// Each device whose trials fall short of what the run planned on it:
+    /// `cpu:0: 0 of 78 planned trials reported`.
+    pub fn uncovered(&self) -> Vec<String> {
+        self.planned
+            .iter()
+            .filter_map(|(d, &n)| {
+                let got = self.trials.iter().filter(|t| t.device == *d).count();
+                (got < n).then(|| format!("{d}: {got} of {n} planned trials reported"))
+            })
+            .collect()
     }
 
     /// Read a JSON report written by any format version.
