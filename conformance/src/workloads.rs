@@ -34,18 +34,20 @@ impl Rng {
 
 /// Host bytes of `n` random elements of `dtype`.
 pub fn random_bytes(rng: &mut Rng, dtype: DType, n: usize, range: f32) -> Vec<u8> {
-    (0..n)
-        .flat_map(|_| match dtype {
-            DType::F32 => rng.next_f32(range).to_le_bytes().to_vec(),
-            DType::F16 => half::f16::from_f32(rng.next_f32(range))
-                .to_le_bytes()
-                .to_vec(),
-            DType::Bf16 => half::bf16::from_f32(rng.next_f32(range))
-                .to_le_bytes()
-                .to_vec(),
-            DType::I32 | DType::U32 => rng.next_u32().to_le_bytes().to_vec(),
-        })
-        .collect()
+    let mut out = Vec::with_capacity(n * dtype.size());
+    for _ in 0..n {
+        match dtype {
+            DType::F32 => out.extend_from_slice(&rng.next_f32(range).to_le_bytes()),
+            DType::F16 => {
+                out.extend_from_slice(&half::f16::from_f32(rng.next_f32(range)).to_le_bytes())
+            }
+            DType::Bf16 => {
+                out.extend_from_slice(&half::bf16::from_f32(rng.next_f32(range)).to_le_bytes())
+            }
+            DType::I32 | DType::U32 => out.extend_from_slice(&rng.next_u32().to_le_bytes()),
+        }
+    }
+    out
 }
 
 /// Buffers allocated and filled for one workload, and its launch.
