@@ -40,10 +40,14 @@ const B_OFFSETS: [usize; 3] = [0, 2, 4];
 
 type Shape = (u32, u32, u32);
 type Key = (DType, Shape, u64);
+/// The bytes of `a` and of `b`.
+type Inputs = (Vec<u8>, Vec<u8>);
+/// Values made once per process, by key.
+type Memo<V> = OnceLock<Mutex<HashMap<Key, Arc<V>>>>;
 
 /// `f(key)`, computed once per process and kept in `memo`.
 fn once<V>(
-    memo: &'static OnceLock<Mutex<HashMap<Key, Arc<V>>>>,
+    memo: &'static Memo<V>,
     key: Key,
     f: impl FnOnce() -> Result<V, Failure>,
 ) -> Result<Arc<V>, Failure> {
@@ -61,8 +65,8 @@ fn once<V>(
 /// The bytes of `a` and `b` for one row of the table (from its seed), made
 /// once per process: every trial of the case (both modes, every device of
 /// an in-process run) multiplies the same values.
-fn inputs((dtype, (m, n, k), seed): Key) -> Result<Arc<(Vec<u8>, Vec<u8>)>, Failure> {
-    static MEMO: OnceLock<Mutex<HashMap<Key, Arc<(Vec<u8>, Vec<u8>)>>>> = OnceLock::new();
+fn inputs((dtype, (m, n, k), seed): Key) -> Result<Arc<Inputs>, Failure> {
+    static MEMO: Memo<Inputs> = OnceLock::new();
     once(&MEMO, (dtype, (m, n, k), seed), || {
         let mut rng = Rng::new(seed);
         let a = random_bytes(&mut rng, dtype, (m * k) as usize, 1.0);
@@ -112,7 +116,7 @@ fn gemm_on(
 /// (`b` at element 0), computed once per process: recomputing it per trial
 /// was most of a suite pass on cpu:0.
 fn oracle_output(oracle: &Device, key: Key) -> Result<Arc<Vec<u8>>, Failure> {
-    static MEMO: OnceLock<Mutex<HashMap<Key, Arc<Vec<u8>>>>> = OnceLock::new();
+    static MEMO: Memo<Vec<u8>> = OnceLock::new();
     once(&MEMO, key, || gemm_on(None, oracle, key, 0))
 }
 

@@ -1,0 +1,289 @@
+//! Every command and flag README.md documents, run as a user runs it (the
+//! `cargo xtask` alias included), with its output checked: a feature whose
+//! output is empty or wrong fails here, not in a user's hands.
+//!
+//! - the main job with its filters (`--backend`, `--case`), its reports
+//!   (JSON, JUnit, Markdown beside the JSON) and `--trace`, in the default
+//!   isolated mode: a replay slice for every replay on every device that
+//!   times the device, and every replay as a host event on every device;
+//! - `cargo xtask report merge` over that report;
+//! - certification from an outside crate (`outside/queue-backend`, its own
+//!   workspace) with `SEAM_CONFORMANCE_REPORT`.
+//!
+//! The main job runs with `--debug` (the README's flag for a debug build):
+//! a release build of every backend is minutes of CI for no other check.
+//! The README's code block runs in `backends/tests/readme_using_it.rs`.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn readme() -> String {
+    std::fs::read_to_string(root().join("README.md")).unwrap()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = root()
+        .join("target/readme-claims")
+        .join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `cargo <args>` in `dir`, as a user types it; panics with its output
+/// unless it exits 0.
+fn cargo(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(&cargo)
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("`cargo {}` could not start: {e}", args.join(" ")));
+    assert!(
+        out.status.success(),
+        "`cargo {}` failed ({}):\n{}\n{}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{} was not written: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The flags and commands this file runs are the ones README.md documents:
+/// a README change that drops or renames one fails here first.
+#[test]
+fn readme_documents_what_this_file_runs() {
+    let text = readme();
+    for claim in [
+        "cargo xtask conformance ",
+        "cargo test --workspace",
+        "--backend",
+        "cpu,cuda",
+        "--case c1_",
+        "--trace out.json",
+        "target/conformance/report.{json,xml,md}",
+        "cargo xtask report merge <reports…>",
+        "SEAM_CONFORMANCE_REPORT=target/seam cargo test --test conformance",
+        "report.json, report.xml (JUnit), report.md",
+        "seam_conformance::harness::certify(&[&my_backend::REGISTRATION]);",
+    ] {
+        assert!(
+            text.contains(claim),
+            "README.md no longer says `{claim}`: update it or this test"
+        );
+    }
+}
+
+/// `cargo xtask conformance --backend cpu,vulkan,wgpu --case c1_ --trace
+/// t.json`: the reports land beside the JSON, hold only the filtered
+/// trials, and the trace holds every device's replays, each as a slice.
+/// (Vulkan and wgpu are devices where lavapipe is installed, as in CI, and
+/// ignored trials elsewhere.)
+#[test]
+fn the_main_job_filters_reports_and_traces_every_replay_on_every_device() {
+    let dir = scratch("main-job");
+    let json = dir.join("report.json");
+    let trace = dir.join("t.json");
+    let out = cargo(
+        &root(),
+        &[
+            "xtask",
+            "conformance",
+            "--debug",
+            "--backend",
+            "cpu,vulkan,wgpu",
+            "--case",
+            "c1_",
+            "--json",
+            json.to_str().unwrap(),
+            "--trace",
+            trace.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary = stdout
+        .lines()
+        .find(|l| l.starts_with("conformance: "))
+        .unwrap_or_else(|| panic!("no summary line:\n{stdout}"));
+    assert!(summary.contains(" 0 failed"), "{summary}");
+
+    let report = read_json(&json);
+    let trials = report["trials"].as_array().unwrap();
+    assert!(!trials.is_empty(), "no trials in the report");
+    for t in trials {
+        let name = t["name"].as_str().unwrap();
+        let backend = name.split(':').next().unwrap();
+        assert!(
+            ["cpu", "vulkan", "wgpu"].contains(&backend),
+            "{name}: outside --backend"
+        );
+        assert!(name.contains("::c1_"), "{name}: outside --case c1_");
+    }
+    let devices: Vec<&str> = report["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap())
+        .collect();
+    assert!(devices.contains(&"cpu:0"), "{devices:?}");
+    for ext in ["xml", "md"] {
+        let beside = json.with_extension(ext);
+        let text = std::fs::read_to_string(&beside)
+            .unwrap_or_else(|e| panic!("{} was not written: {e}", beside.display()));
+        assert!(
+            text.contains("c1_replay_reexecutes"),
+            "{}: no trial in it",
+            beside.display()
+        );
+    }
+
+    // The trace: one named process per device, and on each device as many
+    // replay slices (device track) as replay submissions (host track).
+    let trace = read_json(&trace);
+    let events = trace["traceEvents"].as_array().unwrap();
+    let pid_of = |device: &str| {
+        events
+            .iter()
+            .find(|e| {
+                e["ph"] == "M"
+                    && e["name"] == "process_name"
+                    && e["args"]["name"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with(&format!("{device} (")))
+            })
+            .map(|e| e["pid"].clone())
+            .unwrap_or_else(|| panic!("no process for {device} in the trace"))
+    };
+    for device in &devices {
+        let pid = pid_of(device);
+        let replays = |ph: &str| {
+            events
+                .iter()
+                .filter(|e| {
+                    e["pid"] == pid
+                        && e["ph"] == ph
+                        && e["name"].as_str().unwrap().starts_with("replay")
+                })
+                .count()
+        };
+        let (submitted, slices) = (replays("i"), replays("X"));
+        assert!(submitted > 0, "{device}: no replay in the trace");
+        // A backend that does not time the device says so on every device
+        // track (the wgpu backend today); its replays are host events only.
+        let tracks: Vec<&str> = events
+            .iter()
+            .filter(|e| e["pid"] == pid && e["ph"] == "M" && e["name"] == "thread_name")
+            .filter_map(|e| e["args"]["name"].as_str())
+            .filter(|n| n.contains(" device"))
+            .collect();
+        let untimed = tracks.iter().filter(|n| n.contains("(not timed: ")).count();
+        assert!(
+            untimed == 0 || untimed == tracks.len(),
+            "{device}: timed on some trials only: {tracks:?}"
+        );
+        let want = if untimed == 0 { submitted } else { 0 };
+        assert_eq!(
+            slices, want,
+            "{device}: {submitted} replays submitted, {slices} replay slices ({tracks:?})"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `cargo xtask report merge <report>`: the matrix in Markdown and HTML,
+/// with the report's trials in it.
+#[test]
+fn report_merge_writes_the_matrix() {
+    let dir = scratch("merge");
+    let json = dir.join("r.json");
+    cargo(
+        &root(),
+        &[
+            "xtask",
+            "conformance",
+            "--debug",
+            "--backend",
+            "cpu",
+            "--case",
+            "c6_",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let out_dir = dir.join("merged");
+    cargo(
+        &root(),
+        &[
+            "xtask",
+            "report",
+            "merge",
+            json.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    for f in ["matrix.md", "matrix.html"] {
+        let text = std::fs::read_to_string(out_dir.join(f))
+            .unwrap_or_else(|e| panic!("{f} was not written: {e}"));
+        assert!(text.contains("c6_nested_begin_refused"), "{f}: {text}");
+        assert!(text.contains("cpu:0"), "{f}");
+        assert!(!text.contains("INCOMPLETE"), "{f}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// "Certify your backend": the outside crate's `cargo test` (its
+/// `tests/conformance.rs` is the README's) with `SEAM_CONFORMANCE_REPORT`
+/// passes and writes the three reports, whose trials are the outside
+/// backend's. This is CI's run of the outside crate.
+#[test]
+fn an_outside_crate_certifies_its_backend_and_writes_the_reports() {
+    let dir = scratch("outside");
+    let crate_dir = root().join("outside/queue-backend");
+    let target = root().join("target/outside");
+    let out = cargo(
+        &crate_dir,
+        &["test", "--locked"],
+        &[
+            ("SEAM_CONFORMANCE_REPORT", dir.to_str().unwrap()),
+            ("CARGO_TARGET_DIR", target.to_str().unwrap()),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("test result: ok."),
+        "no passing libtest summary:\n{stdout}"
+    );
+    let report = read_json(&dir.join("report.json"));
+    let trials = report["trials"].as_array().unwrap();
+    assert!(trials.len() >= 78, "{} trials", trials.len());
+    assert!(trials
+        .iter()
+        .all(|t| t["name"].as_str().unwrap().starts_with("queue:")));
+    assert_eq!(report["summary"]["failed"], 0);
+    for f in ["report.xml", "report.md"] {
+        let text = std::fs::read_to_string(dir.join(f))
+            .unwrap_or_else(|e| panic!("{f} was not written: {e}"));
+        assert!(text.contains("c1_replay_reexecutes"), "{f}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
