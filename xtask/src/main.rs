@@ -10,8 +10,8 @@
 //! - `report merge`: one cross-device matrix (Markdown + HTML) from many reports.
 //! - `lint-workflows`: actionlint over `.github/workflows/`.
 //! - `mutations`: each case's named mutation turns it red.
-//! - `mutants`: cargo-mutants over core and the CPU backend, with the
-//!   survivors checked against docs/mutants-equivalent.md.
+//! - `mutants`: cargo-mutants over every crate with logic, group by group,
+//!   with the survivors checked against docs/mutants-equivalent.md.
 //! - `stress-teardown`, `bench`: see their help.
 
 use clap::{Parser, Subcommand};
@@ -107,15 +107,30 @@ enum Cmd {
         /// Only mutations whose case name contains this.
         filter: Option<String>,
     },
-    /// cargo-mutants over core and the CPU backend (installed from crates.io
-    /// if missing); fails below 90% caught or on a survivor not listed in
-    /// docs/mutants-equivalent.md.
+    /// cargo-mutants over every crate with logic, one group of files at a
+    /// time, each judged by the tests that answer for it (installed from
+    /// crates.io if missing); fails below 95% caught in a group or on a
+    /// survivor not listed in docs/mutants-equivalent.md.
     Mutants {
+        /// Only these groups (repeatable; default: every group).
+        #[arg(long)]
+        group: Vec<String>,
         /// Only files matching this glob (repeatable), e.g. `core/src/ops.rs`.
         #[arg(long)]
         file: Vec<String>,
-        /// Where cargo-mutants writes mutants.out/.
-        #[arg(long, default_value = "target/mutants-run")]
+        /// Only mutants in lines changed since this commit; `recorded`:
+        /// since the commit each group's record names (CI).
+        #[arg(long)]
+        in_diff: Option<String>,
+        /// With --in-diff: at most this many mutants over all groups (a
+        /// sample seeded by HEAD).
+        #[arg(long, default_value_t = 30)]
+        max: usize,
+        /// Mutate this checkout in place instead of a copy (a fresh clone in CI).
+        #[arg(long)]
+        in_place: bool,
+        /// Where cargo-mutants writes each group's mutants.out/.
+        #[arg(long, default_value = "target/mutants")]
         output: PathBuf,
         /// Summarise this earlier output folder instead of running.
         #[arg(long)]
@@ -351,13 +366,21 @@ fn main() -> ExitCode {
         }
         Cmd::Mutations { filter } => mutations::run(filter.as_deref()),
         Cmd::Mutants {
+            group,
             file,
+            in_diff,
+            max,
+            in_place,
             output,
             from,
             record,
             jobs,
         } => mutants::run(&mutants::Options {
+            groups: group,
             files: file,
+            in_diff,
+            max,
+            in_place,
             output,
             from,
             record,

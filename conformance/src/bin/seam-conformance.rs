@@ -90,7 +90,13 @@ fn main() -> ExitCode {
     for m in &plan.missing {
         println!("missing {}: {}", m.backend, m.reason);
     }
-    let tty = std::io::stderr().is_terminal() && !args.child;
+    // A `\r` progress line only for a person at a terminal: never in a
+    // device child (its stderr is a log) or with every trial printed.
+    let progress_line = if args.child || args.verbose {
+        false
+    } else {
+        std::io::stderr().is_terminal()
+    };
     let trace = args.trace.is_some() || args.trace_logs.is_some();
     let (report, traces) = if args.in_process {
         let total = plan.trials.len();
@@ -114,7 +120,7 @@ fn main() -> ExitCode {
                         out.verdict.short(),
                         detail(&out.verdict)
                     );
-                } else if tty {
+                } else if progress_line {
                     eprint!("\r[{done}/{total}] {:<70}", t.name);
                     let _ = std::io::stderr().flush();
                 }
@@ -150,7 +156,7 @@ fn main() -> ExitCode {
             }
         })
     };
-    if tty && args.in_process && !args.verbose {
+    if progress_line && args.in_process {
         eprintln!();
     }
     if let Some(path) = &args.trace_logs {

@@ -1,0 +1,97 @@
+//! What `seam-conformance` prints while it runs, as a person reads it: one
+//! `[k/n] <trial> … <verdict>` line per trial with `--verbose`, nothing
+//! but failures without it when stderr is not a terminal (no `\r`
+//! progress, no blank line), and one `[device k/n]` line per device child
+//! in the isolated mode.
+
+use std::process::Command;
+
+fn run(args: &[&str]) -> (String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_seam-conformance"))
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{args:?}:\n{stdout}\n{stderr}");
+    (stdout, stderr)
+}
+
+/// The lines of ours (the backends' drivers may print their own warnings).
+fn ours(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with('[') || l.trim().is_empty() || l.contains('\r'))
+        .collect()
+}
+
+const CASES: &str = "c1_replay_reexecutes,c1_current_exec_reexecutes,c6_nested_begin_refused";
+
+#[test]
+fn verbose_in_process_prints_one_numbered_line_per_trial() {
+    let (_, stderr) = run(&[
+        "--in-process",
+        "--backend",
+        "cpu",
+        "--case",
+        CASES,
+        "--verbose",
+    ]);
+    assert_eq!(
+        ours(&stderr),
+        [
+            "[1/3] cpu:0::c1_replay_reexecutes … ok",
+            "[2/3] cpu:0::c1_current_exec_reexecutes … ok",
+            "[3/3] cpu:0::c6_nested_begin_refused … ok",
+        ],
+        "{stderr}"
+    );
+}
+
+#[test]
+fn quiet_in_process_off_a_terminal_prints_no_progress() {
+    let (stdout, stderr) = run(&["--in-process", "--backend", "cpu", "--case", CASES]);
+    assert!(ours(&stderr).is_empty(), "{stderr:?}");
+    assert!(
+        stdout.contains("conformance: 3 passed, 0 failed"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_isolated_mode_prints_one_line_per_device_child() {
+    let (_, stderr) = run(&["--backend", "cpu", "--case", CASES]);
+    let lines = ours(&stderr);
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].starts_with("[device 1/1] cpu:0: exited 0 in "),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[0].ends_with("conformance: 3 passed, 0 failed, 0 ignored, 0 expected failures, 0 unexpected passes, 0 timed out, 0 crashed, 0 teardown hangs"), "{}", lines[0]);
+}
+
+/// The matrix on stdout: a column per device (a missing backend's too),
+/// a row per case and mode in plan order, labels padded to the longest.
+#[test]
+fn the_matrix_has_a_column_per_device_and_a_row_per_case_and_mode() {
+    let (stdout, _) = run(&[
+        "--in-process",
+        "--backend",
+        "cpu,metal",
+        "--case",
+        "c1_replay_reexecutes,c11_views_at_odd",
+    ]);
+    let start = stdout.find("case ").expect("a matrix header");
+    let matrix: Vec<&str> = stdout[start..].lines().take(4).collect();
+    assert_eq!(
+        matrix,
+        [
+            "case                                                      cpu:0   metal:none",
+            "c1_replay_reexecutes                                         ok          ign",
+            "c11_views_at_odd_offsets_agree_with_cpu [eager]              ok          ign",
+            "c11_views_at_odd_offsets_agree_with_cpu [captured]           ok          ign",
+        ],
+        "{stdout}"
+    );
+}

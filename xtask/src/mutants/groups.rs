@@ -1,0 +1,314 @@
+//! What cargo-mutants mutates and what each mutant answers to: one group
+//! per crate with logic (or part of one), each with the tests that judge it.
+//! Files left out of every group are listed in `.cargo/mutants.toml`, each
+//! with its reason.
+
+/// One campaign group: the files of one package it mutates, and the test
+/// command every mutant of them must turn red.
+pub struct Group {
+    /// The name on the command line (`--group`) and in the record.
+    pub name: &'static str,
+    /// The package mutated.
+    pub package: &'static str,
+    /// Files whose every mutant is tested (globs; empty: every file of the
+    /// package that `.cargo/mutants.toml` does not exclude).
+    pub files: &'static [&'static str],
+    /// Files sampled instead: a uniform random sample of this many of their
+    /// mutants, seeded ([`SEED`]) so a run is reproducible.
+    pub sampled: Option<(&'static [&'static str], usize)>,
+    /// Files of `files` left out of this group (another group takes them).
+    pub exclude: &'static [&'static str],
+    /// The packages whose tests run (`cargo test -p …`).
+    pub test_packages: &'static [&'static str],
+    /// Arguments after `cargo test -p …` (test targets, `--` and filters).
+    pub test_args: &'static [&'static str],
+    /// Environment of the test run (validation layers, the staging path).
+    pub env: &'static [(&'static str, &'static str)],
+    /// What judges the group, for the record.
+    pub judged_by: &'static str,
+    /// Seconds one mutant's tests may take before it counts as timed out.
+    pub timeout_s: u32,
+}
+
+/// The seed of every sampled group's sample.
+pub const SEED: u64 = 0x5EA4_2026;
+
+/// The suite on one lavapipe device, as CI runs it.
+const LAVAPIPE_SUITE_VULKAN: &[&str] = &["--test", "conformance", "--", "vulkan:0::"];
+const LAVAPIPE_SUITE_WGPU: &[&str] = &["--test", "conformance", "--", "wgpu:0::"];
+const VALIDATED: &[(&str, &str)] = &[("SEAM_VULKAN_VALIDATION", "sync")];
+
+pub const GROUPS: &[Group] = &[
+    Group {
+        name: "core",
+        package: "seam",
+        files: &[],
+        sampled: None,
+        exclude: &[],
+        test_packages: &["seam"],
+        test_args: &["--tests"],
+        env: &[],
+        judged_by: "core's unit tests and tests/reference_suite.rs: the whole suite, the fault sweep and 300 model sequences on cpu:0",
+        timeout_s: 300,
+    },
+    Group {
+        name: "cpu",
+        package: "seam-cpu",
+        files: &[],
+        sampled: None,
+        exclude: &[],
+        test_packages: &["seam-cpu"],
+        test_args: &["--tests"],
+        env: &[],
+        judged_by: "the CPU backend's tests/reference_suite.rs (as core's)",
+        timeout_s: 300,
+    },
+    Group {
+        name: "backends",
+        package: "seam-backends",
+        files: &[],
+        sampled: None,
+        exclude: &[],
+        test_packages: &["seam-backends", "seam-conformance"],
+        test_args: &["--tests"],
+        env: &[],
+        judged_by: "discovery's tests, the README's code block, and the conformance crate's tests (the suite on every device discovery finds)",
+        timeout_s: 600,
+    },
+    Group {
+        name: "streamgraph",
+        package: "seam-streamgraph",
+        files: &[],
+        sampled: None,
+        exclude: &[],
+        test_packages: &["seam-streamgraph"],
+        test_args: &["--tests"],
+        env: &[],
+        judged_by: "the stream backend's tests against the recording fake driver (the CUDA and HIP backends' logic)",
+        timeout_s: 300,
+    },
+    Group {
+        name: "harness",
+        package: "seam-conformance",
+        files: &[
+            "conformance/src/isolate/**",
+            "conformance/src/report/**",
+            "conformance/src/merge.rs",
+            "conformance/src/matrix.rs",
+            "conformance/src/junit.rs",
+            "conformance/src/runner.rs",
+            "conformance/src/harness.rs",
+            "conformance/src/bin/**",
+        ],
+        sampled: None,
+        exclude: &[],
+        test_packages: &["seam-conformance"],
+        test_args: &[
+            "--lib",
+            "--test",
+            "isolate_children",
+            "--test",
+            "hostile_reports",
+            "--test",
+            "merge_results",
+            "--test",
+            "trace_file",
+            "--test",
+            "binary_output",
+        ],
+        env: &[],
+        judged_by: "the harness's unit tests, the fake-child isolation tests, hostile and committed reports, the trace file",
+        timeout_s: 300,
+    },
+    Group {
+        name: "xtask",
+        package: "xtask",
+        files: &[
+            "xtask/src/mutants/**",
+            "xtask/src/mutations/mod.rs",
+            "xtask/src/report.rs",
+        ],
+        sampled: None,
+        exclude: &[],
+        test_packages: &["xtask"],
+        test_args: &["--bins"],
+        env: &[],
+        judged_by: "xtask's unit tests (the judging parts: the mutants verdict, the named-mutation record, report merge)",
+        timeout_s: 300,
+    },
+    Group {
+        name: "vulkan",
+        package: "seam-vulkan",
+        files: &[
+            "backends/vulkan/src/sys/command/update.rs",
+            "backends/vulkan/src/backend/update.rs",
+            "backends/vulkan/src/sys/audit.rs",
+            "backends/vulkan/src/sys/command/held.rs",
+            "backends/vulkan/src/sys/command/sets.rs",
+            "backends/vulkan/src/wait.rs",
+            "backends/vulkan/src/user.rs",
+            "backends/vulkan/src/dispatch.rs",
+        ],
+        sampled: Some((&["backends/vulkan/src/**"], 150)),
+        exclude: &["backends/vulkan/src/backend/staging.rs"],
+        test_packages: &["seam-conformance"],
+        test_args: LAVAPIPE_SUITE_VULKAN,
+        env: VALIDATED,
+        judged_by: "the suite on lavapipe's vulkan:0 under Khronos + synchronization validation and the barrier audit",
+        timeout_s: 600,
+    },
+    Group {
+        name: "vulkan-staging",
+        package: "seam-vulkan",
+        files: &["backends/vulkan/src/backend/staging.rs"],
+        sampled: None,
+        exclude: &[],
+        test_packages: &["seam-conformance"],
+        test_args: LAVAPIPE_SUITE_VULKAN,
+        env: &[
+            ("SEAM_VULKAN_VALIDATION", "sync"),
+            ("SEAM_VULKAN_STAGING", "1"),
+        ],
+        judged_by: "the suite on lavapipe's vulkan:0 on the staging path, validated",
+        timeout_s: 600,
+    },
+    Group {
+        name: "wgpu",
+        package: "seam-wgpu",
+        files: &["backends/wgpu/src/dispatch.rs", "backends/wgpu/src/kernels.rs"],
+        sampled: Some((&["backends/wgpu/src/**"], 150)),
+        exclude: &[],
+        test_packages: &["seam-conformance"],
+        test_args: LAVAPIPE_SUITE_WGPU,
+        env: &[("SEAM_WGPU_VALIDATION", "1"), ("WGPU_VALIDATION", "1")],
+        judged_by: "the suite on lavapipe's wgpu:0 under validation",
+        timeout_s: 600,
+    },
+    Group {
+        name: "kernels",
+        package: "seam-kernels",
+        files: &["kernels/src/geometry.rs", "kernels/src/user.rs"],
+        sampled: Some((&["kernels/src/**"], 150)),
+        exclude: &[],
+        test_packages: &["seam-conformance", "seam-kernels"],
+        test_args: &["--tests", "--", "vulkan:0::", "kernels"],
+        env: VALIDATED,
+        judged_by: "the suite on lavapipe's vulkan:0, validated, and the kernels crate's own tests",
+        timeout_s: 600,
+    },
+];
+
+/// The groups a run names, or every group.
+pub fn select(names: &[String]) -> Result<Vec<&'static Group>, String> {
+    if names.is_empty() {
+        return Ok(GROUPS.iter().collect());
+    }
+    names
+        .iter()
+        .map(|n| {
+            GROUPS.iter().find(|g| g.name == n).ok_or_else(|| {
+                let known: Vec<&str> = GROUPS.iter().map(|g| g.name).collect();
+                format!("no mutants group `{n}` (groups: {})", known.join(", "))
+            })
+        })
+        .collect()
+}
+
+/// Whether `path` matches `glob` as cargo-mutants matches `--file` globs
+/// that contain a slash: the whole path, `*` within a component, `**` any
+/// number of components.
+pub fn glob_match(glob: &str, path: &str) -> bool {
+    fn parts(s: &str) -> Vec<&str> {
+        s.split('/').filter(|p| !p.is_empty()).collect()
+    }
+    fn component(g: &str, p: &str) -> bool {
+        match g.split_once('*') {
+            None => g == p,
+            Some((head, tail)) => {
+                p.starts_with(head)
+                    && (0..=p.len() - head.len()).any(|i| component(tail, &p[head.len() + i..]))
+            }
+        }
+    }
+    fn walk(g: &[&str], p: &[&str]) -> bool {
+        match g.split_first() {
+            None => p.is_empty(),
+            Some((&"**", rest)) => (0..=p.len()).any(|i| walk(rest, &p[i..])),
+            Some((first, rest)) => !p.is_empty() && component(first, p[0]) && walk(rest, &p[1..]),
+        }
+    }
+    walk(&parts(glob), &parts(path))
+}
+
+/// A uniform sample of `k` of `items`, the same for the same seed
+/// (a seeded partial Fisher–Yates shuffle), in the items' own order.
+pub fn sample<T: Clone>(items: &[T], k: usize, seed: u64) -> Vec<T> {
+    let mut idx: Vec<usize> = (0..items.len()).collect();
+    let mut state = (seed ^ 0x9E37_79B9_7F4A_7C15).wrapping_mul(0xBF58_476D_1CE4_E5B9) | 1;
+    let mut next = || {
+        // xorshift64*
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    };
+    let k = k.min(items.len());
+    for i in 0..k {
+        let j = i + (next() % (items.len() - i) as u64) as usize;
+        idx.swap(i, j);
+    }
+    let mut chosen = idx[..k].to_vec();
+    chosen.sort_unstable();
+    chosen.into_iter().map(|i| items[i].clone()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_whole_paths_by_component() {
+        assert!(glob_match(
+            "conformance/src/isolate/**",
+            "conformance/src/isolate/mod.rs"
+        ));
+        assert!(glob_match("a/**/c.rs", "a/c.rs"));
+        assert!(glob_match("a/**/c.rs", "a/b/x/c.rs"));
+        assert!(glob_match("a/*.rs", "a/b.rs"));
+        assert!(!glob_match("a/*.rs", "a/b/c.rs"));
+        assert!(!glob_match("a/b.rs", "a/bb.rs"));
+        assert!(!glob_match(
+            "conformance/src/isolate/**",
+            "conformance/src/runner.rs"
+        ));
+        assert!(glob_match("x/*_tests.rs", "x/update_tests.rs"));
+        assert!(!glob_match("x/*_tests.rs", "x/update.rs"));
+    }
+
+    #[test]
+    fn a_sample_is_uniform_reproducible_and_within_bounds() {
+        let items: Vec<u32> = (0..1000).collect();
+        let a = sample(&items, 150, SEED);
+        assert_eq!(a.len(), 150);
+        assert_eq!(a, sample(&items, 150, SEED), "same seed, same sample");
+        assert_ne!(a, sample(&items, 150, SEED + 1));
+        assert!(a.windows(2).all(|w| w[0] < w[1]), "distinct, in order");
+        assert_eq!(sample(&items[..10], 150, SEED).len(), 10);
+        // Uniform enough: each tenth of the items gets 15 ± 10 of 150.
+        for d in 0..10 {
+            let n = a.iter().filter(|&&x| x / 100 == d).count();
+            assert!((5..=25).contains(&n), "decile {d}: {n}");
+        }
+    }
+
+    #[test]
+    fn every_group_is_selectable_and_unknown_names_are_refused() {
+        assert_eq!(select(&[]).unwrap().len(), GROUPS.len());
+        assert_eq!(select(&["core".into()]).unwrap()[0].package, "seam");
+        let e = select(&["nope".into()]).err().unwrap();
+        assert!(
+            e.contains("no mutants group `nope`") && e.contains("harness"),
+            "{e}"
+        );
+    }
+}

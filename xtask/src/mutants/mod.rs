@@ -1,0 +1,483 @@
+//! `cargo xtask mutants`: cargo-mutants over every crate with logic, each
+//! group of files judged by the tests that answer for it ([`groups::GROUPS`]).
+//!
+//! A campaign (`cargo xtask mutants [--group G] [--record]`) runs every
+//! mutant of a group's files, plus a seeded uniform sample of the rest of
+//! its package where the group says so. `--in-diff BASE` (CI) runs only the
+//! mutants in lines changed since BASE (`recorded`: the commit each group's
+//! record was made at), at most `--max` of them, a sample seeded by HEAD.
+//!
+//! cargo-mutants is installed from crates.io (pinned) into `target/tools/`
+//! unless that version is already on the PATH. Files no group mutates are
+//! excluded in `.cargo/mutants.toml`, each with its reason.
+//!
+//! Afterwards every missed mutant must be listed, with why it cannot be
+//! caught, in [`EQUIVALENT`]; a campaign also fails when a group catches
+//! fewer than [`TARGET`] of its viable mutants. `--record` writes each
+//! group's figures into [`RESULTS`], keeping the other groups' sections.
+
+mod groups;
+mod record;
+mod summary;
+
+use crate::root;
+use groups::Group;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+use summary::{read_equivalent, read_outcomes, read_times, GroupSummary};
+
+/// The cargo-mutants release this project's figures were measured with.
+pub const VERSION: &str = "27.1.0";
+/// Missed mutants that no test can catch, each with why.
+pub const EQUIVALENT: &str = "docs/mutants-equivalent.md";
+/// Where `--record` writes the figures.
+pub const RESULTS: &str = "docs/results/mutants.md";
+/// Caught (or timed out) / viable mutants that every group must reach.
+pub const TARGET: f64 = 0.95;
+
+pub struct Options {
+    /// Groups to run; empty: every group.
+    pub groups: Vec<String>,
+    /// Only files matching these globs (within the groups).
+    pub files: Vec<String>,
+    /// Only mutants in lines changed since this commit (`recorded`: each
+    /// group's recorded commit).
+    pub in_diff: Option<String>,
+    /// With `in_diff`: at most this many mutants over all groups.
+    pub max: usize,
+    /// Mutate the checkout itself instead of a copy (CI's fresh clone).
+    pub in_place: bool,
+    /// Where each group's `mutants.out/` goes (`<output>/<group>/`).
+    pub output: PathBuf,
+    /// Summarise earlier output (`<from>/<group>/`) instead of running.
+    pub from: Option<PathBuf>,
+    /// Write the figures into docs/results/mutants.md.
+    pub record: bool,
+    /// Parallel cargo-mutants jobs.
+    pub jobs: usize,
+}
+
+/// Find or install cargo-mutants VERSION.
+fn cargo_mutants() -> Result<PathBuf, String> {
+    let on_path = Command::new("cargo-mutants")
+        .args(["mutants", "--version"])
+        .output();
+    if let Ok(out) = on_path {
+        if String::from_utf8_lossy(&out.stdout).contains(VERSION) {
+            return Ok("cargo-mutants".into());
+        }
+    }
+    let dir = root().join("target/tools/cargo-mutants");
+    let bin = dir.join("bin/cargo-mutants");
+    if !bin.is_file() {
+        let dir_s = dir.display().to_string();
+        crate::run(
+            &crate::cargo(),
+            &[
+                "install",
+                "--locked",
+                "cargo-mutants",
+                "--version",
+                VERSION,
+                "--root",
+                &dir_s,
+            ],
+            &[],
+        )
+        .map_err(|e| format!("installing cargo-mutants {VERSION} from crates.io: {e}"))?;
+    }
+    Ok(bin)
+}
+
+/// One mutant as `--list --json` names it.
+#[derive(Clone, Debug)]
+struct Listed {
+    name: String,
+    file: String,
+}
+
+/// The group's mutants that cargo-mutants generates (after
+/// `.cargo/mutants.toml`'s exclusions), within `diff` when given.
+fn list(program: &Path, g: &Group, diff: Option<&Path>) -> Result<Vec<Listed>, String> {
+    let mut cmd = Command::new(program);
+    cmd.args(["mutants", "--list", "--json", "--package", g.package])
+        .current_dir(root());
+    if let Some(d) = diff {
+        cmd.arg("--in-diff").arg(d);
+    }
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cargo-mutants --list could not start: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cargo-mutants --list --package {} failed: {}",
+            g.package,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("cargo-mutants --list --json: {e}"))?;
+    Ok(v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|m| {
+                    Some(Listed {
+                        name: m["name"].as_str()?.to_string(),
+                        file: m["file"].as_str()?.to_string(),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// The mutants a campaign of `g` tests, and a sentence saying how they were
+/// chosen: every mutant of its files, and a seeded sample of the rest.
+fn choose(g: &Group, listed: &[Listed], only: &[String]) -> (Vec<Listed>, String) {
+    let matches = |globs: &[&str], f: &str| globs.iter().any(|x| groups::glob_match(x, f));
+    let wanted = |m: &&Listed| {
+        !matches(g.exclude, &m.file)
+            && (only.is_empty() || only.iter().any(|x| groups::glob_match(x, &m.file)))
+    };
+    let full: Vec<Listed> = listed
+        .iter()
+        .filter(wanted)
+        .filter(|m| g.files.is_empty() || matches(g.files, &m.file))
+        .cloned()
+        .collect();
+    let Some((globs, k)) = g.sampled else {
+        let how = match g.files {
+            [] => format!("every mutant of the package ({})", full.len()),
+            files => format!(
+                "every mutant of {} ({})",
+                files
+                    .iter()
+                    .map(|f| format!("`{f}`"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                full.len()
+            ),
+        };
+        return (full, how);
+    };
+    let rest: Vec<Listed> = listed
+        .iter()
+        .filter(wanted)
+        .filter(|m| !matches(g.files, &m.file) && matches(globs, &m.file))
+        .cloned()
+        .collect();
+    let sampled = groups::sample(&rest, k, groups::SEED);
+    let how = format!(
+        "every mutant of {} ({}), and a uniform sample of {} of the other {} mutants of {} (seed {:#x})",
+        g.files
+            .iter()
+            .map(|f| format!("`{f}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        full.len(),
+        sampled.len(),
+        rest.len(),
+        globs
+            .iter()
+            .map(|f| format!("`{f}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        groups::SEED
+    );
+    let mut all = full;
+    all.extend(sampled);
+    (all, how)
+}
+
+/// A regex that matches exactly these names (cargo-mutants `--re`).
+fn exact(names: &[&str]) -> String {
+    let escaped: Vec<String> = names
+        .iter()
+        .map(|n| {
+            n.chars()
+                .map(|c| match c {
+                    '\\' | '.' | '+' | '*' | '?' | '(' | ')' | '|' | '[' | ']' | '{' | '}'
+                    | '^' | '$' | '#' | '&' | '-' | '~' => format!("\\{c}"),
+                    c => c.to_string(),
+                })
+                .collect()
+        })
+        .collect();
+    format!("^(?:{})$", escaped.join("|"))
+}
+
+/// Run cargo-mutants over `chosen` of group `g`, writing `out/mutants.out`.
+fn run_group(
+    program: &Path,
+    g: &Group,
+    chosen: &[Listed],
+    out: &Path,
+    o: &Options,
+) -> Result<(), String> {
+    let names: Vec<&str> = chosen.iter().map(|m| m.name.as_str()).collect();
+    let mut args: Vec<String> = vec!["mutants".into(), "--package".into(), g.package.into()];
+    for p in g.test_packages {
+        args.extend(["--test-package".into(), p.to_string()]);
+    }
+    args.extend([
+        "--re".into(),
+        exact(&names),
+        "--timeout".into(),
+        g.timeout_s.to_string(),
+        "--jobs".into(),
+        o.jobs.to_string(),
+        "--output".into(),
+        out.display().to_string(),
+    ]);
+    if o.in_place {
+        args.push("--in-place".into());
+    }
+    // A diff's mutants follow the test command, which just passed on the
+    // same tree (CI): no baseline run.
+    if o.in_diff.is_some() {
+        args.extend(["--baseline".into(), "skip".into()]);
+    }
+    args.push("--".into());
+    args.extend(g.test_args.iter().map(|s| s.to_string()));
+    eprintln!(
+        "$ cargo-mutants mutants --package {} … ({} mutants; tests: cargo test -p {} {})",
+        g.package,
+        names.len(),
+        g.test_packages.join(" -p "),
+        g.test_args.join(" ")
+    );
+    let start = Instant::now();
+    let status = Command::new(program)
+        .args(&args)
+        .envs(g.env.iter().copied())
+        .current_dir(root())
+        .status()
+        .map_err(|e| format!("cargo-mutants could not start: {e}"))?;
+    eprintln!("  ({:.0} s)", start.elapsed().as_secs_f64());
+    // 0: all caught, 2: some missed, 3: some timed out; judged afterwards.
+    if !matches!(status.code(), Some(0 | 2 | 3)) {
+        return Err(format!(
+            "cargo-mutants over group {} failed ({status}); its log: {}",
+            g.name,
+            out.join("mutants.out/debug.log").display()
+        ));
+    }
+    Ok(())
+}
+
+/// The diff since `base` of the group's package, written for `--in-diff`;
+/// `None` when nothing of the package changed.
+fn diff_since(base: &str, g: &Group, dir: &Path) -> Result<Option<PathBuf>, String> {
+    let pkg_dir = package_dir(g.package);
+    let out = Command::new("git")
+        .args(["diff", "--no-color", base, "--", &pkg_dir])
+        .current_dir(root())
+        .output()
+        .map_err(|e| format!("git diff could not start: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "git diff {base} -- {pkg_dir}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    if out.stdout.is_empty() {
+        return Ok(None);
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = dir.join(format!("{}.diff", g.name));
+    std::fs::write(&path, &out.stdout).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(Some(path))
+}
+
+/// Where a workspace package lives.
+fn package_dir(package: &str) -> String {
+    match package {
+        "seam" => "core".into(),
+        "seam-kernels" => "kernels".into(),
+        "seam-conformance" => "conformance".into(),
+        "xtask" => "xtask".into(),
+        "seam-backends" => "backends".into(),
+        p => format!("backends/{}", p.trim_start_matches("seam-")),
+    }
+}
+
+/// `git rev-parse HEAD`.
+fn head() -> String {
+    Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(root())
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+pub fn run(o: &Options) -> Result<(), String> {
+    let selected = groups::select(&o.groups)?;
+    let output = root().join(&o.output);
+    let equivalent = read_equivalent(&root().join(EQUIVALENT))?;
+    let recorded = record::read(&root().join(RESULTS));
+    let program = match o.from {
+        Some(_) => PathBuf::new(),
+        None => cargo_mutants()?,
+    };
+    let mut summaries = Vec::new();
+    // The in-diff mode's budget, spent group by group.
+    let mut left = o.max;
+    for g in selected {
+        let out = match &o.from {
+            Some(dir) => root().join(dir).join(g.name),
+            None => output.join(g.name),
+        };
+        let chosen_how = if o.from.is_some() {
+            recorded
+                .get(g.name)
+                .map(|r| r.chosen.clone())
+                .unwrap_or_else(|| "as the earlier run chose them".into())
+        } else {
+            let (chosen, how) = match &o.in_diff {
+                None => {
+                    let listed = list(&program, g, None)?;
+                    choose(g, &listed, &o.files)
+                }
+                Some(base) => {
+                    let base = match base.as_str() {
+                        "recorded" => match recorded.get(g.name) {
+                            Some(r) => r.commit.clone(),
+                            None => {
+                                eprintln!("mutants [{}]: no recorded campaign; skipped", g.name);
+                                continue;
+                            }
+                        },
+                        b => b.to_string(),
+                    };
+                    let Some(diff) = diff_since(&base, g, &output)? else {
+                        eprintln!("mutants [{}]: nothing changed since {base}", g.name);
+                        continue;
+                    };
+                    let listed = list(&program, g, Some(&diff))?;
+                    let (all, _) = choose(g, &listed, &o.files);
+                    let seed = u64::from_str_radix(head().get(..12).unwrap_or("0"), 16)
+                        .unwrap_or(groups::SEED);
+                    let take = groups::sample(&all, left, seed);
+                    left -= take.len();
+                    let how = format!(
+                        "the {} of {} mutants in lines changed since {base} (at most {} in all, a sample seeded by HEAD)",
+                        take.len(),
+                        all.len(),
+                        o.max
+                    );
+                    (take, how)
+                }
+            };
+            if chosen.is_empty() {
+                eprintln!("mutants [{}]: no mutant to test", g.name);
+                continue;
+            }
+            let _ = std::fs::remove_dir_all(&out);
+            run_group(&program, g, &chosen, &out, o)?;
+            how
+        };
+        let outcomes_path = out.join("mutants.out/outcomes.json");
+        let outcomes = read_outcomes(&outcomes_path)?;
+        let s = GroupSummary::new(
+            g,
+            &outcomes,
+            &equivalent,
+            chosen_how,
+            read_times(&outcomes_path),
+        );
+        eprint!("{}", s.text());
+        summaries.push(s);
+    }
+    if o.record {
+        let path = root().join(RESULTS);
+        record::write(&path, &summaries, &head())?;
+        eprintln!("wrote {RESULTS}");
+    }
+    let whole = o.in_diff.is_none() && o.files.is_empty();
+    let errors: Vec<String> = summaries
+        .iter()
+        .filter_map(|s| s.verdict(whole).err())
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exact_regex_escapes_what_mutant_names_hold() {
+        let r = exact(&[
+            "a.rs:1:2: replace f -> Result<(), E> with Ok(())",
+            "b.rs:3:4: replace + with * in g",
+        ]);
+        assert_eq!(
+            r,
+            "^(?:a\\.rs:1:2: replace f \\-> Result<\\(\\), E> with Ok\\(\\(\\)\\)|b\\.rs:3:4: replace \\+ with \\* in g)$"
+        );
+    }
+
+    #[test]
+    fn packages_are_found_where_the_workspace_keeps_them() {
+        for (p, d) in [
+            ("seam", "core"),
+            ("seam-cpu", "backends/cpu"),
+            ("seam-streamgraph", "backends/streamgraph"),
+            ("seam-conformance", "conformance"),
+            ("seam-kernels", "kernels"),
+        ] {
+            assert_eq!(package_dir(p), d);
+            assert!(root().join(d).join("Cargo.toml").is_file(), "{d}");
+        }
+        for g in groups::GROUPS {
+            assert!(
+                root()
+                    .join(package_dir(g.package))
+                    .join("Cargo.toml")
+                    .is_file(),
+                "{}",
+                g.package
+            );
+        }
+    }
+
+    fn listed(file: &str, n: usize) -> Vec<Listed> {
+        (0..n)
+            .map(|i| Listed {
+                name: format!("{file}:{i}:1: m{i}"),
+                file: file.into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_campaign_takes_every_mutant_of_its_files_and_a_sample_of_the_rest() {
+        let g = groups::GROUPS.iter().find(|g| g.name == "vulkan").unwrap();
+        let mut all = listed("backends/vulkan/src/wait.rs", 12);
+        all.extend(listed("backends/vulkan/src/float_controls.rs", 400));
+        all.extend(listed("backends/vulkan/src/backend/staging.rs", 24));
+        let (chosen, how) = choose(g, &all, &[]);
+        assert_eq!(chosen.len(), 12 + 150, "{how}");
+        assert!(chosen.iter().all(|m| !m.file.ends_with("staging.rs")));
+        assert!(
+            how.contains("a uniform sample of 150 of the other 400"),
+            "{how}"
+        );
+        let core = groups::GROUPS.iter().find(|g| g.name == "core").unwrap();
+        let (chosen, _) = choose(core, &listed("core/src/ops.rs", 7), &[]);
+        assert_eq!(chosen.len(), 7);
+        let (chosen, _) = choose(
+            core,
+            &listed("core/src/ops.rs", 7),
+            &["core/src/x.rs".into()],
+        );
+        assert!(chosen.is_empty());
+    }
+}

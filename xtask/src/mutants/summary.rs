@@ -1,0 +1,355 @@
+//! What a campaign found: each group's outcomes (cargo-mutants'
+//! `outcomes.json`), counted per file, the survivors held against
+//! `docs/mutants-equivalent.md`, and the record in Markdown.
+
+use super::groups::Group;
+use super::{EQUIVALENT, TARGET};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// One mutant's result, as cargo-mutants' outcomes.json gives it.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub name: String,
+    pub file: String,
+    /// CaughtMutant, MissedMutant, Unviable, Timeout.
+    pub summary: String,
+}
+
+impl Outcome {
+    /// The name without line and column, so the equivalents list survives edits.
+    pub fn key(&self) -> String {
+        key_of(&self.name)
+    }
+}
+
+/// `core/src/device.rs:178:27: replace > with >=` → `core/src/device.rs: replace > with >=`.
+pub fn key_of(name: &str) -> String {
+    let mut parts = name.splitn(4, ':');
+    match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(file), Some(line), Some(col), Some(rest))
+            if line.chars().all(|c| c.is_ascii_digit())
+                && col.chars().all(|c| c.is_ascii_digit()) =>
+        {
+            format!("{file}:{rest}")
+        }
+        _ => name.to_string(),
+    }
+}
+
+/// When the run started and ended (cargo-mutants' own timestamps).
+pub fn read_times(path: &Path) -> Option<(String, String)> {
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    Some((
+        v["start_time"].as_str()?.to_string(),
+        v["end_time"].as_str()?.to_string(),
+    ))
+}
+
+pub fn read_outcomes(path: &Path) -> Result<Vec<Outcome>, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let v: Value =
+        serde_json::from_str(&text).map_err(|e| format!("parsing {}: {e}", path.display()))?;
+    let list = v["outcomes"]
+        .as_array()
+        .ok_or_else(|| format!("{}: no `outcomes` array", path.display()))?;
+    let mut out = Vec::new();
+    for o in list {
+        let Some(m) = o["scenario"].get("Mutant") else {
+            continue; // the baseline
+        };
+        let field = |v: &Value, what: &str| {
+            v.as_str()
+                .map(str::to_string)
+                .ok_or_else(|| format!("{}: a mutant without `{what}`", path.display()))
+        };
+        out.push(Outcome {
+            name: field(&m["name"], "name")?,
+            file: field(&m["file"], "file")?,
+            summary: field(&o["summary"], "summary")?,
+        });
+    }
+    if out.is_empty() {
+        return Err(format!("{}: no mutants were tested", path.display()));
+    }
+    Ok(out)
+}
+
+/// The table rows of docs/mutants-equivalent.md: `` | `key` | why | ``.
+pub fn read_equivalent(path: &Path) -> Result<BTreeMap<String, String>, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    Ok(parse_equivalent(&text))
+}
+
+pub fn parse_equivalent(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| {
+            let cells: Vec<&str> = l
+                .trim()
+                .strip_prefix('|')?
+                .split('|')
+                .map(str::trim)
+                .collect();
+            let key = cells.first()?.strip_prefix('`')?.strip_suffix('`')?;
+            Some((key_of(key), cells.get(1).copied().unwrap_or("").to_string()))
+        })
+        .collect()
+}
+
+#[derive(Default, Clone, Copy, Debug, PartialEq)]
+pub struct Counts {
+    pub caught: usize,
+    pub missed: usize,
+    pub timeout: usize,
+    pub unviable: usize,
+}
+
+impl Counts {
+    pub fn add(&mut self, summary: &str) {
+        match summary {
+            "CaughtMutant" => self.caught += 1,
+            "MissedMutant" => self.missed += 1,
+            "Timeout" => self.timeout += 1,
+            _ => self.unviable += 1,
+        }
+    }
+    pub fn viable(&self) -> usize {
+        self.caught + self.missed + self.timeout
+    }
+    pub fn score(&self) -> f64 {
+        (self.caught + self.timeout) as f64 / self.viable().max(1) as f64
+    }
+    pub fn row(&self, scope: &str) -> String {
+        let score = match self.viable() {
+            0 => "no viable mutant".to_string(),
+            _ => format!("{:.1}%", 100.0 * self.score()),
+        };
+        format!(
+            "| {scope} | {} | {} | {} | {} | {} | {score} |\n",
+            self.viable() + self.unviable,
+            self.unviable,
+            self.caught,
+            self.timeout,
+            self.missed,
+        )
+    }
+}
+
+/// One group's outcomes, counted.
+pub struct GroupSummary {
+    pub group: &'static Group,
+    pub total: Counts,
+    pub per_file: BTreeMap<String, Counts>,
+    /// Missed mutants with the reason the equivalents list gives (None: unlisted).
+    pub missed: Vec<(String, Option<String>)>,
+    pub timeouts: Vec<String>,
+    /// How the mutants were chosen, for the record.
+    pub chosen: String,
+    /// cargo-mutants' start and end times.
+    pub times: Option<(String, String)>,
+}
+
+impl GroupSummary {
+    pub fn new(
+        group: &'static Group,
+        outcomes: &[Outcome],
+        equivalent: &BTreeMap<String, String>,
+        chosen: String,
+        times: Option<(String, String)>,
+    ) -> Self {
+        let mut s = GroupSummary {
+            group,
+            total: Counts::default(),
+            per_file: BTreeMap::new(),
+            missed: Vec::new(),
+            timeouts: Vec::new(),
+            chosen,
+            times,
+        };
+        for o in outcomes {
+            s.total.add(&o.summary);
+            s.per_file
+                .entry(o.file.clone())
+                .or_default()
+                .add(&o.summary);
+            match o.summary.as_str() {
+                "MissedMutant" => s
+                    .missed
+                    .push((o.name.clone(), equivalent.get(&o.key()).cloned())),
+                "Timeout" => s.timeouts.push(o.name.clone()),
+                _ => {}
+            }
+        }
+        s
+    }
+
+    pub fn unlisted(&self) -> Vec<&str> {
+        self.missed
+            .iter()
+            .filter(|(_, why)| why.is_none())
+            .map(|(n, _)| n.as_str())
+            .collect()
+    }
+
+    pub fn text(&self) -> String {
+        let t = &self.total;
+        let mut s = format!(
+            "mutants [{}]: {} caught, {} timed out, {} missed, {} unviable — {:.1}% of {} viable caught (target {:.0}%)\n",
+            self.group.name,
+            t.caught,
+            t.timeout,
+            t.missed,
+            t.unviable,
+            100.0 * t.score(),
+            t.viable(),
+            100.0 * TARGET
+        );
+        for (name, why) in &self.missed {
+            let mark = if why.is_some() {
+                " (listed)"
+            } else {
+                "   <-- NOT LISTED"
+            };
+            let _ = writeln!(s, "  missed {name}{mark}");
+        }
+        s
+    }
+
+    /// Err when a survivor is not listed, or (`whole`: a campaign, not a
+    /// handful of changed lines) fewer than [`TARGET`] are caught.
+    pub fn verdict(&self, whole: bool) -> Result<(), String> {
+        let unlisted = self.unlisted();
+        if !unlisted.is_empty() {
+            return Err(format!(
+                "[{}] {} missed mutant(s) are not in {EQUIVALENT}: kill each with a case or a test, or list it with why it cannot be caught:\n  {}",
+                self.group.name,
+                unlisted.len(),
+                unlisted.join("\n  ")
+            ));
+        }
+        if whole && self.total.viable() > 0 && self.total.score() < TARGET {
+            return Err(format!(
+                "[{}] {:.1}% of viable mutants caught, below the {:.0}% target",
+                self.group.name,
+                100.0 * self.total.score(),
+                100.0 * TARGET
+            ));
+        }
+        Ok(())
+    }
+
+    /// This group's section of the record.
+    pub fn markdown(&self) -> String {
+        let g = self.group;
+        let mut m = format!("## {} (package `{}`)\n\n", g.name, g.package);
+        let _ = writeln!(
+            m,
+            "Judged by {}: `cargo test -p {} {}`{}.\n",
+            g.judged_by,
+            g.test_packages.join(" -p "),
+            g.test_args.join(" "),
+            if g.env.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " with {}",
+                    g.env
+                        .iter()
+                        .map(|(k, v)| format!("`{k}={v}`"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )
+            }
+        );
+        let _ = writeln!(m, "Mutants: {}.\n", self.chosen);
+        if let Some((start, end)) = &self.times {
+            let _ = writeln!(m, "Run from {start} to {end}.\n");
+        }
+        m.push_str(
+            "| file | mutants | unviable | caught | timed out | missed | caught / viable |\n",
+        );
+        m.push_str("|---|---|---|---|---|---|---|\n");
+        for (file, c) in &self.per_file {
+            m.push_str(&c.row(&format!("`{file}`")));
+        }
+        m.push_str(&self.total.row("**all**"));
+        if !self.missed.is_empty() {
+            m.push_str("\nMissed, each listed in `docs/mutants-equivalent.md` with why no test can catch it:\n\n| mutant | why it survives |\n|---|---|\n");
+            for (name, why) in &self.missed {
+                let _ = writeln!(
+                    m,
+                    "| `{name}` | {} |",
+                    why.as_deref().unwrap_or("**not listed**")
+                );
+            }
+        }
+        if !self.timeouts.is_empty() {
+            m.push_str("\nTimed out (counted as caught):\n\n");
+            for t in &self.timeouts {
+                let _ = writeln!(m, "- `{t}`");
+            }
+        }
+        m.push('\n');
+        m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mutants::groups::GROUPS;
+
+    fn outcome(name: &str, summary: &str) -> Outcome {
+        Outcome {
+            name: name.into(),
+            file: name.split(':').next().unwrap().into(),
+            summary: summary.into(),
+        }
+    }
+
+    #[test]
+    fn key_drops_line_and_column_only() {
+        assert_eq!(
+            key_of("core/src/device.rs:178:27: replace > with >= in Device::alloc"),
+            "core/src/device.rs: replace > with >= in Device::alloc"
+        );
+        assert_eq!(key_of("a.rs: replace x"), "a.rs: replace x");
+    }
+
+    #[test]
+    fn unlisted_survivors_and_low_scores_fail() {
+        let eq = parse_equivalent(
+            "| mutant | why |\n|---|---|\n| `a.rs:1:1: replace f with ()` | nothing observes it |\n",
+        );
+        assert_eq!(eq.len(), 1, "{eq:?}");
+        let mut o: Vec<Outcome> = (0..19)
+            .map(|i| outcome(&format!("a.rs:{i}:1: caught {i}"), "CaughtMutant"))
+            .collect();
+        o.push(outcome("a.rs:7:5: replace f with ()", "MissedMutant"));
+        o.push(outcome("a.rs:8:5: bad", "Unviable"));
+        let g = &GROUPS[0];
+        let s = GroupSummary::new(g, &o, &eq, String::new(), None);
+        assert!(s.verdict(true).is_ok(), "95% with the survivor listed");
+        assert!((s.total.score() - 0.95).abs() < 1e-9);
+        assert_eq!(s.total.unviable, 1);
+        o.push(outcome("a.rs:9:5: replace g with ()", "MissedMutant"));
+        let s = GroupSummary::new(g, &o, &eq, String::new(), None);
+        let e = s.verdict(false).unwrap_err();
+        assert!(e.contains("replace g with ()"), "{e}");
+        let mut eq2 = eq.clone();
+        eq2.insert("a.rs: replace g with ()".into(), "why".into());
+        let s = GroupSummary::new(g, &o, &eq2, String::new(), None);
+        let e = s.verdict(true).unwrap_err();
+        assert!(e.contains("below the 95% target"), "{e}");
+        assert!(s.verdict(false).is_ok(), "a diff's few mutants: no score");
+        let md = s.markdown();
+        assert!(
+            md.contains("| `a.rs` | 22 | 1 | 19 | 0 | 2 | 90.5% |"),
+            "{md}"
+        );
+    }
+}
