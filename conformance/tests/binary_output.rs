@@ -95,3 +95,48 @@ fn the_matrix_has_a_column_per_device_and_a_row_per_case_and_mode() {
         "{stdout}"
     );
 }
+
+/// The binary under a pseudo-terminal (`script`, from util-linux): all it
+/// printed, stdout and stderr together, as the terminal got it.
+fn on_a_terminal(args: &str) -> String {
+    let exe = env!("CARGO_BIN_EXE_seam-conformance");
+    let out = Command::new("script")
+        .args(["-qec", &format!("{exe} {args}"), "/dev/null"])
+        .output()
+        .expect("`script` (util-linux) runs the binary under a pseudo-terminal");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// At a terminal, a quiet in-process run rewrites one progress line per
+/// trial and ends it before the matrix; `--verbose` and a device child
+/// print no such line.
+#[test]
+fn at_a_terminal_progress_is_one_rewritten_line() {
+    let cases = "--backend cpu --case c1_replay_reexecutes,c6_nested_begin_refused";
+    let quiet = on_a_terminal(&format!("--in-process {cases}"));
+    let first = quiet
+        .find("\r[1/2] cpu:0::c1_replay_reexecutes ")
+        .expect(&quiet);
+    let second = quiet
+        .find("\r[2/2] cpu:0::c6_nested_begin_refused ")
+        .expect(&quiet);
+    let matrix = quiet.find("case ").expect(&quiet);
+    assert!(first < second && second < matrix, "{quiet:?}");
+    assert!(
+        quiet[second..matrix].contains('\n'),
+        "the progress line is ended before the matrix: {quiet:?}"
+    );
+    let verbose = on_a_terminal(&format!("--in-process {cases} --verbose"));
+    assert!(!verbose.contains("\r[1/2]"), "{verbose:?}");
+    assert!(
+        verbose.contains("[1/2] cpu:0::c1_replay_reexecutes … ok"),
+        "{verbose:?}"
+    );
+    let child = on_a_terminal(&format!("--in-process --child --device cpu:0 {cases}"));
+    assert!(!child.contains("\r["), "{child:?}");
+    assert!(
+        child.contains("> start cpu:0::c1_replay_reexecutes"),
+        "{child:?}"
+    );
+}

@@ -40,10 +40,11 @@ fn fake_child() {
     if let Some(cases) = &resumed {
         filter.cases = cases.split(',').map(str::to_string).collect();
     }
-    let behaviour = if resumed.is_some() {
-        ""
-    } else {
-        behaviour.as_str()
+    let behaviour = match (resumed.is_some(), behaviour.as_str()) {
+        // The child that resumes after a slow crash hangs in its first trial.
+        (true, "slow-crash-then-hang") => "hang-first",
+        (true, _) => "",
+        (false, b) => b,
     };
     let mut plan = runner::plan(&filter);
     match behaviour {
@@ -61,8 +62,17 @@ fn fake_child() {
         &plan,
         RunOptions::default(),
         |_| {
+            if n == 0 && behaviour == "hang-first" {
+                loop {
+                    std::thread::sleep(Duration::from_secs(3600));
+                }
+            }
             if n == BAD_TRIAL {
                 match behaviour {
+                    "slow-crash-then-hang" => {
+                        std::thread::sleep(Duration::from_secs(3));
+                        std::process::abort()
+                    }
                     "crash" => std::process::abort(),
                     "hang" => loop {
                         std::thread::sleep(Duration::from_secs(3600));
@@ -428,4 +438,43 @@ fn a_child_that_cannot_find_its_device_exits_2_and_its_trials_say_why() {
             "{r:?}"
         );
     }
+}
+
+/// The device deadline spans all of a device's children: a child resumed
+/// after a crash gets what is left of it, not the whole deadline again.
+#[test]
+fn a_resumed_child_gets_what_is_left_of_the_device_deadline() {
+    let plan = runner::plan(&filter());
+    let limits = Limits {
+        device: Duration::from_secs(6),
+        ..limits()
+    };
+    let start = Instant::now();
+    let (report, _) = isolate::run_isolated_with(
+        &plan,
+        &limits,
+        |_, only, files| fake_command("slow-crash-then-hang", only, files),
+        |_, _| {},
+    );
+    let _ = std::fs::remove_dir_all(
+        std::env::temp_dir().join(format!("seam-conformance-{}", std::process::id())),
+    );
+    let hung = report
+        .trials
+        .iter()
+        .find(|t| matches!(t.verdict, Verdict::TimedOut(_)))
+        .unwrap_or_else(|| panic!("{:#?}", report.trials));
+    let Verdict::TimedOut(why) = &hung.verdict else {
+        unreachable!()
+    };
+    assert!(why.contains("did not finish within"), "{why}");
+    assert!(
+        !why.contains("within 6s"),
+        "the resumed child was given the whole deadline again: {why}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(12),
+        "{:?}",
+        start.elapsed()
+    );
 }

@@ -279,3 +279,12 @@ fn an_unreadable_trace_is_a_failed_record() {
     assert_eq!(records[1].name, "cpu:0::trace");
     assert!(matches!(records[1].verdict, Verdict::Failed(_)));
 }
+
+/// A trial may run for the case deadline, plus 30 s for the child's own
+/// deadline to fire first.
+#[test]
+fn a_trial_gets_the_case_deadline_and_30_s_more() {
+    let l = Limits::from_env();
+    assert_eq!(l.trial, crate::runner::deadline() + Duration::from_secs(30));
+    assert!(l.device >= l.trial, "{l:?}");
+}
