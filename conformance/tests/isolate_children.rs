@@ -478,3 +478,34 @@ fn a_resumed_child_gets_what_is_left_of_the_device_deadline() {
         start.elapsed()
     );
 }
+
+/// A child that dies before settling any trial is not started again: a
+/// second one would die the same way, until the device deadline.
+#[test]
+fn a_child_that_settles_nothing_is_not_resumed() {
+    let planned = planned();
+    let plan = runner::plan(&filter());
+    let mut children = 0;
+    let limits = Limits {
+        device: Duration::from_secs(20),
+        ..limits()
+    };
+    let (report, _) = isolate::run_isolated_with(
+        &plan,
+        &limits,
+        |_, _, _| Command::new("false"),
+        |_, _| children += 1,
+    );
+    let _ = std::fs::remove_dir_all(
+        std::env::temp_dir().join(format!("seam-conformance-{}", std::process::id())),
+    );
+    assert_eq!(children, 1);
+    assert_eq!(report.trials.len(), planned.len(), "{:#?}", report.trials);
+    for t in &report.trials {
+        assert!(
+            matches!(&t.verdict, Verdict::Crashed(m)
+                if m.starts_with("not run: the device process exited 1 without a report before its first trial")),
+            "{t:?}"
+        );
+    }
+}
