@@ -264,6 +264,9 @@ mod tests {
             "a&lt;b&gt;&amp;&quot;c&apos;\u{FFFD}\t\u{FFFD}"
         );
         assert_eq!(escape("plain ü"), "plain ü");
+        // The two noncharacters XML refuses, each alone.
+        assert_eq!(escape("\u{FFFE}x\u{FFFF}"), "\u{FFFD}x\u{FFFD}");
+        assert_eq!(escape("\r\n\u{1f} \u{20}"), "\r\n\u{FFFD}  ");
     }
 
     #[test]

@@ -140,3 +140,22 @@ fn at_a_terminal_progress_is_one_rewritten_line() {
         "{child:?}"
     );
 }
+
+/// A verdict with a reason prints it after the verdict: an ignored trial
+/// says why.
+#[test]
+fn a_verdict_line_carries_its_reason() {
+    let (_, stderr) = run(&[
+        "--in-process",
+        "--backend",
+        "metal",
+        "--case",
+        "c1_replay_reexecutes",
+        "--verbose",
+    ]);
+    let line = ours(&stderr).join("\n");
+    assert!(
+        line.starts_with("[1/1] metal:none::c1_replay_reexecutes … ign: no metal device: "),
+        "{stderr}"
+    );
+}

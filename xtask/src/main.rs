@@ -138,6 +138,10 @@ enum Cmd {
         /// Write the figures to docs/results/mutants.md.
         #[arg(long)]
         record: bool,
+        /// Run again the mutants the last run of each group missed (after
+        /// new tests), judging that run with their new outcomes.
+        #[arg(long)]
+        rerun_missed: bool,
         /// Mutants built and tested at once.
         #[arg(long, default_value_t = 1)]
         jobs: usize,
@@ -374,6 +378,7 @@ fn main() -> ExitCode {
             output,
             from,
             record,
+            rerun_missed,
             jobs,
         } => mutants::run(&mutants::Options {
             groups: group,
@@ -384,6 +389,7 @@ fn main() -> ExitCode {
             output,
             from,
             record,
+            rerun_missed,
             jobs,
         }),
         Cmd::StressTeardown {

@@ -54,6 +54,9 @@ pub struct Options {
     pub from: Option<PathBuf>,
     /// Write the figures into docs/results/mutants.md.
     pub record: bool,
+    /// Run the mutants an earlier run of each group missed again (after
+    /// new tests), and judge the first run's outcomes with theirs.
+    pub rerun_missed: bool,
     /// Parallel cargo-mutants jobs.
     pub jobs: usize,
 }
@@ -313,6 +316,63 @@ fn head() -> String {
         .unwrap_or_default()
 }
 
+/// What a group's run tests: a campaign's choice, or (`--in-diff`) the
+/// mutants in lines changed since the base, within what is `left` of the
+/// budget. `None`: nothing to test.
+fn pick(
+    program: &Path,
+    g: &Group,
+    o: &Options,
+    recorded: &std::collections::BTreeMap<String, record::Recorded>,
+    output: &Path,
+    left: &mut usize,
+) -> Result<Option<(Vec<Listed>, String)>, String> {
+    let (chosen, how) = match &o.in_diff {
+        None => {
+            let listed = list(program, g, None)?;
+            choose(g, &listed, &o.files)
+        }
+        Some(base) => {
+            let base = match base.as_str() {
+                "recorded" => match recorded.get(g.name) {
+                    Some(r) => r.commit.clone(),
+                    None => {
+                        eprintln!("mutants [{}]: no recorded campaign; skipped", g.name);
+                        return Ok(None);
+                    }
+                },
+                b => b.to_string(),
+            };
+            let Some(diff) = diff_since(&base, g, output)? else {
+                eprintln!("mutants [{}]: nothing changed since {base}", g.name);
+                return Ok(None);
+            };
+            let listed = list(program, g, Some(&diff))?;
+            let (all, _) = choose(g, &listed, &o.files);
+            let seed =
+                u64::from_str_radix(head().get(..12).unwrap_or("0"), 16).unwrap_or(groups::SEED);
+            let take = groups::sample(&all, *left, seed);
+            *left -= take.len();
+            let how = format!(
+                "the {} of {} mutants in lines changed since {base} (at most {} in all, a sample seeded by HEAD)",
+                take.len(),
+                all.len(),
+                o.max
+            );
+            (take, how)
+        }
+    };
+    if chosen.is_empty() {
+        eprintln!("mutants [{}]: no mutant to test", g.name);
+        return Ok(None);
+    }
+    Ok(Some((chosen, how)))
+}
+
+/// Beside a group's `mutants.out/`: how its mutants were chosen, and the
+/// commit it ran at.
+const CHOSEN: &str = "chosen.txt";
+
 pub fn run(o: &Options) -> Result<(), String> {
     let selected = groups::select(&o.groups)?;
     let output = root().join(&o.output);
@@ -330,76 +390,69 @@ pub fn run(o: &Options) -> Result<(), String> {
             Some(dir) => root().join(dir).join(g.name),
             None => output.join(g.name),
         };
-        let chosen_how = if o.from.is_some() {
-            recorded
-                .get(g.name)
-                .map(|r| r.chosen.clone())
-                .unwrap_or_else(|| "as the earlier run chose them".into())
-        } else {
-            let (chosen, how) = match &o.in_diff {
-                None => {
-                    let listed = list(&program, g, None)?;
-                    choose(g, &listed, &o.files)
-                }
-                Some(base) => {
-                    let base = match base.as_str() {
-                        "recorded" => match recorded.get(g.name) {
-                            Some(r) => r.commit.clone(),
-                            None => {
-                                eprintln!("mutants [{}]: no recorded campaign; skipped", g.name);
-                                continue;
-                            }
-                        },
-                        b => b.to_string(),
-                    };
-                    let Some(diff) = diff_since(&base, g, &output)? else {
-                        eprintln!("mutants [{}]: nothing changed since {base}", g.name);
-                        continue;
-                    };
-                    let listed = list(&program, g, Some(&diff))?;
-                    let (all, _) = choose(g, &listed, &o.files);
-                    let seed = u64::from_str_radix(head().get(..12).unwrap_or("0"), 16)
-                        .unwrap_or(groups::SEED);
-                    let take = groups::sample(&all, left, seed);
-                    left -= take.len();
-                    let how = format!(
-                        "the {} of {} mutants in lines changed since {base} (at most {} in all, a sample seeded by HEAD)",
-                        take.len(),
-                        all.len(),
-                        o.max
-                    );
-                    (take, how)
-                }
-            };
-            if chosen.is_empty() {
-                eprintln!("mutants [{}]: no mutant to test", g.name);
+        if o.from.is_none() && !o.rerun_missed {
+            let Some((chosen, how)) = pick(&program, g, o, &recorded, &output, &mut left)? else {
                 continue;
-            }
+            };
             let _ = std::fs::remove_dir_all(&out);
             run_group(&program, g, &chosen, &out, o)?;
-            how
-        };
+            let note = format!("{how}\n{}\n", head());
+            std::fs::write(out.join(CHOSEN), note)
+                .map_err(|e| format!("{}: {e}", out.join(CHOSEN).display()))?;
+        }
         let outcomes_path = out.join("mutants.out/outcomes.json");
-        let outcomes = read_outcomes(&outcomes_path)?;
-        let s = GroupSummary::new(
-            g,
-            &outcomes,
-            &equivalent,
-            chosen_how,
-            read_times(&outcomes_path),
-        );
+        let mut outcomes = read_outcomes(&outcomes_path)?;
+        let (mut how, commit) = match std::fs::read_to_string(out.join(CHOSEN)) {
+            Ok(t) => {
+                let mut lines = t.lines();
+                let how = lines.next().unwrap_or("").to_string();
+                (how, lines.next().unwrap_or("").to_string())
+            }
+            Err(_) => ("as the earlier run chose them".into(), head()),
+        };
+        if o.rerun_missed {
+            let missed: Vec<Listed> = outcomes
+                .iter()
+                .filter(|x| x.summary == "MissedMutant")
+                .map(|x| Listed {
+                    name: x.name.clone(),
+                    file: x.file.clone(),
+                })
+                .collect();
+            if !missed.is_empty() {
+                let again = out.join("rerun");
+                let _ = std::fs::remove_dir_all(&again);
+                run_group(&program, g, &missed, &again, o)?;
+                let second = read_outcomes(&again.join("mutants.out/outcomes.json"))?;
+                let caught = second
+                    .iter()
+                    .filter(|x| x.summary != "MissedMutant")
+                    .count();
+                for x in &mut outcomes {
+                    if let Some(y) = second.iter().find(|y| y.name == x.name) {
+                        x.summary = y.summary.clone();
+                    }
+                }
+                how = format!(
+                    "{how}; the {} it missed were run again at `{}` after new tests, and {caught} of them were caught",
+                    missed.len(),
+                    head().get(..10).unwrap_or("")
+                );
+            }
+        }
+        let s = GroupSummary::new(g, &outcomes, &equivalent, how, read_times(&outcomes_path));
         eprint!("{}", s.text());
-        summaries.push(s);
+        summaries.push((s, commit));
     }
     if o.record {
         let path = root().join(RESULTS);
-        record::write(&path, &summaries, &head())?;
+        record::write(&path, &summaries)?;
         eprintln!("wrote {RESULTS}");
     }
     let whole = o.in_diff.is_none() && o.files.is_empty();
     let errors: Vec<String> = summaries
         .iter()
-        .filter_map(|s| s.verdict(whole).err())
+        .filter_map(|(s, _)| s.verdict(whole).err())
         .collect();
     if errors.is_empty() {
         Ok(())

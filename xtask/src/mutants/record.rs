@@ -73,17 +73,16 @@ pub fn section(s: &GroupSummary, commit: &str) -> String {
 /// unless `summaries` replaces them), in the groups' order.
 pub fn render(
     recorded: &BTreeMap<String, Recorded>,
-    summaries: &[GroupSummary],
-    commit: &str,
+    summaries: &[(GroupSummary, String)],
 ) -> String {
     let mut sections: BTreeMap<String, (String, String)> = recorded
         .iter()
         .map(|(k, r)| (k.clone(), (r.commit.clone(), r.text.clone())))
         .collect();
-    for s in summaries {
+    for (s, commit) in summaries {
         sections.insert(
             s.group.name.to_string(),
-            (commit.to_string(), section(s, commit)),
+            (commit.clone(), section(s, commit)),
         );
     }
     let mut m = String::from("# Mutation testing: cargo-mutants over every crate with logic\n\n");
@@ -122,8 +121,8 @@ pub fn render(
     m
 }
 
-pub fn write(path: &Path, summaries: &[GroupSummary], commit: &str) -> Result<(), String> {
-    let text = render(&read(path), summaries, commit);
+pub fn write(path: &Path, summaries: &[(GroupSummary, String)]) -> Result<(), String> {
+    let text = render(&read(path), summaries);
     std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))
 }
 
@@ -154,12 +153,15 @@ mod tests {
     /// and the overview has a row per recorded group, in the groups' order.
     #[test]
     fn recording_a_group_keeps_the_others() {
-        let first = render(&BTreeMap::new(), &[summary(1, 10, 0)], "aaaaaaaaaaaa");
+        let first = render(
+            &BTreeMap::new(),
+            &[(summary(1, 10, 0), "aaaaaaaaaaaa".into())],
+        );
         let parsed = parse(&first);
         assert_eq!(parsed.len(), 1);
         assert_eq!(parsed[GROUPS[1].name].commit, "aaaaaaaaaaaa");
         assert_eq!(parsed[GROUPS[1].name].chosen, "all 10");
-        let second = render(&parsed, &[summary(0, 19, 1)], "bbbbbbbbbbbb");
+        let second = render(&parsed, &[(summary(0, 19, 1), "bbbbbbbbbbbb".into())]);
         let parsed = parse(&second);
         assert_eq!(parsed.len(), 2);
         assert_eq!(parsed[GROUPS[1].name].commit, "aaaaaaaaaaaa");
@@ -175,6 +177,6 @@ mod tests {
         );
         assert!(second.contains("95.0%"), "{second}");
         // Rendering again from the parsed record changes nothing.
-        assert_eq!(render(&parsed, &[], "cccccccccccc"), second);
+        assert_eq!(render(&parsed, &[]), second);
     }
 }
