@@ -280,6 +280,8 @@ mod tests {
         assert!(x.contains(
             "<testsuite name=\"cpu:0\" tests=\"3\" failures=\"1\" errors=\"1\" skipped=\"0\" time=\"4.500\""
         ));
+        // The whole run's time, in seconds: four trials of 1.5 s.
+        assert!(x.contains("skipped=\"1\" time=\"6.000\">"), "{x}");
         assert!(x.contains("<testcase classname=\"cpu:0\" name=\"c4_b::captured\" time=\"1.500\""));
         assert!(x.contains(
             "<failure message=\"1 &lt; 2 &amp; &quot;x&quot;\u{FFFD}\" type=\"failed\">"
