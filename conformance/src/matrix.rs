@@ -477,3 +477,36 @@ pub fn html(m: &Matrix) -> String {
     s.push_str("</body>\n</html>\n");
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Digests that are not compared still say whether they differ: one
+    /// digest over two devices is "identical", two are "differs".
+    #[test]
+    fn not_compared_digests_say_whether_they_differ() {
+        let not_compared = |distinct| Digests::NotCompared {
+            distinct,
+            devices: 2,
+            why: "silu/f32 is bounded".into(),
+        };
+        assert_eq!(
+            not_compared(1).text(&[]),
+            "digests identical (silu/f32 is bounded; not compared)"
+        );
+        assert_eq!(
+            not_compared(2).text(&[]),
+            "digest differs (silu/f32 is bounded; not compared)"
+        );
+        assert_eq!(
+            Digests::NotCompared {
+                distinct: 1,
+                devices: 1,
+                why: String::new()
+            }
+            .text(&[]),
+            "1 device (nothing to compare)"
+        );
+    }
+}
