@@ -419,7 +419,8 @@ mod tests {
     #[test]
     fn a_report_that_does_not_cover_its_plan_is_flagged() {
         let trials = vec![t("cpu:0", "c1_replay_reexecutes", Verdict::Passed, None)];
-        let whole = report("alpha", "0.1.0", &["cpu:0"], trials.clone()).planned(["cpu:0"]);
+        let mut whole = report("alpha", "0.1.0", &["cpu:0"], trials.clone()).planned(["cpu:0"]);
+        whole.git_commit = "0123456789abcdef0123456789abcdef01234567".into();
         let short = report("beta", "0.1.0", &["cpu:0", "vulkan:0"], trials)
             .planned(["cpu:0", "vulkan:0", "vulkan:0"]);
         let m = merge(&[("a.json".into(), whole), ("b.json".into(), short)]).unwrap();
@@ -433,7 +434,10 @@ mod tests {
             md.contains("INCOMPLETE: vulkan:0: 0 of 2 planned trials reported"),
             "{md}"
         );
+        assert!(!md.contains("## ⚠ Outputs disagree"), "{md}");
+        assert!(!md.contains("## Failures"), "{md}");
         assert!(crate::matrix::html(&m).contains("INCOMPLETE: vulkan:0"));
+        assert!(md.contains("| `0123456789ab` |"), "{md}");
     }
 
     #[test]
@@ -529,6 +533,12 @@ mod tests {
         assert_eq!(m.missing.len(), 2);
         let md = crate::matrix::markdown(&m);
         assert!(md.contains("| `c1_replay_reexecutes` | C1 | ok (A) | ok (A) | ok (B) | ⚠ DIGESTS DISAGREE: A = aaaa on cpu:0 @ alpha, cuda:0 @ beta; B = bbbb on cuda:1 @ beta |"), "{md}");
+        // The sections that exist only when there is something in them.
+        assert!(md.contains("\n## ⚠ Outputs disagree (1 cases)\n"), "{md}");
+        assert!(md.contains("\n## Failures (1)\n\n- `c11_every_op_agrees_with_cpu::eager` on cuda:1 @ beta: gemm off by 3 ulp\n"), "{md}");
+        assert!(md.contains("\n## Backends without a device\n"), "{md}");
+        // A full commit is shortened to 12 characters, anything else kept.
+        assert!(md.contains("| `c0ffee` |"), "{md}");
         let html = crate::matrix::html(&m);
         assert!(
             html.contains("<tr class=\"disagree\"><td class=\"case\">c1_replay_reexecutes</td>")
