@@ -94,8 +94,9 @@ pub const C13_REBIND_EQUALS_FRESH_CAPTURE: Case = Case {
 };
 
 /// Replays queued before a rebind run with the old bindings; the replay
-/// queued after it, with the new ones. No host call in between: three
-/// replays, the rebind and one more replay are queued back to back.
+/// queued after it, with the new ones. No host call in between: four adds
+/// over 4 Mi elements, three replays, the rebind and one more replay are
+/// queued back to back, so the replays are still queued at the rebind.
 ///
 /// Mutation: the CPU backend's `update_launches` patching the launch list
 /// only when no queued replay holds it (`Arc::get_mut`) and returning Ok
@@ -109,6 +110,9 @@ pub const C13_REBIND_EQUALS_FRESH_CAPTURE: Case = Case {
 /// under `SEAM_VULKAN_VALIDATION=sync` at "update_launches: Validation
 /// Error: [ VUID-vkUpdateDescriptorSets-None-03047 ] … in use by a command
 /// buffer".
+/// Elements of each add queued ahead of the replays.
+const AHEAD: usize = 1 << 22;
+
 pub const C13_QUEUED_REPLAYS_KEEP_OLD_BINDINGS: Case = Case {
     name: "c13_queued_replays_keep_old_bindings",
     rule: Rule::C13,
@@ -118,9 +122,17 @@ pub const C13_QUEUED_REPLAYS_KEEP_OLD_BINDINGS: Case = Case {
         let d = &cx.dev;
         let one = d.buffer_from(&[1u32; 256])?;
         let (x, y) = (d.buffer_from(&[0u32; 256])?, d.buffer_from(&[100u32; 256])?);
+        let ahead = d.buffer_from(&vec![1u32; AHEAD])?;
         let s = d.capture()?;
         d.launch(&ops::add(x.id(), one.id(), x.id(), 256))?;
         let g = s.end_graph()?;
+        // Work queued ahead of the replays, long enough that they are still
+        // queued when the rebind comes, however fast the device runs a
+        // 256-element add (an optimised CPU reference drained three such
+        // replays before the rebind, and the case could no longer tell).
+        for _ in 0..4 {
+            d.launch(&ops::add(ahead.id(), ahead.id(), ahead.id(), AHEAD as u32))?;
+        }
         for _ in 0..3 {
             g.replay()?;
         }
