@@ -436,6 +436,7 @@ mod tests {
         );
         assert!(!md.contains("## ⚠ Outputs disagree"), "{md}");
         assert!(!md.contains("## Failures"), "{md}");
+        assert!(!crate::matrix::html(&m).contains("<h2>Failures"));
         assert!(crate::matrix::html(&m).contains("INCOMPLETE: vulkan:0"));
         assert!(md.contains("| `0123456789ab` |"), "{md}");
     }
@@ -544,6 +545,8 @@ mod tests {
             html.contains("<tr class=\"disagree\"><td class=\"case\">c1_replay_reexecutes</td>")
         );
         assert!(!html.contains("<script"));
+        assert!(html.contains("<h2>Failures (1)</h2>\n<ul>\n<li><code>c11_every_op_agrees_with_cpu::eager</code> on cuda:1 @ beta: gemm off by 3 ulp</li>"), "{html}");
+        assert!(html.contains("<h2>Backends without a device</h2>"), "{html}");
     }
 
     #[test]
