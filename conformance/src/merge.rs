@@ -150,6 +150,11 @@ pub const MAX_REPORT_BYTES: u64 = 256 << 20;
 /// Read one JSON report, written on any machine, so checked field by field
 /// ([`Report::parse`]); `label` is how the matrix names it (its path).
 pub fn load(path: &Path) -> Result<(String, Report), MergeError> {
+    load_within(path, MAX_REPORT_BYTES)
+}
+
+/// [`load`], refusing what is longer than `limit` bytes.
+pub fn load_within(path: &Path, limit: u64) -> Result<(String, Report), MergeError> {
     let label = path.display().to_string();
     let read = |e: std::io::Error| MergeError::Read {
         path: label.clone(),
@@ -157,7 +162,7 @@ pub fn load(path: &Path) -> Result<(String, Report), MergeError> {
     };
     let file = std::fs::File::open(path).map_err(read)?;
     if let Some(bytes) = file.metadata().ok().map(|m| m.len()) {
-        if bytes > MAX_REPORT_BYTES {
+        if bytes > limit {
             return Err(MergeError::TooLarge { path: label, bytes });
         }
     }
@@ -165,10 +170,10 @@ pub fn load(path: &Path) -> Result<(String, Report), MergeError> {
     // A pipe or a growing file has no honest length: read one byte past the
     // limit, to tell "at the limit" from "over it".
     let bytes = file
-        .take(MAX_REPORT_BYTES + 1)
+        .take(limit + 1)
         .read_to_string(&mut text)
         .map_err(read)? as u64;
-    if bytes > MAX_REPORT_BYTES {
+    if bytes > limit {
         return Err(MergeError::TooLarge { path: label, bytes });
     }
     parse(&label, &text).map(|r| (label, r))
@@ -546,7 +551,10 @@ mod tests {
         );
         assert!(!html.contains("<script"));
         assert!(html.contains("<h2>Failures (1)</h2>\n<ul>\n<li><code>c11_every_op_agrees_with_cpu::eager</code> on cuda:1 @ beta: gemm off by 3 ulp</li>"), "{html}");
-        assert!(html.contains("<h2>Backends without a device</h2>"), "{html}");
+        assert!(
+            html.contains("<h2>Backends without a device</h2>"),
+            "{html}"
+        );
     }
 
     #[test]

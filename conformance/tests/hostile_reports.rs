@@ -523,3 +523,53 @@ fn deep_nesting_and_huge_files_are_refused_not_overflowed() {
     assert!(matches!(e, MergeError::Read { .. }), "{e:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The size limit is inclusive, for a file and for a stream without a
+/// length (a pipe): exactly the limit is read (and then refused as no
+/// JSON), one byte more is too large. (`load` is `load_within` at
+/// `MAX_REPORT_BYTES`; a sparse file past that is refused above.)
+#[test]
+fn the_size_limit_holds_at_its_edge_for_files_and_pipes() {
+    const LIMIT: u64 = 3 << 20;
+    let dir = std::env::temp_dir().join(format!("seam-edge-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("edge.json");
+    std::fs::File::create(&path)
+        .unwrap()
+        .set_len(LIMIT)
+        .unwrap();
+    let e = merge::load_within(&path, LIMIT).unwrap_err();
+    assert!(matches!(e, MergeError::Parse { .. }), "{e:?}");
+    for (len, too_large) in [(LIMIT, false), (LIMIT + 1, true)] {
+        let fifo = dir.join(format!("pipe-{len}"));
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let writer = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let mut f = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+                let chunk = vec![b' '; 1 << 20];
+                let mut left = len;
+                while left > 0 {
+                    let n = left.min(chunk.len() as u64) as usize;
+                    if f.write_all(&chunk[..n]).is_err() {
+                        break; // the reader stopped at its limit
+                    }
+                    left -= n as u64;
+                }
+            })
+        };
+        let e = merge::load_within(&fifo, LIMIT).unwrap_err();
+        writer.join().unwrap();
+        assert_eq!(
+            matches!(e, MergeError::TooLarge { .. }),
+            too_large,
+            "{len} bytes through a pipe: {e:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -193,18 +193,31 @@ fn choose(g: &Group, listed: &[Listed], only: &[String]) -> (Vec<Listed>, String
     (all, how)
 }
 
+/// `s` as a regex that matches it literally.
+fn escape(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '\\' | '.' | '+' | '*' | '?' | '(' | ')' | '|' | '[' | ']' | '{' | '}' | '^' | '$'
+            | '#' | '&' | '-' | '~' => format!("\\{c}"),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
 /// A regex that matches exactly these names (cargo-mutants `--re`).
 fn exact(names: &[&str]) -> String {
+    let escaped: Vec<String> = names.iter().map(|n| escape(n)).collect();
+    format!("^(?:{})$", escaped.join("|"))
+}
+
+/// A regex that matches these names at any line and column: a survivor
+/// run again after edits above it has moved.
+fn at_any_line(names: &[&str]) -> String {
     let escaped: Vec<String> = names
         .iter()
-        .map(|n| {
-            n.chars()
-                .map(|c| match c {
-                    '\\' | '.' | '+' | '*' | '?' | '(' | ')' | '|' | '[' | ']' | '{' | '}'
-                    | '^' | '$' | '#' | '&' | '-' | '~' => format!("\\{c}"),
-                    c => c.to_string(),
-                })
-                .collect()
+        .map(|n| match summary::key_of(n).split_once(": ") {
+            Some((file, rest)) => format!("{}:\\d+:\\d+: {}", escape(file), escape(rest)),
+            None => escape(n),
         })
         .collect();
     format!("^(?:{})$", escaped.join("|"))
@@ -219,13 +232,19 @@ fn run_group(
     o: &Options,
 ) -> Result<(), String> {
     let names: Vec<&str> = chosen.iter().map(|m| m.name.as_str()).collect();
+    // A rerun's survivors are found by what they are, not where.
+    let re = if o.rerun_missed {
+        at_any_line(&names)
+    } else {
+        exact(&names)
+    };
     let mut args: Vec<String> = vec!["mutants".into(), "--package".into(), g.package.into()];
     for p in g.test_packages {
         args.extend(["--test-package".into(), p.to_string()]);
     }
     args.extend([
         "--re".into(),
-        exact(&names),
+        re,
         "--timeout".into(),
         g.timeout_s.to_string(),
         "--jobs".into(),
@@ -423,20 +442,35 @@ pub fn run(o: &Options) -> Result<(), String> {
                 let again = out.join("rerun");
                 let _ = std::fs::remove_dir_all(&again);
                 run_group(&program, g, &missed, &again, o)?;
-                let second = read_outcomes(&again.join("mutants.out/outcomes.json"))?;
-                let caught = second
-                    .iter()
-                    .filter(|x| x.summary != "MissedMutant")
-                    .count();
-                for x in &mut outcomes {
-                    if let Some(y) = second.iter().find(|y| y.name == x.name) {
-                        x.summary = y.summary.clone();
+                let second =
+                    read_outcomes(&again.join("mutants.out/outcomes.json")).unwrap_or_default();
+                // Each survivor by what it is: caught when every mutant of
+                // that kind now is; gone when the code no longer has it.
+                let mut gone = 0;
+                outcomes.retain_mut(|x| {
+                    if x.summary != "MissedMutant" {
+                        return true;
                     }
-                }
+                    let now: Vec<&summary::Outcome> =
+                        second.iter().filter(|y| y.key() == x.key()).collect();
+                    if now.is_empty() {
+                        gone += 1;
+                        return false;
+                    }
+                    if now.iter().all(|y| y.summary != "MissedMutant") {
+                        x.summary = "CaughtMutant".into();
+                    }
+                    true
+                });
+                let still = outcomes
+                    .iter()
+                    .filter(|x| x.summary == "MissedMutant")
+                    .count();
                 how = format!(
-                    "{how}; the {} it missed were run again at `{}` after new tests, and {caught} of them were caught",
+                    "{how}; the {} it missed were run again at `{}` after new tests: {} caught, {still} missed, {gone} no longer in the code",
                     missed.len(),
-                    head().get(..10).unwrap_or("")
+                    head().get(..10).unwrap_or(""),
+                    missed.len() - still - gone
                 );
             }
         }
@@ -475,6 +509,12 @@ mod tests {
             r,
             "^(?:a\\.rs:1:2: replace f \\-> Result<\\(\\), E> with Ok\\(\\(\\)\\)|b\\.rs:3:4: replace \\+ with \\* in g)$"
         );
+    }
+
+    #[test]
+    fn a_rerun_finds_a_survivor_wherever_it_has_moved() {
+        let r = at_any_line(&["a/b.rs:10:2: replace > with >= in load"]);
+        assert_eq!(r, "^(?:a/b\\.rs:\\d+:\\d+: replace > with >= in load)$");
     }
 
     #[test]
