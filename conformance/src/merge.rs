@@ -426,8 +426,11 @@ mod tests {
         let trials = vec![t("cpu:0", "c1_replay_reexecutes", Verdict::Passed, None)];
         let mut whole = report("alpha", "0.1.0", &["cpu:0"], trials.clone()).planned(["cpu:0"]);
         whole.git_commit = "0123456789abcdef0123456789abcdef01234567".into();
-        let short = report("beta", "0.1.0", &["cpu:0", "vulkan:0"], trials)
+        let mut short = report("beta", "0.1.0", &["cpu:0", "vulkan:0"], trials)
             .planned(["cpu:0", "vulkan:0", "vulkan:0"]);
+        // A format-1 report: no commit, no start time.
+        short.git_commit.clear();
+        short.started_at.clear();
         let m = merge(&[("a.json".into(), whole), ("b.json".into(), short)]).unwrap();
         assert!(m.sources[0].uncovered.is_empty());
         assert_eq!(
@@ -444,6 +447,7 @@ mod tests {
         assert!(!crate::matrix::html(&m).contains("<h2>Failures"));
         assert!(crate::matrix::html(&m).contains("INCOMPLETE: vulkan:0"));
         assert!(md.contains("| `0123456789ab` |"), "{md}");
+        assert!(md.contains("| `unknown` | unknown |"), "{md}");
     }
 
     #[test]
