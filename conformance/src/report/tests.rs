@@ -50,3 +50,40 @@ fn new_report_carries_metadata() {
     let back = Report::from_json(&serde_json::to_string(&r).unwrap()).unwrap();
     assert_eq!(back.started_at, r.started_at);
 }
+
+/// Every verdict counts where its name says, and only the ones that fail
+/// the run make `ok` false: an expected failure does not, an unexpected
+/// pass does.
+#[test]
+fn a_summary_counts_every_kind_of_verdict() {
+    let each = [
+        Verdict::Passed,
+        Verdict::Failed("f".into()),
+        Verdict::Ignored("i".into()),
+        Verdict::ExpectedFailure("x".into()),
+        Verdict::UnexpectedPass("u".into()),
+        Verdict::TimedOut("t".into()),
+        Verdict::Crashed("c".into()),
+        Verdict::TeardownHang("h".into()),
+    ];
+    let mut s = Summary::default();
+    for (i, v) in each.iter().enumerate() {
+        for _ in 0..=i {
+            s.add(v);
+        }
+    }
+    assert_eq!(
+        s.line(),
+        "conformance: 1 passed, 2 failed, 3 ignored, 4 expected failures, 5 unexpected passes, 6 timed out, 7 crashed, 8 teardown hangs"
+    );
+    for v in &each {
+        let mut one = Summary::default();
+        one.add(v);
+        let fails = !matches!(
+            v,
+            Verdict::Passed | Verdict::Ignored(_) | Verdict::ExpectedFailure(_)
+        );
+        assert_eq!(one.ok(), !fails, "{v:?}");
+        assert_eq!(v.fails_run(), fails, "{v:?}");
+    }
+}
