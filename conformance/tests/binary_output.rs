@@ -159,3 +159,72 @@ fn a_verdict_line_carries_its_reason() {
         "{stderr}"
     );
 }
+
+/// The report says where and from what it ran: the machine as this
+/// process sees it, its name and commit from `SEAM_MACHINE_NAME` and
+/// `SEAM_GIT_COMMIT` when set, else the hostname and `git rev-parse HEAD`.
+#[test]
+fn the_report_names_the_machine_and_the_commit() {
+    let dir = std::env::temp_dir().join(format!("seam-machine-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("r.json");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap();
+    let report = |env: &[(&str, &str)]| -> serde_json::Value {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_seam-conformance"));
+        cmd.args([
+            "--in-process",
+            "--backend",
+            "cpu",
+            "--case",
+            "c6_nested_begin_refused",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .env_remove("SEAM_MACHINE_NAME")
+        .env_remove("SEAM_GIT_COMMIT")
+        .envs(env.iter().copied())
+        .current_dir(root);
+        assert!(cmd.output().unwrap().status.success());
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+    };
+    let given = report(&[
+        ("SEAM_MACHINE_NAME", "bench-box"),
+        (
+            "SEAM_GIT_COMMIT",
+            "0123456789abcdef0123456789abcdef01234567",
+        ),
+    ]);
+    assert_eq!(given["machine"]["label"], "bench-box");
+    assert_eq!(
+        given["git_commit"],
+        "0123456789abcdef0123456789abcdef01234567"
+    );
+    let m = &given["machine"];
+    assert_eq!(m["os"], std::env::consts::OS);
+    assert_eq!(m["arch"], std::env::consts::ARCH);
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    assert_eq!(m["hostname"], read("/etc/hostname").trim());
+    let cpu = read("/proc/cpuinfo")
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == "model name").then(|| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    assert_eq!(m["cpu"], cpu.as_str());
+
+    let plain = report(&[]);
+    assert_eq!(plain["machine"]["label"], read("/etc/hostname").trim());
+    let head = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    let head = String::from_utf8_lossy(&head.stdout).trim().to_string();
+    if !head.is_empty() {
+        assert_eq!(plain["git_commit"], head.as_str());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -87,3 +87,15 @@ fn a_summary_counts_every_kind_of_verdict() {
         assert_eq!(v.fails_run(), fails, "{v:?}");
     }
 }
+
+#[test]
+fn the_os_line_prefers_the_pretty_name() {
+    let mut m = Machine {
+        os: "linux".into(),
+        arch: "x86_64".into(),
+        ..Default::default()
+    };
+    assert_eq!(m.os_line(), "linux x86_64");
+    m.os_pretty = "Debian GNU/Linux 12 (bookworm)".into();
+    assert_eq!(m.os_line(), "Debian GNU/Linux 12 (bookworm) (x86_64)");
+}
