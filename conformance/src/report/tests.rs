@@ -10,6 +10,18 @@ fn rfc3339_known_instants() {
     assert_eq!(rfc3339(t), "2000-02-29T12:34:56Z");
     let t = UNIX_EPOCH + Duration::from_secs(1_735_689_599);
     assert_eq!(rfc3339(t), "2024-12-31T23:59:59Z");
+    // Where the algorithm's century and era terms start to count: around
+    // 2100-03-01 (100 years into the era that began 2000-03-01), and the
+    // era's last day, 2400-02-29.
+    for (secs, want) in [
+        (4_107_542_399, "2100-02-28T23:59:59Z"),
+        (4_107_542_400, "2100-03-01T00:00:00Z"),
+        (13_569_379_200, "2399-12-31T00:00:00Z"),
+        (13_574_606_400, "2400-02-29T12:00:00Z"),
+        (13_574_649_600, "2400-03-01T00:00:00Z"),
+    ] {
+        assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(secs)), want);
+    }
 }
 
 #[test]
