@@ -362,12 +362,13 @@ pub fn run_all(
 }
 
 /// The whole suite on the CPU reference device, in this process; panics
-/// with the names of the trials that did not pass.
+/// with the names of the trials that did not pass, else returns how many
+/// passed (every planned trial).
 ///
 /// This is the test that `core` and `backends/cpu` run against themselves
 /// (their `tests/reference_suite.rs`), so that mutation testing of either
 /// package (`cargo xtask mutants`) is judged by the conformance cases.
-pub fn assert_reference_suite_passes() {
+pub fn assert_reference_suite_passes() -> usize {
     let plan = plan(&Filter {
         backends: vec!["cpu".into()],
         ..Default::default()
@@ -391,6 +392,7 @@ pub fn assert_reference_suite_passes() {
         bad.join("\n")
     );
     assert_eq!(report.summary.passed, plan.trials.len());
+    report.summary.passed
 }
 
 /// [`run_all`], calling `started` before each trial.
@@ -432,5 +434,42 @@ pub fn record(trial: &Trial, out: Outcome) -> TrialRecord {
         verdict: out.verdict,
         duration_ms: out.duration.as_secs_f64() * 1e3,
         digest: out.digest.map(|d| format!("{d:016x}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reference check runs the whole suite on cpu:0, and only there.
+    #[test]
+    fn the_reference_suite_is_every_case_on_cpu_0() {
+        let cpu = plan(&Filter {
+            backends: vec!["cpu".into()],
+            ..Default::default()
+        });
+        assert!(cpu.trials.len() >= 78, "{}", cpu.trials.len());
+        assert!(cpu.trials.iter().all(|t| t.device == "cpu:0"));
+        assert_eq!(assert_reference_suite_passes(), cpu.trials.len());
+    }
+
+    /// A record's duration is the outcome's, in milliseconds.
+    #[test]
+    fn a_record_keeps_the_duration_in_milliseconds() {
+        let p = plan(&Filter {
+            backends: vec!["cpu".into()],
+            cases: vec!["c6_nested_begin_refused".into()],
+            devices: vec![],
+        });
+        let out = Outcome {
+            verdict: Verdict::Passed,
+            duration: Duration::from_millis(1500),
+            digest: Some(0xab),
+            trace: None,
+        };
+        let r = record(&p.trials[0], out);
+        assert_eq!(r.duration_ms, 1500.0);
+        assert_eq!(r.digest.as_deref(), Some("00000000000000ab"));
+        assert_eq!(r.name, "cpu:0::c6_nested_begin_refused");
     }
 }

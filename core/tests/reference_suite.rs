@@ -17,7 +17,8 @@ const MODEL_CASES: u32 = 300;
 
 #[test]
 fn conformance_suite_on_the_cpu_reference() {
-    seam_conformance::runner::assert_reference_suite_passes();
+    let passed = seam_conformance::runner::assert_reference_suite_passes();
+    assert!(passed >= 78, "{passed} trials");
 }
 
 #[test]
