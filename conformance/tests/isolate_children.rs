@@ -160,7 +160,7 @@ fn a_crash_in_a_child_keeps_the_verdicts_of_trials_that_finished() {
     let planned = planned();
     let (run, records) = run_fake("crash", &limits());
     assert!(
-        matches!(&run.end, ChildEnd::Signaled(_)),
+        matches!(&run.end, ChildEnd::Signaled(why) if why == "killed by signal 6"),
         "{:?}\n{}",
         run.end,
         run.log

@@ -72,6 +72,18 @@ fn stream_lines_read_back_whole_and_a_torn_line_waits() {
     f.write_all(b"{\"done\":{\"name\":").unwrap();
     state.poll(&path);
     assert_eq!(state.done.len(), 1);
+    // The rest of the line arrives: the whole event is read, once.
+    let whole = serde_json::to_string(&StreamEvent::Done(done(&p[1], Verdict::Passed))).unwrap();
+    let rest = whole.strip_prefix("{\"done\":{\"name\":").unwrap();
+    f.write_all(rest.as_bytes()).unwrap();
+    f.write_all(b"\n").unwrap();
+    state.poll(&path);
+    assert_eq!(state.done.len(), 2, "{:?}", state.done);
+    assert_eq!(state.done[1].name, p[1].name);
+    assert!(
+        state.running.is_none(),
+        "the finished trial is no longer running"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -287,4 +299,29 @@ fn a_trial_gets_the_case_deadline_and_30_s_more() {
     let l = Limits::from_env();
     assert_eq!(l.trial, crate::runner::deadline() + Duration::from_secs(30));
     assert!(l.device >= l.trial, "{l:?}");
+}
+
+/// A child that hangs outside any trial (before its first) is killed at
+/// the device deadline.
+#[test]
+fn a_child_hung_before_its_first_trial_is_killed_at_the_device_deadline() {
+    let dir = std::env::temp_dir().join(format!("seam-isolate-hang-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let files = ChildFiles::for_device(&dir, "cpu:0");
+    let mut cmd = std::process::Command::new("sleep");
+    cmd.arg("60");
+    let limits = Limits {
+        device: Duration::from_millis(500),
+        trial: Duration::from_secs(60),
+        teardown: Duration::from_secs(60),
+    };
+    let start = std::time::Instant::now();
+    let r = watch(cmd, &files, &limits);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(matches!(r.end, ChildEnd::TimedOut), "{:?}", r.end);
+    assert!(start.elapsed() < Duration::from_secs(30));
+    assert_eq!(
+        r.killed.as_deref(),
+        Some("the device process did not finish within 500ms")
+    );
 }
