@@ -163,6 +163,11 @@ fn a_trial_that_never_returns_times_out() {
         matches!(&records[1].verdict, Verdict::TimedOut(m) if m.contains("no verdict within 2s"))
     );
     assert!(matches!(&records[2].verdict, Verdict::TimedOut(m) if m.starts_with("not run")));
+    assert!(
+        !records[1].verdict.detail().contains("while this trial ran"),
+        "a timeout is not a crash during the trial: {:?}",
+        records[1].verdict
+    );
     let report = Report::new(vec![], vec![], records.clone(), summary(&records));
     assert!(!report.summary.ok());
     assert!(report.failed_lines()[0]
@@ -213,6 +218,7 @@ fn a_report_with_an_unplanned_trial_is_refused_by_name() {
     let p = planned(2);
     let extra = Planned {
         name: "cpu:0::invented".into(),
+        device: "cuda:7".into(),
         ..p[0].clone()
     };
     let trials = vec![done(&p[0], Verdict::Passed), done(&extra, Verdict::Passed)];
@@ -233,6 +239,10 @@ fn a_report_with_an_unplanned_trial_is_refused_by_name() {
         .iter()
         .find(|t| t.name == "cpu:0::invented")
         .unwrap();
+    assert_eq!(
+        refused.device, "cpu:0",
+        "the refusal is the child's device's"
+    );
     assert!(
         matches!(&refused.verdict, Verdict::Crashed(m) if m.contains("which the run did not plan")),
         "{refused:?}"
@@ -324,4 +334,52 @@ fn a_child_hung_before_its_first_trial_is_killed_at_the_device_deadline() {
         r.killed.as_deref(),
         Some("the device process did not finish within 500ms")
     );
+}
+
+/// A child that hung after its summary answers with its report, even when
+/// its verdict stream is empty (the stream is for crashes; the report is
+/// whole).
+#[test]
+fn a_teardown_hang_with_a_report_and_no_stream_takes_the_report() {
+    let p = planned(2);
+    let trials: Vec<TrialRecord> = p.iter().map(|t| done(t, Verdict::Passed)).collect();
+    let mut r = run(ChildEnd::TeardownHang, Vec::new(), None);
+    r.report = Some(Report::new(
+        vec![],
+        vec![],
+        trials.clone(),
+        summary(&trials),
+    ));
+    let records = verdicts("cpu:0", &p, &r);
+    assert_eq!(records.len(), 3, "{records:#?}");
+    assert!(records[..2].iter().all(|t| t.verdict == Verdict::Passed));
+    assert!(matches!(records[2].verdict, Verdict::TeardownHang(_)));
+}
+
+/// A crash in the last planned trial blames that trial and adds no
+/// process record; a crash in a trial outside the plan (a resumed child
+/// rerunning a finished mode) blames the process.
+#[test]
+fn a_crash_is_blamed_on_the_planned_trial_it_happened_in_or_on_the_process() {
+    let p = planned(2);
+    let first = vec![done(&p[0], Verdict::Passed)];
+    let r = run(
+        ChildEnd::Signaled("killed by signal 11".into()),
+        first,
+        Some("cpu:0::case1"),
+    );
+    let records = verdicts("cpu:0", &p, &r);
+    assert_eq!(records.len(), 2, "{records:#?}");
+    assert!(matches!(records[1].verdict, Verdict::Crashed(_)));
+
+    let both = p.iter().map(|t| done(t, Verdict::Passed)).collect();
+    let r = run(
+        ChildEnd::Signaled("killed by signal 11".into()),
+        both,
+        Some("cpu:0::elsewhere"),
+    );
+    let records = verdicts("cpu:0", &p, &r);
+    assert_eq!(records.len(), 3, "{records:#?}");
+    assert_eq!(records[2].name, "cpu:0::teardown");
+    assert!(records[2].verdict.fails_run());
 }
