@@ -299,6 +299,7 @@ fn an_unreadable_trace_is_a_failed_record() {
     let records = verdicts("cpu:0", &p, &r);
     assert_eq!(records.len(), 2);
     assert_eq!(records[1].name, "cpu:0::trace");
+    assert_eq!(records[1].case, "trace");
     assert!(matches!(records[1].verdict, Verdict::Failed(_)));
 }
 
@@ -354,6 +355,9 @@ fn a_teardown_hang_with_a_report_and_no_stream_takes_the_report() {
     assert_eq!(records.len(), 3, "{records:#?}");
     assert!(records[..2].iter().all(|t| t.verdict == Verdict::Passed));
     assert!(matches!(records[2].verdict, Verdict::TeardownHang(_)));
+    // The process record lasts as long as the child did, in ms.
+    assert_eq!(records[2].duration_ms, 5.0);
+    assert_eq!(records[2].case, "teardown");
 }
 
 /// A crash in the last planned trial blames that trial and adds no
