@@ -458,6 +458,12 @@ fn a_wrong_type_names_the_file_and_the_field() {
         e.contains("field `(report)`: missing field `trials`"),
         "{e}"
     );
+    let mut doc = serde_json::to_value(base()).unwrap();
+    doc["machine"]["hostname"] = Value::from(5);
+    let e = merge::parse(LABEL, &doc.to_string())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("field `machine.hostname`: "), "{e}");
     let e = merge::parse(LABEL, "[1, 2]").unwrap_err().to_string();
     assert!(
         e.ends_with("field `(report)`: expected an object, found an array"),
