@@ -470,6 +470,12 @@ fn a_wrong_type_names_the_file_and_the_field() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("field `missing[0].reason`: "), "{e}");
+    let mut doc = serde_json::to_value(base()).unwrap();
+    doc["summary"]["passed"] = Value::from(-1);
+    let e = merge::parse(LABEL, &doc.to_string())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("field `summary.passed`: "), "{e}");
     let e = merge::parse(LABEL, "[1, 2]").unwrap_err().to_string();
     assert!(
         e.ends_with("field `(report)`: expected an object, found an array"),
