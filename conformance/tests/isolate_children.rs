@@ -359,13 +359,12 @@ fn a_report_missing_half_the_plan_fails_the_missing_half() {
     assert_eq!(report.summary.crashed, planned.len() - half);
 }
 
-/// A whole, passing report and an exit code of 3: the trials keep their
-/// verdicts, and the process itself fails the device.
-#[test]
-fn a_report_then_a_non_zero_exit_fails_the_device() {
-    let planned = planned();
-    let (run, records) = run_fake("report-then-exit-3", &limits());
-    assert!(matches!(run.end, ChildEnd::Exited(3)), "{:?}", run.end);
+/// Every planned trial passed, and `<device>::teardown` crashed saying `why`.
+fn every_trial_passed_and_the_process_crashed(
+    records: &[TrialRecord],
+    planned: &[Planned],
+    why: &str,
+) {
     assert_eq!(records.len(), planned.len() + 1, "{records:#?}");
     assert!(records[..planned.len()]
         .iter()
@@ -373,10 +372,24 @@ fn a_report_then_a_non_zero_exit_fails_the_device() {
     let last = records.last().unwrap();
     assert_eq!(last.name, "cpu:0::teardown");
     assert!(
-        matches!(&last.verdict, Verdict::Crashed(m) if m.contains("exited 3 after writing a report")),
+        matches!(&last.verdict, Verdict::Crashed(m) if m.contains(why)),
         "{last:?}"
     );
-    assert!(!report_of(records).summary.ok());
+    assert!(!report_of(records.to_vec()).summary.ok());
+}
+
+/// A whole, passing report and an exit code of 3: the trials keep their
+/// verdicts, and the process itself fails the device.
+#[test]
+fn a_report_then_a_non_zero_exit_fails_the_device() {
+    let planned = planned();
+    let (run, records) = run_fake("report-then-exit-3", &limits());
+    assert!(matches!(run.end, ChildEnd::Exited(3)), "{:?}", run.end);
+    every_trial_passed_and_the_process_crashed(
+        &records,
+        &planned,
+        "exited 3 after writing a report",
+    );
 }
 
 /// A report, the summary line, then death by signal: every trial keeps its
@@ -390,17 +403,7 @@ fn a_report_then_death_by_signal_after_the_summary_fails_the_device() {
         run.report.is_some(),
         "the report was written before the abort"
     );
-    assert_eq!(records.len(), planned.len() + 1, "{records:#?}");
-    assert!(records[..planned.len()]
-        .iter()
-        .all(|t| t.verdict == Verdict::Passed));
-    let last = records.last().unwrap();
-    assert_eq!(last.name, "cpu:0::teardown");
-    assert!(
-        matches!(&last.verdict, Verdict::Crashed(m) if m.contains("after its last trial")),
-        "{last:?}"
-    );
-    assert!(!report_of(records).summary.ok());
+    every_trial_passed_and_the_process_crashed(&records, &planned, "after its last trial");
 }
 
 /// The real binary, started as the child of a device this process does not
