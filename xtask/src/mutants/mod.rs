@@ -247,13 +247,14 @@ fn run_group(
         re,
         "--timeout".into(),
         g.timeout_s.to_string(),
-        "--jobs".into(),
-        o.jobs.to_string(),
         "--output".into(),
         out.display().to_string(),
     ]);
+    // In place there is one tree, so one job (cargo-mutants refuses --jobs).
     if o.in_place {
         args.push("--in-place".into());
+    } else {
+        args.extend(["--jobs".into(), o.jobs.to_string()]);
     }
     // A diff's mutants follow the test command, which just passed on the
     // same tree (CI): no baseline run.
