@@ -415,8 +415,11 @@ pub fn run(o: &Options) -> Result<(), String> {
                 continue;
             };
             let _ = std::fs::remove_dir_all(&out);
+            // The commit the mutants were taken from, before a long run
+            // during which the checkout may move on.
+            let at = head();
             run_group(&program, g, &chosen, &out, o)?;
-            let note = format!("{how}\n{}\n", head());
+            let note = format!("{how}\n{at}\n");
             std::fs::write(out.join(CHOSEN), note)
                 .map_err(|e| format!("{}: {e}", out.join(CHOSEN).display()))?;
         }
@@ -442,6 +445,7 @@ pub fn run(o: &Options) -> Result<(), String> {
             if !missed.is_empty() {
                 let again = out.join("rerun");
                 let _ = std::fs::remove_dir_all(&again);
+                let at = head();
                 run_group(&program, g, &missed, &again, o)?;
                 let second =
                     read_outcomes(&again.join("mutants.out/outcomes.json")).unwrap_or_default();
@@ -470,7 +474,7 @@ pub fn run(o: &Options) -> Result<(), String> {
                 how = format!(
                     "{how}; the {} it missed were run again at `{}` after new tests: {} caught, {still} missed, {gone} no longer in the code",
                     missed.len(),
-                    head().get(..10).unwrap_or(""),
+                    at.get(..10).unwrap_or(""),
                     missed.len() - still - gone
                 );
             }
