@@ -15,7 +15,11 @@ mod spirv;
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = std::env::var("OUT_DIR").expect("OUT_DIR is set by cargo");
-    let header = std::fs::read_to_string(root.join("wgsl/params.wgsl")).expect("wgsl/params.wgsl");
+    // The prelude is core's (the WGSL view of `seam::Params`, which user
+    // kernels are checked against at registration too).
+    let prelude = root.join("../core/src/kernel/params.wgsl");
+    let header = std::fs::read_to_string(&prelude).expect("core/src/kernel/params.wgsl");
+    println!("cargo:rerun-if-changed={}", prelude.display());
     println!("cargo:rerun-if-changed=wgsl");
     println!("cargo:rerun-if-changed=cuda");
     println!("cargo:rerun-if-changed=spirv.rs");

@@ -3,7 +3,9 @@
 //! is not zero-initialised (no kernel reads before it writes) and loops are
 //! not instrumented: both would only cost time. Buffer accesses are not
 //! bounds-checked (naga's default policy): the kernels index only inside
-//! the views core validates.
+//! the launch's views, which every launch reaching a backend has had
+//! checked by core (`Backend::launch` is `unsafe`: its caller guarantees
+//! it, the trust boundary in `seam::backend`).
 //!
 //! One copy, included with `#[path]` by seam-kernels' build script (which
 //! compiles the catalogue) and by the bench's GEMV probe (which compiles

@@ -1,5 +1,5 @@
 //! Generates the Metal Shading Language for every kernel from the shared WGSL
-//! sources (`kernels/wgsl/<op>.wgsl`, each prefixed by `params.wgsl`) with
+//! sources (`kernels/wgsl/<op>.wgsl`, each prefixed by core's `params.wgsl`) with
 //! naga, on every host, so a kernel naga cannot lower to MSL fails the build
 //! on Linux CI too. One MSL library per op holds every entry point of the op.
 //!
@@ -30,8 +30,11 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=src/lowering.rs");
 
-    let header = std::fs::read_to_string(wgsl_dir.join("params.wgsl"))
-        .unwrap_or_else(|e| panic!("{}/params.wgsl: {e}", wgsl_dir.display()));
+    // The prelude is core's (the WGSL view of `seam::Params`).
+    let prelude = manifest.join("../../core/src/kernel/params.wgsl");
+    println!("cargo:rerun-if-changed={}", prelude.display());
+    let header =
+        std::fs::read_to_string(&prelude).unwrap_or_else(|e| panic!("{}: {e}", prelude.display()));
     let mut files: Vec<PathBuf> = std::fs::read_dir(&wgsl_dir)
         .unwrap_or_else(|e| panic!("reading {}: {e}", wgsl_dir.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))

@@ -62,7 +62,7 @@ fn double_f32(@builtin(global_invocation_id) g: vec3<u32>) {
         }),
         samples: &[Params::dims(100, 0, 0)],
     };
-    dev.register_kernel(&DOUBLE)?; // checked, compiled once for this device
+    dev.register_kernel(&DOUBLE)?; // WGSL checked on every device, compiled once here
     let kv = dev.buffer_from(&[0.0f32; 8])?; // a KV cache: 4 slots of 2
     let k = dev.buffer_from(&[1.5f32, -2.0])?;
     // Write slot 2 through a view: elements 4..6 of the cache, nothing else.

@@ -269,6 +269,9 @@ pub fn run_with(trial: &Trial, opts: RunOptions) -> Outcome {
         .spawn(move || {
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let dev = slot.device().map_err(|e| e.to_string())?;
+                // A user kernel's every eager launch held to its declared
+                // extents (a kernel writing elsewhere fails by name).
+                dev.set_checked(kernel.is_some());
                 let needs_capture = (mode == Mode::Captured).then_some(Tag::NeedsCapture);
                 for tag in case.tags.iter().copied().chain(needs_capture) {
                     if let Some(why) = tag.unmet(registration, dev.capture_support()) {

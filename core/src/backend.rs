@@ -112,40 +112,115 @@ pub struct ResourceCounts {
 /// The seam. Object-safe; core holds it as `Box<dyn Backend>` behind a lock,
 /// so methods take `&mut self` and are never called concurrently.
 ///
-/// Ordering guarantees core gives every backend:
-/// - `alloc`, `free`, `write`, `read`, `synchronize`, `replay`, `destroy_graph`
-///   and `prepare` are never called while a capture is open;
-/// - `launch` is called while capturing only from the capturing thread;
-/// - `end_capture*`/`abort_capture` only follow a successful `begin_capture`
-///   (and `abort_capture` also follows a failed `end_capture*`/`abort_capture`);
-/// - every `RawBuffer`/`RawGraph` passed in is live and was made by this backend;
-/// - `free` is never called on a buffer a live graph or the current exec uses.
+/// # The trust boundary
+///
+/// A backend trusts what core gives it and checks nothing again: a launch's
+/// views lie in their buffers (so a kernel may index without bounds
+/// checks), a buffer handle is live, a graph handle names a graph. The
+/// methods whose soundness rests on that are `unsafe fn`, like wgpu-hal's
+/// device methods under wgpu-core: safe code reaches a backend only through
+/// [`Device`](crate::Device), which proves each call's arguments first. A
+/// [`Launch`] cannot be built outside core except by the `unsafe`
+/// [`Launch::new_unchecked`]. Calling these methods directly (a forwarding
+/// wrapper such as [`testing::Forward`](crate::testing::Forward), a
+/// backend's own unit tests) takes an `unsafe` block whose `// SAFETY:`
+/// says why the guarantees below hold; without one, a call does not
+/// compile:
+///
+/// ```compile_fail
+/// fn forged(backend: &mut dyn seam::Backend, launch: &seam::Launch) {
+///     let _ = backend.launch(launch); // error: call to unsafe function
+/// }
+/// ```
+///
+/// A backend's own tests drive it through
+/// [`testing::Direct`](crate::testing::Direct), which checks these
+/// guarantees instead of assuming them.
+///
+/// Guarantees core gives every backend (what each `# Safety` section
+/// below refers to):
+/// - **Live handles.** Every `RawBuffer` passed in was returned by this
+///   backend's `alloc` and not yet passed to `free`; every `RawGraph` was
+///   returned by this backend's `end_capture_graph` and not yet passed to
+///   `destroy_graph`.
+/// - **In range.** `write` and `read` address `offset .. offset + len`
+///   bytes within the buffer's allocation.
+/// - **Validated launches.** Every launch is one core's validation made
+///   (C12): the op's arity and element types, each view within its
+///   buffer and holding what the op needs, writes overlapping nothing they
+///   must not, a user kernel's params accepted by its definition and the
+///   kernel registered on this backend (`prepare`).
+/// - **Nothing in use is freed.** `free` is never called on a buffer a live
+///   graph or the current exec uses; work already queued that reads or
+///   writes it is the backend's to wait for (or to defer the free past).
+/// - **Order.** `alloc`, `free`, `write`, `read`, `synchronize`, `replay`,
+///   `destroy_graph` and `prepare` are never called while a capture is
+///   open; `launch` is called while capturing only from the capturing
+///   thread; `end_capture*`/`abort_capture` only follow a successful
+///   `begin_capture` (and `abort_capture` also follows a failed
+///   `end_capture*`/`abort_capture`).
+///
+/// # Errors
+///
+/// A backend returns an [`ErrorKind`]; core adds the backend, the device
+/// and the call once. Work is queued, so an error of work that already
+/// ran (a kernel fault, a lost device) surfaces at the next call that
+/// waits for it (`synchronize`, `read`, `write`, `free`), as that call's
+/// error.
 pub trait Backend: Send {
+    /// Who this device is (constant for its lifetime).
     fn info(&self) -> &DeviceInfo;
 
+    /// How this device captures graphs; what it says must be what happens (C9).
     fn capture_support(&self) -> CaptureSupport;
-
-    /// Capture op 1 of 6: whether begin_capture can succeed.
-    fn supports_capture(&self) -> bool {
-        self.capture_support().is_supported()
-    }
 
     // --- memory ---
     /// Allocate `bytes` (> 0) of device memory. Contents are unspecified.
     fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind>;
-    fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind>;
+    /// Release an allocation once every piece of work already queued that
+    /// uses it has finished (wait, or defer the release).
+    ///
+    /// # Safety
+    /// `buffer` is live, and no live graph or current exec uses it (the
+    /// trait's guarantees: live handles, nothing in use is freed).
+    unsafe fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind>;
     /// Ordered after all previously queued work; returns once `data` may be reused.
-    fn write(&mut self, buffer: RawBuffer, offset: usize, data: &[u8]) -> Result<(), ErrorKind>;
+    ///
+    /// # Safety
+    /// `buffer` is live and `offset + data.len()` is within its allocation.
+    unsafe fn write(
+        &mut self,
+        buffer: RawBuffer,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), ErrorKind>;
     /// Ordered after all previously queued work; returns with `out` filled.
-    fn read(&mut self, buffer: RawBuffer, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind>;
+    ///
+    /// # Safety
+    /// `buffer` is live and `offset + out.len()` is within its allocation.
+    unsafe fn read(
+        &mut self,
+        buffer: RawBuffer,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<(), ErrorKind>;
 
     // --- work ---
-    /// Queue one op (or record it, while capturing). May return before it runs.
-    fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind>;
+    /// Queue one op (or record it, while capturing). May return before it
+    /// runs; its errors may surface at a later call that waits for it.
+    ///
+    /// # Safety
+    /// `launch` is one core's validation made against this backend's live
+    /// buffers (the trait's guarantees: validated launches, live handles).
+    unsafe fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind>;
     /// Wait for all queued work.
     fn synchronize(&mut self) -> Result<(), ErrorKind>;
     /// Materialise every lazily-initialised resource these ops need (kernel
-    /// modules, vendor library handles, workspaces) so capturing them allocates nothing (C7).
+    /// modules, vendor library handles, workspaces) so capturing them
+    /// allocates nothing (C7). This is also how a user kernel reaches a
+    /// backend: `Device::register_kernel` prepares `OpKind::User(kernel)`,
+    /// and the backend compiles its source here (or refuses it with
+    /// `KernelSourceMissing` / `KernelCompile`).
     fn prepare(&mut self, ops: &[(OpKind, DType)]) -> Result<(), ErrorKind>;
 
     // --- capture: ops 2..6 ---
@@ -155,11 +230,20 @@ pub trait Backend: Send {
     fn end_capture_into_current(&mut self) -> Result<(), ErrorKind>;
     /// Capture op 4: stop recording; the result is a new, independent graph.
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind>;
-    /// Capture op 5: queue one re-execution of the target over the buffers' current contents (C1).
-    fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind>;
+    /// Capture op 5: queue one re-execution of the target over the buffers'
+    /// current contents (C1). Returns once queued, not once run.
+    ///
+    /// # Safety
+    /// The target is live (a graph handle not destroyed, or a current exec
+    /// that exists) and every buffer it uses is live.
+    unsafe fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind>;
     /// Capture op 6: release a graph. A replay of it may still be running:
     /// the backend waits or defers, but the replay completes correctly (C8).
-    fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind>;
+    ///
+    /// # Safety
+    /// `graph` is live (made by this backend's `end_capture_graph` and not
+    /// destroyed since).
+    unsafe fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind>;
     /// Drop whatever was recorded since begin_capture; the device stays usable.
     /// Core also calls this after a failed `end_capture`, `end_capture_graph`
     /// or `abort_capture`, when the backend may or may not still be
@@ -183,7 +267,13 @@ pub trait Backend: Send {
     /// is `Native` and never while capturing; on an error core re-records
     /// the graph instead, so a partial update must not be left looking like
     /// a finished one.
-    fn update_launches(
+    ///
+    /// # Safety
+    /// The target is live, every index is below the graph's launch count,
+    /// and every launch is one core's validation made against this
+    /// backend's live buffers, with the op and dtype of the launch it
+    /// replaces.
+    unsafe fn update_launches(
         &mut self,
         _target: ReplayTarget,
         _changes: &[(usize, Launch)],

@@ -164,6 +164,29 @@ pub enum ErrorKind {
         input: &'static str,
     },
 
+    #[error(
+        "kernel {kernel}: one buffer is bound to `{read_only}`, which the kernel's WGSL declares \
+         var<storage, read>, and to `{other}`, declared read_write: WebGPU refuses a buffer used \
+         read-only and read-write in one dispatch; bind another buffer, or declare \
+         `{read_only}` var<storage, read_write>"
+    )]
+    ReadOnlyShared {
+        kernel: &'static str,
+        read_only: &'static str,
+        other: &'static str,
+    },
+
+    #[error(
+        "kernel {kernel} wrote element {element} of the buffer bound to `{binding}`, outside \
+         the extents it declares ({detail}); checked mode put the buffers back as they were"
+    )]
+    WroteOutsideExtents {
+        kernel: &'static str,
+        binding: &'static str,
+        element: u64,
+        detail: String,
+    },
+
     // --- user kernels ---
     #[error("kernel {kernel} is not registered on this device: call register_kernel first")]
     KernelNotRegistered { kernel: &'static str },

@@ -362,8 +362,23 @@ impl OpCall {
     }
 }
 
-/// A validated launch as a backend receives it.
+/// A validated launch as a backend receives it: made by core's validation
+/// of an [`OpCall`] (C12), so a backend may trust every field (see
+/// [`Backend`](crate::Backend)'s trust boundary). Its fields are public to
+/// read; outside core it can only be built by the `unsafe`
+/// [`Launch::new_unchecked`]:
+///
+/// ```compile_fail
+/// use seam::{DType, Launch, OpKind, Params};
+/// let forged = Launch {
+///     op: OpKind::Fill,
+///     dtype: DType::F32,
+///     buffers: Default::default(),
+///     params: Params::dims(1 << 30, 0, 0),
+/// };
+/// ```
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct Launch {
     pub op: OpKind,
     /// Element type of the inputs (selects the kernel variant).
@@ -374,6 +389,31 @@ pub struct Launch {
 }
 
 impl Launch {
+    /// A launch built by hand, for a backend's own tests and tools that
+    /// drive a backend without a [`Device`](crate::Device).
+    ///
+    /// # Safety
+    /// Before it reaches a backend, the launch must be one core's
+    /// validation would have made against that backend's live buffers:
+    /// every view within its buffer and holding what the op needs, element
+    /// types the op accepts, writes overlapping nothing they must not (the
+    /// [`Backend`](crate::Backend) trait's guarantees). Backends index
+    /// device memory with it without checking.
+    #[allow(unsafe_code)] // the one way to build a launch outside core
+    pub unsafe fn new_unchecked(
+        op: OpKind,
+        dtype: DType,
+        buffers: BufferList<RawView>,
+        params: Params,
+    ) -> Launch {
+        Launch {
+            op,
+            dtype,
+            buffers,
+            params,
+        }
+    }
+
     /// The view offsets as kernels receive them after `Params`: `p.o0` …
     /// `p.o7` in WGSL (zero past the last binding).
     pub fn offsets(&self) -> [u32; crate::kernel::MAX_BINDINGS] {

@@ -20,7 +20,7 @@ pub struct BufferMeta {
 
 /// Elements each binding needs, in signature order (the first
 /// `signature().len()` entries; the rest are 0).
-fn needed(op: OpKind, p: &Params) -> [u64; MAX_BINDINGS] {
+pub(crate) fn needed(op: OpKind, p: &Params) -> [u64; MAX_BINDINGS] {
     let (d0, d1, d2) = (p.d0 as u64, p.d1 as u64, p.d2 as u64);
     let mut out = [0; MAX_BINDINGS];
     let catalogue: [u64; 3] = match op {
@@ -242,7 +242,7 @@ pub fn check_launch(l: &Launch, bytes: impl Fn(usize) -> usize) -> Result<(), Er
 
 /// Check `call` against the live buffers and lower it to a backend [`Launch`].
 /// Nothing is queued when this fails.
-pub fn lower(
+pub(crate) fn lower(
     call: &OpCall,
     lookup: impl Fn(BufferId) -> Result<BufferMeta, ErrorKind>,
 ) -> Result<Launch, ErrorKind> {

@@ -50,7 +50,12 @@ impl BufferId {
 /// `byte_offset`) and length (`len` elements, each at least what the op
 /// needs). GPU kernels see the offset (CUDA: the pointer is advanced by
 /// `byte_offset`; WGSL: `p.o<k>`), so any offset works on every backend.
+///
+/// Made by core's validation; outside core only [`RawView::whole`] builds
+/// one, and a [`Launch`](crate::Launch) carrying it still needs core (or
+/// the `unsafe` [`Launch::new_unchecked`](crate::Launch::new_unchecked)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct RawView {
     pub buffer: crate::RawBuffer,
     pub offset: u32,
@@ -59,6 +64,19 @@ pub struct RawView {
 }
 
 impl RawView {
+    /// `len` elements of `buffer` from element `offset`, elements of
+    /// `elem_size` bytes (for a backend's own tests and tools; a launch
+    /// carrying it is still made only by core, or by the `unsafe`
+    /// [`Launch::new_unchecked`](crate::Launch::new_unchecked)).
+    pub fn at(buffer: crate::RawBuffer, offset: u32, elem_size: usize, len: u64) -> RawView {
+        RawView {
+            buffer,
+            offset,
+            byte_offset: u64::from(offset) * elem_size as u64,
+            len,
+        }
+    }
+
     /// The whole of `buffer` from element 0 (`len` elements).
     pub fn whole(buffer: crate::RawBuffer, len: u64) -> RawView {
         RawView {

@@ -1,7 +1,7 @@
 //! Kernel sources: one file per op per language.
 //!
 //! - `wgsl/<op>.wgsl`: WGSL for wgpu, turned into SPIR-V (Vulkan) and MSL
-//!   (Metal) by naga. Each is prefixed with `wgsl/params.wgsl` (the shared prelude:
+//!   (Metal) by naga. Each is prefixed with core's prelude ([`WGSL_PARAMS`]:
 //!   the `Params` push-constant block and helpers such as `exp_accurate`).
 //!   Validated by naga at build time.
 //!   [`spirv`] gives the SPIR-V naga made from it at build time: one module
@@ -17,8 +17,6 @@
 use seam::{DType, OpKind};
 
 pub mod geometry;
-#[cfg(feature = "user")]
-pub mod user;
 
 /// A kernel language.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -32,7 +30,7 @@ include!(concat!(env!("OUT_DIR"), "/sources.rs"));
 /// The shared WGSL prelude: the immediate block (`seam::Launch::immediates`:
 /// `Params`, then the view offsets `o0` … `o7`) and helpers. A backend
 /// prepends it to a user kernel's [`seam::KernelDef::wgsl`].
-pub const WGSL_PARAMS: &str = include_str!("../wgsl/params.wgsl");
+pub const WGSL_PARAMS: &str = seam::kernel::WGSL_PRELUDE;
 
 /// Bytes every buffer a WGSL kernel binds is a whole multiple of: the
 /// Vulkan, wgpu and Metal backends round allocations up to it. gemm binds
@@ -270,6 +268,7 @@ mod tests {
     /// each binding's view offset). A field removed, added, reordered,
     /// renamed or retyped on either side fails.
     #[test]
+    #[allow(unsafe_code)] // a launch built by hand, read for its immediates only
     fn prelude_params_match_seam_params_to_bytes() {
         let params = seam::Params {
             d0: 1,
@@ -285,18 +284,17 @@ mod tests {
         let views: Vec<seam::RawView> = offsets
             .iter()
             .enumerate()
-            .map(|(k, &o)| seam::RawView {
-                buffer: seam::RawBuffer(k as u64 + 1),
-                offset: o,
-                byte_offset: 4 * o as u64,
-                len: 100,
-            })
+            .map(|(k, &o)| seam::RawView::at(seam::RawBuffer(k as u64 + 1), o, 4, 100))
             .collect();
-        let launch = seam::Launch {
-            op: OpKind::Add,
-            dtype: DType::F32,
-            buffers: seam::ops::BufferList::from_slice(&views),
-            params,
+        // SAFETY: the launch is only read for its immediates, never given
+        // to a backend.
+        let launch = unsafe {
+            seam::Launch::new_unchecked(
+                OpKind::Add,
+                DType::F32,
+                seam::ops::BufferList::from_slice(&views),
+                params,
+            )
         };
         let rust = rust_params_fields(&params);
         let mut rust_wgsl = rust.clone();
@@ -312,7 +310,7 @@ mod tests {
             (
                 WGSL_PARAMS,
                 true,
-                "wgsl/params.wgsl",
+                "core/src/kernel/params.wgsl",
                 &wgsl_bytes[..],
                 &rust_wgsl,
             ),

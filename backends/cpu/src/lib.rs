@@ -83,8 +83,8 @@ fn worker(mem: Memory, rx: Receiver<Command>, marks: Marks, epoch: Instant) {
     };
     for cmd in rx {
         match cmd {
-            Command::Run(l) => run(&l, &mut sticky),
-            Command::RunGraph(g) => g.iter().for_each(|l| run(l, &mut sticky)),
+            Command::Run(l) => run_caught(&run, &l, &mut sticky),
+            Command::RunGraph(g) => g.iter().for_each(|l| run_caught(&run, l, &mut sticky)),
             Command::Write {
                 buffer,
                 offset,
@@ -128,6 +128,31 @@ fn worker(mem: Memory, rx: Receiver<Command>, marks: Marks, epoch: Instant) {
                     .push((tag, begin, ns));
             }
         }
+    }
+}
+
+/// Run one launch on the queue thread; a panic in it (a user kernel's CPU
+/// implementation, or the reference itself) becomes the sticky error,
+/// naming the op, instead of ending the thread, so the device stays
+/// usable. A user kernel runs over copies of its views, so nothing it
+/// wrote before panicking is kept.
+fn run_caught(
+    run: &impl Fn(&Launch, &mut Option<String>),
+    launch: &Launch,
+    sticky: &mut Option<String>,
+) {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(launch, sticky)));
+    if let Err(payload) = r {
+        sticky.get_or_insert_with(|| {
+            let what = match launch.op {
+                OpKind::User(k) => format!("kernel {}: its CPU implementation", k.name()),
+                op => format!("{op}: the CPU reference"),
+            };
+            format!(
+                "{what} panicked ({}); nothing it wrote was kept",
+                reference::panic_message(payload.as_ref())
+            )
+        });
     }
 }
 
@@ -194,6 +219,7 @@ impl CpuBackend {
     }
 }
 
+#[allow(unsafe_code)] // the trait's `unsafe fn`s (the trust boundary, seam::Backend)
 impl Backend for CpuBackend {
     fn info(&self) -> &DeviceInfo {
         &self.info
@@ -217,7 +243,7 @@ impl Backend for CpuBackend {
         Ok(RawBuffer(id))
     }
 
-    fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
+    unsafe fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
         // The queue frees the memory behind the work queued before this.
         let bytes = self.sizes.remove(&buffer.0).unwrap_or(0);
         self.send(Command::Free { buffer: buffer.0 })?;
@@ -225,7 +251,12 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn write(&mut self, buffer: RawBuffer, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
+    unsafe fn write(
+        &mut self,
+        buffer: RawBuffer,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), ErrorKind> {
         self.send(Command::Write {
             buffer: buffer.0,
             offset,
@@ -233,7 +264,12 @@ impl Backend for CpuBackend {
         })
     }
 
-    fn read(&mut self, buffer: RawBuffer, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
+    unsafe fn read(
+        &mut self,
+        buffer: RawBuffer,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<(), ErrorKind> {
         let (tx, rx) = channel();
         self.send(Command::Read {
             buffer: buffer.0,
@@ -249,7 +285,7 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
+    unsafe fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
         match &mut self.recording {
             Some(list) => {
                 list.push(launch.clone());
@@ -307,7 +343,7 @@ impl Backend for CpuBackend {
         Ok(RawGraph(id))
     }
 
-    fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
+    unsafe fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
         let graph = match target {
             ReplayTarget::Current => self.current.clone().ok_or(ErrorKind::NoCurrentExec)?,
             ReplayTarget::Graph(g) => self
@@ -331,7 +367,7 @@ impl Backend for CpuBackend {
 
     /// C13 in place: the graph's launch list is swapped for a patched copy.
     /// A queued replay holds the old list, so it runs the old launches.
-    fn update_launches(
+    unsafe fn update_launches(
         &mut self,
         target: ReplayTarget,
         changes: &[(usize, Launch)],
@@ -355,7 +391,7 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
+    unsafe fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
         // A queued replay holds its own reference: it completes (C8).
         self.graphs
             .remove(&graph.0)

@@ -183,6 +183,8 @@ pub fn execute_user(
         bytes.push(buf[start..start + len].to_vec());
         ranges.push((view.buffer.0, start, len));
     }
+    // The bindings are copies: a panic here (caught by the queue thread,
+    // `run_caught`) keeps nothing the function wrote.
     cpu(&launch.params, &mut bytes);
     for ((binding, (buffer, start, len)), out) in sig.iter().zip(ranges).zip(&bytes) {
         if out.len() != len {
@@ -199,4 +201,13 @@ pub fn execute_user(
         }
     }
     Ok(())
+}
+
+/// What a panic said, as text (its `&str` or `String` payload).
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
 }

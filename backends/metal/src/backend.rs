@@ -305,6 +305,7 @@ impl MetalBackend {
     }
 }
 
+#[allow(unsafe_code)] // the trait's `unsafe fn`s (the trust boundary, seam::Backend)
 impl Backend for MetalBackend {
     fn info(&self) -> &DeviceInfo {
         &self.info
@@ -345,7 +346,7 @@ impl Backend for MetalBackend {
     /// re-encoded exactly as capture encoded them. Params are the kernel's
     /// bytes argument (in the graph's argument buffer), so a params update
     /// re-encodes its command too. Any error leaves core to re-record.
-    fn update_launches(
+    unsafe fn update_launches(
         &mut self,
         target: ReplayTarget,
         changes: &[(usize, Launch)],
@@ -407,7 +408,7 @@ impl Backend for MetalBackend {
         Ok(RawBuffer(id))
     }
 
-    fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
+    unsafe fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
         // Queued eager work retains the MTLBuffer in its command buffer, and a
         // graph holds its own reference, so this releases only ours.
         self.buffers
@@ -416,19 +417,29 @@ impl Backend for MetalBackend {
             .ok_or(ErrorKind::UnknownBuffer { id: buffer.0 })
     }
 
-    fn write(&mut self, buffer: RawBuffer, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
+    unsafe fn write(
+        &mut self,
+        buffer: RawBuffer,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), ErrorKind> {
         let buf = self.buffer(buffer)?;
         sys::pool(|| self.wait_idle())?;
         buf.write(offset, data)
     }
 
-    fn read(&mut self, buffer: RawBuffer, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
+    unsafe fn read(
+        &mut self,
+        buffer: RawBuffer,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<(), ErrorKind> {
         let buf = self.buffer(buffer)?;
         sys::pool(|| self.wait_idle())?;
         buf.read(offset, out)
     }
 
-    fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
+    unsafe fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
         sys::pool(|| {
             let rec = self.resolve(launch)?;
             if let Some(capture) = &mut self.capture {
@@ -481,7 +492,7 @@ impl Backend for MetalBackend {
         Ok(RawGraph(id))
     }
 
-    fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
+    unsafe fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
         let graph = self.graph(target)?;
         if matches!(*graph, Graph::Empty) {
             return Ok(());
@@ -514,7 +525,7 @@ impl Backend for MetalBackend {
         })
     }
 
-    fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
+    unsafe fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
         // In-flight replays hold their own reference; release happens when
         // their command buffer completes (C8).
         self.graphs

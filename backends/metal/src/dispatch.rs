@@ -47,13 +47,10 @@ mod tests {
     use seam::ops::{Access, Binding};
     use seam::{DType, OpKind, Params, Tolerance};
 
+    #[allow(unsafe_code)] // a launch built by hand, read for its geometry only
     fn launch(op: OpKind, dtype: DType, params: Params) -> Launch {
-        Launch {
-            op,
-            dtype,
-            buffers: Default::default(),
-            params,
-        }
+        // SAFETY: never given to a backend: only its geometry is read.
+        unsafe { Launch::new_unchecked(op, dtype, Default::default(), params) }
     }
 
     /// The MSL entry points run with the threads per group the shared

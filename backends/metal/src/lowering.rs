@@ -36,8 +36,9 @@ pub const MSL_VERSION: (u8, u8) = (2, 1);
 /// Whether naga guards every index and buffer access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Checks {
-    /// The catalogue: audited kernels, and core validates every launch's
-    /// ranges before it is queued (as the SPIR-V path: unchecked).
+    /// The catalogue: audited kernels, and every launch's ranges are
+    /// checked by core before it reaches the backend (`Backend::launch`'s
+    /// caller guarantees it: the trust boundary), as on the SPIR-V path.
     Unchecked,
     /// A user kernel is not audited as the catalogue is: an index past an
     /// array is clamped (`Restrict`) and a buffer access past the bound

@@ -322,6 +322,7 @@ fn load_op<D: StreamDriver, T: Toolchain<D>>(
         .collect()
 }
 
+#[allow(unsafe_code)] // the trait's `unsafe fn`s (the trust boundary, seam::Backend)
 impl<D, T> Backend for StreamBackend<D, T>
 where
     D: StreamDriver,
@@ -350,7 +351,7 @@ where
         Ok(RawBuffer(self.buffers.insert(mem, bytes as u64)))
     }
 
-    fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
+    unsafe fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
         self.buffer(buffer)?;
         let users = self.users.of(buffer.0);
         if !users.is_empty() {
@@ -367,17 +368,27 @@ where
         Ok(())
     }
 
-    fn write(&mut self, buffer: RawBuffer, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
+    unsafe fn write(
+        &mut self,
+        buffer: RawBuffer,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), ErrorKind> {
         self.driver.select()?;
         self.driver.write(self.buffer(buffer)?, offset, data)
     }
 
-    fn read(&mut self, buffer: RawBuffer, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
+    unsafe fn read(
+        &mut self,
+        buffer: RawBuffer,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<(), ErrorKind> {
         self.driver.select()?;
         self.driver.read(self.buffer(buffer)?, offset, out)
     }
 
-    fn launch(&mut self, l: &Launch) -> Result<(), ErrorKind> {
+    unsafe fn launch(&mut self, l: &Launch) -> Result<(), ErrorKind> {
         self.driver.select()?;
         if self.graphs.is_capturing() {
             self.users.record(GraphUser::OpenCapture, &l.buffers);
@@ -462,12 +473,12 @@ where
         Ok(graph)
     }
 
-    fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
+    unsafe fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
         self.driver.select()?;
         self.graphs.replay(&self.driver, target)
     }
 
-    fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
+    unsafe fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
         self.driver.select()?;
         // A replay of it may still be running: wait, then destroy (C8).
         let destroyed = self.graphs.destroy_graph(&self.driver, graph);
@@ -499,7 +510,7 @@ where
         UpdateSupport::Native
     }
 
-    fn update_launches(
+    unsafe fn update_launches(
         &mut self,
         target: ReplayTarget,
         changes: &[(usize, Launch)],

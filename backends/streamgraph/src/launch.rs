@@ -53,7 +53,13 @@ impl<'a, D: StreamDriver> KernelLaunch<'a, D> {
         l: &Launch,
         buffers: BufferList<&'a D::Memory>,
     ) -> Result<Self, ErrorKind> {
-        check(d, l, &buffers)?;
+        // What `Backend::launch`'s caller guarantees (the trust boundary);
+        // checked again only in debug builds.
+        debug_assert_eq!(
+            check(d, l, &buffers),
+            Ok(()),
+            "a launch core did not validate"
+        );
         if buffers.len() > MAX_BINDINGS {
             // Not reached: `check` holds the launch to its op's arity, at
             // most MAX_BINDINGS. Refused here too, as `args` packs inline.
@@ -201,7 +207,13 @@ impl<'a, D: StreamDriver> VendorLaunch<'a, D> {
         l: &Launch,
         buffers: BufferList<&'a D::Memory>,
     ) -> Result<Self, ErrorKind> {
-        check(d, l, &buffers)?;
+        // What `Backend::launch`'s caller guarantees (the trust boundary);
+        // checked again only in debug builds.
+        debug_assert_eq!(
+            check(d, l, &buffers),
+            Ok(()),
+            "a launch core did not validate"
+        );
         Ok(VendorLaunch {
             op: l.op,
             dtype: l.dtype,
@@ -235,12 +247,10 @@ fn byte_offsets(l: &Launch) -> BufferList<u64> {
     l.buffers.iter().map(|v| v.byte_offset).collect()
 }
 
-/// Core's own validation (C12), run again over this backend's buffer
-/// sizes (`validate::check_launch`: every check of `validate::lower` but
-/// core's aliasing rule, about results rather than memory safety, with each
-/// view running to the end of its allocation): a `Backend` can be called
-/// directly, not only through core, and the launch types above promise
-/// what it checks.
+/// Core's own validation (C12) over this backend's buffer sizes
+/// (`validate::check_launch`: every check of `validate::lower` but core's
+/// aliasing rule, with each view running to the end of its allocation):
+/// what `Backend::launch`'s caller guarantees, asserted in debug builds.
 fn check<D: StreamDriver>(d: &D, l: &Launch, buffers: &[&D::Memory]) -> Result<(), ErrorKind> {
     validate::check_launch(l, |i| buffers.get(i).map_or(0, |m| d.memory_bytes(m)))
 }

@@ -3,9 +3,8 @@
 
 use crate::backend_tests::{add, assert_clean, backend, gemm, three, without_selects};
 use crate::fake::{Call, FakeDriver};
-use seam::{
-    Backend, DType, ErrorKind, GraphUser, Launch, OpKind, RawGraph, ReplayTarget, ResourceCounts,
-};
+use seam::testing::RawCall;
+use seam::{Backend, DType, ErrorKind, GraphUser, OpKind, RawGraph, ReplayTarget, ResourceCounts};
 
 /// The exec a capture made (the last instantiate in the log).
 fn last_exec(d: &FakeDriver) -> u32 {
@@ -137,7 +136,7 @@ fn a_bad_update_patches_nothing() {
         b.update_launches(t, &[(1, add(z, y, z, 5))]),
         Err(ErrorKind::OutOfRange { .. })
     ));
-    let other_op = Launch {
+    let other_op = RawCall {
         op: OpKind::Mul,
         ..add(x, y, z, 4)
     };

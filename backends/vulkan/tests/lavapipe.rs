@@ -427,9 +427,10 @@ fn rebinds_rewrite_descriptor_sets_in_place(dev: Device) -> Completion {
 /// backend directly (its counts are not on `Device`). Mutation: make
 /// `Inner::rerecords` ignore `rebind_in_place` → red at "rebind in place".
 fn a_rebind_records_nothing_where_update_after_bind(_dev: Device) -> Completion {
-    use seam::{Backend, Launch, Params, RawBuffer, RawView, ReplayTarget};
-    let mut b = seam_vulkan::VulkanBackend::open(0).unwrap();
-    let add = |x: RawBuffer, y: RawBuffer, n: u32| Launch {
+    use seam::testing::{Direct, RawCall};
+    use seam::{Params, RawBuffer, RawView, ReplayTarget};
+    let mut b = Direct::new(seam_vulkan::VulkanBackend::open(0).unwrap());
+    let add = |x: RawBuffer, y: RawBuffer, n: u32| RawCall {
         op: OpKind::Add,
         dtype: DType::U32,
         buffers: [x, y, x].map(|r| RawView::whole(r, n as u64)).into(),
@@ -450,7 +451,7 @@ fn a_rebind_records_nothing_where_update_after_bind(_dev: Device) -> Completion 
     b.replay(g).unwrap();
     b.update_launches(g, &[(0, add(z, one, 256))]).unwrap();
     b.replay(g).unwrap();
-    let read = |b: &mut seam_vulkan::VulkanBackend, buf: RawBuffer| {
+    let read = |b: &mut Direct<seam_vulkan::VulkanBackend>, buf: RawBuffer| {
         let mut out = vec![0u8; 1024];
         b.read(buf, 0, &mut out).unwrap();
         out

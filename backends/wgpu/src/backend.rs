@@ -462,6 +462,7 @@ fn encode(gpu: &Gpu, batch: &[Dispatch], steps: &[Step]) -> Result<wgpu::Command
     gpu.checked("wgpu::CommandEncoder::finish", || encoder.finish())
 }
 
+#[allow(unsafe_code)] // the trait's `unsafe fn`s (the trust boundary, seam::Backend)
 impl Backend for WgpuBackend {
     fn info(&self) -> &DeviceInfo {
         &self.info
@@ -509,7 +510,7 @@ impl Backend for WgpuBackend {
         Ok(RawBuffer(id))
     }
 
-    fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
+    unsafe fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
         // Dropping the handle is enough: a pending launch's bind group and any
         // submission still using the buffer keep it alive inside wgpu.
         self.buffers
@@ -520,7 +521,12 @@ impl Backend for WgpuBackend {
         Ok(())
     }
 
-    fn write(&mut self, buffer: RawBuffer, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
+    unsafe fn write(
+        &mut self,
+        buffer: RawBuffer,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), ErrorKind> {
         if data.is_empty() {
             return Ok(());
         }
@@ -552,7 +558,12 @@ impl Backend for WgpuBackend {
         })
     }
 
-    fn read(&mut self, buffer: RawBuffer, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
+    unsafe fn read(
+        &mut self,
+        buffer: RawBuffer,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<(), ErrorKind> {
         if out.is_empty() {
             return Ok(());
         }
@@ -566,7 +577,7 @@ impl Backend for WgpuBackend {
         Ok(())
     }
 
-    fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
+    unsafe fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
         let d = self.resolve(launch)?;
         if let Some(rec) = &mut self.recording {
             rec.push(d);
@@ -611,11 +622,11 @@ impl Backend for WgpuBackend {
         Ok(RawGraph(id))
     }
 
-    fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
+    unsafe fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
         self.submit(Some(target))
     }
 
-    fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
+    unsafe fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
         // wgpu-core holds every resource of a submission until it completes,
         // so a replay in flight finishes correctly (C8); nothing to wait for.
         self.graphs

@@ -27,7 +27,8 @@ pub fn catalogue_module(device: &wgpu::Device, op: OpKind) -> Option<wgpu::Shade
     // SAFETY: the source is seam-kernels' own WGSL for a catalogue op (user
     // kernels are refused above). Its kernels index a buffer only inside the
     // launch's views, which core validates against the buffers' lengths
-    // before any launch reaches the backend (C12; buffers are whole words,
+    // before any launch reaches the backend (C12; `Backend::launch` is
+    // `unsafe` and its caller guarantees it; buffers are whole words,
     // so a 16-bit view's edge word is inside its buffer); index workgroup
     // arrays only with invocation ids below their length; and run every
     // loop a number of times bounded by the launch's params. That is what

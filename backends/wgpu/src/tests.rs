@@ -8,9 +8,9 @@
 
 use crate::backend::WgpuBackend;
 use libtest_mimic::Completion;
+use seam::testing::{Direct, RawCall};
 use seam::{
-    ops, Backend, DType, Device, ErrorKind, Launch, OpKind, Params, RawBuffer, RawView,
-    ReplayTarget,
+    ops, Backend, DType, Device, ErrorKind, OpKind, Params, RawBuffer, RawView, ReplayTarget,
 };
 
 #[path = "../../device_trials.rs"]
@@ -82,33 +82,39 @@ pub fn main() {
                 destroy_while_replay_in_flight_completes,
             ),
             ("catalogue_ops_on_odd_views_keep_neighbours", |b| {
-                view_trials::catalogue_ops_on_odd_views_keep_neighbours(&Device::new(Box::new(b)));
+                view_trials::catalogue_ops_on_odd_views_keep_neighbours(&Device::new(Box::new(
+                    b.into_inner(),
+                )));
                 Completion::Completed
             }),
             ("user_kernel_runs_over_views", |b| {
-                view_trials::user_kernel_runs_over_views(&Device::new(Box::new(b)));
+                view_trials::user_kernel_runs_over_views(&Device::new(Box::new(b.into_inner())));
                 Completion::Completed
             }),
             ("kernel_errors_name_the_kernel_and_line", |b| {
-                view_trials::kernel_errors_name_the_kernel_and_line(&Device::new(Box::new(b)));
+                view_trials::kernel_errors_name_the_kernel_and_line(&Device::new(Box::new(
+                    b.into_inner(),
+                )));
                 Completion::Completed
             }),
         ],
     )
 }
 
-fn open() -> Result<WgpuBackend, String> {
+fn open() -> Result<Direct<WgpuBackend>, String> {
     crate::device_count()?;
     let instance = crate::instance()?;
     let adapter = crate::enumerate(&instance)
         .into_iter()
         .find(|a| crate::unusable(a).is_none())
         .ok_or("no usable wgpu adapter")?;
-    WgpuBackend::open(0, &adapter).map_err(|e| format!("wgpu:0 was found but does not open: {e}"))
+    WgpuBackend::open(0, &adapter)
+        .map(Direct::new)
+        .map_err(|e| format!("wgpu:0 was found but does not open: {e}"))
 }
 
-fn add(a: RawBuffer, b: RawBuffer, out: RawBuffer, n: u32) -> Launch {
-    Launch {
+fn add(a: RawBuffer, b: RawBuffer, out: RawBuffer, n: u32) -> RawCall {
+    RawCall {
         op: OpKind::Add,
         dtype: DType::U32,
         buffers: [a, b, out].map(|r| RawView::whole(r, 1 << 20)).into(),
@@ -119,7 +125,7 @@ fn add(a: RawBuffer, b: RawBuffer, out: RawBuffer, n: u32) -> Launch {
     }
 }
 
-fn words(b: &mut WgpuBackend, buf: RawBuffer, n: usize) -> Vec<u32> {
+fn words(b: &mut Direct<WgpuBackend>, buf: RawBuffer, n: usize) -> Vec<u32> {
     let mut out = vec![0u8; n * 4];
     b.read(buf, 0, &mut out).expect("read");
     out.chunks(4)
@@ -127,14 +133,14 @@ fn words(b: &mut WgpuBackend, buf: RawBuffer, n: usize) -> Vec<u32> {
         .collect()
 }
 
-fn upload(b: &mut WgpuBackend, data: &[u32]) -> RawBuffer {
+fn upload(b: &mut Direct<WgpuBackend>, data: &[u32]) -> RawBuffer {
     let buf = b.alloc(data.len() * 4).expect("alloc");
     let bytes: Vec<u8> = data.iter().flat_map(|w| w.to_le_bytes()).collect();
     b.write(buf, 0, &bytes).expect("write");
     buf
 }
 
-fn replay_creates_no_pipelines_or_bind_groups(mut b: WgpuBackend) -> Completion {
+fn replay_creates_no_pipelines_or_bind_groups(mut b: Direct<WgpuBackend>) -> Completion {
     let one = upload(&mut b, &[1; 100]);
     let dst = upload(&mut b, &[0; 100]);
     b.prepare(&[(OpKind::Add, DType::U32)]).expect("prepare");
@@ -159,13 +165,13 @@ fn replay_creates_no_pipelines_or_bind_groups(mut b: WgpuBackend) -> Completion 
 /// computes what the same launches compute on the host. Mutations: a step
 /// skipping immediates or the bind group that changed, the first step
 /// setting less than everything → red.
-fn replay_sets_all_the_state_each_dispatch_needs(mut b: WgpuBackend) -> Completion {
+fn replay_sets_all_the_state_each_dispatch_needs(mut b: Direct<WgpuBackend>) -> Completion {
     const N: usize = 64;
     let h = N as u32 / 2;
     let one = upload(&mut b, &[1; N]);
     let x = upload(&mut b, &[0; N]);
     let y = upload(&mut b, &[0; N]);
-    let fill = |dst, n, v| Launch {
+    let fill = |dst, n, v| RawCall {
         op: OpKind::Fill,
         dtype: DType::U32,
         buffers: [dst].map(|r| RawView::whole(r, 1 << 20)).into(),
@@ -186,7 +192,7 @@ fn replay_sets_all_the_state_each_dispatch_needs(mut b: WgpuBackend) -> Completi
     ];
     // The host's model of these launches: `add(one, d, d, n)` adds 1 to
     // d[..n], `fill(d, n, v)` sets d[..n] to v; d is the last binding.
-    let model = |l: &Launch, xs: &mut [u32], ys: &mut [u32]| {
+    let model = |l: &RawCall, xs: &mut [u32], ys: &mut [u32]| {
         let n = l.params.d0 as usize;
         let d = if l.buffers.last().map(|v| v.buffer) == Some(x) {
             xs
@@ -221,7 +227,7 @@ fn replay_sets_all_the_state_each_dispatch_needs(mut b: WgpuBackend) -> Completi
     Completion::Completed
 }
 
-fn wgpu_validation_error_is_a_named_seam_error(b: WgpuBackend) -> Completion {
+fn wgpu_validation_error_is_a_named_seam_error(b: Direct<WgpuBackend>) -> Completion {
     // MAP_READ may only be combined with COPY_DST: a validation error, which
     // wgpu's default handler would turn into a panic.
     let r = b.gpu.checked("wgpu::Device::create_buffer", || {
@@ -247,7 +253,7 @@ fn wgpu_validation_error_is_a_named_seam_error(b: WgpuBackend) -> Completion {
 /// A message the layer raised on this thread (recorded as wgpu-hal's
 /// messenger logs it) fails the next call, named, and the one after it runs.
 /// Mutation: `Gpu::checked` skips `validated` → red.
-fn validation_message_fails_the_call_that_raised_it(mut b: WgpuBackend) -> Completion {
+fn validation_message_fails_the_call_that_raised_it(mut b: Direct<WgpuBackend>) -> Completion {
     let was = b.gpu.validating;
     b.gpu.validating = true;
     let _ = crate::validation::take();
@@ -283,7 +289,7 @@ fn validation_message_fails_the_call_that_raised_it(mut b: WgpuBackend) -> Compl
     Completion::Completed
 }
 
-fn eager_chain_longer_than_a_batch_runs_in_order(mut b: WgpuBackend) -> Completion {
+fn eager_chain_longer_than_a_batch_runs_in_order(mut b: Direct<WgpuBackend>) -> Completion {
     let one = upload(&mut b, &[1; 64]);
     let dst = upload(&mut b, &[0; 64]);
     for _ in 0..600 {
@@ -293,8 +299,8 @@ fn eager_chain_longer_than_a_batch_runs_in_order(mut b: WgpuBackend) -> Completi
     Completion::Completed
 }
 
-fn unaligned_half_word_access_keeps_neighbours(b: WgpuBackend) -> Completion {
-    let d = Device::new(Box::new(b));
+fn unaligned_half_word_access_keeps_neighbours(b: Direct<WgpuBackend>) -> Completion {
+    let d = Device::new(Box::new(b.into_inner()));
     let h = |v: f32| seam::f16::from_f32(v);
     let buf = d
         .buffer_from(&[h(1.0), h(2.0), h(3.0), h(4.0), h(5.0)])
@@ -319,7 +325,7 @@ fn unaligned_half_word_access_keeps_neighbours(b: WgpuBackend) -> Completion {
     Completion::Completed
 }
 
-fn destroy_while_replay_in_flight_completes(mut b: WgpuBackend) -> Completion {
+fn destroy_while_replay_in_flight_completes(mut b: Direct<WgpuBackend>) -> Completion {
     let n = 1 << 16;
     let one = upload(&mut b, &vec![1; n]);
     let dst = upload(&mut b, &vec![0; n]);

@@ -460,11 +460,14 @@ impl RawVulkan {
         self.write(x0)?;
         // The backend's launch geometry for the same call.
         let call = ops::scale_add(seam::BufferId(0), seam::BufferId(0), elems, a, b);
-        let launch = Launch {
-            op: call.op,
-            dtype: DType::F32,
-            buffers: [RawView::whole(RawBuffer(0), elems as u64); 2].into(),
-            params: call.params,
+        // SAFETY: never given to a backend: read for its geometry only.
+        let launch = unsafe {
+            Launch::new_unchecked(
+                call.op,
+                DType::F32,
+                [RawView::whole(RawBuffer(0), elems as u64); 2].into(),
+                call.params,
+            )
         };
         let groups = seam_kernels::geometry::grid(
             seam_kernels::geometry::workgroups(&launch),

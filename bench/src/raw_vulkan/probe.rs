@@ -400,16 +400,19 @@ fn measure(
         for v in gemvs {
             let (words, entry, groups) = match &v.wgsl {
                 None => {
-                    let launch = Launch {
-                        op: OpKind::Gemm,
-                        dtype: DType::F32,
-                        buffers: [
-                            RawView::whole(RawBuffer(0), u64::from(h)),
-                            RawView::whole(RawBuffer(1), u64::from(h) * u64::from(h)),
-                            RawView::whole(RawBuffer(2), u64::from(h)),
-                        ]
-                        .into(),
-                        params: call.params,
+                    // SAFETY: never given to a backend: read for its geometry only.
+                    let launch = unsafe {
+                        Launch::new_unchecked(
+                            OpKind::Gemm,
+                            DType::F32,
+                            [
+                                RawView::whole(RawBuffer(0), u64::from(h)),
+                                RawView::whole(RawBuffer(1), u64::from(h) * u64::from(h)),
+                                RawView::whole(RawBuffer(2), u64::from(h)),
+                            ]
+                            .into(),
+                            call.params,
+                        )
                     };
                     let g = seam_kernels::geometry::dispatch(&launch, max)
                         .map_err(|e| e.to_string())?;
@@ -486,11 +489,14 @@ fn measure(
     for v in copies {
         let (spv, entry, groups) = match &v.wgsl {
             None => {
-                let launch = Launch {
-                    op: OpKind::Copy,
-                    dtype: DType::F32,
-                    buffers: [RawView::whole(RawBuffer(0), u64::from(words)); 2].into(),
-                    params: call.params,
+                // SAFETY: never given to a backend: read for its geometry only.
+                let launch = unsafe {
+                    Launch::new_unchecked(
+                        OpKind::Copy,
+                        DType::F32,
+                        [RawView::whole(RawBuffer(0), u64::from(words)); 2].into(),
+                        call.params,
+                    )
                 };
                 let g =
                     seam_kernels::geometry::dispatch(&launch, max).map_err(|e| e.to_string())?;

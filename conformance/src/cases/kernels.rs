@@ -346,12 +346,16 @@ pub const C4_USER_KERNEL_EAGER_AND_CAPTURED_IDENTICAL: Case = Case {
 /// each binding of another element type; each view one element short, one
 /// past its buffer's end, or starting beyond it; a written view the same
 /// as a read one where the kernel forbids aliasing, or overlapping it
-/// partly; each `Params` field the kernel does not read set non-zero; and
-/// the kernel on a device it was not registered on.
+/// partly; one buffer bound to a binding the kernel's WGSL declares `read`
+/// and to one it declares `read_write`; each `Params` field the kernel
+/// does not read set non-zero; and the kernel on a device it was not
+/// registered on.
 ///
-/// Mutation: drop the view bounds check in `seam::validate::lower`
+/// Mutations: drop the view bounds check in `seam::validate::lower`
 /// (`if offset > buffer_len || …` → `if false`) → red on cpu:0 ("view
-/// past the end of binding …: expected ViewOutOfRange, but it succeeded").
+/// past the end of binding …: expected ViewOutOfRange, but it succeeded");
+/// skip the `ReadOnlyShared` check in `State::lower` → red on cpu:0 for
+/// both example kernels.
 pub const C12_USER_KERNEL_BAD_LAUNCHES_REFUSED: Case = Case {
     name: "c12_user_kernel_bad_launches_refused",
     rule: Rule::C12,
@@ -467,6 +471,44 @@ pub const C12_USER_KERNEL_BAD_LAUNCHES_REFUSED: Case = Case {
                     ops::user(def, &views, p),
                     format!("`{}` overlapping `{}` one element off", wb.name, rb.name),
                     |e| matches!(e, ErrorKind::ViewsOverlap { .. }),
+                )?;
+            }
+        }
+
+        // One buffer under a binding the WGSL declares `read` and under one
+        // it declares `read_write`, over disjoint ranges: refused on every
+        // device (WebGPU refuses the pair in one dispatch, in place or not).
+        let read_only = match def.wgsl {
+            Some(_) => {
+                seam::kernel::wgsl::compile(seam::kernel::Kernel::new(def))
+                    .map_err(|e| Failure(format!("{}: its WGSL: {e}", def.name)))?
+                    .read_only
+            }
+            None => vec![false; def.bindings.len()],
+        };
+        for (r, rb) in def
+            .bindings
+            .iter()
+            .enumerate()
+            .filter(|&(r, _)| read_only[r])
+        {
+            for (o, ob) in def.bindings.iter().enumerate() {
+                if read_only[o] || dtype_of(def, o) != dtype_of(def, r) {
+                    continue;
+                }
+                let (nr, no) = (need[r] as usize, need[o] as usize);
+                let shared = d.alloc(dtype_of(def, r), nr + no)?;
+                spares.push(shared);
+                let mut views = s.views.clone();
+                views[r] = shared.view(0, nr);
+                views[o] = shared.view(nr, no);
+                refuse(
+                    ops::user(def, &views, p),
+                    format!(
+                        "`{}` (WGSL `read`) and `{}` (WGSL `read_write`) in one buffer",
+                        rb.name, ob.name
+                    ),
+                    |e| matches!(e, ErrorKind::ReadOnlyShared { .. }),
                 )?;
             }
         }

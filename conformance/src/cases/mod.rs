@@ -6,6 +6,7 @@ use crate::Case;
 
 mod bad_input;
 mod bounds;
+mod extents;
 mod gemm_shapes;
 mod kernels;
 mod lifetimes;
@@ -72,6 +73,7 @@ pub static ALL: &[Case] = &[
     bad_input::C12_BAD_MEMORY_CALLS_REFUSED,
     bad_input::C12_FOREIGN_IDS_REFUSED,
     bounds::C12_BOUNDS_FROM_THE_RULES,
+    extents::C12_WRITES_OUTSIDE_EXTENTS_NAMED,
     views::C12_VIEW_RULES_FROM_THE_SIGNATURES,
     update::C13_REBIND_EQUALS_FRESH_CAPTURE,
     update::C13_QUEUED_REPLAYS_KEEP_OLD_BINDINGS,

@@ -123,7 +123,7 @@ impl Device {
             if st.capture.is_some() {
                 return Err(ErrorKind::ReplayInCapture);
             }
-            let raw_target = st.replay_target(target)?;
+            st.replay_target(target)?;
             if let Some(reason) = &st.entry(target)?.broken {
                 return Err(ErrorKind::GraphBroken {
                     reason: reason.clone(),
@@ -134,7 +134,7 @@ impl Device {
             if timed {
                 st.backend.begin_timed(tag)?;
             }
-            st.backend.replay(raw_target)?;
+            st.replay_raw(target)?;
             if timed {
                 st.backend.end_timed(tag)?;
             }

@@ -10,7 +10,9 @@
 //! - `state`: the tables, the deferred-release sweep, teardown, the id space;
 //! - `handles`: ids and the owned handles (`Buffer`, `Graph`, `CaptureScope`).
 
+mod calls;
 mod capture;
+mod checked;
 mod handles;
 mod state;
 #[cfg(test)]
@@ -157,15 +159,20 @@ impl Device {
                     detail: format!("{len} elements exceeds {}", validate::MAX_ELEMENTS),
                 });
             }
-            let raw = st.backend.alloc(len * dtype.size())?;
+            let guard = if st.checked { checked::GUARD } else { 0 };
+            let raw = st.backend.alloc((len + guard) * dtype.size())?;
             let id = BufferId(st.new_id());
             st.buffers.insert(
                 id,
                 BufEntry {
                     meta: BufferMeta { raw, dtype, len },
                     released: false,
+                    guard,
                 },
             );
+            if guard > 0 {
+                st.fill_guard(id)?;
+            }
             Ok(id)
         })
     }
@@ -256,7 +263,7 @@ impl Device {
     ) -> Result<()> {
         self.with(call, |st| {
             let meta = st.host_access_check(id, dtype, offset, count, call)?;
-            st.backend.write(meta.raw, offset * dtype.size(), bytes)
+            st.write_raw(meta, offset, bytes)
         })
     }
 
@@ -281,11 +288,7 @@ impl Device {
         let mut out = vec![T::zeroed(); count];
         self.with("read", |st| {
             let meta = st.host_access_check(id, T::DTYPE, offset, count, "read")?;
-            st.backend.read(
-                meta.raw,
-                offset * T::DTYPE.size(),
-                bytemuck::cast_slice_mut(&mut out),
-            )
+            st.read_raw(meta, offset, bytemuck::cast_slice_mut(&mut out))
         })?;
         Ok(out)
     }
@@ -297,7 +300,7 @@ impl Device {
             let meta = st.meta(id)?;
             st.host_access_check(id, meta.dtype, 0, meta.len, "read_bytes")?;
             let mut out = vec![0u8; meta.len * meta.dtype.size()];
-            st.backend.read(meta.raw, 0, &mut out)?;
+            st.read_raw(meta, 0, &mut out)?;
             Ok(out)
         })
     }
@@ -316,17 +319,18 @@ impl Device {
                 }
             }
             if let OpKind::User(k) = call.op {
-                if !st.kernels.contains(&k) {
+                if !st.registered(k) {
                     return Err(ErrorKind::KernelNotRegistered { kernel: k.name() });
                 }
             }
-            let launch = validate::lower(call, |id| st.live_meta(id))?;
+            let launch = st.lower(call)?;
+            let before = st.checked_snapshot(call)?;
             let timed = st.trace.enabled() && st.capture.is_none();
             let tag = st.trace.next_seq();
             if timed {
                 st.backend.begin_timed(tag)?;
             }
-            st.backend.launch(&launch)?;
+            st.launch_raw(&launch)?;
             if timed {
                 st.backend.end_timed(tag)?;
             }
@@ -344,8 +348,27 @@ impl Device {
                 op: call.op.name().into(),
                 captured,
             });
-            Ok(())
+            match before {
+                Some(before) => st.check_writes(call, before),
+                None => Ok(()),
+            }
         })
+    }
+
+    /// Checked mode: hold every eager launch of a user kernel to the
+    /// extents its definition declares ([`KernelDef::extents`](crate::kernel::KernelDef::extents)).
+    /// The launch waits for the device; every element of the buffers it
+    /// binds that it changed outside the declared range of a written
+    /// binding (a neighbour in the same buffer, or past a buffer's end into
+    /// a guard of 64 elements that buffers allocated while
+    /// the mode is on carry) makes the launch fail with
+    /// [`ErrorKind::WroteOutsideExtents`], naming the kernel, the binding
+    /// and the element, and the buffers are put back as they were. For
+    /// finding a kernel's bad declarations (the conformance suite runs with
+    /// it on), not for production: each checked launch reads its buffers
+    /// twice and waits.
+    pub fn set_checked(&self, on: bool) {
+        self.state().checked = on;
     }
 
     /// Wait for all queued work.
@@ -368,7 +391,7 @@ impl Device {
             }
             for &(op, dtype) in ops {
                 if let OpKind::User(k) = op {
-                    if !st.kernels.contains(&k) {
+                    if !st.registered(k) {
                         return Err(ErrorKind::KernelNotRegistered { kernel: k.name() });
                     }
                 }
@@ -396,22 +419,31 @@ impl Device {
                     what: "register_kernel",
                 });
             }
-            if st.kernels.contains(&kernel) {
+            if st.registered(kernel) {
                 return Ok(());
             }
             def.well_formed().map_err(|reason| ErrorKind::BadKernel {
                 kernel: def.name,
                 reason,
             })?;
-            if st.kernels.iter().any(|k| k.name() == def.name) {
+            if st.kernels.iter().any(|(k, _)| k.name() == def.name) {
                 return Err(ErrorKind::BadKernel {
                     kernel: def.name,
                     reason: "another kernel of that name is registered on this device".into(),
                 });
             }
+            // WGSL is checked here, on every device (a CPU-only machine
+            // included), not only by the backends that compile it.
+            let mut read_only = 0u8;
+            if def.wgsl.is_some() {
+                let m = crate::kernel::wgsl::compile(kernel)?;
+                for (k, ro) in m.read_only.iter().enumerate() {
+                    read_only |= u8::from(*ro) << k;
+                }
+            }
             let dtype = def.dtype().expect("well_formed: bindings have fixed types");
             st.backend.prepare(&[(OpKind::User(kernel), dtype)])?;
-            st.kernels.push(kernel);
+            st.kernels.push((kernel, read_only));
             Ok(())
         })
     }

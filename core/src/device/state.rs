@@ -7,7 +7,7 @@ use super::handles::{BufferId, GraphId, GraphRef};
 use crate::backend::{Backend, RawGraph, ReplayTarget};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, GraphUser};
-use crate::ops::{Launch, OpCall};
+use crate::ops::{Launch, OpCall, OpKind};
 use crate::trace::{EventKind, Trace};
 use crate::validate::BufferMeta;
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,6 +37,9 @@ pub(super) struct BufEntry {
     pub(super) meta: BufferMeta,
     /// Dropped by its owner; freed as soon as nothing uses it.
     pub(super) released: bool,
+    /// Elements allocated past `meta.len`, filled with a canary, that no
+    /// launch may write (checked mode, `checked.rs`); 0 otherwise.
+    pub(super) guard: usize,
 }
 
 /// One captured launch, as the user stated it and as core lowered it: what
@@ -93,11 +96,56 @@ pub(super) struct State {
     pub(super) orphans: Vec<RawGraph>,
     pub(super) trace: Trace,
     /// User kernels registered on this device (a short list: a launch
-    /// looks its kernel up without allocating).
-    pub(super) kernels: Vec<crate::kernel::Kernel>,
+    /// looks its kernel up without allocating), each with the bindings its
+    /// WGSL declares `var<storage, read>` (bit k: binding k).
+    pub(super) kernels: Vec<(crate::kernel::Kernel, u8)>,
+    /// Checked mode (`Device::set_checked`): each eager user-kernel launch
+    /// is held to the extents its kernel declares.
+    pub(super) checked: bool,
 }
 
 impl State {
+    /// Whether user kernel `k` is registered here.
+    pub(super) fn registered(&self, k: crate::kernel::Kernel) -> bool {
+        self.kernels.iter().any(|(x, _)| *x == k)
+    }
+
+    /// Check `call` against the live buffers and lower it (C12): the rules
+    /// of `validate::lower`, and for a user kernel, that no buffer is bound
+    /// both to a binding its WGSL declares `var<storage, read>` and to one
+    /// it declares `read_write` (in place, or over disjoint ranges alike):
+    /// WebGPU refuses a buffer used read-only and read-write in one
+    /// dispatch, so it is refused here, on every device, and the contract
+    /// is one.
+    pub(super) fn lower(&self, call: &OpCall) -> Result<Launch, ErrorKind> {
+        let launch = crate::validate::lower(call, |id| self.live_meta(id))?;
+        if let OpKind::User(k) = call.op {
+            let read_only = self
+                .kernels
+                .iter()
+                .find(|(x, _)| *x == k)
+                .map_or(0, |(_, r)| *r);
+            let sig = call.op.signature();
+            let views = &call.buffers;
+            for (ri, r) in sig.iter().enumerate() {
+                if read_only & (1 << ri) == 0 {
+                    continue;
+                }
+                let shared = sig.iter().enumerate().find(|&(oi, _)| {
+                    read_only & (1 << oi) == 0 && views[oi].buffer == views[ri].buffer
+                });
+                if let Some((_, other)) = shared {
+                    return Err(ErrorKind::ReadOnlyShared {
+                        kernel: k.name(),
+                        read_only: r.name,
+                        other: other.name,
+                    });
+                }
+            }
+        }
+        Ok(launch)
+    }
+
     pub(super) fn new(backend: Box<dyn Backend>, device: Arc<str>) -> State {
         State {
             backend,
@@ -110,6 +158,7 @@ impl State {
             orphans: Vec::new(),
             trace: Trace::new(),
             kernels: Vec::new(),
+            checked: false,
         }
     }
 
@@ -258,8 +307,8 @@ impl State {
 
     /// Free a buffer on the backend, then drop it from the tables.
     pub(super) fn free_buffer(&mut self, id: BufferId) -> Result<(), ErrorKind> {
-        let raw = self.meta(id)?.raw;
-        self.backend.free(raw)?;
+        let meta = self.meta(id)?;
+        self.free_raw(meta)?;
         self.buffers.remove(&id);
         Self::forget_id(id.0);
         Ok(())
@@ -268,7 +317,7 @@ impl State {
     /// Destroy a graph handle on the backend, then drop it from the tables.
     pub(super) fn destroy_handle(&mut self, id: GraphId) -> Result<(), ErrorKind> {
         let raw = self.raw_graph(id)?;
-        self.backend.destroy_graph(raw)?;
+        self.destroy_raw(raw)?;
         self.graphs.remove(&id);
         Self::forget_id(id.0);
         self.trace.record(|| EventKind::Destroy { graph: id.0 });
@@ -282,7 +331,7 @@ impl State {
             return;
         }
         for raw in std::mem::take(&mut self.orphans) {
-            if self.backend.destroy_graph(raw).is_err() {
+            if self.destroy_raw(raw).is_err() {
                 self.orphans.push(raw);
             }
         }
@@ -317,11 +366,11 @@ impl Drop for State {
         }
         let _ = self.backend.synchronize();
         for raw in std::mem::take(&mut self.orphans) {
-            let _ = self.backend.destroy_graph(raw);
+            let _ = self.destroy_raw(raw);
         }
         for (id, g) in std::mem::take(&mut self.graphs) {
             if let Some(raw) = g.raw {
-                let _ = self.backend.destroy_graph(raw);
+                let _ = self.destroy_raw(raw);
             }
             Self::forget_id(id.0);
         }
@@ -331,14 +380,22 @@ impl Drop for State {
         // empty capture releases those buffers (the empty capture is a
         // replayable no-op on every backend: c6_empty_capture_...); the
         // backend frees the empty exec with itself.
-        if self.current.take().is_some()
-            && self.backend.begin_capture().is_ok()
-            && self.backend.end_capture_into_current().is_err()
-        {
-            let _ = self.backend.abort_capture();
+        // If that fails, core frees no buffer (the current exec may use
+        // any of them): the backend releases them with itself.
+        let mut may_free = true;
+        if self.current.take().is_some() {
+            may_free = self.backend.begin_capture().is_ok()
+                && self.backend.end_capture_into_current().is_ok();
+            if !may_free {
+                let _ = self.backend.abort_capture();
+            }
         }
         for (id, b) in std::mem::take(&mut self.buffers) {
-            let _ = self.backend.free(b.meta.raw);
+            if may_free {
+                // Every graph is destroyed and the current exec, if any,
+                // was replaced by an empty one: nothing uses the buffer.
+                let _ = self.free_raw(b.meta);
+            }
             Self::forget_id(id.0);
         }
     }

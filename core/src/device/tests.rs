@@ -12,15 +12,14 @@ fn device() -> Device {
 }
 
 /// C9's plumbing on a backend that reports Unsupported (no real backend
-/// does). Mutations: `is_supported -> true`, `Backend::supports_capture
-/// -> true / false`, `Device::supports_capture -> true` → red.
+/// does). Mutations: `is_supported -> true`, `Device::supports_capture
+/// -> true` → red.
 #[test]
 fn capture_support_is_reported_through_every_layer() {
     let no = null(CaptureSupport::Unsupported("none here".into()));
     assert!(!no.capture_support().is_supported());
-    assert!(!no.supports_capture());
     let yes = null(CaptureSupport::Emulated);
-    assert!(yes.capture_support().is_supported() && yes.supports_capture());
+    assert!(yes.capture_support().is_supported());
     let d = Device::new(Box::new(no));
     assert!(!d.supports_capture());
     assert_eq!(
@@ -177,4 +176,60 @@ fn buffer_in_use_names_its_users() {
         }
     );
     assert!(e.to_string().contains("the current exec"), "{e}");
+}
+
+/// WGSL is checked at registration on every device, one that runs no WGSL
+/// (a CPU-only machine) included: a kernel whose WGSL declares `array<u32>`
+/// for an f32 binding is refused by name, and nothing is registered.
+/// Mutation: drop the `wgsl::compile` call in `register_kernel` → red.
+#[test]
+fn a_device_that_runs_no_wgsl_still_checks_it() {
+    use crate::kernel::{Field, KernelDef};
+    use crate::ops::{Access, Binding};
+    use crate::{Params, Tolerance};
+    fn extents(p: &Params, out: &mut [u64]) {
+        out.fill(p.d0 as u64);
+    }
+    fn grid(p: &Params) -> [u32; 3] {
+        [p.d0.div_ceil(64).max(1), 1, 1]
+    }
+    fn cpu(_: &Params, _: &mut [Vec<u8>]) {}
+    static WORDS: KernelDef = KernelDef {
+        name: "words_as_floats",
+        bindings: &[
+            Binding::fixed("x", Access::Read, DType::F32),
+            Binding::fixed("y", Access::Write, DType::F32),
+        ],
+        reads: &[Field::D0],
+        extents,
+        workgroup_size: [64, 1, 1],
+        grid,
+        check: None,
+        allows_aliasing: false,
+        tolerance: Tolerance::BitExact,
+        wgsl: Some(
+            "@group(0) @binding(0) var<storage, read> x: array<u32>;\n\
+             @group(0) @binding(1) var<storage, read_write> y: array<f32>;\n\
+             @compute @workgroup_size(64)\n\
+             fn words_as_floats(@builtin(global_invocation_id) g: vec3<u32>) {\n\
+                 y[g.x] = f32(x[g.x]);\n\
+             }\n",
+        ),
+        cuda: None,
+        cpu: Some(cpu),
+        samples: &[],
+    };
+    let d = device();
+    let e = d.register_kernel(&WORDS).unwrap_err();
+    assert!(
+        matches!(&e.kind, ErrorKind::KernelCompile { kernel: "words_as_floats", log, .. }
+            if log.contains("array of f32")),
+        "{e}"
+    );
+    let x = d.alloc(DType::F32, 4).unwrap();
+    let call = crate::ops::user(&WORDS, &[x.into(), x.into()], Params::dims(4, 0, 0));
+    assert!(matches!(
+        d.launch(&call).unwrap_err().kind,
+        ErrorKind::KernelNotRegistered { .. }
+    ));
 }

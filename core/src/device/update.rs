@@ -16,7 +16,6 @@ use crate::backend::{CaptureSupport, UpdateSupport};
 use crate::error::{ErrorKind, Result};
 use crate::ops::{Launch, OpCall, Params};
 use crate::trace::EventKind;
-use crate::validate;
 use std::collections::BTreeSet;
 
 impl Device {
@@ -185,7 +184,7 @@ fn lower_changes(
                 requested: call.op,
             });
         }
-        lowered.push((index, validate::lower(&call, |id| st.live_meta(id))?));
+        lowered.push((index, st.lower(&call)?));
         calls.push(call);
     }
     Ok((lowered, calls))
@@ -270,7 +269,7 @@ fn rebound_launches(
             for v in call.buffers.iter_mut() {
                 v.buffer = swap(pairs, v.buffer);
             }
-            validate::lower(&call, |id| st.live_meta(id))?
+            st.lower(&call)?
         };
         lowered.push((index, launch));
     }
@@ -299,11 +298,11 @@ fn apply(
     if lowered.is_empty() {
         return Ok(());
     }
-    let raw_target = st.replay_target(target)?;
+    st.replay_target(target)?;
     let mut native = false;
     let mut patched_partly = false;
     if st.backend.update_support() == UpdateSupport::Native {
-        match st.backend.update_launches(raw_target, &lowered) {
+        match st.update_raw(target, &lowered) {
             Ok(()) => native = true,
             Err(_) => patched_partly = true,
         }
@@ -373,7 +372,7 @@ fn rerecord(
 ) -> std::result::Result<(), ErrorKind> {
     st.backend.begin_capture()?;
     for launch in launches {
-        if let Err(e) = st.backend.launch(launch) {
+        if let Err(e) = st.launch_raw(launch) {
             let _ = st.backend.abort_capture();
             return Err(e);
         }
@@ -397,7 +396,7 @@ fn rerecord(
             st.entry_mut(target)?.raw = Some(fresh);
             // The new graph is in place; an old one the backend refuses to
             // destroy now is retried by the sweep (and at teardown).
-            if st.backend.destroy_graph(old).is_err() {
+            if st.destroy_raw(old).is_err() {
                 st.orphans.push(old);
             }
         }

@@ -118,15 +118,9 @@ fn checks_refuse_what_the_kernels_cannot_run() {
     }
 }
 
-/// The shared WGSL prelude with the view-offset words `o0` … `o7` after
-/// `pad1` (added here if this checkout's prelude lacks them yet).
+/// The shared WGSL prelude.
 fn prelude() -> String {
-    let p = include_str!("../../../kernels/wgsl/params.wgsl");
-    if p.contains("o7: u32") {
-        return p.to_string();
-    }
-    let offsets: String = (0..8).map(|k| format!("    o{k}: u32,\n")).collect();
-    p.replacen("    pad1: u32,\n", &format!("    pad1: u32,\n{offsets}"), 1)
+    seam::kernel::WGSL_PRELUDE.to_string()
 }
 
 /// Each WGSL source parses and validates with the prelude, and declares

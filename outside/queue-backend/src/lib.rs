@@ -20,7 +20,9 @@
 //!   the worker, which finishes every queued job before dropping the inner
 //!   backend.
 
-#![forbid(unsafe_code)]
+// `unsafe` only where the trait declares it: the trust boundary's methods
+// forward to the inner backend, each with why its guarantees hold there.
+#![deny(unsafe_code)]
 
 use seam::{
     Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, Launch, OpKind, RawBuffer,
@@ -166,6 +168,7 @@ impl Drop for QueueBackend {
     }
 }
 
+#[allow(unsafe_code)] // the trait's `unsafe fn`s (the trust boundary, seam::Backend)
 impl Backend for QueueBackend {
     fn info(&self) -> &DeviceInfo {
         &self.info
@@ -176,25 +179,42 @@ impl Backend for QueueBackend {
     fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
         self.call(move |b| b.alloc(bytes))
     }
-    fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
-        self.post("free", move |b| b.free(buffer))
+    unsafe fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
+        // SAFETY (for every forwarding call below): jobs run on the inner
+        // backend in the order they were posted, with the arguments core
+        // gave this backend; so what core guarantees this call holds for
+        // the inner one when the job runs.
+        self.post("free", move |b| unsafe { b.free(buffer) })
     }
-    fn write(&mut self, buffer: RawBuffer, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
+    unsafe fn write(
+        &mut self,
+        buffer: RawBuffer,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), ErrorKind> {
         let data = data.to_vec();
-        self.post("write", move |b| b.write(buffer, offset, &data))
+        // SAFETY: forwarded in order, unchanged (see `free`).
+        self.post("write", move |b| unsafe { b.write(buffer, offset, &data) })
     }
-    fn read(&mut self, buffer: RawBuffer, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
+    unsafe fn read(
+        &mut self,
+        buffer: RawBuffer,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<(), ErrorKind> {
         let len = out.len();
         let bytes = self.call(move |b| {
             let mut v = vec![0u8; len];
-            b.read(buffer, offset, &mut v).map(|()| v)
+            // SAFETY: forwarded in order, unchanged (see `free`).
+            unsafe { b.read(buffer, offset, &mut v) }.map(|()| v)
         })?;
         out.copy_from_slice(&bytes);
         Ok(())
     }
-    fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
+    unsafe fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
         let launch = launch.clone();
-        self.post("launch", move |b| b.launch(&launch))
+        // SAFETY: forwarded in order, unchanged (see `free`).
+        self.post("launch", move |b| unsafe { b.launch(&launch) })
     }
     fn synchronize(&mut self) -> Result<(), ErrorKind> {
         self.call(|b| b.synchronize())
@@ -212,11 +232,13 @@ impl Backend for QueueBackend {
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
         self.call(|b| b.end_capture_graph())
     }
-    fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
-        self.post("replay", move |b| b.replay(target))
+    unsafe fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
+        // SAFETY: forwarded in order, unchanged (see `free`).
+        self.post("replay", move |b| unsafe { b.replay(target) })
     }
-    fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
-        self.post("destroy_graph", move |b| b.destroy_graph(graph))
+    unsafe fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
+        // SAFETY: forwarded in order, unchanged (see `free`).
+        self.post("destroy_graph", move |b| unsafe { b.destroy_graph(graph) })
     }
     fn abort_capture(&mut self) -> Result<(), ErrorKind> {
         self.call(|b| b.abort_capture())
@@ -272,17 +294,16 @@ mod tests {
     /// Mutation: `post` ignoring `f`'s error → red.
     #[test]
     fn a_failed_queued_job_is_reported_by_the_next_call() {
-        let mut q = queue_over_failing();
+        let mut q = seam::testing::Direct::new(queue_over_failing());
         let buf = q.alloc(16).unwrap();
-        let launch = seam::validate::lower(&seam::ops::fill(seam::BufferId(1), 4, 0), |_| {
-            Ok(seam::validate::BufferMeta {
-                raw: buf,
-                dtype: DType::U32,
-                len: 4,
-            })
-        })
-        .unwrap();
-        q.launch(&launch).expect("a queued launch returns at once");
+        let fill = seam::testing::RawCall::whole(
+            seam::OpKind::Fill,
+            DType::U32,
+            &[buf],
+            4,
+            seam::Params::dims(4, 0, 0),
+        );
+        q.launch(&fill).expect("a queued launch returns at once");
         let e = q.synchronize().unwrap_err();
         assert!(
             matches!(&e, ErrorKind::Driver { driver_call, message }
@@ -312,7 +333,7 @@ mod tests {
             Box::new(NullBackend::new(CaptureSupport::Native)),
             AtDrop(seen.clone()),
         );
-        let mut q = QueueBackend::new(Box::new(inner), 0).unwrap();
+        let mut q = seam::testing::Direct::new(QueueBackend::new(Box::new(inner), 0).unwrap());
         let bufs: Vec<RawBuffer> = (0..64).map(|_| q.alloc(4).unwrap()).collect();
         for b in bufs {
             q.free(b).unwrap();

@@ -24,8 +24,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c1_current_exec_reexecutes",
         file: CAP,
-        find: "            st.backend.replay(raw_target)?;",
-        replace: "            if raw_target != crate::ReplayTarget::Current {\n                st.backend.replay(raw_target)?;\n            }",
+        find: "            st.replay_raw(target)?;",
+        replace: "            if target != GraphRef::Current {\n                st.replay_raw(target)?;\n            }",
         what: "Device::replay(Current) returns Ok without calling the backend",
     },
     Mutation {
@@ -45,15 +45,15 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c2_host_write_seen_by_next_replay",
         file: CPU,
-        find: "    fn write(&mut self, buffer: RawBuffer, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {",
-        replace: "    fn write(&mut self, buffer: RawBuffer, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {\n        if !self.graphs.is_empty() {\n            return Ok(());\n        }",
+        find: "        data: &[u8],\n    ) -> Result<(), ErrorKind> {\n        self.send(Command::Write {",
+        replace: "        data: &[u8],\n    ) -> Result<(), ErrorKind> {\n        if !self.graphs.is_empty() {\n            return Ok(());\n        }\n        self.send(Command::Write {",
         what: "host writes are dropped once a graph exists",
     },
     Mutation {
         case: "c2_partial_write_seen_by_next_replay",
         file: DEV,
-        find: "st.backend.write(meta.raw, offset * dtype.size(), bytes)",
-        replace: "st.backend.write(meta.raw, 0, bytes)",
+        find: "            st.write_raw(meta, offset, bytes)",
+        replace: "            st.write_raw(meta, 0, bytes)",
         what: "Device::write ignores the element offset",
     },
     Mutation {
@@ -178,15 +178,15 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c8_destroy_while_replay_in_flight",
         file: CPU,
-        find: "Command::RunGraph(g) => g.iter().for_each(|l| run(l, &mut sticky)),",
-        replace: "Command::RunGraph(g) if Arc::strong_count(&g) > 1 => g.iter().for_each(|l| run(l, &mut sticky)),\n            Command::RunGraph(_) => {}",
+        find: "Command::RunGraph(g) => g.iter().for_each(|l| run_caught(&run, l, &mut sticky)),",
+        replace: "Command::RunGraph(g) if Arc::strong_count(&g) > 1 => g.iter().for_each(|l| run_caught(&run, l, &mut sticky)),\n            Command::RunGraph(_) => {}",
         what: "queued replays of a destroyed graph are dropped",
     },
     Mutation {
         case: "c8_replace_current_exec_while_in_flight",
         file: CPU,
-        find: "Command::RunGraph(g) => g.iter().for_each(|l| run(l, &mut sticky)),",
-        replace: "Command::RunGraph(g) if Arc::strong_count(&g) > 1 => g.iter().for_each(|l| run(l, &mut sticky)),\n            Command::RunGraph(_) => {}",
+        find: "Command::RunGraph(g) => g.iter().for_each(|l| run_caught(&run, l, &mut sticky)),",
+        replace: "Command::RunGraph(g) if Arc::strong_count(&g) > 1 => g.iter().for_each(|l| run_caught(&run, l, &mut sticky)),\n            Command::RunGraph(_) => {}",
         what: "queued replays of a replaced exec are dropped",
     },
     Mutation {
@@ -283,8 +283,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c13_rebind_equals_fresh_capture",
         file: UPDATE,
-        find: "        match st.backend.update_launches(raw_target, &lowered) {",
-        replace: "        let _ = raw_target;\n        match Ok::<(), ErrorKind>(()) {",
+        find: "        match st.update_raw(target, &lowered) {",
+        replace: "        match Ok::<(), ErrorKind>(()) {",
         what: "core updates its tables but the backend's graph is never patched (nor re-recorded)",
     },
     Mutation {
@@ -345,8 +345,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c4_tracing_does_not_change_outputs",
         file: CAP,
-        find: "            st.backend.replay(raw_target)?;\n            if timed {\n",
-        replace: "            st.backend.replay(raw_target)?;\n            if timed {\n                st.backend.replay(raw_target)?;\n",
+        find: "            st.replay_raw(target)?;\n            if timed {\n",
+        replace: "            st.replay_raw(target)?;\n            if timed {\n                st.replay_raw(target)?;\n",
         what: "a traced replay is submitted twice (once more for its timing)",
     },
     Mutation {
@@ -406,6 +406,13 @@ pub const MUTATIONS: &[Mutation] = &[
         what: "GEMM's output is sized m*k instead of m*n in validate::needed",
     },
     Mutation {
+        case: "c12_writes_outside_declared_extents_named",
+        file: CPU,
+        find: "            Command::Run(l) => run_caught(&run, &l, &mut sticky),",
+        replace: "            Command::Run(l) => run(&l, &mut sticky),",
+        what: "a panic in a user kernel's CPU implementation ends the CPU queue thread",
+    },
+    Mutation {
         case: "c12_bounds_from_the_rules",
         file: VAL,
         find: "        if need > len {",
@@ -429,29 +436,29 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c12_bad_launches_refused_before_work",
         file: DEV,
-        find: "            let launch = validate::lower(call, |id| st.live_meta(id))?;",
-        replace: "            let captured = st.capture.is_some();\n            st.trace.record(|| EventKind::Launch { op: call.op.name().into(), captured });\n            let launch = validate::lower(call, |id| st.live_meta(id))?;",
+        find: "            let launch = st.lower(call)?;",
+        replace: "            let captured = st.capture.is_some();\n            st.trace.record(|| EventKind::Launch { op: call.op.name().into(), captured });\n            let launch = st.lower(call)?;",
         what: "a launch is traced before it is validated (a refused launch looks queued)",
     },
     Mutation {
         case: "c1_user_kernel_replay_reexecutes",
         file: CPU,
-        find: "            Command::RunGraph(g) => g.iter().for_each(|l| run(l, &mut sticky)),",
-        replace: "            Command::RunGraph(g) => g\n                .iter()\n                .filter(|l| l.op.user().is_none())\n                .for_each(|l| run(l, &mut sticky)),",
+        find: "            Command::RunGraph(g) => g.iter().for_each(|l| run_caught(&run, l, &mut sticky)),",
+        replace: "            Command::RunGraph(g) => g\n                .iter()\n                .filter(|l| l.op.user().is_none())\n                .for_each(|l| run_caught(&run, l, &mut sticky)),",
         what: "the CPU replay skips user-kernel launches",
     },
     Mutation {
         case: "c2_user_kernel_keeps_stream_order",
         file: CPU,
-        find: "            Command::RunGraph(g) => g.iter().for_each(|l| run(l, &mut sticky)),",
-        replace: "            Command::RunGraph(g) => g\n                .iter()\n                .filter(|l| l.op.user().is_none())\n                .for_each(|l| run(l, &mut sticky)),",
+        find: "            Command::RunGraph(g) => g.iter().for_each(|l| run_caught(&run, l, &mut sticky)),",
+        replace: "            Command::RunGraph(g) => g\n                .iter()\n                .filter(|l| l.op.user().is_none())\n                .for_each(|l| run_caught(&run, l, &mut sticky)),",
         what: "the CPU replay skips user-kernel launches",
     },
     Mutation {
         case: "c4_user_kernel_eager_and_captured_identical",
         file: CPU,
-        find: "            Command::RunGraph(g) => g.iter().for_each(|l| run(l, &mut sticky)),",
-        replace: "            Command::RunGraph(g) => g\n                .iter()\n                .filter(|l| l.op.user().is_none())\n                .for_each(|l| run(l, &mut sticky)),",
+        find: "            Command::RunGraph(g) => g.iter().for_each(|l| run_caught(&run, l, &mut sticky)),",
+        replace: "            Command::RunGraph(g) => g\n                .iter()\n                .filter(|l| l.op.user().is_none())\n                .for_each(|l| run_caught(&run, l, &mut sticky)),",
         what: "the CPU replay skips user-kernel launches",
     },
     Mutation {

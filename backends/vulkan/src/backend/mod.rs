@@ -293,6 +293,7 @@ fn workgroup_fits(
     })
 }
 
+#[allow(unsafe_code)] // the trait's `unsafe fn`s (the trust boundary, seam::Backend)
 impl Backend for VulkanBackend {
     fn info(&self) -> &DeviceInfo {
         &self.info
@@ -338,7 +339,7 @@ impl Backend for VulkanBackend {
         })
     }
 
-    fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
+    unsafe fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
         self.validated("free", |b| {
             // Queued work or a pending replay may still use it: those hold it
             // until they have completed.
@@ -349,7 +350,12 @@ impl Backend for VulkanBackend {
         })
     }
 
-    fn write(&mut self, buffer: RawBuffer, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
+    unsafe fn write(
+        &mut self,
+        buffer: RawBuffer,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), ErrorKind> {
         self.validated("write", |b| {
             b.buffer(buffer)?;
             if !b.host_visible {
@@ -360,7 +366,12 @@ impl Backend for VulkanBackend {
         })
     }
 
-    fn read(&mut self, buffer: RawBuffer, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
+    unsafe fn read(
+        &mut self,
+        buffer: RawBuffer,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<(), ErrorKind> {
         self.validated("read", |b| {
             b.buffer(buffer)?;
             if !b.host_visible {
@@ -371,7 +382,7 @@ impl Backend for VulkanBackend {
         })
     }
 
-    fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
+    unsafe fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
         self.validated("launch", |b| {
             let pipeline = b.pipeline(launch.op, launch.dtype)?;
             let groups = dispatch::groups(launch, b.gpu.adapter().max_group_count)?;
@@ -456,7 +467,7 @@ impl Backend for VulkanBackend {
         })
     }
 
-    fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
+    unsafe fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
         self.validated("replay", |b| {
             b.exec(target)?;
             // Launches queued before the replay run before it.
@@ -471,7 +482,7 @@ impl Backend for VulkanBackend {
         })
     }
 
-    fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
+    unsafe fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
         self.validated("destroy_graph", |b| {
             // C8: a replay may be in flight; it holds the command buffer, which
             // is freed once that submission has completed, never while pending.
@@ -493,7 +504,7 @@ impl Backend for VulkanBackend {
         UpdateSupport::Native
     }
 
-    fn update_launches(
+    unsafe fn update_launches(
         &mut self,
         target: ReplayTarget,
         changes: &[(usize, Launch)],

@@ -6,13 +6,14 @@ use super::VulkanBackend;
 use crate::dispatch;
 use crate::sys::{Buffer, DispatchUpdate};
 use seam::ops::Access;
-use seam::{Backend, DType, Launch, OpKind, Params, RawBuffer, RawView};
+use seam::testing::{Direct, RawCall};
+use seam::{DType, OpKind, Params, RawBuffer, RawView};
 
 fn words(v: u32) -> Vec<u8> {
     [v; 256].iter().flat_map(|w| w.to_le_bytes()).collect()
 }
 
-fn read(b: &mut VulkanBackend, buf: RawBuffer) -> Vec<u8> {
+fn read(b: &mut Direct<VulkanBackend>, buf: RawBuffer) -> Vec<u8> {
     let mut out = vec![0u8; 1024];
     b.read(buf, 0, &mut out).unwrap();
     out
@@ -60,13 +61,13 @@ fn an_op_whose_workgroup_the_device_cannot_run_is_refused() {
 #[test]
 fn an_update_making_a_stretch_alias_unordered_is_refused() {
     let mut b = match VulkanBackend::open(0) {
-        Ok(b) => b,
+        Ok(b) => Direct::new(b),
         Err(e) => {
             eprintln!("no Vulkan device ({e}): skipped");
             return;
         }
     };
-    let add = |a: RawBuffer, dst: RawBuffer| Launch {
+    let add = |a: RawBuffer, dst: RawBuffer| RawCall {
         op: OpKind::Add,
         dtype: DType::U32,
         buffers: [a, a, dst].map(|r| RawView::whole(r, 256)).into(),
@@ -81,8 +82,9 @@ fn an_update_making_a_stretch_alias_unordered_is_refused() {
         buf
     });
     let pipeline = b.pipeline(OpKind::Add, DType::U32).unwrap();
-    let groups = dispatch::groups(&add(one, p), b.gpu.adapter().max_group_count).unwrap();
-    let params = add(one, p).immediates();
+    let launch = b.lower(&add(one, p)).unwrap();
+    let groups = dispatch::groups(&launch, b.gpu.adapter().max_group_count).unwrap();
+    let params = launch.immediates();
     let buf = |b: &VulkanBackend, r: RawBuffer| -> Buffer { b.buffers[&r.0].clone() };
     let (one_b, p_b, q_b) = (buf(&b, one), buf(&b, p), buf(&b, q));
     let sig = OpKind::Add.signature();

@@ -7,6 +7,11 @@
 //! - [`Forward`] wraps a backend and forwards every call through [`Hooks`]:
 //!   fault injectors, profilers and loggers without a hand-written copy of
 //!   the trait.
+//! - [`Direct`] drives a backend without a `Device`, as its own unit tests
+//!   do, checking what core would guarantee it before each call.
+
+mod direct;
+pub use direct::{Direct, RawCall};
 
 use crate::backend::ResourceCounts;
 use crate::backend::{Backend, CaptureSupport, DeviceInfo, RawBuffer, RawGraph, ReplayTarget};
@@ -65,6 +70,7 @@ impl NullBackend {
     }
 }
 
+#[allow(unsafe_code)] // the trait's `unsafe fn`s (the trust boundary, seam::Backend)
 impl Backend for NullBackend {
     fn info(&self) -> &DeviceInfo {
         &self.info
@@ -78,21 +84,21 @@ impl Backend for NullBackend {
         self.buffers.insert(id);
         Ok(RawBuffer(id))
     }
-    fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
+    unsafe fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
         self.note("free");
         self.buffers.remove(&buffer.0);
         Ok(())
     }
-    fn write(&mut self, _: RawBuffer, _: usize, _: &[u8]) -> Result<(), ErrorKind> {
+    unsafe fn write(&mut self, _: RawBuffer, _: usize, _: &[u8]) -> Result<(), ErrorKind> {
         self.note("write");
         Ok(())
     }
-    fn read(&mut self, _: RawBuffer, _: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
+    unsafe fn read(&mut self, _: RawBuffer, _: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
         self.note("read");
         out.fill(0);
         Ok(())
     }
-    fn launch(&mut self, _: &Launch) -> Result<(), ErrorKind> {
+    unsafe fn launch(&mut self, _: &Launch) -> Result<(), ErrorKind> {
         self.note("launch");
         Ok(())
     }
@@ -119,11 +125,11 @@ impl Backend for NullBackend {
         self.graphs.insert(id);
         Ok(RawGraph(id))
     }
-    fn replay(&mut self, _: ReplayTarget) -> Result<(), ErrorKind> {
+    unsafe fn replay(&mut self, _: ReplayTarget) -> Result<(), ErrorKind> {
         self.note("replay");
         Ok(())
     }
-    fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
+    unsafe fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
         self.note("destroy_graph");
         self.graphs.remove(&graph.0);
         Ok(())
@@ -149,7 +155,7 @@ impl Backend for NullBackend {
 /// What a [`Forward`] wrapper does around the calls it forwards.
 ///
 /// `before` runs ahead of every call that can change or wait on the device
-/// (all but the queries `info`, `capture_support`, `supports_capture`,
+/// (all but the queries `info`, `capture_support`,
 /// `update_support`, `subnormals`, `device_timing` and `live_resources`); an error it returns is the call's
 /// result and the wrapped backend never sees the call. `after` runs once
 /// the wrapped backend returned, with when the call started.
@@ -196,6 +202,7 @@ impl<H: Hooks> Drop for Forward<H> {
     }
 }
 
+#[allow(unsafe_code)] // the trait's `unsafe fn`s (the trust boundary, seam::Backend)
 impl<H: Hooks> Backend for Forward<H> {
     fn info(&self) -> &DeviceInfo {
         self.inner.info()
@@ -203,23 +210,36 @@ impl<H: Hooks> Backend for Forward<H> {
     fn capture_support(&self) -> CaptureSupport {
         self.inner.capture_support()
     }
-    fn supports_capture(&self) -> bool {
-        self.inner.supports_capture()
-    }
     fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
         self.call("alloc", |b| b.alloc(bytes))
     }
-    fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
-        self.call("free", |b| b.free(buffer))
+    // The wrapper's handles are the inner backend's and hooks never change
+    // an argument: what core guarantees this backend holds for the inner one.
+    unsafe fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
+        // SAFETY: forwarded unchanged; our caller's guarantees are the inner's.
+        self.call("free", |b| unsafe { b.free(buffer) })
     }
-    fn write(&mut self, buffer: RawBuffer, offset: usize, data: &[u8]) -> Result<(), ErrorKind> {
-        self.call("write", |b| b.write(buffer, offset, data))
+    unsafe fn write(
+        &mut self,
+        buffer: RawBuffer,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), ErrorKind> {
+        // SAFETY: forwarded unchanged; our caller's guarantees are the inner's.
+        self.call("write", |b| unsafe { b.write(buffer, offset, data) })
     }
-    fn read(&mut self, buffer: RawBuffer, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
-        self.call("read", |b| b.read(buffer, offset, out))
+    unsafe fn read(
+        &mut self,
+        buffer: RawBuffer,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<(), ErrorKind> {
+        // SAFETY: forwarded unchanged; our caller's guarantees are the inner's.
+        self.call("read", |b| unsafe { b.read(buffer, offset, out) })
     }
-    fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
-        self.call("launch", |b| b.launch(launch))
+    unsafe fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
+        // SAFETY: forwarded unchanged; our caller's guarantees are the inner's.
+        self.call("launch", |b| unsafe { b.launch(launch) })
     }
     fn synchronize(&mut self) -> Result<(), ErrorKind> {
         self.call("synchronize", |b| b.synchronize())
@@ -236,11 +256,13 @@ impl<H: Hooks> Backend for Forward<H> {
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
         self.call("end_capture_graph", |b| b.end_capture_graph())
     }
-    fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
-        self.call("replay", |b| b.replay(target))
+    unsafe fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
+        // SAFETY: forwarded unchanged; our caller's guarantees are the inner's.
+        self.call("replay", |b| unsafe { b.replay(target) })
     }
-    fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
-        self.call("destroy_graph", |b| b.destroy_graph(graph))
+    unsafe fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
+        // SAFETY: forwarded unchanged; our caller's guarantees are the inner's.
+        self.call("destroy_graph", |b| unsafe { b.destroy_graph(graph) })
     }
     fn abort_capture(&mut self) -> Result<(), ErrorKind> {
         self.call("abort_capture", |b| b.abort_capture())
@@ -254,12 +276,15 @@ impl<H: Hooks> Backend for Forward<H> {
     fn subnormals(&self) -> crate::backend::Subnormals {
         self.inner.subnormals()
     }
-    fn update_launches(
+    unsafe fn update_launches(
         &mut self,
         target: ReplayTarget,
         changes: &[(usize, Launch)],
     ) -> Result<(), ErrorKind> {
-        self.call("update_launches", |b| b.update_launches(target, changes))
+        // SAFETY: forwarded unchanged; our caller's guarantees are the inner's.
+        self.call("update_launches", |b| unsafe {
+            b.update_launches(target, changes)
+        })
     }
     fn device_timing(&self) -> Result<(), String> {
         self.inner.device_timing()

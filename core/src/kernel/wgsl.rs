@@ -1,18 +1,26 @@
-//! User kernels' WGSL ([`seam::KernelDef::wgsl`]) turned into a validated
-//! naga module, the one copy the Vulkan, wgpu and Metal backends share:
-//! the prelude ([`crate::WGSL_PARAMS`]) prepended, parsed and validated with
-//! naga, and its interface checked against the definition (the entry point,
-//! its `@workgroup_size`, one storage buffer per binding at `@group(0)
-//! @binding(k)` and nothing else), so a backend never builds a pipeline
-//! whose layout the module does not match. Each backend then emits what its
-//! driver takes (SPIR-V, MSL) or hands the source to wgpu.
+//! User kernels' WGSL ([`KernelDef::wgsl`](super::KernelDef::wgsl)) turned
+//! into a validated naga module: the prelude ([`super::WGSL_PRELUDE`])
+//! prepended, parsed and validated with naga, and its interface checked
+//! against the definition: the entry point, its `@workgroup_size`, one
+//! storage buffer per binding at `@group(0) @binding(k)` and nothing else,
+//! each an array of the binding's element type (16-bit types packed two to
+//! a `u32`), and written only where the definition says `Write`; which
+//! bindings it declares `read` is kept (a launch may not bind one buffer to
+//! such a binding and to a `read_write` one, in place or not:
+//! `ErrorKind::ReadOnlyShared`, since WebGPU refuses a buffer used
+//! read-only and read-write in one dispatch). `Device::register_kernel` runs
+//! it on every machine, a CPU-only one included; the Vulkan, wgpu and
+//! Metal backends then emit what their driver takes from the same module.
 //!
 //! Errors are [`ErrorKind::KernelSourceMissing`] (no WGSL) and
 //! [`ErrorKind::KernelCompile`] with naga's full message, its line numbers
 //! those of the kernel's own source (the prelude is not counted).
 
-use naga::valid::{Capabilities, ModuleInfo, ValidationFlags, Validator};
-use seam::{ErrorKind, Kernel};
+use super::Kernel;
+use crate::dtype::DType;
+use crate::error::ErrorKind;
+use crate::ops::{Access, Role};
+use naga::valid::{Capabilities, GlobalUse, ModuleInfo, ValidationFlags, Validator};
 
 /// What [`ErrorKind::KernelSourceMissing`] says a WGSL backend needs.
 pub const SOURCE_KIND: &str = "WGSL source (KernelDef::wgsl)";
@@ -24,7 +32,9 @@ pub const COMPILER: &str = "naga 30 (WGSL front end and validator)";
 pub struct UserModule {
     /// The complete source: the prelude, then the kernel's own WGSL.
     pub source: String,
+    /// The parsed module.
     pub module: naga::Module,
+    /// naga's validation of it.
     pub info: ModuleInfo,
     /// Per binding, whether the WGSL declares it `read` only.
     pub read_only: Vec<bool>,
@@ -45,9 +55,9 @@ pub fn source(kernel: Kernel) -> Result<String, ErrorKind> {
     Ok(format!("{}{body}", prelude()))
 }
 
-/// The prelude as prepended: [`crate::WGSL_PARAMS`] ending in a newline.
+/// The prelude as prepended: [`super::WGSL_PRELUDE`] ending in a newline.
 fn prelude() -> String {
-    let mut p = crate::WGSL_PARAMS.to_string();
+    let mut p = super::WGSL_PRELUDE.to_string();
     if !p.ends_with('\n') {
         p.push('\n');
     }
@@ -79,7 +89,7 @@ fn renumber(rendered: &str, shift: usize, kernel: &str) -> String {
                     let head = &head[..head.len() - "wgsl:".len()];
                     format!("{head}{kernel}.wgsl:{}{}", n - shift, &rest[digits.len()..])
                 }
-                Ok(_) => format!("{line} (in the prelude, seam_kernels::WGSL_PARAMS)"),
+                Ok(_) => format!("{line} (in the prelude, seam::kernel::WGSL_PRELUDE)"),
                 Err(_) => line.to_string(),
             }
         } else {
@@ -144,8 +154,17 @@ pub fn compile(kernel: Kernel) -> Result<UserModule, ErrorKind> {
         )));
     }
     let n = def.bindings.len();
-    let mut read_only: Vec<Option<bool>> = vec![None; n];
-    for (_, g) in module.global_variables.iter() {
+    let uses = info.get_entry_point(
+        module
+            .entry_points
+            .iter()
+            .position(|e| e.name == def.name)
+            .expect("found above"),
+    );
+    // Per binding: whether it is declared read-only, and what the entry
+    // point does with it.
+    let mut declared: Vec<Option<(bool, GlobalUse)>> = vec![None; n];
+    for (handle, g) in module.global_variables.iter() {
         let name = g.name.as_deref().unwrap_or("(unnamed)");
         match (g.space, &g.binding) {
             (naga::AddressSpace::Immediate, None) => {}
@@ -153,14 +172,22 @@ pub fn compile(kernel: Kernel) -> Result<UserModule, ErrorKind> {
             (naga::AddressSpace::Storage { access }, Some(b))
                 if b.group == 0 && (b.binding as usize) < n =>
             {
-                let slot = &mut read_only[b.binding as usize];
-                if slot.is_some() {
-                    return Err(refuse(format!(
-                        "two variables at @group(0) @binding({})",
-                        b.binding
-                    )));
+                let k = b.binding as usize;
+                if declared[k].is_some() {
+                    return Err(refuse(format!("two variables at @group(0) @binding({k})")));
                 }
-                *slot = Some(!access.contains(naga::StorageAccess::STORE));
+                let binding = &def.bindings[k];
+                if let Role::Fixed(dtype) = binding.role {
+                    element_type(&module, g.ty, dtype).map_err(|found| {
+                        refuse(format!(
+                            "binding {k} (`{}`) holds {dtype}: its WGSL `{name}` must be an \
+                             array of {}, not {found}",
+                            binding.name,
+                            wgsl_element(dtype)
+                        ))
+                    })?;
+                }
+                declared[k] = Some((!access.contains(naga::StorageAccess::STORE), uses[handle]));
             }
             (space, Some(b)) => {
                 return Err(refuse(format!(
@@ -172,18 +199,25 @@ pub fn compile(kernel: Kernel) -> Result<UserModule, ErrorKind> {
         }
     }
     let mut flags = Vec::with_capacity(n);
-    for (k, (slot, b)) in read_only.iter().zip(def.bindings).enumerate() {
-        let ro = slot.ok_or_else(|| {
+    for (k, (slot, b)) in declared.iter().zip(def.bindings).enumerate() {
+        let (ro, used) = slot.ok_or_else(|| {
             refuse(format!(
                 "binding {k} (`{}`) is not declared: every binding needs a \
                  var<storage> at @group(0) @binding({k})",
                 b.name
             ))
         })?;
-        if ro && b.access == seam::ops::Access::Write {
+        if ro && b.access == Access::Write {
             return Err(refuse(format!(
                 "binding {k} (`{}`) is written by the kernel's signature but declared \
                  var<storage, read>",
+                b.name
+            )));
+        }
+        if b.access == Access::Read && used.intersects(GlobalUse::WRITE | GlobalUse::ATOMIC) {
+            return Err(refuse(format!(
+                "binding {k} (`{}`) is read in the kernel's signature (Access::Read) but the \
+                 WGSL writes it: declare it Access::Write, or do not store to it",
                 b.name
             )));
         }
@@ -197,12 +231,59 @@ pub fn compile(kernel: Kernel) -> Result<UserModule, ErrorKind> {
     })
 }
 
+/// The WGSL element a binding of `dtype` is an array of.
+fn wgsl_element(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F32 => "f32",
+        DType::I32 => "i32",
+        // 16-bit types two to a word, as the catalogue's kernels hold them.
+        DType::U32 | DType::F16 | DType::Bf16 => "u32",
+    }
+}
+
+/// Whether type `ty` is an array (or an array of atomics) of `dtype`'s
+/// WGSL element; otherwise what it is, in WGSL's words.
+fn element_type(
+    module: &naga::Module,
+    ty: naga::Handle<naga::Type>,
+    dtype: DType,
+) -> Result<(), String> {
+    use naga::{Scalar, TypeInner};
+    let want = match dtype {
+        DType::F32 => Scalar::F32,
+        DType::I32 => Scalar::I32,
+        DType::U32 | DType::F16 | DType::Bf16 => Scalar::U32,
+    };
+    let scalar = |s: Scalar| match (s.kind, s.width) {
+        (naga::ScalarKind::Float, 4) => "f32".to_string(),
+        (naga::ScalarKind::Float, 2) => "f16".to_string(),
+        (naga::ScalarKind::Sint, 4) => "i32".to_string(),
+        (naga::ScalarKind::Uint, 4) => "u32".to_string(),
+        (kind, width) => format!("{kind:?} of {width} bytes"),
+    };
+    let describe = |t: naga::Handle<naga::Type>| match &module.types[t].inner {
+        TypeInner::Scalar(s) => scalar(*s),
+        TypeInner::Atomic(s) => format!("atomic<{}>", scalar(*s)),
+        other => module.types[t]
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("{other:?}")),
+    };
+    let TypeInner::Array { base, .. } = module.types[ty].inner else {
+        return Err(describe(ty));
+    };
+    match module.types[base].inner {
+        TypeInner::Scalar(s) | TypeInner::Atomic(s) if s == want => Ok(()),
+        _ => Err(format!("an array of {}", describe(base))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use seam::kernel::{Field, KernelDef};
-    use seam::ops::{Access, Binding};
-    use seam::{DType, Params, Tolerance};
+    use crate::kernel::{Field, KernelDef};
+    use crate::ops::{Access, Binding};
+    use crate::{DType, Params, Tolerance};
 
     fn extents(p: &Params, out: &mut [u64]) {
         out.fill(p.d0 as u64);
@@ -218,6 +299,9 @@ mod tests {
 
     macro_rules! def {
         ($name:ident, $entry:literal, $src:expr) => {
+            def!($name, $entry, $src, false);
+        };
+        ($name:ident, $entry:literal, $src:expr, $aliasing:expr) => {
             static $name: KernelDef = KernelDef {
                 name: $entry,
                 bindings: BINDINGS,
@@ -226,7 +310,7 @@ mod tests {
                 workgroup_size: [64, 1, 1],
                 grid,
                 check: None,
-                allows_aliasing: true,
+                allows_aliasing: $aliasing,
                 tolerance: Tolerance::BitExact,
                 wgsl: $src,
                 cuda: None,
@@ -291,13 +375,58 @@ mod tests {
              fn extra(@builtin(global_invocation_id) g: vec3<u32>) { y[g.x] = x[g.x] + z[g.x]; }\n"
         )
     );
+    def!(
+        WRONG_ELEMENT,
+        "words",
+        Some(
+            "@group(0) @binding(0) var<storage, read> x: array<u32>;\n\
+             @group(0) @binding(1) var<storage, read_write> y: array<f32>;\n\
+             @compute @workgroup_size(64)\n\
+             fn words(@builtin(global_invocation_id) g: vec3<u32>) { y[g.x] = f32(x[g.x]); }\n"
+        )
+    );
+    def!(
+        WRITES_ITS_INPUT,
+        "scribble",
+        Some(
+            "@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n\
+             @group(0) @binding(1) var<storage, read_write> y: array<f32>;\n\
+             @compute @workgroup_size(64)\n\
+             fn scribble(@builtin(global_invocation_id) g: vec3<u32>) {\n\
+                 y[g.x] = x[g.x];\n\
+                 x[g.x] = 0.0;\n\
+             }\n"
+        )
+    );
+    def!(
+        ALIASED_READ_ONLY,
+        "in_place",
+        Some(
+            "@group(0) @binding(0) var<storage, read> x: array<f32>;\n\
+             @group(0) @binding(1) var<storage, read_write> y: array<f32>;\n\
+             @compute @workgroup_size(64)\n\
+             fn in_place(@builtin(global_invocation_id) g: vec3<u32>) { y[g.x] = x[g.x]; }\n"
+        ),
+        true
+    );
+    def!(
+        ALIASED_READ_WRITE,
+        "in_place_rw",
+        Some(
+            "@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n\
+             @group(0) @binding(1) var<storage, read_write> y: array<f32>;\n\
+             @compute @workgroup_size(64)\n\
+             fn in_place_rw(@builtin(global_invocation_id) g: vec3<u32>) { y[g.x] = x[g.x]; }\n"
+        ),
+        true
+    );
     def!(NONE, "none", None);
 
     #[test]
     fn a_well_formed_kernel_compiles_with_its_bindings() {
         let m = compile(Kernel::new(&GOOD)).unwrap();
         assert_eq!(m.read_only, vec![true, false]);
-        assert!(m.source.starts_with(crate::WGSL_PARAMS));
+        assert!(m.source.starts_with(super::super::WGSL_PRELUDE));
     }
 
     #[test]
@@ -318,6 +447,14 @@ mod tests {
             (&WRONG_SIZE, "@workgroup_size"),
             (&READ_ONLY_OUT, "declared var<storage, read>"),
             (&EXTRA, "@binding(2)"),
+            (
+                &WRONG_ELEMENT,
+                "must be an array of f32, not an array of u32",
+            ),
+            (
+                &WRITES_ITS_INPUT,
+                "binding 0 (`x`) is read in the kernel's signature",
+            ),
         ] {
             match compile(Kernel::new(def)) {
                 Err(ErrorKind::KernelCompile { log, .. }) => {
@@ -326,6 +463,16 @@ mod tests {
                 other => panic!("{}: {:?}", def.name, other.err()),
             }
         }
+    }
+
+    /// Which bindings a kernel's WGSL declares `read` is what core holds
+    /// a launch's buffers to (`ReadOnlyShared`, `State::lower`).
+    #[test]
+    fn read_only_bindings_are_reported() {
+        let m = compile(Kernel::new(&ALIASED_READ_ONLY)).unwrap();
+        assert_eq!(m.read_only, vec![true, false]);
+        let m = compile(Kernel::new(&ALIASED_READ_WRITE)).unwrap();
+        assert_eq!(m.read_only, vec![false, false]);
     }
 
     #[test]

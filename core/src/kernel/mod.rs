@@ -36,6 +36,15 @@ use crate::ops::{Access, Binding, Params, Role, Tolerance};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
+pub mod wgsl;
+
+/// The prelude every WGSL kernel is compiled with (the catalogue's and
+/// user kernels'): the immediate block as `var<immediate> p: Params`, the
+/// WGSL view of [`Params`] then `o0` … `o7` (each binding's view offset,
+/// [`Launch::immediates`](crate::Launch::immediates)), and helpers such as
+/// `exp_accurate`.
+pub const WGSL_PRELUDE: &str = include_str!("params.wgsl");
+
 /// Most bindings one kernel may have (the prelude carries one view offset
 /// per binding: `p.o0` … `p.o7`).
 pub const MAX_BINDINGS: usize = 8;

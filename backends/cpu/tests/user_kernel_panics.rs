@@ -1,0 +1,87 @@
+//! A user kernel's CPU implementation that panics (here: one that writes
+//! past its binding, the mistake a kernel with too small declared extents
+//! makes) is an error of the work that ran it, surfaced like a GPU fault at
+//! the next call that waits; the queue thread lives on, the device stays
+//! usable and no buffer keeps anything the kernel wrote. Mutation: drop the
+//! `catch_unwind` around the kernel in `reference::execute_user` → red
+//! ("the queue thread has exited").
+
+use seam::kernel::{Field, KernelDef};
+use seam::ops::{Access, Binding};
+use seam::{ops, DType, Device, Params, Tolerance};
+
+fn extents(p: &Params, out: &mut [u64]) {
+    out.fill(p.d0 as u64);
+}
+fn grid(p: &Params) -> [u32; 3] {
+    [p.d0.div_ceil(64), 1, 1]
+}
+/// Writes one element more than its declared extent: past the view.
+fn overrun(p: &Params, b: &mut [Vec<u8>]) {
+    let n = p.d0 as usize + 1;
+    b[1][..n * 4].fill(0xff);
+}
+
+static OVERRUN: KernelDef = KernelDef {
+    name: "overrun_f32",
+    bindings: &[
+        Binding::fixed("x", Access::Read, DType::F32),
+        Binding::fixed("y", Access::Write, DType::F32),
+    ],
+    reads: &[Field::D0],
+    extents,
+    workgroup_size: [64, 1, 1],
+    grid,
+    check: None,
+    allows_aliasing: false,
+    tolerance: Tolerance::BitExact,
+    wgsl: None,
+    cuda: None,
+    cpu: Some(overrun),
+    samples: &[],
+};
+
+fn device() -> Device {
+    Device::new(Box::new(seam_cpu::CpuBackend::new(0)))
+}
+
+#[test]
+fn a_panicking_cpu_kernel_is_an_error_and_the_device_lives_on() {
+    let dev = device();
+    dev.register_kernel(&OVERRUN).unwrap();
+    let x = dev.buffer_from(&[1.0f32; 8]).unwrap();
+    let y = dev.buffer_from(&[2.0f32; 8]).unwrap();
+    let call = ops::user(
+        &OVERRUN,
+        &[x.id().into(), y.id().view(0, 4)],
+        Params::dims(4, 0, 0),
+    );
+    // Queued: the launch itself returns before the kernel runs.
+    dev.launch(&call).unwrap();
+    let e = dev.synchronize().unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("overrun_f32") && text.contains("panicked"),
+        "the error names the kernel and what happened: {text}"
+    );
+    // Reported once; the queue thread still runs work.
+    dev.synchronize().unwrap();
+    assert_eq!(
+        y.read().unwrap(),
+        vec![2.0; 8],
+        "nothing the kernel wrote was kept"
+    );
+    dev.launch(&ops::add(x.id(), x.id(), y.id(), 8)).unwrap();
+    assert_eq!(y.read().unwrap(), vec![2.0; 8]);
+    // Captured, each replay's panic is reported and the graph stays usable.
+    let scope = dev.capture().unwrap();
+    dev.launch(&call).unwrap();
+    let g = scope.end_graph().unwrap();
+    for _ in 0..2 {
+        g.replay().unwrap();
+        let e = dev.synchronize().unwrap_err();
+        assert!(e.to_string().contains("overrun_f32"), "{e}");
+    }
+    dev.launch(&ops::fill(y.id(), 8, 0)).unwrap();
+    assert_eq!(y.read().unwrap(), vec![0.0; 8]);
+}

@@ -1,0 +1,154 @@
+//! The one place core calls the backend's `unsafe` methods (the trust
+//! boundary, `backend.rs`). Each call here is made with what the guarantee
+//! it relies on needs in hand: a buffer checked live and in range, a launch
+//! made by validation, a graph found in the tables. Everything else in
+//! core reaches the backend through these.
+#![allow(unsafe_code)]
+
+use super::handles::{BufferId, GraphRef};
+use super::state::State;
+use crate::backend::RawGraph;
+use crate::error::ErrorKind;
+use crate::ops::Launch;
+use crate::validate::BufferMeta;
+
+impl State {
+    /// Write `bytes` (`bytes.len() / dtype.size()` elements) at element
+    /// `offset` of a buffer `host_access_check` accepted as `meta`.
+    pub(super) fn write_raw(
+        &mut self,
+        meta: BufferMeta,
+        offset: usize,
+        bytes: &[u8],
+    ) -> Result<(), ErrorKind> {
+        let (start, end) = byte_range(meta, offset, bytes.len())?;
+        // SAFETY: `meta` is of a live buffer (it came from the tables under
+        // the same lock) and `start..end` lies within its allocation.
+        unsafe { self.backend.write(meta.raw, start, &bytes[..end - start]) }
+    }
+
+    /// Fill `out` from element `offset` of a buffer `host_access_check`
+    /// accepted as `meta`.
+    pub(super) fn read_raw(
+        &mut self,
+        meta: BufferMeta,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<(), ErrorKind> {
+        byte_range(meta, offset, out.len())?;
+        // SAFETY: as in `write_raw`: a live buffer, a range within it.
+        unsafe { self.backend.read(meta.raw, offset * meta.dtype.size(), out) }
+    }
+
+    /// The whole allocation of a live buffer, its guard included (checked
+    /// mode). Waits for queued work, as every read does.
+    pub(super) fn read_allocation(&mut self, id: BufferId) -> Result<Vec<u8>, ErrorKind> {
+        let entry = self
+            .buffers
+            .get(&id)
+            .ok_or_else(|| self.missing_buffer(id))?;
+        let bytes = (entry.meta.len + entry.guard) * entry.meta.dtype.size();
+        let raw = entry.meta.raw;
+        let mut out = vec![0u8; bytes];
+        // SAFETY: the buffer is live (in the tables) and was allocated with
+        // `len + guard` elements (`Device::alloc`).
+        unsafe { self.backend.read(raw, 0, &mut out) }?;
+        Ok(out)
+    }
+
+    /// Write `data` at byte `offset` of a live buffer's allocation, its
+    /// guard included (checked mode: the canary, or bytes put back).
+    pub(super) fn write_allocation(
+        &mut self,
+        id: BufferId,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), ErrorKind> {
+        let entry = self
+            .buffers
+            .get(&id)
+            .ok_or_else(|| self.missing_buffer(id))?;
+        let bytes = (entry.meta.len + entry.guard) * entry.meta.dtype.size();
+        let raw = entry.meta.raw;
+        if offset.checked_add(data.len()).is_none_or(|end| end > bytes) {
+            return Err(ErrorKind::HostRange {
+                what: "checked-mode write",
+                offset,
+                count: data.len(),
+                len: bytes,
+            });
+        }
+        // SAFETY: the buffer is live and the range lies within its
+        // allocation of `len + guard` elements (checked above).
+        unsafe { self.backend.write(raw, offset, data) }
+    }
+
+    /// Queue (or record) a launch core holds: one `validate::lower` made
+    /// from live buffers, or a graph's record of one (a graph keeps every
+    /// buffer it uses alive, `users_of`).
+    pub(super) fn launch_raw(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
+        // SAFETY: a `Launch` is made only by validation (its constructor
+        // outside core is `unsafe`), and its buffers are live: see above.
+        unsafe { self.backend.launch(launch) }
+    }
+
+    /// Replay a graph the tables hold.
+    pub(super) fn replay_raw(&mut self, target: GraphRef) -> Result<(), ErrorKind> {
+        let raw = self.replay_target(target)?;
+        // SAFETY: `replay_target` found the graph (or current exec) live;
+        // its buffers cannot be freed while it lives (`users_of`).
+        unsafe { self.backend.replay(raw) }
+    }
+
+    /// Patch launches of a graph the tables hold; `changes` are lowered by
+    /// validation, indices in range, op and dtype as recorded.
+    pub(super) fn update_raw(
+        &mut self,
+        target: GraphRef,
+        changes: &[(usize, Launch)],
+    ) -> Result<(), ErrorKind> {
+        let raw = self.replay_target(target)?;
+        let count = self.entry(target)?.recorded.len();
+        if let Some((at, _)) = changes.iter().find(|(at, _)| *at >= count) {
+            return Err(ErrorKind::NoSuchLaunch {
+                index: *at,
+                launches: count,
+            });
+        }
+        // SAFETY: the target is live, every index is in range (above), and
+        // each launch was lowered from live buffers with the recorded op
+        // and dtype (`update::lower_changes`).
+        unsafe { self.backend.update_launches(raw, changes) }
+    }
+
+    /// Free a buffer no graph uses (`users_of` empty, checked by callers).
+    pub(super) fn free_raw(&mut self, meta: BufferMeta) -> Result<(), ErrorKind> {
+        // SAFETY: `meta` is of a live buffer, and no graph or current exec
+        // uses it.
+        unsafe { self.backend.free(meta.raw) }
+    }
+
+    /// Destroy a graph the tables (or the orphans) hold.
+    pub(super) fn destroy_raw(&mut self, raw: RawGraph) -> Result<(), ErrorKind> {
+        // SAFETY: `raw` is a graph handle this backend made that core has
+        // not destroyed: one in the tables, or an orphan whose destroy the
+        // backend refused.
+        unsafe { self.backend.destroy_graph(raw) }
+    }
+}
+
+/// The byte range `len` bytes at element `offset` of a buffer cover, once
+/// it lies within the buffer.
+fn byte_range(meta: BufferMeta, offset: usize, len: usize) -> Result<(usize, usize), ErrorKind> {
+    let size = meta.len * meta.dtype.size();
+    let start = offset.saturating_mul(meta.dtype.size());
+    match start.checked_add(len) {
+        Some(end) if end <= size => Ok((start, end)),
+        _ => Err(ErrorKind::HostRange {
+            what: "host access",
+            offset,
+            count: len / meta.dtype.size(),
+            len: meta.len,
+        }),
+    }
+}
