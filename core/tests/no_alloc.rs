@@ -84,12 +84,12 @@ fn eager_launches_and_replays_allocate_nothing() {
 fn the_counter_counts() {
     let dev = Device::new(Box::new(NullBackend::new(CaptureSupport::Native)));
     let a = dev.alloc(DType::F32, 4).unwrap();
-    dev.begin_capture().unwrap();
+    dev.low_level().begin_capture().unwrap();
     let counted = allocations(|| {
         for _ in 0..8 {
             dev.launch(&ops::fill(a, 4, 0)).unwrap();
         }
     });
-    dev.abort_capture().unwrap();
+    dev.low_level().abort_capture().unwrap();
     assert!(counted > 0, "recording 8 launches allocated nothing?");
 }

@@ -6,7 +6,7 @@
 
 use crate::faulty::{FaultPlan, Faults, FaultyBackend};
 use crate::Opener;
-use seam::{ops, DType, Device, GraphRef, OpKind, ResourceCounts};
+use seam::{ops, Change, DType, Device, GraphRef, OpKind, ResourceCounts};
 use std::sync::Arc;
 
 /// Why a workload stopped.
@@ -48,13 +48,13 @@ pub struct Workload {
 fn c1(d: &Device, current: bool) -> W {
     let a = d.buffer_from(&[17.0f32])?;
     let dst = d.buffer_from(&[0.0f32])?;
-    d.begin_capture()?;
+    d.low_level().begin_capture()?;
     if let Err(e) = d.launch(&ops::add(a.id(), a.id(), a.id(), 1)) {
         // A raw capture has no scope to abort it: the caller must.
-        let _ = d.abort_capture();
+        let _ = d.low_level().abort_capture();
         return Err(e.into());
     }
-    d.abort_capture()?;
+    d.low_level().abort_capture()?;
     let scope = d.capture()?;
     d.launch(&ops::add(a.id(), dst.id(), dst.id(), 1))?;
     let (target, _graph) = if current {
@@ -149,10 +149,17 @@ fn update(d: &Device) -> W {
     d.launch(&ops::add(x.id(), one.id(), x.id(), 8))?;
     let g = scope.end_graph()?;
     g.replay()?;
-    g.rebind(&[(x.id(), y.id())])?;
+    g.device()
+        .update(&g, &Change::rebinds(&[(x.id(), y.id())]))?;
     g.replay()?;
     expect(y.read()?, vec![11.0; 8], "y after the rebind and a replay")?;
-    g.update_params(0, ops::add(y.id(), one.id(), y.id(), 4).params)?;
+    g.device().update(
+        &g,
+        &[Change::Params {
+            index: 0,
+            params: ops::add(y.id(), one.id(), y.id(), 4).params,
+        }],
+    )?;
     g.replay()?;
     let want = [12.0, 12.0, 12.0, 12.0, 11.0, 11.0, 11.0, 11.0];
     expect(y.read()?, want.to_vec(), "y after n = 4 and a replay")?;
@@ -257,10 +264,11 @@ fn post_check(dev: Device, plan: &FaultPlan) -> Result<(), String> {
         ));
     }
     drop((x, y));
-    if dev.supports_capture() {
+    if dev.capture_support().is_supported() {
         // Replace the current exec with an empty one: what it read can be freed.
-        dev.begin_capture()
-            .and_then(|()| dev.end_capture_into_current())
+        dev.low_level()
+            .begin_capture()
+            .and_then(|()| dev.low_level().end_capture_into_current())
             .map_err(|e| format!("empty capture: {e}"))?;
     }
     let live = dev.live();

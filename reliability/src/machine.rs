@@ -307,14 +307,19 @@ impl Run {
                 agree(call, m.synchronize(), d.synchronize(), cov)?;
             }
             Step::BeginCapture => {
-                agree(call, m.begin_capture(Thread::Main), d.begin_capture(), cov)?;
+                agree(
+                    call,
+                    m.begin_capture(Thread::Main),
+                    d.low_level().begin_capture(),
+                    cov,
+                )?;
             }
             Step::EndCapture(t) => {
                 let dev: &Device = d;
                 agree(
                     call,
                     m.end_capture(*t),
-                    on(*t, || dev.end_capture_into_current()),
+                    on(*t, || dev.low_level().end_capture_into_current()),
                     cov,
                 )?;
             }
@@ -322,7 +327,7 @@ impl Run {
                 let dev: &Device = d;
                 let mut id = None;
                 let dr = on(*t, || {
-                    id = Some(dev.end_capture_graph()?);
+                    id = Some(dev.low_level().end_capture_graph()?);
                     Ok(())
                 })
                 .map(|()| id.expect("set on Ok"));
@@ -336,7 +341,7 @@ impl Run {
                 agree(
                     call,
                     m.abort_capture(*t),
-                    on(*t, || dev.abort_capture()),
+                    on(*t, || dev.low_level().abort_capture()),
                     cov,
                 )?;
             }
@@ -396,7 +401,7 @@ impl Run {
             agree(
                 "abort_capture",
                 m.abort_capture(Thread::Main),
-                d.abort_capture(),
+                d.low_level().abort_capture(),
                 &mut self.coverage,
             )?;
         }
@@ -452,7 +457,7 @@ pub fn run_sequence(open: &Opener, steps: &[Step]) -> Result<Coverage, String> {
     let inner = open().map_err(|e| format!("opening the device: {e}"))?;
     let dev = Device::new(Box::new(FaultyBackend::new(inner, Faults(plan.clone()))));
     let mut run = Run {
-        model: Model::new(dev.supports_capture()),
+        model: Model::new(dev.capture_support().is_supported()),
         dev,
         plan,
         bufs: Vec::new(),

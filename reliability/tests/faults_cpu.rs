@@ -76,9 +76,9 @@ fn failed_end_capture_leaves_device_usable() {
     )));
     let a = dev.buffer_from(&[1u32]).unwrap();
     let b = dev.buffer_from(&[0u32]).unwrap();
-    dev.begin_capture().unwrap();
+    dev.low_level().begin_capture().unwrap();
     plan.arm(Some(0)); // the next backend call: end_capture_into_current
-    let e = dev.end_capture_into_current().unwrap_err();
+    let e = dev.low_level().end_capture_into_current().unwrap_err();
     assert_eq!(
         e.kind,
         ErrorKind::Injected {

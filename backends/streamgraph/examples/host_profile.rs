@@ -17,7 +17,7 @@
 //! instruction count divided by 100,000 launches, or by 200 × 1,000 nodes,
 //! is the cost of one. It measures nothing itself: it only runs the loops.
 
-use seam::{ops, BufferId, DType, Device, GraphId, GraphRef};
+use seam::{ops, BufferId, Change, DType, Device, GraphId, GraphRef};
 use std::hint::black_box;
 
 const LAUNCHES: usize = 100_000;
@@ -55,8 +55,11 @@ fn rebinds(dev: &Device, graph: GraphId, x: BufferId, y: BufferId) {
 fn rebind_loop(dev: &Device, graph: GraphId, x: BufferId, y: BufferId, count: usize) {
     for i in 0..count {
         let pair = if i % 2 == 0 { (x, y) } else { (y, x) };
-        dev.rebind(GraphRef::Handle(graph), black_box(&[pair]))
-            .unwrap();
+        dev.update(
+            GraphRef::Handle(graph),
+            &Change::rebinds(black_box(&[pair])),
+        )
+        .unwrap();
     }
 }
 
@@ -70,11 +73,11 @@ fn main() {
         dev.synchronize().unwrap();
     }
     if what == "rebind" || what == "both" {
-        dev.begin_capture().unwrap();
+        dev.low_level().begin_capture().unwrap();
         for _ in 0..NODES {
             dev.launch(&ops::scale_add(x, z, N, 2.0, 1.0)).unwrap();
         }
-        let graph = dev.end_capture_graph().unwrap();
+        let graph = dev.low_level().end_capture_graph().unwrap();
         rebind_loop(&dev, graph, x, y, 2);
         rebinds(&dev, graph, x, y);
         dev.replay(GraphRef::Handle(graph)).unwrap();

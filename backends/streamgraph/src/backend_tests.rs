@@ -353,9 +353,9 @@ fn dropping_a_device_frees_what_its_current_exec_read() {
         AtDrop(seen.clone()),
     )));
     let x = dev.alloc(DType::F32, 4).unwrap();
-    dev.begin_capture().unwrap();
+    dev.low_level().begin_capture().unwrap();
     dev.launch(&seam::ops::add(x, x, x, 4)).unwrap();
-    dev.end_capture_into_current().unwrap();
+    dev.low_level().end_capture_into_current().unwrap();
     drop(dev);
     let live = seen.lock().unwrap().expect("the wrapper was dropped");
     assert_eq!((live.buffers, live.bytes), (0, 0), "{live:?}");

@@ -7,7 +7,7 @@
 //!
 //! `cargo run --release -p seam-vulkan --example rebind_profile [N] [REBINDS]`
 
-use seam::{ops, Device, GraphRef};
+use seam::{ops, Change, Device, GraphRef};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -32,7 +32,7 @@ fn main() {
     let mut in_rebind = std::time::Duration::ZERO;
     for _ in 0..rebinds {
         let r = std::time::Instant::now();
-        dev.rebind(target, &[cur]).unwrap();
+        dev.update(target, &Change::rebinds(&[cur])).unwrap();
         in_rebind += r.elapsed();
         cur = (cur.1, cur.0);
         g.replay().unwrap();

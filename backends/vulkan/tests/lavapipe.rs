@@ -7,7 +7,7 @@
 //! each test is an ignored trial that says why (`harness = false`).
 
 use libtest_mimic::Completion;
-use seam::{ops, DType, Device, OpCall, OpKind, Tolerance};
+use seam::{ops, Change, DType, Device, OpCall, OpKind, Tolerance};
 
 #[path = "../../device_trials.rs"]
 mod device_trials;
@@ -371,7 +371,9 @@ fn rebinds_rewrite_descriptor_sets_in_place(dev: Device) -> Completion {
         for _ in 0..replays {
             g.replay().unwrap();
         }
-        g.rebind(&[(bufs[at].id(), bufs[next].id())]).unwrap();
+        g.device()
+            .update(&g, &Change::rebinds(&[(bufs[at].id(), bufs[next].id())]))
+            .unwrap();
         at = next;
     }
     g.replay().unwrap();
@@ -379,33 +381,48 @@ fn rebinds_rewrite_descriptor_sets_in_place(dev: Device) -> Completion {
     assert_eq!(bufs[1].read().unwrap(), vec![106u32; 256]);
     assert_eq!(bufs[2].read().unwrap(), vec![204u32; 256]);
     // `one` → 0: each launch adds 0 to itself (reads and writes one buffer).
-    g.rebind(&[(one.id(), bufs[0].id())]).unwrap();
+    g.device()
+        .update(&g, &Change::rebinds(&[(one.id(), bufs[0].id())]))
+        .unwrap();
     g.replay().unwrap();
     assert_eq!(bufs[0].read().unwrap(), vec![40u32; 256]);
     assert_eq!(natives(&dev), vec![true; 4], "rebinds patched in place");
 
     // A parameter update: recorded again by the backend, and right.
     let p = ops::add(bufs[0].id(), bufs[0].id(), bufs[0].id(), 128).params;
-    g.update_params(1, p).unwrap();
+    g.device()
+        .update(
+            &g,
+            &[Change::Params {
+                index: 1,
+                params: p,
+            }],
+        )
+        .unwrap();
     g.replay().unwrap();
     let got = bufs[0].read().unwrap();
     assert_eq!(&got[..128], &[160u32; 128][..]);
     assert_eq!(&got[128..], &[80u32; 128][..]);
     assert_eq!(natives(&dev), vec![true], "a params update, by the backend");
     // After it, a rebind patches the same command buffer again.
-    g.rebind(&[(bufs[0].id(), bufs[1].id())]).unwrap();
+    g.device()
+        .update(&g, &Change::rebinds(&[(bufs[0].id(), bufs[1].id())]))
+        .unwrap();
     g.replay().unwrap();
     assert_eq!(&bufs[1].read().unwrap()[..2], &[424u32, 424][..]);
     assert_eq!(bufs[0].read().unwrap()[0], 160);
 
     // The current exec.
-    dev.begin_capture().unwrap();
+    dev.low_level().begin_capture().unwrap();
     dev.launch(&ops::add(bufs[2].id(), one.id(), bufs[2].id(), 256))
         .unwrap();
-    dev.end_capture_into_current().unwrap();
+    dev.low_level().end_capture_into_current().unwrap();
     dev.replay(GraphRef::Current).unwrap();
-    dev.rebind(GraphRef::Current, &[(bufs[2].id(), one.id())])
-        .unwrap();
+    dev.update(
+        GraphRef::Current,
+        &Change::rebinds(&[(bufs[2].id(), one.id())]),
+    )
+    .unwrap();
     dev.replay(GraphRef::Current).unwrap();
     assert_eq!(bufs[2].read().unwrap(), vec![205u32; 256]);
     assert_eq!(one.read().unwrap(), vec![2u32; 256]);

@@ -65,10 +65,10 @@ fn allocations_per_launch_and_replay(dev: Device) -> Completion {
         }
         dev.synchronize().unwrap();
     };
-    dev.begin_capture().unwrap();
+    dev.low_level().begin_capture().unwrap();
     dev.launch(&ops::scale_add(a, b, n, 1.0, 0.5)).unwrap();
     dev.launch(&ops::add(a, b, c, n)).unwrap();
-    let graph = dev.end_capture_graph().unwrap();
+    let graph = dev.low_level().end_capture_graph().unwrap();
     let replays = |dev: &Device| {
         for i in 0..N {
             dev.replay(GraphRef::Handle(graph)).unwrap();

@@ -39,11 +39,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         d.synchronize()?;
     }
 
-    d.begin_capture()?;
+    d.low_level().begin_capture()?;
     for _ in 0..n {
         d.launch(&call)?;
     }
-    let g = d.end_capture_graph()?;
+    let g = d.low_level().end_capture_graph()?;
     let (mut replay_host, mut replay_e2e) = (Duration::ZERO, Duration::ZERO);
     for _ in 0..rounds {
         let t = Instant::now();

@@ -62,7 +62,7 @@ pub(super) fn measure(
     out.row(m.row("eager", "e2e_us", &e2e));
     let pipe = pipelined(dev, est, budget, || submit(dev, calls))?;
     out.row(m.row("eager", "pipe_us", &pipe));
-    if !dev.supports_capture() {
+    if !dev.capture_support().is_supported() {
         out.comment(&format!(
             "seam {}: no capture ({:?})",
             m.device,
@@ -196,7 +196,7 @@ pub(super) fn profile(slot: &DeviceSlot, m: Meta, cfg: &Config, out: &mut dyn Si
             Ok(())
         };
     split("eager", &mut || submit(&dev, &calls), false)?;
-    if dev.supports_capture() {
+    if dev.capture_support().is_supported() {
         let scope = dev.capture().map_err(err)?;
         submit(&dev, &calls).map_err(err)?;
         let g = scope.end_graph().map_err(err)?;

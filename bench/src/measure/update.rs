@@ -3,7 +3,7 @@
 
 use super::{err, submit, us, Config, Meta, Res, Sink};
 use crate::stats::{reps_for, summarize};
-use seam::{ops, BufferId, Device, Graph, OpCall, UpdateSupport};
+use seam::{ops, BufferId, Change, Device, Graph, OpCall, UpdateSupport};
 use std::time::Instant;
 
 /// The buffers a graph update swaps: `a`, what the graph was captured over
@@ -105,10 +105,16 @@ pub(super) fn updates(
     check("copy-in + replay", sw.a)?;
     if rebind {
         dev.write(sw.b, 0, x0).map_err(err)?;
-        moving.rebind(&[(sw.a, sw.b)]).map_err(err)?;
+        moving
+            .device()
+            .update(&moving, &Change::rebinds(&[(sw.a, sw.b)]))
+            .map_err(err)?;
         moving.replay().map_err(err)?;
         check("rebind + replay", sw.b)?;
-        moving.rebind(&[(sw.b, sw.a)]).map_err(err)?;
+        moving
+            .device()
+            .update(&moving, &Change::rebinds(&[(sw.b, sw.a)]))
+            .map_err(err)?;
     } else {
         out.comment(&format!(
             "seam {} {}: no rebind ({support:?})",
@@ -127,7 +133,9 @@ pub(super) fn updates(
                     return Ok(None);
                 }
                 let next = if cur == sw.a { sw.b } else { sw.a };
-                moving.rebind(&[(cur, next)])?;
+                moving
+                    .device()
+                    .update(&moving, &Change::rebinds(&[(cur, next)]))?;
                 cur = next;
                 let u = us(t);
                 moving.replay()?;

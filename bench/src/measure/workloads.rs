@@ -44,7 +44,7 @@ pub(super) fn chain(
     };
     submit(dev, &calls).map_err(err)?;
     check("eager", dev.read_range(x.id(), 0, k).map_err(err)?)?;
-    if dev.supports_capture() {
+    if dev.capture_support().is_supported() {
         dev.write(x.id(), 0, &x0).map_err(err)?;
         let scope = dev.capture().map_err(err)?;
         submit(dev, &calls).map_err(err)?;
@@ -53,7 +53,7 @@ pub(super) fn chain(
         check("replay", dev.read_range(x.id(), 0, k).map_err(err)?)?;
     }
     measure(dev, &calls, m, cfg, out)?;
-    if !dev.supports_capture() {
+    if !dev.capture_support().is_supported() {
         return Ok(());
     }
     if let Some(raw) = raw {
@@ -157,7 +157,7 @@ pub(super) fn decode(
     if eager.iter().any(|v| !v.is_finite()) {
         return Err("eager decode step gave a non-finite value".into());
     }
-    if dev.supports_capture() {
+    if dev.capture_support().is_supported() {
         dev.write(s.x.id(), 0, &s.x0).map_err(err)?;
         let scope = dev.capture().map_err(err)?;
         submit(dev, &calls).map_err(err)?;
@@ -176,7 +176,7 @@ pub(super) fn decode(
         }
     }
     measure(dev, &calls, m, cfg, out)?;
-    if !dev.supports_capture() {
+    if !dev.capture_support().is_supported() {
         return Ok(());
     }
     let sw = Swap {

@@ -335,10 +335,10 @@ pub const C12_BAD_MEMORY_CALLS_REFUSED: Case = Case {
             live,
             "refused memory calls changed the live counts"
         );
-        if d.supports_capture() {
-            d.begin_capture()?;
+        if d.capture_support().is_supported() {
+            d.low_level().begin_capture()?;
             d.launch(&ops::copy(fx.f, fx.g, 4))?;
-            let g = d.end_capture_graph()?;
+            let g = d.low_level().end_capture_graph()?;
             let e = expect_err!(d.free(fx.f), ErrorKind::BufferInUse { .. });
             check!(
                 e.to_string().contains(&g.0.to_string()),
@@ -395,7 +395,7 @@ pub const C12_FOREIGN_IDS_REFUSED: Case = Case {
             "two devices handed out the same id {:?}",
             mine.id()
         );
-        if d.supports_capture() {
+        if d.capture_support().is_supported() {
             let s = other.capture()?;
             other.launch(&ops::fill(theirs.id(), 4, 2))?;
             let g = s.end_graph()?;

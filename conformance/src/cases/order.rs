@@ -10,7 +10,7 @@ const CAP: &[Tag] = &[Tag::NeedsCapture];
 fn finish_and_check(cx: &Ctx, one: seam::BufferId, dst: seam::BufferId, expect: u32) -> CaseResult {
     let d = &cx.dev;
     d.launch(&ops::add(one, dst, dst, 8))?;
-    let g = d.end_capture_graph()?;
+    let g = d.low_level().end_capture_graph()?;
     d.replay(GraphRef::Handle(g))?;
     check_eq!(
         d.read::<u32>(dst)?,
@@ -35,7 +35,7 @@ pub const C5_ALLOC_INSIDE_CAPTURE_REFUSED: Case = Case {
         let one = d.buffer_from(&[1u32; 8])?;
         let dst = d.buffer_from(&[0u32; 8])?;
         let before = d.live();
-        d.begin_capture()?;
+        d.low_level().begin_capture()?;
         for dtype in DType::ALL {
             expect_err!(d.alloc(dtype, 1024), ErrorKind::AllocInCapture);
         }
@@ -66,7 +66,7 @@ pub const C5_FREE_INSIDE_CAPTURE_REFUSED: Case = Case {
         let dst = d.alloc(DType::U32, 8)?;
         d.write(dst, 0, &[5u32; 8])?;
         let spare = d.alloc(DType::F32, 8)?;
-        d.begin_capture()?;
+        d.low_level().begin_capture()?;
         expect_err!(d.free(spare), ErrorKind::FreeInCapture);
         expect_err!(d.free(dst), ErrorKind::FreeInCapture);
         finish_and_check(cx, one, dst, 6)?;
@@ -133,9 +133,9 @@ pub const C6_NESTED_BEGIN_REFUSED: Case = Case {
         let d = &cx.dev;
         let one = d.buffer_from(&[1u32; 8])?;
         let dst = d.buffer_from(&[0u32; 8])?;
-        d.begin_capture()?;
+        d.low_level().begin_capture()?;
         check!(d.capturing(), "capturing() while a capture is open");
-        expect_err!(d.begin_capture(), ErrorKind::NestedCapture);
+        expect_err!(d.low_level().begin_capture(), ErrorKind::NestedCapture);
         expect_err!(d.capture().map(drop), ErrorKind::NestedCapture);
         finish_and_check(cx, one.id(), dst.id(), 1)
     },
@@ -153,12 +153,15 @@ pub const C6_END_WITHOUT_BEGIN_REFUSED: Case = Case {
     modes: ONCE,
     body: |cx| {
         let d = &cx.dev;
-        expect_err!(d.end_capture_into_current(), ErrorKind::NotCapturing);
-        expect_err!(d.end_capture_graph(), ErrorKind::NotCapturing);
-        expect_err!(d.abort_capture(), ErrorKind::NotCapturing);
-        d.begin_capture()?;
-        d.end_capture_graph()?;
-        expect_err!(d.end_capture_graph(), ErrorKind::NotCapturing);
+        expect_err!(
+            d.low_level().end_capture_into_current(),
+            ErrorKind::NotCapturing
+        );
+        expect_err!(d.low_level().end_capture_graph(), ErrorKind::NotCapturing);
+        expect_err!(d.low_level().abort_capture(), ErrorKind::NotCapturing);
+        d.low_level().begin_capture()?;
+        d.low_level().end_capture_graph()?;
+        expect_err!(d.low_level().end_capture_graph(), ErrorKind::NotCapturing);
         check!(!d.capturing(), "no capture left open");
         Ok(())
     },
@@ -189,8 +192,8 @@ pub const C6_UNKNOWN_OR_DESTROYED_HANDLE_REFUSED: Case = Case {
             d.replay_count(GraphRef::Handle(GraphId(9999))),
             ErrorKind::UnknownGraph { .. }
         );
-        d.begin_capture()?;
-        let g = d.end_capture_graph()?;
+        d.low_level().begin_capture()?;
+        let g = d.low_level().end_capture_graph()?;
         d.replay(GraphRef::Handle(g))?;
         d.destroy_graph(g)?;
         expect_err!(
@@ -199,8 +202,8 @@ pub const C6_UNKNOWN_OR_DESTROYED_HANDLE_REFUSED: Case = Case {
         );
         expect_err!(d.destroy_graph(g), ErrorKind::UnknownGraph { .. });
         // A new graph never reuses a destroyed id.
-        d.begin_capture()?;
-        let g2 = d.end_capture_graph()?;
+        d.low_level().begin_capture()?;
+        let g2 = d.low_level().end_capture_graph()?;
         check!(g2 != g, "graph ids are not reused");
         d.destroy_graph(g2)?;
         check_eq!(d.live().graphs, 0, "no handle left");
@@ -222,9 +225,9 @@ pub const C6_HOST_CALLS_INSIDE_CAPTURE_REFUSED: Case = Case {
         let d = &cx.dev;
         let one = d.buffer_from(&[1u32; 8])?;
         let dst = d.buffer_from(&[0u32; 8])?;
-        d.begin_capture()?;
-        let g0 = d.end_capture_graph()?;
-        d.begin_capture()?;
+        d.low_level().begin_capture()?;
+        let g0 = d.low_level().end_capture_graph()?;
+        d.low_level().begin_capture()?;
         expect_err!(
             d.write(dst.id(), 0, &[9u32]),
             ErrorKind::HostAccessInCapture { .. }
@@ -264,11 +267,11 @@ pub const C6_LAUNCH_FROM_OTHER_THREAD_REFUSED: Case = Case {
         let one = d.buffer_from(&[1u32; 8])?;
         let dst = d.buffer_from(&[0u32; 8])?;
         let other = d.buffer_from(&[0u32; 8])?;
-        d.begin_capture()?;
+        d.low_level().begin_capture()?;
         let (dev2, a, o) = (d.clone(), one.id(), other.id());
         let r = std::thread::spawn(move || {
             let launch = dev2.launch(&ops::add(a, o, o, 8));
-            let end = dev2.end_capture_graph();
+            let end = dev2.low_level().end_capture_graph();
             (launch, end)
         })
         .join()
@@ -334,21 +337,21 @@ pub const C6_NOTHING_LEAKS_AFTER_ERRORS: Case = Case {
             let one = d.buffer_from(&[1u32; 8])?;
             let dst = d.buffer_from(&[0u32; 8])?;
             for _ in 0..3 {
-                let _ = d.end_capture_into_current();
+                let _ = d.low_level().end_capture_into_current();
                 let _ = d.replay(GraphRef::Handle(GraphId(77)));
-                d.begin_capture()?;
-                let _ = d.begin_capture();
+                d.low_level().begin_capture()?;
+                let _ = d.low_level().begin_capture();
                 let _ = d.alloc(DType::F32, 4);
                 let _ = d.free(dst.id());
                 d.launch(&ops::add(one.id(), dst.id(), dst.id(), 8))?;
-                let g = d.end_capture_graph()?;
+                let g = d.low_level().end_capture_graph()?;
                 d.replay(GraphRef::Handle(g))?;
                 expect_err!(d.free(dst.id()), ErrorKind::BufferInUse { .. });
                 d.destroy_graph(g)?;
             }
             check_eq!(dst.read()?, vec![3u32; 8], "three replays ran");
-            d.begin_capture()?;
-            d.abort_capture()?;
+            d.low_level().begin_capture()?;
+            d.low_level().abort_capture()?;
         }
         let end = d.live();
         check_eq!(end.buffers, start.buffers, "core buffers");

@@ -348,14 +348,14 @@ pub const C6_TWO_DEVICES_CAPTURE_CONCURRENTLY: Case = Case {
                 let x = d.buffer_from(&[0u32; 16]).map_err(|e| e.to_string())?;
                 // Both captures are open between the two waits; a thread
                 // whose begin failed still meets both, so neither hangs.
-                let begun = d.begin_capture();
+                let begun = d.low_level().begin_capture();
                 barrier.wait();
                 let recorded = begun.and_then(|()| {
                     (0..50).try_for_each(|_| d.launch(&ops::add(x.id(), v.id(), x.id(), 16)))
                 });
                 barrier.wait();
                 let r = recorded.and_then(|()| {
-                    let g = d.end_capture_graph()?;
+                    let g = d.low_level().end_capture_graph()?;
                     d.replay(GraphRef::Handle(g))?;
                     d.replay(GraphRef::Handle(g))?;
                     let out = x.read()?;
@@ -363,7 +363,7 @@ pub const C6_TWO_DEVICES_CAPTURE_CONCURRENTLY: Case = Case {
                     Ok(out)
                 });
                 if d.capturing() {
-                    let _ = d.abort_capture();
+                    let _ = d.low_level().abort_capture();
                 }
                 r.map_err(|e| e.to_string())
             }

@@ -124,7 +124,7 @@ fn long_chain(
 ) -> Result<(seam::Buffer<u32>, seam::Buffer<u32>), Failure> {
     let one = d.buffer_from(&vec![1u32; n])?;
     let dst = d.buffer_from(&vec![0u32; n])?;
-    d.begin_capture()?;
+    d.low_level().begin_capture()?;
     for _ in 0..steps {
         d.launch(&ops::add(one.id(), dst.id(), dst.id(), n as u32))?;
     }
@@ -147,7 +147,7 @@ pub const C8_DESTROY_WHILE_REPLAY_IN_FLIGHT: Case = Case {
     body: |cx| {
         let d = &cx.dev;
         let (_one, dst) = long_chain(d, N, STEPS)?;
-        let g = d.end_capture_graph()?;
+        let g = d.low_level().end_capture_graph()?;
         for _ in 0..3 {
             d.replay(GraphRef::Handle(g))?;
         }
@@ -181,12 +181,12 @@ pub const C8_REPLACE_CURRENT_EXEC_WHILE_IN_FLIGHT: Case = Case {
     body: |cx| {
         let d = &cx.dev;
         let (one, dst) = long_chain(d, N, STEPS)?;
-        d.end_capture_into_current()?;
+        d.low_level().end_capture_into_current()?;
         d.replay(GraphRef::Current)?;
         d.replay(GraphRef::Current)?;
-        d.begin_capture()?;
+        d.low_level().begin_capture()?;
         d.launch(&ops::add(one.id(), dst.id(), dst.id(), N as u32))?;
-        d.end_capture_into_current()?;
+        d.low_level().end_capture_into_current()?;
         d.replay(GraphRef::Current)?;
         let got = dst.read()?;
         let want = (2 * STEPS + 1) as u32;

@@ -34,16 +34,19 @@ pub const C9_REPORT_MATCHES_BEHAVIOUR: Case = Case {
         match d.capture_support().clone() {
             CaptureSupport::Unsupported(reason) => {
                 check!(
-                    !d.supports_capture(),
+                    !d.capture_support().is_supported(),
                     "supports_capture() disagrees with Unsupported"
                 );
                 check!(!reason.is_empty(), "Unsupported must say why");
-                expect_err!(d.begin_capture(), ErrorKind::CaptureUnsupported { .. });
+                expect_err!(
+                    d.low_level().begin_capture(),
+                    ErrorKind::CaptureUnsupported { .. }
+                );
                 check!(!d.capturing(), "a refused begin leaves no capture open");
             }
             CaptureSupport::Native | CaptureSupport::Emulated => {
                 check!(
-                    d.supports_capture(),
+                    d.capture_support().is_supported(),
                     "supports_capture() disagrees with the report"
                 );
                 let x = d.buffer_from(&[2.0f32; 4])?;

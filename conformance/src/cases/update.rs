@@ -3,7 +3,7 @@
 //! a fresh capture over the new bindings would, never silently.
 
 use crate::{check, check_eq, expect_err, Case, CaseResult, Ctx, Rule, Tag, ONCE};
-use seam::{ops, Buffer, Device, ErrorKind, EventKind, Graph, UpdateSupport};
+use seam::{ops, Buffer, Change, Device, ErrorKind, EventKind, Graph, UpdateSupport};
 
 const CAP: &[Tag] = &[Tag::NeedsCapture];
 
@@ -73,7 +73,10 @@ pub const C13_REBIND_EQUALS_FRESH_CAPTURE: Case = Case {
             d.buffer_from(&vals(n, 7.5))?,
             d.buffer_from(&vec![0.0f32; n])?,
         );
-        g.rebind(&[(a.id(), a2.id()), (out.id(), out2.id())])?;
+        g.device().update(
+            &g,
+            &Change::rebinds(&[(a.id(), a2.id()), (out.id(), out2.id())]),
+        )?;
         g.replay()?;
         let rebound = d.read_bytes(out2.id())?;
         let out3 = d.buffer_from(&vec![0.0f32; n])?;
@@ -136,7 +139,8 @@ pub const C13_QUEUED_REPLAYS_KEEP_OLD_BINDINGS: Case = Case {
         for _ in 0..3 {
             g.replay()?;
         }
-        g.rebind(&[(x.id(), y.id())])?;
+        g.device()
+            .update(&g, &Change::rebinds(&[(x.id(), y.id())]))?;
         g.replay()?;
         check_eq!(
             x.read()?,
@@ -166,7 +170,13 @@ pub const C13_UPDATE_PARAMS_EQUALS_FRESH_CAPTURE: Case = Case {
         let [a, b, out] = inputs(d, n, 1.0, 0.5)?;
         let g = capture(d, &a, &b, &out)?;
         let mut p = ops::scale_add(out.id(), out.id(), 48, -0.5, 3.0).params;
-        g.update_params(1, p)?;
+        g.device().update(
+            &g,
+            &[Change::Params {
+                index: 1,
+                params: p,
+            }],
+        )?;
         g.replay()?;
         let updated = d.read_bytes(out.id())?;
         let out2 = d.buffer_from(&vec![0.0f32; n])?;
@@ -177,7 +187,16 @@ pub const C13_UPDATE_PARAMS_EQUALS_FRESH_CAPTURE: Case = Case {
             "updated replay vs a fresh capture with the new parameters: they differ"
         );
         p.d0 = n as u32 + 1;
-        expect_err!(g.update_params(1, p), ErrorKind::OutOfRange { .. });
+        expect_err!(
+            g.device().update(
+                &g,
+                &[Change::Params {
+                    index: 1,
+                    params: p
+                }]
+            ),
+            ErrorKind::OutOfRange { .. }
+        );
         cx.digest_bytes(&updated);
         Ok(())
     },
@@ -211,7 +230,13 @@ pub const C13_UPDATE_LAUNCH_MOVES_A_VIEW: Case = Case {
         let g = scope.end_graph()?;
         g.replay()?; // k += 1, slot 0 = k
         let slot0 = d.read_range::<f32>(kv.id(), 0, slot)?;
-        g.update_launch(1, &write(1))?;
+        g.device().update(
+            &g,
+            &[Change::Launch {
+                index: 1,
+                call: write(1),
+            }],
+        )?;
         g.replay()?; // k += 1, slot 1 = k
         let got = kv.read()?;
         let kk = k.read()?;
@@ -223,10 +248,13 @@ pub const C13_UPDATE_LAUNCH_MOVES_A_VIEW: Case = Case {
         );
         // Two launches as one update: k's increment becomes 10, the write
         // goes to slot 3; the same as a fresh capture of those launches.
-        g.update_launches(&[
-            (1, write(3)),
-            (0, ops::scale_add(k.id(), k.id(), slot as u32, 1.0, 10.0)),
-        ])?;
+        g.device().update(
+            &g,
+            &Change::launches(&[
+                (1, write(3)),
+                (0, ops::scale_add(k.id(), k.id(), slot as u32, 1.0, 10.0)),
+            ]),
+        )?;
         g.replay()?;
         let fresh_kv = d.buffer_from(&got)?;
         let fresh_k = d.buffer_from(&kk)?;
@@ -252,14 +280,18 @@ pub const C13_UPDATE_LAUNCH_MOVES_A_VIEW: Case = Case {
         );
         let before = kv.read()?;
         expect_err!(
-            g.update_launches(&[(1, write(2)), (1, write(0))]),
+            g.device()
+                .update(&g, &Change::launches(&[(1, write(2)), (1, write(0))])),
             ErrorKind::InvalidUpdate { .. }
         );
         expect_err!(
-            g.update_launches(&[
-                (1, write(2)),
-                (0, ops::copy(k.id(), kv.id().view(31, 8), 8))
-            ]),
+            g.device().update(
+                &g,
+                &Change::launches(&[
+                    (1, write(2)),
+                    (0, ops::copy(k.id(), kv.id().view(31, 8), 8))
+                ])
+            ),
             ErrorKind::ViewOutOfRange { .. } | ErrorKind::UpdateChangesOp { .. }
         );
         g.replay()?;
@@ -304,43 +336,78 @@ pub const C13_BAD_UPDATES_REFUSED: Case = Case {
         d.free(freed)?;
         let unused = d.buffer_from(&vec![0.0f32; n])?;
         let e = expect_err!(
-            g.rebind(&[(a.id(), ints.id())]),
+            g.device()
+                .update(&g, &Change::rebinds(&[(a.id(), ints.id())])),
             ErrorKind::RebindMismatch { .. }
         );
-        check!(e.call == "rebind", "the error names the call: {e}");
+        check!(e.call == "update", "the error names the call: {e}");
         expect_err!(
-            g.rebind(&[(a.id(), short.id())]),
+            g.device()
+                .update(&g, &Change::rebinds(&[(a.id(), short.id())])),
             ErrorKind::OutOfRange { .. }
         );
         expect_err!(
-            g.rebind(&[(a.id(), foreign.id())]),
+            g.device()
+                .update(&g, &Change::rebinds(&[(a.id(), foreign.id())])),
             ErrorKind::ForeignBuffer { .. }
         );
         expect_err!(
-            g.rebind(&[(a.id(), freed)]),
+            g.device().update(&g, &Change::rebinds(&[(a.id(), freed)])),
             ErrorKind::UnknownBuffer { .. }
         );
         expect_err!(
-            g.rebind(&[(unused.id(), a.id())]),
+            g.device()
+                .update(&g, &Change::rebinds(&[(unused.id(), a.id())])),
             ErrorKind::NotUsedByGraph { .. }
         );
         // One good pair and one bad: nothing of it applies.
         let a2 = d.buffer_from(&vals(n, 9.0))?;
         expect_err!(
-            g.rebind(&[(a.id(), a2.id()), (b.id(), ints.id())]),
+            g.device().update(
+                &g,
+                &Change::rebinds(&[(a.id(), a2.id()), (b.id(), ints.id())])
+            ),
             ErrorKind::RebindMismatch { .. }
         );
         let p = ops::scale_add(out.id(), out.id(), n as u32, 1.0, 0.0).params;
-        expect_err!(g.update_params(3, p), ErrorKind::NoSuchLaunch { .. });
+        expect_err!(
+            g.device().update(
+                &g,
+                &[Change::Params {
+                    index: 3,
+                    params: p
+                }]
+            ),
+            ErrorKind::NoSuchLaunch { .. }
+        );
         let mut bad = p;
         bad.d0 = 0;
         expect_err!(
-            g.update_params(1, bad),
+            g.device().update(
+                &g,
+                &[Change::Params {
+                    index: 1,
+                    params: bad
+                }]
+            ),
             ErrorKind::InvalidParam { .. } | ErrorKind::ZeroSize { .. }
         );
         let s = d.capture()?;
-        expect_err!(g.rebind(&[(a.id(), a2.id())]), ErrorKind::UpdateInCapture);
-        expect_err!(g.update_params(1, p), ErrorKind::UpdateInCapture);
+        expect_err!(
+            g.device()
+                .update(&g, &Change::rebinds(&[(a.id(), a2.id())])),
+            ErrorKind::UpdateInCapture
+        );
+        expect_err!(
+            g.device().update(
+                &g,
+                &[Change::Params {
+                    index: 1,
+                    params: p
+                }]
+            ),
+            ErrorKind::UpdateInCapture
+        );
         s.end_graph()?;
         g.replay()?;
         check!(
@@ -377,7 +444,8 @@ pub const C13_REBINDS_LEAVE_RESOURCES_FLAT: Case = Case {
         let start = d.live();
         for i in 0..10_000 {
             let (from, to) = if i % 2 == 0 { (&x, &y) } else { (&y, &x) };
-            g.rebind(&[(from.id(), to.id())])?;
+            g.device()
+                .update(&g, &Change::rebinds(&[(from.id(), to.id())]))?;
         }
         g.replay()?;
         d.synchronize()?;
@@ -427,7 +495,8 @@ fn update_report(cx: &Ctx) -> CaseResult {
     d.launch(&ops::add(x.id(), one.id(), x.id(), 4))?;
     let g = s.end_graph()?;
     d.set_tracing(true);
-    g.rebind(&[(x.id(), y.id())])?;
+    g.device()
+        .update(&g, &Change::rebinds(&[(x.id(), y.id())]))?;
     d.set_tracing(false);
     let events = d.take_trace_log("c13")?.events;
     let natives: Vec<bool> = events

@@ -9,9 +9,50 @@ use crate::error::{ErrorKind, Result};
 use crate::trace::EventKind;
 use std::collections::BTreeSet;
 
+/// The capture state machine's calls one at a time, for tests of a
+/// backend or of the state machine itself (ending a capture that was never
+/// begun, ending it from another thread, aborting twice): what
+/// [`Device::capture`]'s scope does for you, with none of its guarantees.
+/// Use [`Device::capture`]. Each call refuses what the state machine does
+/// not allow with a named error (`NotCapturing`, `NestedCapture`,
+/// `CrossThreadCapture`, ...).
+pub struct LowLevel<'d> {
+    dev: &'d Device,
+}
+
+impl Device {
+    /// The capture calls one at a time ([`LowLevel`]); [`Device::capture`]
+    /// is the capture API.
+    pub fn low_level(&self) -> LowLevel<'_> {
+        LowLevel { dev: self }
+    }
+}
+
+impl LowLevel<'_> {
+    /// Start recording launches on this thread (capture op 2).
+    pub fn begin_capture(&self) -> Result<()> {
+        self.dev.begin_capture()
+    }
+    /// Stop recording; the result becomes the device's current graph
+    /// ([`GraphRef::Current`]), replacing the previous one (capture op 3).
+    pub fn end_capture_into_current(&self) -> Result<()> {
+        self.dev.end_capture_into_current()
+    }
+    /// Stop recording; the result is a new graph handle, which the caller
+    /// destroys with [`Device::destroy_graph`] (capture op 4).
+    pub fn end_capture_graph(&self) -> Result<GraphId> {
+        self.dev.end_capture_graph()
+    }
+    /// Drop what was recorded since `begin_capture`; the device stays
+    /// usable.
+    pub fn abort_capture(&self) -> Result<()> {
+        self.dev.abort_capture()
+    }
+}
+
 impl Device {
     /// Capture op 2: start recording launches on this thread.
-    pub fn begin_capture(&self) -> Result<()> {
+    pub(crate) fn begin_capture(&self) -> Result<()> {
         let me = std::thread::current().id();
         let support = self.inner.support.clone();
         self.with("begin_capture", |st| {
@@ -56,7 +97,7 @@ impl Device {
 
     /// Capture op 3: stop recording; the result becomes the device's current
     /// graph ([`GraphRef::Current`]), replacing the previous one.
-    pub fn end_capture_into_current(&self) -> Result<()> {
+    pub(crate) fn end_capture_into_current(&self) -> Result<()> {
         self.with("end_capture_into_current", |st| {
             let cap = Self::take_capture(st)?;
             let r = st.backend.end_capture_into_current();
@@ -74,7 +115,7 @@ impl Device {
     }
 
     /// Capture op 4: stop recording; the result is a new graph handle.
-    pub fn end_capture_graph(&self) -> Result<GraphId> {
+    pub(crate) fn end_capture_graph(&self) -> Result<GraphId> {
         self.with("end_capture_graph", |st| {
             let cap = Self::take_capture(st)?;
             let r = st.backend.end_capture_graph();
@@ -99,7 +140,7 @@ impl Device {
     /// Discard an open capture; the device stays usable. Only the thread
     /// that began the capture may abort it (`CrossThreadCapture` otherwise,
     /// and the capture stays open for its owner).
-    pub fn abort_capture(&self) -> Result<()> {
+    pub(crate) fn abort_capture(&self) -> Result<()> {
         self.with("abort_capture", |st| {
             Self::take_capture(st)?;
             let r = st.backend.abort_capture();

@@ -82,25 +82,21 @@ impl Graph {
     pub fn replay_count(&self) -> Result<u64> {
         self.dev.replay_count(GraphRef::Handle(self.id))
     }
-    /// Substitute buffers in this graph (C13; see [`Device::rebind`]).
-    pub fn rebind(&self, pairs: &[(BufferId, BufferId)]) -> Result<()> {
-        self.dev.rebind(GraphRef::Handle(self.id), pairs)
+    /// The device the graph belongs to (where [`Device::update`] changes it).
+    pub fn device(&self) -> &Device {
+        &self.dev
     }
-    /// Replace one launch's parameters (C13; see [`Device::update_params`]).
-    pub fn update_params(&self, index: usize, params: crate::ops::Params) -> Result<()> {
-        self.dev
-            .update_params(GraphRef::Handle(self.id), index, params)
+}
+
+impl From<&&Graph> for GraphRef {
+    fn from(g: &&Graph) -> GraphRef {
+        GraphRef::Handle(g.id)
     }
-    /// Replace one launch's views and parameters (C13; see
-    /// [`Device::update_launch`]).
-    pub fn update_launch(&self, index: usize, call: &crate::ops::OpCall) -> Result<()> {
-        self.dev
-            .update_launch(GraphRef::Handle(self.id), index, call)
-    }
-    /// Replace several launches as one update (C13; see
-    /// [`Device::update_launches`]).
-    pub fn update_launches(&self, changes: &[(usize, crate::ops::OpCall)]) -> Result<()> {
-        self.dev.update_launches(GraphRef::Handle(self.id), changes)
+}
+
+impl From<&Graph> for GraphRef {
+    fn from(g: &Graph) -> GraphRef {
+        GraphRef::Handle(g.id)
     }
 }
 

@@ -19,7 +19,9 @@ mod state;
 mod tests;
 mod update;
 
+pub use capture::LowLevel;
 pub use handles::{Buffer, BufferId, CaptureScope, Graph, GraphId, GraphRef};
+pub use update::Change;
 
 use crate::backend::{Backend, CaptureSupport, DeviceInfo, ResourceCounts, Subnormals};
 use crate::dtype::{DType, Element};
@@ -108,11 +110,6 @@ impl Device {
     /// reported when the device was opened.
     pub fn subnormals(&self) -> &Subnormals {
         &self.inner.subnormals
-    }
-
-    /// Capture op 1 of 6.
-    pub fn supports_capture(&self) -> bool {
-        self.inner.support.is_supported()
     }
 
     fn err(&self, call: &'static str, kind: ErrorKind) -> Error {

@@ -12,8 +12,7 @@ fn device() -> Device {
 }
 
 /// C9's plumbing on a backend that reports Unsupported (no real backend
-/// does). Mutations: `is_supported -> true`, `Device::supports_capture
-/// -> true` → red.
+/// does). Mutation: `is_supported -> true` → red.
 #[test]
 fn capture_support_is_reported_through_every_layer() {
     let no = null(CaptureSupport::Unsupported("none here".into()));
@@ -21,14 +20,14 @@ fn capture_support_is_reported_through_every_layer() {
     let yes = null(CaptureSupport::Emulated);
     assert!(yes.capture_support().is_supported());
     let d = Device::new(Box::new(no));
-    assert!(!d.supports_capture());
+    assert!(!d.capture_support().is_supported());
     assert_eq!(
-        d.begin_capture().unwrap_err().kind,
+        d.low_level().begin_capture().unwrap_err().kind,
         ErrorKind::CaptureUnsupported {
             reason: "none here".into()
         }
     );
-    assert!(device().supports_capture());
+    assert!(device().capture_support().is_supported());
 }
 
 /// The allocation limit is inclusive: exactly MAX_ELEMENTS elements is
@@ -61,9 +60,9 @@ fn timing_markers_only_for_traced_eager_launches() {
     d.launch(&crate::ops::fill(b, 4, 1)).unwrap();
     assert_eq!(count(), 0, "tracing is off");
     d.set_tracing(true);
-    d.begin_capture().unwrap();
+    d.low_level().begin_capture().unwrap();
     d.launch(&crate::ops::fill(b, 4, 1)).unwrap();
-    d.end_capture_into_current().unwrap();
+    d.low_level().end_capture_into_current().unwrap();
     assert_eq!(count(), 0, "inside a capture");
     d.launch(&crate::ops::fill(b, 4, 1)).unwrap();
     assert_eq!(count(), 1, "a traced eager launch");
@@ -78,10 +77,10 @@ fn drop_tears_down_in_dependency_order() {
     let log = backend.log();
     let d = Device::new(Box::new(backend));
     let b = d.alloc(DType::U32, 4).unwrap();
-    d.begin_capture().unwrap();
+    d.low_level().begin_capture().unwrap();
     d.launch(&crate::ops::fill(b, 4, 1)).unwrap();
-    let _g = d.end_capture_graph().unwrap();
-    d.begin_capture().unwrap();
+    let _g = d.low_level().end_capture_graph().unwrap();
+    d.low_level().begin_capture().unwrap();
     log.lock().unwrap().clear();
     drop(d);
     assert_eq!(
@@ -101,8 +100,8 @@ fn tracing_is_off_by_default_and_records_nothing() {
     let d = device();
     let b = d.alloc(DType::U32, 4).unwrap();
     d.launch(&crate::ops::fill(b, 4, 1)).unwrap();
-    d.begin_capture().unwrap();
-    let g = d.end_capture_graph().unwrap();
+    d.low_level().begin_capture().unwrap();
+    let g = d.low_level().end_capture_graph().unwrap();
     d.replay(GraphRef::Handle(g)).unwrap();
     let log = d.take_trace_log("t").unwrap();
     assert!(log.events.is_empty() && log.device_spans.is_empty());
@@ -149,8 +148,8 @@ fn a_foreign_id_is_named_and_never_reaches_the_backend() {
         b_log.lock().unwrap().is_empty(),
         "nothing reached b's backend"
     );
-    a.begin_capture().unwrap();
-    let g = a.end_capture_graph().unwrap();
+    a.low_level().begin_capture().unwrap();
+    let g = a.low_level().end_capture_graph().unwrap();
     let e = b.replay(GraphRef::Handle(g)).unwrap_err();
     assert!(matches!(e.kind, ErrorKind::ForeignGraph { .. }), "{e}");
     a.free(theirs).unwrap();
@@ -164,9 +163,9 @@ fn a_foreign_id_is_named_and_never_reaches_the_backend() {
 fn buffer_in_use_names_its_users() {
     let d = device();
     let b = d.alloc(DType::U32, 4).unwrap();
-    d.begin_capture().unwrap();
+    d.low_level().begin_capture().unwrap();
     d.launch(&crate::ops::fill(b, 4, 1)).unwrap();
-    d.end_capture_into_current().unwrap();
+    d.low_level().end_capture_into_current().unwrap();
     let e = d.free(b).unwrap_err();
     assert_eq!(
         e.kind,

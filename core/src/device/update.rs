@@ -29,122 +29,231 @@ impl Device {
         }
     }
 
-    /// Substitute buffers in a captured graph: every launch that reads or
-    /// writes `old` uses `new` from the next replay on, as if it had been
-    /// captured over `new`. Replays queued before the call run with the old
-    /// buffers. `new` must be a live buffer of this device with `old`'s
-    /// element type and at least the length each launch needs; the graph
-    /// stops holding `old` (it may be freed once nothing else uses it). On
-    /// any error nothing changes.
-    pub fn rebind(&self, target: GraphRef, pairs: &[(BufferId, BufferId)]) -> Result<()> {
-        self.with("rebind", |st| {
+    /// Apply `changes` to a captured graph as one update (C13): the graph
+    /// then runs as a fresh capture over the changed launches would, from
+    /// the next replay on. Replays queued before the call run as before.
+    /// Changes are validated together as launches are (C12), and on any
+    /// error nothing changes. Where the backend patches graphs in place
+    /// ([`UpdateSupport::Native`]) nothing is re-captured; elsewhere core
+    /// records the graph again from the launches it validated.
+    ///
+    /// - [`Change::Rebind`]: every launch that uses `old` uses `new`, a live
+    ///   buffer of this device with `old`'s element type and at least the
+    ///   length each launch needs; the graph stops holding `old`.
+    /// - [`Change::Params`]: launch `index`'s parameters, over the same
+    ///   views.
+    /// - [`Change::Launch`]: launch `index` (capture order) replaced by a
+    ///   call of the same op over any views (how a decode step moves its
+    ///   KV-cache write to the next slot). The graph holds the buffers its
+    ///   launches use afterwards.
+    ///
+    /// Each index is changed at most once per update; rebinds apply to
+    /// every launch after its own change.
+    ///
+    /// ```
+    /// # fn main() -> seam::Result<()> {
+    /// use seam::{ops, Change, Device, GraphRef, Params};
+    /// let dev = Device::new(Box::new(seam::testing::NullBackend::new(
+    ///     seam::CaptureSupport::Native,
+    /// )));
+    /// let (a, b) = (dev.buffer::<f32>(4)?, dev.buffer::<f32>(4)?);
+    /// let scope = dev.capture()?;
+    /// dev.launch(&ops::fill(a.id(), 4, 0))?;
+    /// let graph = scope.end_graph()?;
+    /// dev.update(&graph, &[Change::Rebind { old: a.id(), new: b.id() }])?;
+    /// dev.update(&graph, &[Change::Params { index: 0, params: Params::dims(2, 0, 0) }])?;
+    /// # let _ = GraphRef::Current;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn update(&self, target: impl Into<GraphRef>, changes: &[Change]) -> Result<()> {
+        let target = target.into();
+        self.with("update", |st| {
+            let pairs: Vec<(BufferId, BufferId)> = changes
+                .iter()
+                .filter_map(|c| match c {
+                    Change::Rebind { old, new } => Some((*old, *new)),
+                    _ => None,
+                })
+                .collect();
+            if pairs.len() == changes.len() {
+                return rebind(st, target, &pairs);
+            }
             let entry = check_updatable(st, target)?;
-            for &(old, new) in pairs {
-                if !entry.uses.contains(&old) {
-                    return Err(ErrorKind::NotUsedByGraph { id: old.0 });
+            check_rebinds(st, entry, &pairs)?;
+            let launches = entry.recorded.len();
+            let mut calls: Vec<(usize, OpCall)> = Vec::new();
+            for c in changes {
+                let (index, call) = match c {
+                    Change::Rebind { .. } => continue,
+                    Change::Params { index, params } => {
+                        let recorded =
+                            entry.recorded.get(*index).ok_or(ErrorKind::NoSuchLaunch {
+                                index: *index,
+                                launches,
+                            })?;
+                        let call = OpCall {
+                            params: *params,
+                            ..recorded.call.clone()
+                        };
+                        (*index, call)
+                    }
+                    Change::Launch { index, call } => (*index, call.clone()),
+                };
+                calls.push((index, call));
+            }
+            if !pairs.is_empty() {
+                // Rebinds reach every launch that uses an old buffer: the
+                // changed ones (after their change) and the rest.
+                for (i, r) in entry.recorded.iter().enumerate() {
+                    if !calls.iter().any(|(at, _)| *at == i)
+                        && r.call
+                            .buffers
+                            .iter()
+                            .any(|v| pairs.iter().any(|p| p.0 == v.buffer))
+                    {
+                        calls.push((i, r.call.clone()));
+                    }
                 }
-                let (o, n) = (st.meta(old)?, st.live_meta(new)?);
-                if o.dtype != n.dtype {
-                    return Err(ErrorKind::RebindMismatch {
-                        old: old.0,
-                        new: new.0,
-                        reason: format!("it holds {}, the graph's buffer {}", n.dtype, o.dtype),
-                    });
+                for (_, call) in &mut calls {
+                    for v in call.buffers.iter_mut() {
+                        v.buffer = swap(&pairs, v.buffer);
+                    }
                 }
             }
-            let lowered = rebound_launches(st, entry, pairs)?;
-            // Every use of each old buffer moves to its new one.
-            let uses = entry
-                .uses
-                .iter()
-                .map(|b| swap(pairs, *b))
-                .collect::<BTreeSet<BufferId>>();
-            apply(st, target, lowered, NewCalls::Rebound(pairs), Some(uses))
-        })
-    }
-
-    /// Replace the scalar parameters (`Params`: dims and scalars) of the
-    /// launch at `index` (capture order) of a captured graph, validated as
-    /// a launch of the same op over the same buffers would be. Replays
-    /// queued before the call run with the old parameters. On any error
-    /// nothing changes.
-    pub fn update_params(&self, target: GraphRef, index: usize, params: Params) -> Result<()> {
-        self.with("update_params", |st| {
-            let entry = check_updatable(st, target)?;
-            let launches = entry.recorded.len();
-            let recorded = entry
-                .recorded
-                .get(index)
-                .ok_or(ErrorKind::NoSuchLaunch { index, launches })?;
-            let call = OpCall {
-                params,
-                ..recorded.call.clone()
-            };
-            let lowered = lower_changes(st, target, vec![(index, call)])?;
-            apply(st, target, lowered.0, NewCalls::Given(lowered.1), None)
+            replace_launches(st, target, &calls)
         })
     }
 }
 
-impl Device {
-    /// Replace the launch at `index` (capture order) of a captured graph
-    /// with `call`: the same op over any views of this device's live
-    /// buffers, with any parameters, validated as a launch would be (C12).
-    /// This is how a decode step moves its KV-cache write to the next slot
-    /// without a new capture: the view's offset changes, nothing else.
-    /// Replays queued before the call run the old launch; the graph holds
-    /// the buffers its launches use afterwards (one no launch uses any more
-    /// may be freed). On any error nothing changes.
-    pub fn update_launch(&self, target: GraphRef, index: usize, call: &OpCall) -> Result<()> {
-        self.replace_launches("update_launch", target, &[(index, call.clone())])
+/// One change to a captured graph, applied by [`Device::update`] (C13).
+// A `Launch` carries its call inline: changes live in short slices, and a
+// box would only cost an allocation per change.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq)]
+pub enum Change {
+    /// Every launch that reads or writes `old` uses `new`.
+    Rebind {
+        /// The buffer the graph uses now.
+        old: BufferId,
+        /// The buffer it uses from the next replay on.
+        new: BufferId,
+    },
+    /// The scalar parameters of the launch at `index` (capture order).
+    Params {
+        /// The launch, in capture order.
+        index: usize,
+        /// Its new parameters.
+        params: Params,
+    },
+    /// The launch at `index` (capture order) replaced by `call`: the same
+    /// op, over any views, with any parameters.
+    Launch {
+        /// The launch, in capture order.
+        index: usize,
+        /// The call that replaces it.
+        call: OpCall,
+    },
+}
+
+impl Change {
+    /// A [`Change::Launch`] for each `(index, call)`.
+    pub fn launches(calls: &[(usize, OpCall)]) -> Vec<Change> {
+        calls
+            .iter()
+            .map(|(index, call)| Change::Launch {
+                index: *index,
+                call: call.clone(),
+            })
+            .collect()
     }
 
-    /// [`Device::update_launch`] for several launches at once, as one
-    /// update: validated together (any error changes nothing), patched
-    /// together, and on a backend that re-records (`Emulated`) recorded
-    /// once, not once per launch. Each index at most once.
-    pub fn update_launches(&self, target: GraphRef, changes: &[(usize, OpCall)]) -> Result<()> {
-        self.replace_launches("update_launches", target, changes)
+    /// A [`Change::Rebind`] for each `(old, new)` pair.
+    pub fn rebinds(pairs: &[(BufferId, BufferId)]) -> Vec<Change> {
+        pairs
+            .iter()
+            .map(|&(old, new)| Change::Rebind { old, new })
+            .collect()
     }
+}
 
-    fn replace_launches(
-        &self,
-        call: &'static str,
-        target: GraphRef,
-        changes: &[(usize, OpCall)],
-    ) -> Result<()> {
-        self.with(call, |st| {
-            let entry = check_updatable(st, target)?;
-            let launches = entry.recorded.len();
-            let mut sorted: Vec<(usize, OpCall)> = changes.to_vec();
-            sorted.sort_by_key(|(i, _)| *i);
-            for pair in sorted.windows(2) {
-                if pair[0].0 == pair[1].0 {
-                    return Err(ErrorKind::InvalidUpdate {
-                        reason: format!("launch {} is updated twice in one call", pair[0].0),
-                    });
-                }
-            }
-            if let Some(&(index, _)) = sorted.iter().find(|(i, _)| *i >= launches) {
-                return Err(ErrorKind::NoSuchLaunch { index, launches });
-            }
-            let mut next = sorted.iter().peekable();
-            let uses = entry
-                .recorded
-                .iter()
-                .enumerate()
-                .flat_map(|(i, r)| {
-                    let views = match next.next_if(|(at, _)| *at == i) {
-                        Some((_, call)) => &call.buffers,
-                        None => &r.call.buffers,
-                    };
-                    views.iter().map(|v| v.buffer)
-                })
-                .collect::<BTreeSet<BufferId>>();
-            let (lowered, calls) = lower_changes(st, target, sorted)?;
-            apply(st, target, lowered, NewCalls::Given(calls), Some(uses))
+/// The rebind rules: each old buffer is one the graph uses, each new one
+/// live with its element type.
+fn check_rebinds(
+    st: &State,
+    entry: &ExecEntry,
+    pairs: &[(BufferId, BufferId)],
+) -> std::result::Result<(), ErrorKind> {
+    for &(old, new) in pairs {
+        if !entry.uses.contains(&old) {
+            return Err(ErrorKind::NotUsedByGraph { id: old.0 });
+        }
+        let (o, n) = (st.meta(old)?, st.live_meta(new)?);
+        if o.dtype != n.dtype {
+            return Err(ErrorKind::RebindMismatch {
+                old: old.0,
+                new: new.0,
+                reason: format!("it holds {}, the graph's buffer {}", n.dtype, o.dtype),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// An update of rebinds only: each launch that uses an old buffer lowered
+/// again over the new one (or patched by the backend as it is).
+fn rebind(
+    st: &mut State,
+    target: GraphRef,
+    pairs: &[(BufferId, BufferId)],
+) -> std::result::Result<(), ErrorKind> {
+    let entry = check_updatable(st, target)?;
+    check_rebinds(st, entry, pairs)?;
+    let lowered = rebound_launches(st, entry, pairs)?;
+    // Every use of each old buffer moves to its new one.
+    let uses = entry
+        .uses
+        .iter()
+        .map(|b| swap(pairs, *b))
+        .collect::<BTreeSet<BufferId>>();
+    apply(st, target, lowered, NewCalls::Rebound(pairs), Some(uses))
+}
+
+/// An update of whole launches (index, new call).
+fn replace_launches(
+    st: &mut State,
+    target: GraphRef,
+    changes: &[(usize, OpCall)],
+) -> std::result::Result<(), ErrorKind> {
+    let entry = check_updatable(st, target)?;
+    let launches = entry.recorded.len();
+    let mut sorted: Vec<(usize, OpCall)> = changes.to_vec();
+    sorted.sort_by_key(|(i, _)| *i);
+    for pair in sorted.windows(2) {
+        if pair[0].0 == pair[1].0 {
+            return Err(ErrorKind::InvalidUpdate {
+                reason: format!("launch {} is updated twice in one call", pair[0].0),
+            });
+        }
+    }
+    if let Some(&(index, _)) = sorted.iter().find(|(i, _)| *i >= launches) {
+        return Err(ErrorKind::NoSuchLaunch { index, launches });
+    }
+    let mut next = sorted.iter().peekable();
+    let uses = entry
+        .recorded
+        .iter()
+        .enumerate()
+        .flat_map(|(i, r)| {
+            let views = match next.next_if(|(at, _)| *at == i) {
+                Some((_, call)) => &call.buffers,
+                None => &r.call.buffers,
+            };
+            views.iter().map(|v| v.buffer)
         })
-    }
+        .collect::<BTreeSet<BufferId>>();
+    let (lowered, calls) = lower_changes(st, target, sorted)?;
+    apply(st, target, lowered, NewCalls::Given(calls), Some(uses))
 }
 
 fn check_updatable(st: &State, target: GraphRef) -> std::result::Result<&ExecEntry, ErrorKind> {

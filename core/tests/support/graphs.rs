@@ -8,13 +8,13 @@ use seam::{ops, BufferId, Device, GraphId, GraphRef};
 /// Capture the graph handle and the current exec over `a`, `b`, `c` (each
 /// at least `n` ≥ 64 f32 elements); the handle's id.
 pub fn capture_both(dev: &Device, [a, b, c]: [BufferId; 3], n: u32) -> GraphId {
-    dev.begin_capture().unwrap();
+    dev.low_level().begin_capture().unwrap();
     dev.launch(&ops::add(a, b, c, n)).unwrap();
     dev.launch(&ops::gemm(a, b, c, 8, 8, 8)).unwrap();
-    let graph = dev.end_capture_graph().unwrap();
-    dev.begin_capture().unwrap();
+    let graph = dev.low_level().end_capture_graph().unwrap();
+    dev.low_level().begin_capture().unwrap();
     dev.launch(&ops::copy(c, a, n)).unwrap();
-    dev.end_capture_into_current().unwrap();
+    dev.low_level().end_capture_into_current().unwrap();
     graph
 }
 

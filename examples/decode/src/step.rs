@@ -3,7 +3,7 @@
 //! moved from position to position by graph updates (C13).
 
 use crate::kernels::{rope_freqs, ADD_RMS_NORM, ROPE};
-use seam::{ops, Buffer, Device, Graph, OpCall, Result};
+use seam::{ops, Buffer, Change, Device, Graph, OpCall, Result};
 
 /// The model's shape.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -345,7 +345,7 @@ impl DecodeStep {
             .filter(|(_, (old, new))| *old != new)
             .map(|(i, (_, new))| (i, new))
             .collect();
-        graph.update_launches(&changes)?;
+        graph.device().update(graph, &Change::launches(&changes))?;
         self.updates += changes.len();
         if let Some((_, at)) = &mut self.graph {
             *at = pos;

@@ -297,15 +297,15 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c13_update_params_equals_fresh_capture",
         file: UPDATE,
-        find: "            let call = OpCall {\n                params,\n                ..recorded.call.clone()\n            };",
-        replace: "            let _ = params;\n            let call = recorded.call.clone();",
-        what: "update_params keeps the recorded parameters",
+        find: "                        let call = OpCall {\n                            params: *params,\n                            ..recorded.call.clone()\n                        };",
+        replace: "                        let _ = params;\n                        let call = recorded.call.clone();",
+        what: "a Change::Params keeps the recorded parameters",
     },
     Mutation {
         case: "c13_bad_updates_refused",
         file: UPDATE,
-        find: "                if o.dtype != n.dtype {",
-        replace: "                if o.dtype != n.dtype && false {",
+        find: "        if o.dtype != n.dtype {",
+        replace: "        if o.dtype != n.dtype && false {",
         what: "rebind does not compare the new buffer's dtype with the old one's",
     },
     Mutation {
@@ -499,8 +499,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c13_update_launch_moves_a_view",
         file: UPDATE,
-        find: "            sorted.sort_by_key(|(i, _)| *i);",
-        replace: "            sorted.sort_by_key(|(i, _)| *i);\n            for (i, c) in sorted.iter_mut() {\n                if let Some(r) = entry.recorded.get(*i) {\n                    c.buffers = r.call.buffers.clone();\n                }\n            }",
-        what: "update_launches keeps the recorded views",
+        find: "    sorted.sort_by_key(|(i, _)| *i);",
+        replace: "    sorted.sort_by_key(|(i, _)| *i);\n    for (i, c) in sorted.iter_mut() {\n        if let Some(r) = entry.recorded.get(*i) {\n            c.buffers = r.call.buffers.clone();\n        }\n    }",
+        what: "a Change::Launch keeps the recorded views",
     },
 ];
