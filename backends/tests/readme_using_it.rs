@@ -4,10 +4,11 @@
 //! that compiles (it once needed `Box<dyn Error>`: opening a device returned
 //! a bare `ErrorKind`).
 
-use seam::kernel::{Field, KernelDef};
+use seam::kernel::{CudaSource, Field, KernelDef};
 use seam::ops::{Access, Binding};
 use seam::{ops, DType, Device, Params, Tolerance};
 
+#[allow(unsafe_code)] // the README's kernel trusts its CUDA C, as a user's crate would
 fn using_it() -> seam::Result<()> {
     // README: begin
     let dev: Device = seam_backends::discover().devices[0].device()?;
@@ -48,12 +49,15 @@ fn double_f32(@builtin(global_invocation_id) g: vec3<u32>) {
     if (g.x < p.d0) { y[p.o1 + g.x] = 2.0 * x[p.o0 + g.x]; }
 }",
         ),
-        cuda: Some(
-            r#"extern "C" __global__ void double_f32(const float* x, float* y, Params p) {
+        // SAFETY: indexes `x` and `y` only below `p.d0`, their declared extent.
+        cuda: Some(unsafe {
+            CudaSource::trusted(
+                r#"extern "C" __global__ void double_f32(const float* x, float* y, Params p) {
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < p.d0) y[i] = 2.0f * x[i];
 }"#,
-        ),
+            )
+        }),
         cpu: Some(|p, b| {
             for i in (0..p.d0 as usize).map(|i| 4 * i) {
                 let x = f32::from_le_bytes([b[0][i], b[0][i + 1], b[0][i + 2], b[0][i + 3]]);

@@ -190,38 +190,101 @@ fn decode(dtype: DType, bytes: &[u8]) -> Vec<f64> {
     }
 }
 
-/// Compare `got` with the reference `want` under `tol`; the first mismatch, if any.
+/// One element of `dtype` as a person reads it: its value and its bits
+/// (`1.5 (0x3fc00000)`, `-3 (0xfffffffd)`).
+pub fn element(dtype: DType, bytes: &[u8]) -> String {
+    match dtype {
+        DType::F32 => {
+            let b = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+            format!("{:e} ({b:#010x})", f32::from_bits(b))
+        }
+        DType::F16 => {
+            let b = u16::from_le_bytes([bytes[0], bytes[1]]);
+            format!("{} ({b:#06x})", half::f16::from_bits(b))
+        }
+        DType::Bf16 => {
+            let b = u16::from_le_bytes([bytes[0], bytes[1]]);
+            format!("{} ({b:#06x})", half::bf16::from_bits(b))
+        }
+        DType::I32 => {
+            let b = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+            format!("{} ({b:#010x})", b as i32)
+        }
+        DType::U32 => {
+            let b = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+            format!("{b} ({b:#010x})")
+        }
+    }
+}
+
+/// How many mismatches a failure lists before it only counts them.
+const LISTED: usize = 3;
+
+/// Compare `got` with the reference `want` under `tol`. A failure says how
+/// many elements differ and lists the first few, each with its index, its
+/// value and bits, and the reference's.
 pub fn compare(dtype: DType, tol: Tolerance, got: &[u8], want: &[u8]) -> Result<(), String> {
     if got.len() != want.len() {
         return Err(format!("length {} != reference {}", got.len(), want.len()));
     }
+    let size = dtype.size();
+    let total = got.len() / size;
+    let report = |bad: Vec<(usize, String)>| -> Result<(), String> {
+        if bad.is_empty() {
+            return Ok(());
+        }
+        let first: Vec<String> = bad.iter().take(LISTED).map(|(_, m)| m.clone()).collect();
+        Err(format!(
+            "{} of {total} elements differ; {}",
+            bad.len(),
+            first.join("; ")
+        ))
+    };
     match tol {
-        Tolerance::BitExact => match got.iter().zip(want).position(|(a, b)| a != b) {
-            None => Ok(()),
-            Some(i) => {
-                let e = i / dtype.size();
-                let s = e * dtype.size();
-                Err(format!(
-                    "bit-exact mismatch at element {e}: {:02x?} != reference {:02x?}",
-                    &got[s..s + dtype.size()],
-                    &want[s..s + dtype.size()]
-                ))
-            }
-        },
+        Tolerance::BitExact => {
+            let bad = got
+                .chunks_exact(size)
+                .zip(want.chunks_exact(size))
+                .enumerate()
+                .filter(|(_, (a, b))| a != b)
+                .map(|(e, (a, b))| {
+                    (
+                        e,
+                        format!(
+                            "bit-exact mismatch at element {e}: {} != reference {}",
+                            element(dtype, a),
+                            element(dtype, b)
+                        ),
+                    )
+                })
+                .collect();
+            report(bad)
+        }
         Tolerance::Relative { rel, abs } => {
             let (g, w) = (decode(dtype, got), decode(dtype, want));
-            for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-                let bound = abs as f64 + rel as f64 * b.abs();
-                // Written so that a NaN on either side fails the comparison.
-                let within = (a - b).abs() <= bound;
-                if !within {
-                    return Err(format!(
-                        "element {i}: {a} vs reference {b} (|diff| {} > bound {bound})",
-                        (a - b).abs()
-                    ));
-                }
-            }
-            Ok(())
+            let bad = g
+                .iter()
+                .zip(&w)
+                .enumerate()
+                .filter_map(|(i, (a, b))| {
+                    let bound = abs as f64 + rel as f64 * b.abs();
+                    // Written so that a NaN on either side fails the comparison.
+                    let within = (a - b).abs() <= bound;
+                    let at = |x: &[u8]| element(dtype, &x[i * size..(i + 1) * size]);
+                    (!within).then(|| {
+                        (
+                            i,
+                            format!(
+                                "element {i}: {} vs reference {} (|diff| {:e} > bound {bound:e})",
+                                at(got),
+                                at(want),
+                                (a - b).abs()
+                            ),
+                        )
+                    })
+                })
+                .collect();
+            report(bad)
         }
     }
 }

@@ -42,7 +42,8 @@ pub enum ErrorKind {
     AllocInCapture,
     #[error("free inside a capture region is refused (C5): free after the capture ends")]
     FreeInCapture,
-    #[error("host {what} inside a capture region is refused: it would not be part of the graph")]
+    // `what` is the call (`write`, `read`, ...), which the error already names.
+    #[error("host access inside a capture region is refused: it would not be part of the graph")]
     HostAccessInCapture { what: &'static str },
     #[error("replay inside a capture region is refused")]
     ReplayInCapture,
@@ -113,7 +114,8 @@ pub enum ErrorKind {
         expected: usize,
         found: usize,
     },
-    #[error("{what}: host data is {found}, buffer holds {expected}")]
+    // `what` is the call, which the error already names.
+    #[error("host data is {found}, buffer holds {expected}")]
     HostDtypeMismatch {
         what: &'static str,
         expected: DType,
@@ -140,7 +142,8 @@ pub enum ErrorKind {
         output: &'static str,
         other: &'static str,
     },
-    #[error("{what}: {count} elements at offset {offset} exceed the buffer's {len}")]
+    // `what` is the call, which the error already names.
+    #[error("{count} elements at offset {offset} exceed the buffer's {len}")]
     HostRange {
         what: &'static str,
         offset: usize,

@@ -50,7 +50,7 @@ pub fn source(op: OpKind, lang: Language) -> Option<String> {
     let body = match op {
         OpKind::User(k) => match lang {
             Language::Wgsl => k.def().wgsl?,
-            Language::CudaC => k.def().cuda?,
+            Language::CudaC => k.def().cuda?.source(),
         },
         _ => SOURCES
             .iter()

@@ -126,7 +126,7 @@ pub type ParamCheck = fn(p: &Params) -> Result<(), ParamError>;
 /// definition is a `static`:
 ///
 /// ```
-/// use seam::kernel::{Field, KernelDef};
+/// use seam::kernel::{CudaSource, Field, KernelDef};
 /// use seam::ops::{Access, Binding, Role};
 /// use seam::{DType, Params, Tolerance};
 ///
@@ -160,10 +160,13 @@ pub type ParamCheck = fn(p: &Params) -> Result<(), ParamError>;
 ///                 fn double_f32(@builtin(global_invocation_id) g: vec3<u32>) {\n\
 ///                     if (g.x < p.d0) { y[p.o1 + g.x] = x[p.o0 + g.x] * 2.0; }\n\
 ///                 }\n"),
-///     cuda: Some("extern \"C\" __global__ void double_f32(const float* x, float* y, Params p) {\n\
+///     // SAFETY: indexes `x` and `y` only below `p.d0`, their declared extent.
+///     cuda: Some(unsafe {
+///         CudaSource::trusted("extern \"C\" __global__ void double_f32(const float* x, float* y, Params p) {\n\
 ///                     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n\
 ///                     if (i < p.d0) y[i] = x[i] * 2.0f;\n\
-///                 }\n"),
+///                 }\n")
+///     }),
 ///     cpu: Some(double),
 ///     samples: &[Params::dims(1000, 0, 0)],
 /// };
@@ -199,8 +202,9 @@ pub struct KernelDef {
     pub tolerance: Tolerance,
     /// WGSL source (without the prelude), for vulkan, wgpu and metal.
     pub wgsl: Option<&'static str>,
-    /// CUDA C source (without the prelude), for cuda and hip.
-    pub cuda: Option<&'static str>,
+    /// CUDA C source (without the prelude), for cuda and hip: trusted
+    /// code, hence the `unsafe` [`CudaSource::trusted`].
+    pub cuda: Option<CudaSource>,
     /// The CPU implementation and C11 oracle.
     pub cpu: Option<CpuKernel>,
     /// Params of launches the conformance suite runs the kernel with
@@ -269,6 +273,50 @@ impl KernelDef {
             Role::Fixed(d) => Some(d),
             _ => None,
         }
+    }
+}
+
+/// A kernel's CUDA C source. CUDA C runs on the device as written, with
+/// no bounds checks and no validation seam could apply (WGSL is checked at
+/// registration; CUDA C cannot be), so using it is an explicit step of
+/// trust: the `unsafe` [`CudaSource::trusted`], usually in the kernel's
+/// `static` definition:
+///
+/// ```
+/// use seam::kernel::CudaSource;
+/// // SAFETY: indexes `y` and `x` only below `p.d0`, the extent the
+/// // kernel's definition declares for both.
+/// static DOUBLE_CU: CudaSource = unsafe {
+///     CudaSource::trusted(
+///         "extern \"C\" __global__ void double_f32(const float* x, float* y, Params p) {\n\
+///              unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n\
+///              if (i < p.d0) y[i] = x[i] * 2.0f;\n\
+///          }\n",
+///     )
+/// };
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CudaSource(&'static str);
+
+impl CudaSource {
+    /// Trust `source` as a kernel's CUDA C.
+    ///
+    /// # Safety
+    /// Launched with any params its definition accepts ([`KernelDef::check`],
+    /// [`KernelDef::reads`]) over views that hold [`KernelDef::extents`]
+    /// elements, the kernel reads and writes each binding only inside those
+    /// extents (from the pointer it is given, already advanced to the
+    /// view), writes only the bindings the definition marks `Write`, and
+    /// terminates. seam cannot check CUDA C; a kernel that breaks this
+    /// corrupts device memory outside its buffers.
+    #[allow(unsafe_code)] // the marker of trust the type exists for
+    pub const unsafe fn trusted(source: &'static str) -> CudaSource {
+        CudaSource(source)
+    }
+
+    /// The source text.
+    pub const fn source(self) -> &'static str {
+        self.0
     }
 }
 

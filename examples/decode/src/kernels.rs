@@ -8,7 +8,7 @@
 //! - [`ADD_RMS_NORM`]: the residual add fused with rms_norm: `h = x + r`
 //!   written back to `r`, then `out = h / sqrt(mean(h²) + eps) · w`.
 
-use seam::kernel::{Field, KernelDef, ParamError, MAX_GRID_EDGE};
+use seam::kernel::{CudaSource, Field, KernelDef, ParamError, MAX_GRID_EDGE};
 use seam::ops::{Access, Binding};
 use seam::{DType, Params, Tolerance};
 
@@ -143,6 +143,7 @@ pub fn rope_cpu(p: &Params, b: &mut [Vec<u8>]) {
 /// agree bit for bit; WGSL cannot forbid a driver to contract `a · b + c`
 /// into one rounding, which moves a result by a few ulp of the pair's
 /// magnitude: within `1e-5 + 1e-5 · |ref|` for inputs up to ~8 in size.
+#[allow(unsafe_code)] // trusts its CUDA C (`CudaSource::trusted`)
 pub static ROPE: KernelDef = KernelDef {
     name: "rope_f32",
     bindings: &[
@@ -161,7 +162,9 @@ pub static ROPE: KernelDef = KernelDef {
         abs: 1e-5,
     },
     wgsl: Some(include_str!("../kernels/rope.wgsl")),
-    cuda: Some(include_str!("../kernels/rope.cu")),
+    // SAFETY: rope.cu indexes `x` and `y` below heads × head_dim and `freq`
+    // below head_dim / 2 (`rope_extents`), and writes only `y`.
+    cuda: Some(unsafe { CudaSource::trusted(include_str!("../kernels/rope.cu")) }),
     cpu: Some(rope_cpu),
     samples: &[
         Params::dims(1, 2, 0),
@@ -254,6 +257,7 @@ pub fn add_rms_norm_cpu(p: &Params, b: &mut [Vec<u8>]) {
 /// GPU's reduction order, so CUDA (`_rn` intrinsics) agrees bit for bit;
 /// Vulkan allows `sqrt` and `/` a few ulp, which the bound covers.
 /// The residual itself is one add per element, exact everywhere.
+#[allow(unsafe_code)] // trusts its CUDA C (`CudaSource::trusted`)
 pub static ADD_RMS_NORM: KernelDef = KernelDef {
     name: "add_rms_norm_f32",
     bindings: &[
@@ -273,7 +277,10 @@ pub static ADD_RMS_NORM: KernelDef = KernelDef {
         abs: 1e-6,
     },
     wgsl: Some(include_str!("../kernels/add_rms_norm.wgsl")),
-    cuda: Some(include_str!("../kernels/add_rms_norm.cu")),
+    // SAFETY: add_rms_norm.cu indexes each binding below the extents of
+    // `norm_extents` (rows × cols, cols for the weight) and writes only the
+    // bindings it declares written.
+    cuda: Some(unsafe { CudaSource::trusted(include_str!("../kernels/add_rms_norm.cu")) }),
     cpu: Some(add_rms_norm_cpu),
     samples: &[
         Params::dims(1, 300, 0).with_scalars(1e-5, 0.0),
