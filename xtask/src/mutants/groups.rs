@@ -115,9 +115,11 @@ pub const GROUPS: &[Group] = &[
             "trace_file",
             "--test",
             "binary_output",
+            "--test",
+            "git_commit",
         ],
         env: &[],
-        judged_by: "the harness's unit tests, the fake-child isolation tests, hostile and committed reports, the trace file",
+        judged_by: "the harness's unit tests, the fake-child isolation tests, hostile and committed reports, the trace file, the report's commit",
         timeout_s: 300,
     },
     Group {
