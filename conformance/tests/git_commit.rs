@@ -34,7 +34,11 @@ fn a_report_names_the_given_commit_else_the_checkouts_else_unknown() {
     std::env::remove_var("SEAM_GIT_COMMIT");
     assert_eq!(git_commit(), head, "the checkout's HEAD");
     std::env::set_var("SEAM_GIT_COMMIT", "  ");
-    assert_eq!(git_commit(), head, "a blank SEAM_GIT_COMMIT is not a commit");
+    assert_eq!(
+        git_commit(),
+        head,
+        "a blank SEAM_GIT_COMMIT is not a commit"
+    );
     std::env::set_var("SEAM_GIT_COMMIT", " c0ffee ");
     assert_eq!(git_commit(), "c0ffee", "the given commit, trimmed");
 

@@ -25,7 +25,9 @@ pub struct RawGraph(pub u64);
 /// made by [`Backend::end_capture_graph`]. The two never alias (C3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReplayTarget {
+    /// The exec the last `end_capture_into_current` made.
     Current,
+    /// A graph handle `end_capture_graph` made.
     Graph(RawGraph),
 }
 
@@ -42,6 +44,7 @@ pub enum CaptureSupport {
 }
 
 impl CaptureSupport {
+    /// Whether capture can succeed (`Native` or `Emulated`).
     pub fn is_supported(&self) -> bool {
         !matches!(self, CaptureSupport::Unsupported(_))
     }
@@ -74,7 +77,10 @@ pub enum UpdateSupport {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "reason")]
 pub enum Subnormals {
+    /// Every f32 kernel keeps subnormal inputs and results.
     Preserved,
+    /// A kernel may flush subnormals to zero of the same sign; the reason
+    /// says why.
     MayFlush(String),
 }
 
@@ -101,7 +107,9 @@ impl DeviceInfo {
 /// Live resources a backend holds, for leak checks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResourceCounts {
+    /// Live allocations.
     pub buffers: usize,
+    /// Live graphs, the current exec counted.
     pub graphs: usize,
     /// Device bytes the backend holds for buffers (as allocated: a backend
     /// that rounds sizes up counts the rounded size). Frees it has accepted
@@ -135,7 +143,28 @@ pub struct ResourceCounts {
 ///
 /// A backend's own tests drive it through
 /// [`testing::Direct`](crate::testing::Direct), which checks these
-/// guarantees instead of assuming them.
+/// guarantees instead of assuming them. A wrapper forwards each `unsafe`
+/// method in an `unsafe` block that says why its caller's guarantees hold
+/// for the backend it wraps ([`testing::Forward`](crate::testing::Forward)
+/// does this for every method, with hooks around each call):
+///
+/// ```
+/// use seam::testing::{Forward, Hooks, NullBackend};
+/// use seam::{CaptureSupport, Device};
+///
+/// /// Counts the calls that reach the device.
+/// struct Count(usize);
+/// impl Hooks for Count {
+///     fn before(&mut self, _call: &'static str) -> Result<(), seam::ErrorKind> {
+///         self.0 += 1;
+///         Ok(())
+///     }
+/// }
+/// let inner = Box::new(NullBackend::new(CaptureSupport::Native));
+/// let dev = Device::new(Box::new(Forward::new(inner, Count(0))));
+/// let x = dev.buffer::<u32>(4).unwrap();
+/// dev.launch(&seam::ops::fill(x.id(), 4, 7)).unwrap();
+/// ```
 ///
 /// Guarantees core gives every backend (what each `# Safety` section
 /// below refers to):
@@ -324,6 +353,8 @@ pub trait Backend: Send {
 pub struct DeviceSpan {
     /// The `seq` of the trace event it belongs to.
     pub tag: u64,
+    /// When the work began, in nanoseconds of the device's clock.
     pub start_ns: u64,
+    /// When it ended, on the same clock.
     pub end_ns: u64,
 }

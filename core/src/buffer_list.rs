@@ -30,6 +30,7 @@ impl<T: Copy> BufferList<T> {
         BufferList(Repr::Spilled(Vec::new()))
     }
 
+    /// A list holding a copy of `items`.
     pub fn from_slice(items: &[T]) -> Self {
         match items {
             [] => Self::new(),
@@ -45,6 +46,7 @@ impl<T: Copy> BufferList<T> {
         }
     }
 
+    /// The entries, in order.
     pub fn as_slice(&self) -> &[T] {
         match &self.0 {
             Repr::Inline { len, items } => &items[..usize::from(*len)],
@@ -52,6 +54,7 @@ impl<T: Copy> BufferList<T> {
         }
     }
 
+    /// The entries, in order, to change in place.
     pub fn as_mut_slice(&mut self) -> &mut [T] {
         match &mut self.0 {
             Repr::Inline { len, items } => &mut items[..usize::from(*len)],

@@ -7,14 +7,20 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
+    /// 32-bit IEEE float.
     F32,
+    /// 16-bit IEEE float (`half::f16`).
     F16,
+    /// bfloat16 (`half::bf16`).
     Bf16,
+    /// 32-bit signed integer.
     I32,
+    /// 32-bit unsigned integer.
     U32,
 }
 
 impl DType {
+    /// Every element type.
     pub const ALL: [DType; 5] = [DType::F32, DType::F16, DType::Bf16, DType::I32, DType::U32];
 
     /// Size of one element in bytes.
@@ -25,6 +31,7 @@ impl DType {
         }
     }
 
+    /// Its name (`f32`, `f16`, `bf16`, `i32`, `u32`).
     pub const fn name(self) -> &'static str {
         match self {
             DType::F32 => "f32",
@@ -44,6 +51,7 @@ impl fmt::Display for DType {
 
 /// A host type that can be stored in a device buffer.
 pub trait Element: bytemuck::Pod + Send + Sync + 'static {
+    /// The element type a buffer of `Self` has.
     const DTYPE: DType;
 }
 

@@ -8,6 +8,7 @@
 //!
 //! The contract every backend is held to (C1–C12) is in `docs/contract.md`
 //! and pinned by the `seam-conformance` suite.
+#![warn(missing_docs)]
 
 #[allow(unsafe_code)] // the trait declares the `unsafe` methods of the trust boundary
 pub mod backend;

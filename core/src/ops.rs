@@ -57,6 +57,7 @@ impl OpKind {
         OpKind::Gemm,
     ];
 
+    /// The op's name (`add`, or a user kernel's name).
     pub const fn name(self) -> &'static str {
         match self {
             OpKind::Fill => "fill",
@@ -218,7 +219,9 @@ impl fmt::Display for OpKind {
 /// How a binding is used by an op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
+    /// The op only reads the binding.
     Read,
+    /// The op writes the binding (and may read it).
     Write,
 }
 
@@ -235,8 +238,11 @@ pub enum Role {
 /// One binding of an op's signature.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Binding {
+    /// Its name, as errors and kernels name it.
     pub name: &'static str,
+    /// Whether the op reads or writes it.
     pub access: Access,
+    /// Its element type: the launch's, or fixed.
     pub role: Role,
 }
 
@@ -255,10 +261,13 @@ impl Binding {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Tolerance {
+    /// Bit for bit.
     BitExact,
     /// `|x - ref| <= abs + rel * |ref|`, element by element.
     Relative {
+        /// Relative bound: `|got - want| <= abs + rel * |want|`.
         rel: f32,
+        /// Absolute part of the bound.
         abs: f32,
     },
 }
@@ -287,12 +296,19 @@ pub enum Tolerance {
     Deserialize,
 )]
 pub struct Params {
+    /// First dimension (the op's `n`, `rows`, or `m`).
     pub d0: u32,
+    /// Second dimension (`cols`, or `n`).
     pub d1: u32,
+    /// Third dimension (GEMM's `k`).
     pub d2: u32,
+    /// A bit pattern (`fill`'s value).
     pub bits: u32,
+    /// First scalar (`scale_add`'s `a`, `rms_norm`'s `eps`).
     pub s0: f32,
+    /// Second scalar (`scale_add`'s `b`).
     pub s1: f32,
+    /// Padding to 32 bytes: zero.
     pub _pad: [u32; 2],
 }
 
@@ -344,10 +360,12 @@ impl Params {
 /// and lowers it to a [`Launch`] over the backend's raw buffers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpCall {
+    /// The op.
     pub op: OpKind,
     /// Views, in signature order (a list of any length: a wrong arity is
     /// core's to refuse).
     pub buffers: BufferList<View>,
+    /// Its parameters.
     pub params: Params,
 }
 
@@ -380,11 +398,13 @@ impl OpCall {
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct Launch {
+    /// The op.
     pub op: OpKind,
     /// Element type of the inputs (selects the kernel variant).
     pub dtype: DType,
     /// Raw buffers and the views' offsets, in signature order.
     pub buffers: BufferList<RawView>,
+    /// Its parameters.
     pub params: Params,
 }
 

@@ -14,6 +14,25 @@ use crate::backend::{Backend, CaptureSupport};
 use crate::error::ErrorKind;
 
 /// One backend's description of itself.
+///
+/// ```
+/// use seam::{Backend, CaptureKind, DeclaredTiming, ErrorKind, Expectation, Registration};
+///
+/// fn open(_index: usize) -> Result<Box<dyn Backend>, ErrorKind> {
+///     Ok(Box::new(seam::testing::NullBackend::new(seam::CaptureSupport::Emulated)))
+/// }
+/// /// Exported by the backend's crate; `seam_conformance::harness::certify`
+/// /// takes it.
+/// pub const REGISTRATION: Registration =
+///     Registration::new("mine", None, || Ok(1), open)
+///         .with_capture(&[CaptureKind::Emulated])
+///         .with_timing(DeclaredTiming::Untimed("the device has no timer"))
+///         .with_unsupported(&[Expectation {
+///             case: "c7_prepared_gemm_captures_and_replays",
+///             reason: "no GEMM on this device",
+///         }]);
+/// assert_eq!(REGISTRATION.name, "mine");
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Registration {
     /// Backend kind, as in `DeviceInfo::backend`: `cuda`, `vulkan`, ...
@@ -45,12 +64,16 @@ pub struct Registration {
 /// The kind of a [`CaptureSupport`], without its reason.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CaptureKind {
+    /// [`CaptureSupport::Native`].
     Native,
+    /// [`CaptureSupport::Emulated`].
     Emulated,
+    /// [`CaptureSupport::Unsupported`].
     Unsupported,
 }
 
 impl CaptureKind {
+    /// The kind of `support`.
     pub fn of(support: &CaptureSupport) -> CaptureKind {
         match support {
             CaptureSupport::Native => CaptureKind::Native,
@@ -59,6 +82,7 @@ impl CaptureKind {
         }
     }
 
+    /// Its name (`native`, `emulated`, `unsupported`).
     pub fn name(self) -> &'static str {
         match self {
             CaptureKind::Native => "native",
@@ -93,6 +117,7 @@ pub enum Capability {
 pub struct Expectation {
     /// The exact case name (`c8_destroy_while_replay_in_flight`).
     pub case: &'static str,
+    /// Why, as a reader of the report should read it.
     pub reason: &'static str,
 }
 
@@ -119,10 +144,12 @@ impl Registration {
         }
     }
 
+    /// Declare the capture kinds a device of the backend may report.
     pub const fn with_capture(self, capture: &'static [CaptureKind]) -> Registration {
         Registration { capture, ..self }
     }
 
+    /// Declare what the backend says about timing the device.
     pub const fn with_timing(self, device_timing: DeclaredTiming) -> Registration {
         Registration {
             device_timing,
@@ -130,6 +157,8 @@ impl Registration {
         }
     }
 
+    /// Declare the capabilities (cases tagged with others are ignored, with
+    /// the reason).
     pub const fn with_capabilities(self, capabilities: &'static [Capability]) -> Registration {
         Registration {
             capabilities,
@@ -137,6 +166,7 @@ impl Registration {
         }
     }
 
+    /// Cases the backend cannot run, each with the reason (ignored trials).
     pub const fn with_unsupported(self, unsupported: &'static [Expectation]) -> Registration {
         Registration {
             unsupported,
@@ -144,6 +174,8 @@ impl Registration {
         }
     }
 
+    /// Cases expected to fail for now, each with the reason; one that passes
+    /// fails the run.
     pub const fn with_expected_failures(
         self,
         expected_failures: &'static [Expectation],
@@ -165,14 +197,17 @@ impl Registration {
         names.join(" or ")
     }
 
+    /// Whether the backend declares `capability`.
     pub fn has(&self, capability: Capability) -> bool {
         self.capabilities.contains(&capability)
     }
 
+    /// The declaration that case `case` cannot run here, if any.
     pub fn unsupported_case(&self, case: &str) -> Option<&'static Expectation> {
         self.unsupported.iter().find(|e| e.case == case)
     }
 
+    /// The declaration that case `case` is expected to fail here, if any.
     pub fn expected_failure(&self, case: &str) -> Option<&'static Expectation> {
         self.expected_failures.iter().find(|e| e.case == case)
     }

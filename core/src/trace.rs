@@ -14,34 +14,48 @@ pub enum EventKind {
     /// data that crosses processes (an isolated run's children send theirs
     /// to the parent), and a user kernel's definition does not.
     Launch {
+        /// The op's name.
         op: Cow<'static, str>,
+        /// Recorded into a capture (else run eagerly).
         captured: bool,
     },
+    /// A capture began.
     BeginCapture,
     /// end_capture_into_current: the current exec.
     EndCapture {
+        /// Launches the capture recorded.
         launches: usize,
     },
     /// end_capture_graph: a new handle.
     EndCaptureGraph {
+        /// The new graph's id.
         graph: u64,
+        /// Launches it recorded.
         launches: usize,
     },
+    /// A capture was aborted.
     AbortCapture,
     /// `graph` is `None` for the current exec. `index` counts from 0 per target.
     Replay {
+        /// The graph replayed (`None`: the current exec).
         graph: Option<u64>,
+        /// Which replay of it, from 0.
         index: u64,
     },
+    /// A graph handle was destroyed.
     Destroy {
+        /// Its id.
         graph: u64,
     },
     /// C13: launches of a graph replaced (`rebind`, `update_params`);
     /// `graph` is `None` for the current exec. `native`: patched in place by
     /// the backend, else re-recorded by core.
     Update {
+        /// The graph updated (`None`: the current exec).
         graph: Option<u64>,
+        /// Launches the update changed.
         launches: usize,
+        /// Patched in place by the backend (else recorded again by core).
         native: bool,
     },
 }
@@ -49,8 +63,11 @@ pub enum EventKind {
 /// One trace event, host-timestamped in nanoseconds since the device opened.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TraceEvent {
+    /// Order among the device's events (also the tag of its device span).
     pub seq: u64,
+    /// When it happened, in nanoseconds since the device opened.
     pub host_ns: u64,
+    /// What happened.
     pub kind: EventKind,
 }
 
@@ -110,10 +127,13 @@ impl Trace {
 pub struct TraceLog {
     /// `<backend>:<index>`.
     pub device: String,
+    /// The device's name, as its driver says.
     pub device_name: String,
     /// A label for the track group, e.g. the conformance trial.
     pub label: String,
+    /// Host events, in order.
     pub events: Vec<TraceEvent>,
+    /// Device spans of timed work, on the device's clock.
     pub device_spans: Vec<DeviceSpan>,
     /// `None` where the device is timed; otherwise why it is not.
     pub device_timing_unavailable: Option<String>,

@@ -13,8 +13,11 @@ pub const MAX_ELEMENTS: u64 = u32::MAX as u64;
 /// What core knows about a live buffer.
 #[derive(Clone, Copy, Debug)]
 pub struct BufferMeta {
+    /// The backend's handle.
     pub raw: RawBuffer,
+    /// Its element type.
     pub dtype: DType,
+    /// Its length in elements.
     pub len: usize,
 }
 
@@ -175,7 +178,7 @@ fn check_extents(
     Ok(needs)
 }
 
-/// [`lower`]'s checks of a launch already lowered, against the sizes of the
+/// `lower`'s checks of a launch already lowered, against the sizes of the
 /// allocations behind it: for a backend, which can be called directly and
 /// not only through core, to hold a [`Launch`] to what its driver's kernel
 /// call relies on before making it. Binding `i` is `bytes(i)` bytes of its

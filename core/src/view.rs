@@ -10,8 +10,11 @@ use crate::BufferId;
 /// what the op needs (C12).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct View {
+    /// The buffer.
     pub buffer: BufferId,
+    /// The view's first element.
     pub offset: usize,
+    /// Its length in elements (`None`: to the buffer's end).
     pub len: Option<usize>,
 }
 
@@ -57,9 +60,13 @@ impl BufferId {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct RawView {
+    /// The backend's handle of the buffer.
     pub buffer: crate::RawBuffer,
+    /// The view's first element.
     pub offset: u32,
+    /// The same, in bytes.
     pub byte_offset: u64,
+    /// The view's length in elements.
     pub len: u64,
 }
 

@@ -22,10 +22,10 @@ pub struct GraphId(pub u64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GraphRef {
     /// The device's *current* graph: the one the last
-    /// [`Device::end_capture_into_current`] made (it replaces the previous
+    /// [`CaptureScope::end_into_current`] made (it replaces the previous
     /// one). The backend sees it as `ReplayTarget::Current`.
     Current,
-    /// A handle made by [`Device::end_capture_graph`].
+    /// A handle made by [`CaptureScope::end_graph`].
     Handle(GraphId),
 }
 
@@ -39,6 +39,8 @@ pub struct Buffer<T: Element> {
 }
 
 impl<T: Element> Buffer<T> {
+    /// The buffer's id, for building launches ([`View`](crate::View)s convert
+    /// from it).
     pub fn id(&self) -> BufferId {
         self.id
     }
@@ -46,6 +48,7 @@ impl<T: Element> Buffer<T> {
     pub fn len(&self) -> usize {
         self.len
     }
+    /// Always false: a zero-length allocation is refused.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -66,19 +69,44 @@ impl<T: Element> Drop for Buffer<T> {
 }
 
 /// A graph handle owned by the caller; destroyed on drop (deferred while a
-/// capture is open, see [`Device::release_graph`]).
+/// capture is open, see [`Device::release_graph`]). Replays re-execute the
+/// captured launches over the buffers' current contents (C1); changing
+/// them without a new capture is [`Device::update`].
+///
+/// ```
+/// # fn main() -> seam::Result<()> {
+/// use seam::{ops, Change, Device};
+/// # let backend = Box::new(seam::testing::NullBackend::new(seam::CaptureSupport::Native));
+/// let dev = Device::new(backend);
+/// let (a, b) = (dev.buffer_from(&[1u32; 4])?, dev.buffer_from(&[2u32; 4])?);
+/// let scope = dev.capture()?;
+/// dev.launch(&ops::add(a.id(), a.id(), a.id(), 4))?;
+/// let graph = scope.end_graph()?;
+/// graph.replay()?;
+/// graph.replay()?;
+/// assert_eq!(graph.replay_count()?, 2);
+/// dev.update(&graph, &[Change::Rebind { old: a.id(), new: b.id() }])?;
+/// graph.replay()?; // doubles b now
+/// # Ok(())
+/// # }
+/// ```
 pub struct Graph {
     pub(super) dev: Device,
     pub(super) id: GraphId,
 }
 
 impl Graph {
+    /// The graph's id.
     pub fn id(&self) -> GraphId {
         self.id
     }
+    /// Queue one re-execution of the graph over the buffers' current contents
+    /// (C1). Returns once queued, not once run: read a buffer, or
+    /// [`Device::synchronize`], to wait for it.
     pub fn replay(&self) -> Result<()> {
         self.dev.replay(GraphRef::Handle(self.id))
     }
+    /// How many replays of this graph core has queued (C10).
     pub fn replay_count(&self) -> Result<u64> {
         self.dev.replay_count(GraphRef::Handle(self.id))
     }
@@ -108,6 +136,25 @@ impl Drop for Graph {
 
 /// An open capture. Ending it consumes the scope; dropping it (early return,
 /// `?`, panic) aborts the capture so the device is never left capturing.
+///
+/// ```
+/// # fn main() -> seam::Result<()> {
+/// use seam::{ops, Device, GraphRef};
+/// # let backend = Box::new(seam::testing::NullBackend::new(seam::CaptureSupport::Native));
+/// let dev = Device::new(backend);
+/// let x = dev.buffer_from(&[1.0f32; 8])?;
+/// {
+///     let scope = dev.capture()?;
+///     dev.launch(&ops::fill(x.id(), 8, 0))?;
+///     // dropped without ending: aborted, nothing recorded survives
+/// }
+/// let scope = dev.capture()?;
+/// dev.launch(&ops::fill(x.id(), 8, 0))?;
+/// scope.end_into_current()?; // the device's current graph
+/// dev.replay(GraphRef::Current)?;
+/// # Ok(())
+/// # }
+/// ```
 ///
 /// A capture belongs to the thread that began it (a CUDA stream capture
 /// does too), so the scope is neither `Send` nor `Sync` (decision D10): it

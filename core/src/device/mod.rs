@@ -35,15 +35,18 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// Live resources, as core and the backend each count them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Live {
+    /// Buffers core holds (released ones not yet freed included).
     pub buffers: usize,
     /// Graph handles (not counting the current exec).
     pub graphs: usize,
     /// Whether the device holds a current exec ([`GraphRef::Current`]).
     pub current_exec: bool,
+    /// Whether a capture is open.
     pub capturing: bool,
     /// Bytes of core's live buffers (elements × element size), released
     /// ones not yet freed included.
     pub bytes: u64,
+    /// What the backend itself counts ([`Backend::live_resources`]).
     pub backend: ResourceCounts,
 }
 
@@ -58,6 +61,28 @@ struct Inner {
 /// A device: a backend behind the shared semantics. Cheap to clone; all
 /// clones are the same device. `Send + Sync`: calls from several threads are
 /// serialised, and a capture belongs to the thread that began it.
+///
+/// Every call either does what it says or returns an [`Error`] naming the
+/// backend, the device and the call; work is queued, so a launch or a
+/// replay returns before it runs, and a read waits for it.
+///
+/// ```
+/// # fn main() -> seam::Result<()> {
+/// use seam::{ops, Device};
+/// # let backend = Box::new(seam::testing::NullBackend::new(seam::CaptureSupport::Native));
+/// // A device from discovery (`seam_backends::discover()`), or over any backend:
+/// let dev = Device::new(backend);
+/// let x = dev.buffer_from(&[1.0f32, 2.0, 3.0])?;
+/// let y = dev.buffer::<f32>(3)?;
+/// dev.launch(&ops::add(x.id(), x.id(), y.id(), 3))?; // queued
+/// let scope = dev.capture()?;
+/// dev.launch(&ops::copy(y.id(), x.id(), 3))?; // recorded, not run
+/// let graph = scope.end_graph()?;
+/// graph.replay()?;
+/// dev.synchronize()?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Device {
     inner: Arc<Inner>,
@@ -72,6 +97,9 @@ impl std::fmt::Debug for Device {
 }
 
 impl Device {
+    /// A device over `backend`: the shared semantics (capture state machine,
+    /// validation, counting, tracing) in front of it. Reads the backend's
+    /// capture support and subnormal behaviour once.
     pub fn new(backend: Box<dyn Backend>) -> Device {
         let info = backend.info().clone();
         let support = backend.capture_support();
@@ -93,6 +121,7 @@ impl Device {
         }
     }
 
+    /// Who the device is: backend, index, name, driver.
     pub fn info(&self) -> &DeviceInfo {
         &self.inner.info
     }
@@ -102,6 +131,9 @@ impl Device {
         self.inner.info.id()
     }
 
+    /// How the device captures graphs (C9), as its backend reported when it
+    /// opened. `capture_support().is_supported()` says whether
+    /// [`Device::capture`] can succeed.
     pub fn capture_support(&self) -> &CaptureSupport {
         &self.inner.support
     }
@@ -447,6 +479,9 @@ impl Device {
 
     // ----- accounting and tracing -----
 
+    /// Live resources as core and the backend each count them (for leak
+    /// checks: equal before and after a piece of work that frees what it
+    /// made).
     pub fn live(&self) -> Live {
         let st = self.state();
         Live {

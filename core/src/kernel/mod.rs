@@ -61,15 +61,22 @@ pub const MAX_GRID_EDGE: u32 = 65_535;
 /// A field of the [`Params`] block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Field {
+    /// `Params::d0`.
     D0,
+    /// `Params::d1`.
     D1,
+    /// `Params::d2`.
     D2,
+    /// `Params::bits`.
     Bits,
+    /// `Params::s0`.
     S0,
+    /// `Params::s1`.
     S1,
 }
 
 impl Field {
+    /// Every field, in the block's order.
     pub const ALL: [Field; 6] = [
         Field::D0,
         Field::D1,
@@ -109,6 +116,7 @@ impl Field {
 pub struct ParamError {
     /// The parameter, as the kernel's users know it (e.g. `"cols"`).
     pub name: &'static str,
+    /// Why it is refused.
     pub reason: String,
 }
 
@@ -326,14 +334,17 @@ impl CudaSource {
 pub struct Kernel(&'static KernelDef);
 
 impl Kernel {
+    /// The kernel `def` defines.
     pub const fn new(def: &'static KernelDef) -> Kernel {
         Kernel(def)
     }
 
+    /// Its definition.
     pub const fn def(self) -> &'static KernelDef {
         self.0
     }
 
+    /// Its name ([`KernelDef::name`]).
     pub const fn name(self) -> &'static str {
         self.0.name
     }

@@ -160,9 +160,12 @@ impl Backend for NullBackend {
 /// result and the wrapped backend never sees the call. `after` runs once
 /// the wrapped backend returned, with when the call started.
 pub trait Hooks: Send {
+    /// Before `call` reaches the wrapped backend; an error is the call's
+    /// result.
     fn before(&mut self, _call: &'static str) -> Result<(), ErrorKind> {
         Ok(())
     }
+    /// After the wrapped backend answered `call`, which began at `started`.
     fn after(&mut self, _call: &'static str, _started: std::time::Instant) {}
     /// When the wrapper is dropped, after core's teardown, before the
     /// wrapped backend is.
@@ -174,11 +177,14 @@ pub trait Hooks: Send {
 /// every trait method (which silently drops the ones it forgets, such as
 /// device timing).
 pub struct Forward<H: Hooks> {
+    /// The backend every call goes to.
     pub inner: Box<dyn Backend>,
+    /// What runs around each call.
     pub hooks: H,
 }
 
 impl<H: Hooks> Forward<H> {
+    /// Wrap `inner` with `hooks`.
     pub fn new(inner: Box<dyn Backend>, hooks: H) -> Forward<H> {
         Forward { inner, hooks }
     }
