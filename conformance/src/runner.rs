@@ -475,4 +475,108 @@ mod tests {
         assert_eq!(r.digest.as_deref(), Some("00000000000000ab"));
         assert_eq!(r.name, "cpu:0::c6_nested_begin_refused");
     }
+
+    fn open_uncapturing(_: usize) -> Result<Box<dyn seam::Backend>, seam::ErrorKind> {
+        Ok(Box::new(seam::testing::NullBackend::new(
+            seam::CaptureSupport::Unsupported("this test device records nothing".into()),
+        )))
+    }
+    static UNCAPTURING: seam::Registration =
+        seam::Registration::new("nocap", None, || Ok(1), open_uncapturing);
+
+    /// On a device that cannot capture, a case's captured trial is ignored
+    /// with the device's reason and its eager trial runs (here on a backend
+    /// that computes nothing, so it fails: what matters is that it ran).
+    /// Mutation: `mode == Mode::Captured` → `!=` → red.
+    #[test]
+    fn only_captured_trials_need_capture() {
+        let found = seam_backends::Discovery {
+            devices: vec![seam_backends::DeviceSlot::new(&UNCAPTURING, 0)],
+            missing: vec![],
+        };
+        let p = plan_in(
+            &Filter {
+                cases: vec!["c11_known_values".into()],
+                ..Default::default()
+            },
+            found,
+        );
+        let by_mode = |m: Mode| {
+            let t = p.trials.iter().find(|t| t.mode == m).expect("a trial");
+            run(t).verdict
+        };
+        match by_mode(Mode::Captured) {
+            Verdict::Ignored(why) => assert!(why.contains("records nothing"), "{why}"),
+            v => panic!("captured: {v:?}"),
+        }
+        let eager = by_mode(Mode::Eager);
+        assert!(!matches!(eager, Verdict::Ignored(_)), "eager: {eager:?}");
+    }
+
+    /// A kernel trial on a device without the kernel's source is ignored,
+    /// naming it; a kernel whose source does not compile fails. The CPU
+    /// runs a kernel's Rust: the first has none (only WGSL), the second
+    /// has Rust and broken WGSL (checked on every device). Mutations: the
+    /// `KernelSourceMissing` guard in `run_with` → `true` / `false` → red.
+    #[test]
+    fn a_missing_kernel_source_ignores_and_a_broken_one_fails() {
+        use seam::kernel::{Field, KernelDef};
+        use seam::ops::{Access, Binding};
+        use seam::{DType, Params, Tolerance};
+        fn extents(p: &Params, out: &mut [u64]) {
+            out.fill(p.d0 as u64);
+        }
+        fn grid(p: &Params) -> [u32; 3] {
+            [p.d0.div_ceil(64).max(1), 1, 1]
+        }
+        static NO_CPU: KernelDef = KernelDef {
+            name: "seam_no_cpu",
+            bindings: &[Binding::fixed("y", Access::Write, DType::F32)],
+            reads: &[Field::D0],
+            extents,
+            workgroup_size: [64, 1, 1],
+            grid,
+            check: None,
+            allows_aliasing: false,
+            tolerance: Tolerance::BitExact,
+            wgsl: Some(
+                "@group(0) @binding(0) var<storage, read_write> y: array<f32>;\n\
+                 @compute @workgroup_size(64)\n\
+                 fn seam_no_cpu(@builtin(global_invocation_id) g: vec3<u32>) {\n\
+                     if (g.x < p.d0) { y[p.o0 + g.x] = 1.0; }\n\
+                 }\n",
+            ),
+            cuda: None,
+            cpu: None,
+            samples: &[Params::dims(4, 0, 0)],
+        };
+        fn noop(_: &Params, _: &mut [Vec<u8>]) {}
+        static BROKEN_WGSL: KernelDef = KernelDef {
+            name: "seam_broken_wgsl",
+            wgsl: Some("this is not WGSL"),
+            cpu: Some(noop),
+            ..NO_CPU
+        };
+        let p = plan(&Filter {
+            backends: vec!["cpu".into()],
+            cases: vec!["c1_replay_reexecutes".into()],
+            ..Default::default()
+        });
+        let base = p.trials.first().expect("a cpu trial").clone();
+        let case = crate::cases::KERNEL_CASES.first().expect("a kernel case");
+        let with = |def: &'static KernelDef| Trial {
+            name: format!("cpu:0::{}::{}", case.name, def.name),
+            case,
+            kernel: Some(def),
+            ..base.clone()
+        };
+        match run(&with(&NO_CPU)).verdict {
+            Verdict::Ignored(why) => assert!(why.contains("seam_no_cpu"), "{why}"),
+            v => panic!("no source: {v:?}"),
+        }
+        match run(&with(&BROKEN_WGSL)).verdict {
+            Verdict::Failed(why) => assert!(why.contains("seam_broken_wgsl"), "{why}"),
+            v => panic!("broken source: {v:?}"),
+        }
+    }
 }
