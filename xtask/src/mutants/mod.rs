@@ -393,6 +393,9 @@ fn pick(
 /// commit it ran at.
 const CHOSEN: &str = "chosen.txt";
 
+/// Beside a group's `mutants.out/`: its outcomes after every rerun so far.
+const MERGED: &str = "merged.json";
+
 pub fn run(o: &Options) -> Result<(), String> {
     let selected = groups::select(&o.groups)?;
     let output = root().join(&o.output);
@@ -424,7 +427,14 @@ pub fn run(o: &Options) -> Result<(), String> {
                 .map_err(|e| format!("{}: {e}", out.join(CHOSEN).display()))?;
         }
         let outcomes_path = out.join("mutants.out/outcomes.json");
-        let mut outcomes = read_outcomes(&outcomes_path)?;
+        // A group run again (`--rerun-missed`) keeps its outcomes so far in
+        // `merged.json`: the next rerun starts from what is still missed.
+        let merged = out.join(MERGED);
+        let mut outcomes = read_outcomes(if merged.is_file() {
+            &merged
+        } else {
+            &outcomes_path
+        })?;
         let (mut how, commit) = match std::fs::read_to_string(out.join(CHOSEN)) {
             Ok(t) => {
                 let mut lines = t.lines();
@@ -477,6 +487,9 @@ pub fn run(o: &Options) -> Result<(), String> {
                     at.get(..10).unwrap_or(""),
                     missed.len() - still - gone
                 );
+                summary::write_outcomes(&merged, &outcomes)?;
+                std::fs::write(out.join(CHOSEN), format!("{how}\n{commit}\n"))
+                    .map_err(|e| format!("{}: {e}", out.join(CHOSEN).display()))?;
             }
         }
         let s = GroupSummary::new(g, &outcomes, &equivalent, how, read_times(&outcomes_path));

@@ -78,6 +78,23 @@ pub fn read_outcomes(path: &Path) -> Result<Vec<Outcome>, String> {
     Ok(out)
 }
 
+/// Write `outcomes` in the shape [`read_outcomes`] reads (cargo-mutants'
+/// `outcomes.json`, mutants only).
+pub fn write_outcomes(path: &Path, outcomes: &[Outcome]) -> Result<(), String> {
+    let list: Vec<Value> = outcomes
+        .iter()
+        .map(|o| {
+            serde_json::json!({
+                "scenario": { "Mutant": { "name": o.name, "file": o.file } },
+                "summary": o.summary,
+            })
+        })
+        .collect();
+    let text = serde_json::to_string_pretty(&serde_json::json!({ "outcomes": list }))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 /// The table rows of docs/mutants-equivalent.md: `` | `key` | why | ``.
 pub fn read_equivalent(path: &Path) -> Result<BTreeMap<String, String>, String> {
     let text =
@@ -302,6 +319,37 @@ impl GroupSummary {
 mod tests {
     use super::*;
     use crate::mutants::groups::GROUPS;
+
+    /// A rerun's merged outcomes read back as written, so the next rerun
+    /// starts from them. Mutation: `write_outcomes` writing `summary`
+    /// under another key → red.
+    #[test]
+    fn merged_outcomes_read_back_as_written() {
+        let dir = std::env::temp_dir().join(format!("seam-merged-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("merged.json");
+        let list = vec![
+            Outcome {
+                name: "a.rs:1:2: replace + with -".into(),
+                file: "a.rs".into(),
+                summary: "CaughtMutant".into(),
+            },
+            Outcome {
+                name: "b.rs:3:4: delete !".into(),
+                file: "b.rs".into(),
+                summary: "MissedMutant".into(),
+            },
+        ];
+        write_outcomes(&path, &list).unwrap();
+        let back = read_outcomes(&path).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let pairs = |l: &[Outcome]| -> Vec<(String, String, String)> {
+            l.iter()
+                .map(|o| (o.name.clone(), o.file.clone(), o.summary.clone()))
+                .collect()
+        };
+        assert_eq!(pairs(&back), pairs(&list));
+    }
 
     fn outcome(name: &str, summary: &str) -> Outcome {
         Outcome {
