@@ -26,7 +26,8 @@ pub const C9_REPORT_MATCHES_BEHAVIOUR: Case = Case {
         let reg = cx.registration;
         check!(
             reg.declares_capture(d.capture_support()),
-            "{} declares capture `{}` but the device reports `{}`",
+            "{} declares capture `{}` but the device reports `{}`: change the registration's \
+             capture kinds (`Registration::with_capture`) or the backend's `capture_support`",
             reg.name,
             reg.declared_capture(),
             seam::CaptureKind::of(d.capture_support()).name()
@@ -35,7 +36,7 @@ pub const C9_REPORT_MATCHES_BEHAVIOUR: Case = Case {
             CaptureSupport::Unsupported(reason) => {
                 check!(
                     !d.capture_support().is_supported(),
-                    "supports_capture() disagrees with Unsupported"
+                    "capture_support().is_supported() disagrees with Unsupported"
                 );
                 check!(!reason.is_empty(), "Unsupported must say why");
                 expect_err!(
@@ -47,7 +48,7 @@ pub const C9_REPORT_MATCHES_BEHAVIOUR: Case = Case {
             CaptureSupport::Native | CaptureSupport::Emulated => {
                 check!(
                     d.capture_support().is_supported(),
-                    "supports_capture() disagrees with the report"
+                    "capture_support().is_supported() disagrees with the report"
                 );
                 let x = d.buffer_from(&[2.0f32; 4])?;
                 let y = d.buffer_from(&[0.0f32; 4])?;
@@ -242,13 +243,15 @@ fn spans_window(cx: &Ctx, n: usize) -> CaseResult {
     match (&log.device_timing_unavailable, declared) {
         (Some(why), seam::DeclaredTiming::Timed) => {
             return Err(crate::Failure(format!(
-                "{} declares device timing, but the device does not time: {why}",
+                "{} declares device timing, but the device does not time: {why}; declare \
+                 `DeclaredTiming::Untimed` (`Registration::with_timing`) or time the device",
                 cx.registration.name
             )))
         }
         (None, seam::DeclaredTiming::Untimed(reason)) => {
             return Err(crate::Failure(format!(
-                "{} declares no device timing ({reason}), but the device times: update its registration",
+                "{} declares no device timing ({reason}), but the device times: declare \
+                 `DeclaredTiming::Timed` (`Registration::with_timing`)",
                 cx.registration.name
             )))
         }
