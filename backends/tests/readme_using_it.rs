@@ -119,3 +119,41 @@ fn readme_block_is_this_code() {
         "README's block differs from this test"
     );
 }
+
+/// README's registration block (under "Certify your backend") is
+/// `seam::Registration`'s documented example, which runs as a doctest.
+#[test]
+fn readme_registration_is_the_documented_example() {
+    let readme = include_str!("../../README.md");
+    let block = readme
+        .split("## Certify your backend")
+        .nth(1)
+        .and_then(|s| s.split("```rust").nth(1))
+        .and_then(|b| b.split("```").next())
+        .expect("the section starts with a ```rust block");
+    let doc = include_str!("../../core/src/registration.rs");
+    let example = doc
+        .split("/// One backend's description of itself.")
+        .nth(1)
+        .and_then(|s| s.split("/// ```").nth(1))
+        .expect("Registration's documented example");
+    let norm = |l: &str| l.split_whitespace().collect::<Vec<_>>().join(" ");
+    let lines = |t: &str, doc: bool| -> Vec<String> {
+        t.lines()
+            .map(|l| {
+                let l = l.trim_start();
+                norm(if doc {
+                    l.strip_prefix("///").unwrap_or(l)
+                } else {
+                    l
+                })
+            })
+            .filter(|l| !l.is_empty())
+            .collect()
+    };
+    assert_eq!(
+        lines(block, false),
+        lines(example, true),
+        "README's registration differs"
+    );
+}
