@@ -147,7 +147,13 @@ impl RawCuda {
             self.bytes = bytes;
         }
         self.write(x0)?;
-        let call = ops::scale_add(seam::BufferId(0), seam::BufferId(0), x0.len() as u32, a, b);
+        let call = ops::scale_add(
+            seam::BufferId::unknown(),
+            seam::BufferId::unknown(),
+            x0.len() as u32,
+            a,
+            b,
+        );
         self.params = call.params;
         self.grid = u64::from(self.params.d0)
             .div_ceil(u64::from(BLOCK))

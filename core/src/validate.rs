@@ -449,18 +449,24 @@ mod tests {
                                 let call = OpCall {
                                     op,
                                     buffers: (0..arity)
-                                        .map(|i| BufferId(i as u64).from_offset(offset as usize))
+                                        .map(|i| {
+                                            BufferId {
+                                                device: 1,
+                                                n: i as u64,
+                                            }
+                                            .from_offset(offset as usize)
+                                        })
                                         .collect(),
                                     params,
                                 };
                                 let meta = |id: BufferId| {
-                                    let i = id.0 as usize;
+                                    let i = id.n as usize;
                                     let d = match op.signature()[i].role {
                                         Role::Fixed(d) => d,
                                         Role::Input => dtype,
                                     };
                                     Ok(BufferMeta {
-                                        raw: RawBuffer(id.0),
+                                        raw: RawBuffer(id.n),
                                         dtype: d,
                                         len: bytes(i) / d.size(),
                                     })

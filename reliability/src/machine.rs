@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const BOGUS_BUFFER: BufferId = BufferId(u64::MAX - 7);
-const BOGUS_GRAPH: GraphId = GraphId(u64::MAX - 7);
+const BOGUS_BUFFER: BufferId = BufferId::unknown();
+const BOGUS_GRAPH: GraphId = GraphId::unknown();
 
 /// The variant name of an error kind (`UnknownBuffer`, `NestedCapture`, ...).
 pub fn kind_name(kind: &ErrorKind) -> String {

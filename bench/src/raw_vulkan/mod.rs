@@ -459,7 +459,13 @@ impl RawVulkan {
         unsafe { self.device.update_descriptor_sets(&writes, &[]) };
         self.write(x0)?;
         // The backend's launch geometry for the same call.
-        let call = ops::scale_add(seam::BufferId(0), seam::BufferId(0), elems, a, b);
+        let call = ops::scale_add(
+            seam::BufferId::unknown(),
+            seam::BufferId::unknown(),
+            elems,
+            a,
+            b,
+        );
         // SAFETY: never given to a backend: read for its geometry only.
         let launch = unsafe {
             Launch::new_unchecked(

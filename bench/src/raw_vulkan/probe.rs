@@ -388,9 +388,9 @@ fn measure(
         }
         drop(w);
         let call = ops::gemm(
-            seam::BufferId(0),
-            seam::BufferId(1),
-            seam::BufferId(2),
+            seam::BufferId::unknown(),
+            seam::BufferId::unknown(),
+            seam::BufferId::unknown(),
             1,
             h,
             h,
@@ -483,7 +483,7 @@ fn measure(
     let words = (weights[0].size / 4).min(64 << 20) as u32;
     let src: Vec<f32> = crate::measure::randoms(words as usize, 13, -1.0, 1.0);
     raw.upload(weights[0], &src)?;
-    let call = ops::copy(seam::BufferId(0), seam::BufferId(1), words);
+    let call = ops::copy(seam::BufferId::unknown(), seam::BufferId::unknown(), words);
     let mut params = [0u8; ops::IMMEDIATE_BYTES];
     params[..seam::Params::BYTES].copy_from_slice(&call.params.to_bytes());
     for v in copies {

@@ -75,7 +75,7 @@ pub const C12_BAD_LAUNCHES_REFUSED_BEFORE_WORK: Case = Case {
         let table: Vec<BadLaunch> = vec![
             (
                 "unknown buffer",
-                ops::add(fx.f, BufferId(u64::MAX - 1), fx.out, 4),
+                ops::add(fx.f, BufferId::unknown(), fx.out, 4),
                 |k| matches!(k, ErrorKind::UnknownBuffer { .. }),
             ),
             ("freed buffer", ops::copy(fx.freed, fx.out, 4), |k| {
@@ -297,7 +297,7 @@ pub const C12_BAD_HOST_ACCESS_REFUSED: Case = Case {
             ErrorKind::HostRange { .. }
         );
         let e = expect_err!(
-            d.read::<f32>(BufferId(u64::MAX - 2)),
+            d.read::<f32>(BufferId::unknown()),
             ErrorKind::UnknownBuffer { .. }
         );
         check_eq!(e.call, "read", "the error names the call");
@@ -341,7 +341,7 @@ pub const C12_BAD_MEMORY_CALLS_REFUSED: Case = Case {
             let g = d.low_level().end_capture_graph()?;
             let e = expect_err!(d.free(fx.f), ErrorKind::BufferInUse { .. });
             check!(
-                e.to_string().contains(&g.0.to_string()),
+                e.to_string().contains(&g.number().to_string()),
                 "the error names the graph: {e}"
             );
             d.destroy_graph(g)?;
@@ -359,8 +359,8 @@ pub const C12_BAD_MEMORY_CALLS_REFUSED: Case = Case {
 /// the same number as this device's first, so the launch ran on this
 /// device's own buffer without an error.
 ///
-/// Mutation: `State::new_id` counting from a per-device counter instead of
-/// the process-wide `NEXT_ID` → red at "d.launch(&ops::fill(theirs.id(), 4,
+/// Mutation: `State::new_buffer_id` leaving the device out of the id
+/// (`device: self.serial` → `device: 0`) → red at "d.launch(&ops::fill(theirs.id(), 4,
 /// 1)): expected ErrorKind::ForeignBuffer { .. }, but it succeeded".
 pub const C12_FOREIGN_IDS_REFUSED: Case = Case {
     name: "c12_foreign_ids_refused",

@@ -181,15 +181,15 @@ pub const C6_UNKNOWN_OR_DESTROYED_HANDLE_REFUSED: Case = Case {
         let d = &cx.dev;
         expect_err!(d.replay(GraphRef::Current), ErrorKind::NoCurrentExec);
         expect_err!(
-            d.replay(GraphRef::Handle(GraphId(9999))),
-            ErrorKind::UnknownGraph { id: 9999 }
+            d.replay(GraphRef::Handle(GraphId::unknown())),
+            ErrorKind::UnknownGraph { id: u64::MAX }
         );
         expect_err!(
-            d.destroy_graph(GraphId(9999)),
+            d.destroy_graph(GraphId::unknown()),
             ErrorKind::UnknownGraph { .. }
         );
         expect_err!(
-            d.replay_count(GraphRef::Handle(GraphId(9999))),
+            d.replay_count(GraphRef::Handle(GraphId::unknown())),
             ErrorKind::UnknownGraph { .. }
         );
         d.low_level().begin_capture()?;
@@ -338,7 +338,7 @@ pub const C6_NOTHING_LEAKS_AFTER_ERRORS: Case = Case {
             let dst = d.buffer_from(&[0u32; 8])?;
             for _ in 0..3 {
                 let _ = d.low_level().end_capture_into_current();
-                let _ = d.replay(GraphRef::Handle(GraphId(77)));
+                let _ = d.replay(GraphRef::Handle(GraphId::unknown()));
                 d.low_level().begin_capture()?;
                 let _ = d.low_level().begin_capture();
                 let _ = d.alloc(DType::F32, 4);

@@ -130,7 +130,7 @@ pub const C10_REPLAY_EVENTS_NAME_THEIR_GRAPH: Case = Case {
                 _ => None,
             })
             .collect();
-        let (ai, bi) = (a.id().0, b.id().0);
+        let (ai, bi) = (a.id().number(), b.id().number());
         check_eq!(
             got,
             vec![
@@ -182,7 +182,7 @@ pub const C6_EMPTY_CAPTURE_IS_A_REPLAYABLE_NO_OP: Case = Case {
         check!(
             events.iter().any(|e| e.kind
                 == EventKind::EndCaptureGraph {
-                    graph: g.id().0,
+                    graph: g.id().number(),
                     launches: 0
                 }),
             "the end of the empty capture records 0 launches: {events:?}"

@@ -102,7 +102,7 @@ fn window(cx: &Ctx, n: u64) -> CaseResult {
     let ended = events.iter().any(|e| {
         e.kind
             == EventKind::EndCaptureGraph {
-                graph: g.id().0,
+                graph: g.id().number(),
                 launches: 1,
             }
     });
@@ -110,7 +110,7 @@ fn window(cx: &Ctx, n: u64) -> CaseResult {
     let replays: Vec<u64> = events
         .iter()
         .filter_map(|e| match e.kind {
-            EventKind::Replay { graph, index } if graph == Some(g.id().0) => Some(index),
+            EventKind::Replay { graph, index } if graph == Some(g.id().number()) => Some(index),
             _ => None,
         })
         .collect();

@@ -502,7 +502,9 @@ fn update_report(cx: &Ctx) -> CaseResult {
     let natives: Vec<bool> = events
         .iter()
         .filter_map(|e| match e.kind {
-            EventKind::Update { graph, native, .. } if graph == Some(g.id().0) => Some(native),
+            EventKind::Update { graph, native, .. } if graph == Some(g.id().number()) => {
+                Some(native)
+            }
             _ => None,
         })
         .collect();

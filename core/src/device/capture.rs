@@ -123,11 +123,11 @@ impl Device {
                 Self::stop_recording(st);
             }
             let out = r.map(|raw| {
-                let id = GraphId(st.new_id());
+                let id = st.new_graph_id();
                 let launches = cap.recorded.len();
                 st.graphs.insert(id, ExecEntry::new(Some(raw), cap));
                 st.trace.record(|| EventKind::EndCaptureGraph {
-                    graph: id.0,
+                    graph: id.n,
                     launches,
                 });
                 id
@@ -188,7 +188,7 @@ impl Device {
             entry.replays += 1;
             let graph = match target {
                 GraphRef::Current => None,
-                GraphRef::Handle(id) => Some(id.0),
+                GraphRef::Handle(id) => Some(id.n),
             };
             st.trace.record(|| EventKind::Replay { graph, index });
             Ok(())

@@ -190,7 +190,7 @@ impl Device {
             }
             let guard = if st.checked { checked::GUARD } else { 0 };
             let raw = st.backend.alloc((len + guard) * dtype.size())?;
-            let id = BufferId(st.new_id());
+            let id = st.new_buffer_id();
             st.buffers.insert(
                 id,
                 BufEntry {
@@ -218,7 +218,7 @@ impl Device {
             st.meta(id)?;
             let users = st.users_of(id);
             if !users.is_empty() {
-                return Err(ErrorKind::BufferInUse { id: id.0, users });
+                return Err(ErrorKind::BufferInUse { id: id.n, users });
             }
             st.free_buffer(id)
         })

@@ -1,6 +1,6 @@
 //! The tables behind a `Device`: live buffers and graphs, the open capture,
 //! which graphs read which buffers, and the sweep that carries out deferred
-//! frees and destroys once they are legal. Also the process-wide id space
+//! frees and destroys once they are legal. Also the table of live devices
 //! that lets a device tell a foreign id from an unknown one (C12).
 
 use super::handles::{BufferId, GraphId, GraphRef};
@@ -15,22 +15,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 
-/// Every buffer and graph id of the process comes from this counter, so two
-/// devices never share an id.
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// Which device owns each live id, by device id (`cuda:0`). Consulted only
-/// when a device does not know an id, to say whose it is.
-static OWNERS: Mutex<Owners> = Mutex::new(BTreeMap::new());
-
 /// One serial per `Device`, so two devices opened on the same hardware
-/// (same device id) still tell their ids apart.
+/// (same device id) still tell their ids apart. Serial 0 is no device's.
 static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 
-type Owners = BTreeMap<u64, (u64, Arc<str>)>;
+/// Each live device's id (`cpu:0`), by serial: read only to name the owner
+/// of a foreign id, written once when a device opens and once when it goes.
+static DEVICES: Mutex<BTreeMap<u64, Arc<str>>> = Mutex::new(BTreeMap::new());
 
-fn owners() -> std::sync::MutexGuard<'static, Owners> {
-    OWNERS.lock().unwrap_or_else(|p| p.into_inner())
+fn devices() -> std::sync::MutexGuard<'static, BTreeMap<u64, Arc<str>>> {
+    DEVICES.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 pub(super) struct BufEntry {
@@ -84,9 +78,11 @@ pub(super) struct Capture {
 
 pub(super) struct State {
     pub(super) backend: Box<dyn Backend>,
-    /// This device's id (`cpu:0`) and serial, recorded as the owner of its ids.
+    /// This device's id (`cpu:0`) and serial (every id it makes carries it).
     pub(super) device: Arc<str>,
     serial: u64,
+    /// The number of the next buffer or graph id.
+    next_id: u64,
     pub(super) buffers: BTreeMap<BufferId, BufEntry>,
     pub(super) graphs: BTreeMap<GraphId, ExecEntry>,
     pub(super) current: Option<ExecEntry>,
@@ -147,10 +143,13 @@ impl State {
     }
 
     pub(super) fn new(backend: Box<dyn Backend>, device: Arc<str>) -> State {
+        let serial = NEXT_SERIAL.fetch_add(1, Ordering::Relaxed);
+        devices().insert(serial, device.clone());
         State {
             backend,
             device,
-            serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
+            serial,
+            next_id: 1,
             buffers: BTreeMap::new(),
             graphs: BTreeMap::new(),
             current: None,
@@ -162,45 +161,53 @@ impl State {
         }
     }
 
-    /// A fresh process-wide id, recorded as this device's.
-    pub(super) fn new_id(&mut self) -> u64 {
-        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        owners().insert(id, (self.serial, self.device.clone()));
-        id
+    /// A fresh buffer id of this device.
+    pub(super) fn new_buffer_id(&mut self) -> BufferId {
+        self.next_id += 1;
+        BufferId {
+            device: self.serial,
+            n: self.next_id - 1,
+        }
     }
 
-    fn forget_id(id: u64) {
-        owners().remove(&id);
+    /// A fresh graph id of this device.
+    pub(super) fn new_graph_id(&mut self) -> GraphId {
+        self.next_id += 1;
+        GraphId {
+            device: self.serial,
+            n: self.next_id - 1,
+        }
     }
 
     /// The error for an id this device does not hold: foreign if another
-    /// device made it (and has not freed it), unknown otherwise.
+    /// live device made it, unknown otherwise.
     pub(super) fn missing_buffer(&self, id: BufferId) -> ErrorKind {
-        match self.foreign_owner(id.0) {
-            Some(owner) => ErrorKind::ForeignBuffer { id: id.0, owner },
-            None => ErrorKind::UnknownBuffer { id: id.0 },
+        match self.foreign_owner(id.device) {
+            Some(owner) => ErrorKind::ForeignBuffer { id: id.n, owner },
+            None => ErrorKind::UnknownBuffer { id: id.n },
         }
     }
 
     pub(super) fn missing_graph(&self, id: GraphId) -> ErrorKind {
-        match self.foreign_owner(id.0) {
-            Some(owner) => ErrorKind::ForeignGraph { id: id.0, owner },
-            None => ErrorKind::UnknownGraph { id: id.0 },
+        match self.foreign_owner(id.device) {
+            Some(owner) => ErrorKind::ForeignGraph { id: id.n, owner },
+            None => ErrorKind::UnknownGraph { id: id.n },
         }
     }
 
-    /// The device that owns `id`, if it is not this one. Two `Device`s
-    /// opened on the same hardware have the same device id but are told
-    /// apart by their serial.
-    fn foreign_owner(&self, id: u64) -> Option<String> {
-        let owners = owners();
-        let (serial, name) = owners.get(&id)?;
-        (*serial != self.serial).then(|| {
-            if **name == *self.device {
-                format!("{name} (a separately opened Device)")
-            } else {
-                name.to_string()
-            }
+    /// The device whose serial is `device`, if it is another live one.
+    /// Two `Device`s opened on the same hardware have the same device id
+    /// but are told apart by their serial.
+    fn foreign_owner(&self, device: u64) -> Option<String> {
+        if device == self.serial {
+            return None;
+        }
+        let devices = devices();
+        let name = devices.get(&device)?;
+        Some(if **name == *self.device {
+            format!("{name} (a separately opened Device)")
+        } else {
+            name.to_string()
         })
     }
 
@@ -294,7 +301,7 @@ impl State {
             .graphs
             .iter()
             .filter(|(_, g)| g.uses.contains(&id))
-            .map(|(gid, _)| GraphUser::Handle(gid.0))
+            .map(|(gid, _)| GraphUser::Handle(gid.n))
             .collect();
         if self.current.as_ref().is_some_and(|c| c.uses.contains(&id)) {
             users.push(GraphUser::Current);
@@ -310,7 +317,6 @@ impl State {
         let meta = self.meta(id)?;
         self.free_raw(meta)?;
         self.buffers.remove(&id);
-        Self::forget_id(id.0);
         Ok(())
     }
 
@@ -319,8 +325,7 @@ impl State {
         let raw = self.raw_graph(id)?;
         self.destroy_raw(raw)?;
         self.graphs.remove(&id);
-        Self::forget_id(id.0);
-        self.trace.record(|| EventKind::Destroy { graph: id.0 });
+        self.trace.record(|| EventKind::Destroy { graph: id.n });
         Ok(())
     }
 
@@ -360,6 +365,7 @@ impl State {
 
 impl Drop for State {
     fn drop(&mut self) {
+        devices().remove(&self.serial);
         // Tear down in dependency order; errors here have nowhere to go.
         if self.capture.take().is_some() {
             let _ = self.backend.abort_capture();
@@ -368,11 +374,10 @@ impl Drop for State {
         for raw in std::mem::take(&mut self.orphans) {
             let _ = self.destroy_raw(raw);
         }
-        for (id, g) in std::mem::take(&mut self.graphs) {
+        for (_, g) in std::mem::take(&mut self.graphs) {
             if let Some(raw) = g.raw {
                 let _ = self.destroy_raw(raw);
             }
-            Self::forget_id(id.0);
         }
         // The backend has no call that destroys its current exec, and a
         // backend may refuse to free a buffer the current exec still reads
@@ -390,13 +395,12 @@ impl Drop for State {
                 let _ = self.backend.abort_capture();
             }
         }
-        for (id, b) in std::mem::take(&mut self.buffers) {
+        for (_, b) in std::mem::take(&mut self.buffers) {
             if may_free {
                 // Every graph is destroyed and the current exec, if any,
                 // was replaced by an empty one: nothing uses the buffer.
                 let _ = self.free_raw(b.meta);
             }
-            Self::forget_id(id.0);
         }
     }
 }

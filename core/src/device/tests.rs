@@ -132,13 +132,13 @@ fn a_foreign_id_is_named_and_never_reaches_the_backend() {
     let b = Device::new(Box::new(b_backend));
     let mine = b.alloc(DType::U32, 4).unwrap();
     let theirs = a.alloc(DType::U32, 4).unwrap();
-    assert_ne!(mine, theirs, "ids are unique in the process");
+    assert_ne!(mine, theirs, "ids carry their device");
     b_log.lock().unwrap().clear();
     let e = b.launch(&crate::ops::fill(theirs, 4, 1)).unwrap_err();
     assert_eq!(
         e.kind,
         ErrorKind::ForeignBuffer {
-            id: theirs.0,
+            id: theirs.number(),
             owner: "null:0 (a separately opened Device)".into()
         }
     );
@@ -152,9 +152,19 @@ fn a_foreign_id_is_named_and_never_reaches_the_backend() {
     let g = a.low_level().end_capture_graph().unwrap();
     let e = b.replay(GraphRef::Handle(g)).unwrap_err();
     assert!(matches!(e.kind, ErrorKind::ForeignGraph { .. }), "{e}");
+    // Freed on its device, an id still names that device while it lives;
+    // once it is gone, the id is unknown.
     a.free(theirs).unwrap();
     let e = b.free(theirs).unwrap_err();
-    assert_eq!(e.kind, ErrorKind::UnknownBuffer { id: theirs.0 });
+    assert!(matches!(e.kind, ErrorKind::ForeignBuffer { .. }), "{e}");
+    drop(a);
+    let e = b.free(theirs).unwrap_err();
+    assert_eq!(
+        e.kind,
+        ErrorKind::UnknownBuffer {
+            id: theirs.number()
+        }
+    );
 }
 
 /// `BufferInUse` names what holds the buffer. Mutation: drop the
@@ -170,7 +180,7 @@ fn buffer_in_use_names_its_users() {
     assert_eq!(
         e.kind,
         ErrorKind::BufferInUse {
-            id: b.0,
+            id: b.number(),
             users: vec![crate::error::GraphUser::Current]
         }
     );

@@ -186,13 +186,13 @@ fn check_rebinds(
 ) -> std::result::Result<(), ErrorKind> {
     for &(old, new) in pairs {
         if !entry.uses.contains(&old) {
-            return Err(ErrorKind::NotUsedByGraph { id: old.0 });
+            return Err(ErrorKind::NotUsedByGraph { id: old.n });
         }
         let (o, n) = (st.meta(old)?, st.live_meta(new)?);
         if o.dtype != n.dtype {
             return Err(ErrorKind::RebindMismatch {
-                old: old.0,
-                new: new.0,
+                old: old.n,
+                new: new.n,
                 reason: format!("it holds {}, the graph's buffer {}", n.dtype, o.dtype),
             });
         }
@@ -460,7 +460,7 @@ fn apply(
     entry.broken = None;
     let graph = match target {
         GraphRef::Current => None,
-        GraphRef::Handle(id) => Some(id.0),
+        GraphRef::Handle(id) => Some(id.n),
     };
     st.trace.record(|| EventKind::Update {
         graph,

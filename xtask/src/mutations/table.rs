@@ -276,9 +276,9 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c12_foreign_ids_refused",
         file: STATE,
-        find: "        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);",
-        replace: "        let id = self.buffers.len() as u64 + self.graphs.len() as u64 + 1;\n        let _ = &NEXT_ID;",
-        what: "ids counted per device again: another device's buffer reaches this device's buffer of the same number",
+        find: "        BufferId {\n            device: self.serial,",
+        replace: "        BufferId {\n            device: 0,",
+        what: "buffer ids no longer carry their device: another device's buffer reaches this device's buffer of the same number",
     },
     Mutation {
         case: "c13_rebind_equals_fresh_capture",
@@ -394,8 +394,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c10_replay_events_name_their_graph",
         file: CAP,
-        find: "                GraphRef::Handle(id) => Some(id.0),\n            };",
-        replace: "                GraphRef::Handle(_) => st.graphs.keys().next_back().map(|g| g.0),\n            };",
+        find: "                GraphRef::Handle(id) => Some(id.n),\n            };",
+        replace: "                GraphRef::Handle(_) => st.graphs.keys().next_back().map(|g| g.n),\n            };",
         what: "a replay event is recorded under the newest handle's id",
     },
     Mutation {
