@@ -109,7 +109,7 @@ impl DeviceInfo {
 pub struct ResourceCounts {
     /// Live allocations.
     pub buffers: usize,
-    /// Live graphs, the current exec counted.
+    /// Live graphs, the current graph counted.
     pub graphs: usize,
     /// Device bytes the backend holds for buffers (as allocated: a backend
     /// that rounds sizes up counts the rounded size). Frees it has accepted
@@ -180,7 +180,7 @@ pub struct ResourceCounts {
 ///   must not, a user kernel's params accepted by its definition and the
 ///   kernel registered on this backend (`prepare`).
 /// - **Nothing in use is freed.** `free` is never called on a buffer a live
-///   graph or the current exec uses; work already queued that reads or
+///   graph or the current graph uses; work already queued that reads or
 ///   writes it is the backend's to wait for (or to defer the free past).
 /// - **Order.** `alloc`, `free`, `write`, `read`, `synchronize`, `replay`,
 ///   `destroy_graph` and `prepare` are never called while a capture is
@@ -210,7 +210,7 @@ pub trait Backend: Send {
     /// uses it has finished (wait, or defer the release).
     ///
     /// # Safety
-    /// `buffer` is live, and no live graph or current exec uses it (the
+    /// `buffer` is live, and no live graph or current graph uses it (the
     /// trait's guarantees: live handles, nothing in use is freed).
     unsafe fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind>;
     /// Ordered after all previously queued work; returns once `data` may be reused.
@@ -255,7 +255,7 @@ pub trait Backend: Send {
     // --- capture: ops 2..6 ---
     /// Capture op 2: start recording launches instead of running them.
     fn begin_capture(&mut self) -> Result<(), ErrorKind>;
-    /// Capture op 3: stop recording; the result replaces the backend's current exec.
+    /// Capture op 3: stop recording; the result replaces the backend's current graph.
     fn end_capture_into_current(&mut self) -> Result<(), ErrorKind>;
     /// Capture op 4: stop recording; the result is a new, independent graph.
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind>;
@@ -263,7 +263,7 @@ pub trait Backend: Send {
     /// current contents (C1). Returns once queued, not once run.
     ///
     /// # Safety
-    /// The target is live (a graph handle not destroyed, or a current exec
+    /// The target is live (a graph handle not destroyed, or a current graph
     /// that exists) and every buffer it uses is live.
     unsafe fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind>;
     /// Capture op 6: release a graph. A replay of it may still be running:
@@ -279,7 +279,7 @@ pub trait Backend: Send {
     /// recording: it must then end any recording (an error is ignored).
     fn abort_capture(&mut self) -> Result<(), ErrorKind>;
 
-    /// Live allocations and graphs (the current exec counts as a graph), for leak checks.
+    /// Live allocations and graphs (the current graph counts as a graph), for leak checks.
     fn live_resources(&self) -> ResourceCounts;
 
     // --- graph update (C13; optional) ---

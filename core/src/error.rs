@@ -86,9 +86,9 @@ pub enum ErrorKind {
         /// The device that owns it (e.g. `cuda:0`).
         owner: String,
     },
-    #[error("no current exec: end_capture_into_current has not made one")]
+    #[error("no current graph: no capture has ended into it (CaptureScope::end_into_current)")]
     /// The current graph was asked for before one was made.
-    NoCurrentExec,
+    NoCurrentGraph,
     // --- graph update (C13) ---
     #[error("updating a graph inside a capture region is refused")]
     /// A graph update inside a capture.
@@ -419,7 +419,7 @@ impl ErrorKind {
     }
 }
 
-/// What keeps a buffer alive: a graph handle, the current exec, or the
+/// What keeps a buffer alive: a graph handle, the current graph, or the
 /// open capture that has recorded a launch reading it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GraphUser {
@@ -435,7 +435,7 @@ impl std::fmt::Display for GraphUser {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             GraphUser::Handle(id) => write!(f, "graph {id}"),
-            GraphUser::Current => f.write_str("the current exec"),
+            GraphUser::Current => f.write_str("the current graph"),
             GraphUser::OpenCapture => f.write_str("the open capture"),
         }
     }

@@ -21,7 +21,7 @@ pub enum EventKind {
     },
     /// A capture began.
     BeginCapture,
-    /// end_capture_into_current: the current exec.
+    /// end_capture_into_current: the current graph.
     EndCapture {
         /// Launches the capture recorded.
         launches: usize,
@@ -35,9 +35,9 @@ pub enum EventKind {
     },
     /// A capture was aborted.
     AbortCapture,
-    /// `graph` is `None` for the current exec. `index` counts from 0 per target.
+    /// `graph` is `None` for the current graph. `index` counts from 0 per target.
     Replay {
-        /// The graph replayed (`None`: the current exec).
+        /// The graph replayed (`None`: the current graph).
         graph: Option<u64>,
         /// Which replay of it, from 0.
         index: u64,
@@ -48,10 +48,10 @@ pub enum EventKind {
         graph: u64,
     },
     /// C13: launches of a graph replaced (`rebind`, `update_params`);
-    /// `graph` is `None` for the current exec. `native`: patched in place by
+    /// `graph` is `None` for the current graph. `native`: patched in place by
     /// the backend, else re-recorded by core.
     Update {
-        /// The graph updated (`None`: the current exec).
+        /// The graph updated (`None`: the current graph).
         graph: Option<u64>,
         /// Launches the update changed.
         launches: usize,

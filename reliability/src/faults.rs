@@ -272,7 +272,7 @@ fn post_check(dev: Device, plan: &FaultPlan) -> Result<(), String> {
             .map_err(|e| format!("empty capture: {e}"))?;
     }
     let live = dev.live();
-    let current = usize::from(live.current_exec);
+    let current = usize::from(live.current_graph);
     let want = ResourceCounts {
         buffers: 0,
         graphs: current,

@@ -376,13 +376,13 @@ impl Run {
         let l = self.dev.live();
         let backend = ResourceCounts {
             buffers: m.buffers,
-            graphs: m.graphs + usize::from(m.current_exec),
+            graphs: m.graphs + usize::from(m.current_graph),
             // The model does not size buffers.
             bytes: l.backend.bytes,
         };
         if l.buffers != m.buffers
             || l.graphs != m.graphs
-            || l.current_exec != m.current_exec
+            || l.current_graph != m.current_graph
             || l.capturing != m.capturing
             || l.backend != backend
         {
@@ -426,7 +426,7 @@ impl Run {
         if m.graphs != 0 || m.capturing {
             return Err(format!("model keeps {m:?} after dropping every handle"));
         }
-        let current = usize::from(m.current_exec);
+        let current = usize::from(m.current_graph);
         let Run {
             dev,
             plan,

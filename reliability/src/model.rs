@@ -64,7 +64,7 @@ struct MExec {
 pub struct MLive {
     pub buffers: usize,
     pub graphs: usize,
-    pub current_exec: bool,
+    pub current_graph: bool,
     pub capturing: bool,
 }
 
@@ -137,7 +137,7 @@ impl Model {
         MLive {
             buffers: self.bufs.len(),
             graphs: self.graphs.len(),
-            current_exec: self.current.is_some(),
+            current_graph: self.current.is_some(),
             capturing: self.capture.is_some(),
         }
     }
@@ -456,7 +456,7 @@ impl Model {
             return Err(ErrorKind::ReplayInCapture);
         }
         let exec = match target {
-            MTarget::Current => self.current.as_mut().ok_or(ErrorKind::NoCurrentExec)?,
+            MTarget::Current => self.current.as_mut().ok_or(ErrorKind::NoCurrentGraph)?,
             MTarget::Handle(s) => self
                 .graphs
                 .get_mut(&s)
@@ -477,7 +477,7 @@ impl Model {
                 .current
                 .as_ref()
                 .map(|e| e.replays)
-                .ok_or(ErrorKind::NoCurrentExec),
+                .ok_or(ErrorKind::NoCurrentGraph),
             MTarget::Handle(s) => self
                 .graphs
                 .get(&s)

@@ -345,7 +345,7 @@ impl Backend for CpuBackend {
 
     unsafe fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
         let graph = match target {
-            ReplayTarget::Current => self.current.clone().ok_or(ErrorKind::NoCurrentExec)?,
+            ReplayTarget::Current => self.current.clone().ok_or(ErrorKind::NoCurrentGraph)?,
             ReplayTarget::Graph(g) => self
                 .graphs
                 .get(&g.0)
@@ -373,7 +373,7 @@ impl Backend for CpuBackend {
         changes: &[(usize, Launch)],
     ) -> Result<(), ErrorKind> {
         let slot = match target {
-            ReplayTarget::Current => self.current.as_mut().ok_or(ErrorKind::NoCurrentExec)?,
+            ReplayTarget::Current => self.current.as_mut().ok_or(ErrorKind::NoCurrentGraph)?,
             ReplayTarget::Graph(g) => self
                 .graphs
                 .get_mut(&g.0)

@@ -249,7 +249,7 @@ impl MetalBackend {
 
     fn graph_mut(&mut self, target: ReplayTarget) -> Result<&mut Arc<Graph>, ErrorKind> {
         match target {
-            ReplayTarget::Current => self.current.as_mut().ok_or(ErrorKind::NoCurrentExec),
+            ReplayTarget::Current => self.current.as_mut().ok_or(ErrorKind::NoCurrentGraph),
             ReplayTarget::Graph(g) => self
                 .graphs
                 .get_mut(&g.0)
@@ -275,7 +275,7 @@ impl MetalBackend {
 
     fn graph(&self, target: ReplayTarget) -> Result<Arc<Graph>, ErrorKind> {
         match target {
-            ReplayTarget::Current => self.current.clone().ok_or(ErrorKind::NoCurrentExec),
+            ReplayTarget::Current => self.current.clone().ok_or(ErrorKind::NoCurrentGraph),
             ReplayTarget::Graph(g) => self
                 .graphs
                 .get(&g.0)

@@ -124,7 +124,7 @@ impl<D: GraphDriver> StreamGraphs<D> {
     /// The exec, graph and captured launches of `target`.
     pub fn captured(&self, target: ReplayTarget) -> Result<&Captured<D>, ErrorKind> {
         match target {
-            ReplayTarget::Current => self.current.as_ref().ok_or(ErrorKind::NoCurrentExec),
+            ReplayTarget::Current => self.current.as_ref().ok_or(ErrorKind::NoCurrentGraph),
             ReplayTarget::Graph(g) => self
                 .graphs
                 .get(&g.0)
@@ -135,7 +135,7 @@ impl<D: GraphDriver> StreamGraphs<D> {
     /// As [`captured`](StreamGraphs::captured), to record a patch.
     pub fn captured_mut(&mut self, target: ReplayTarget) -> Result<&mut Captured<D>, ErrorKind> {
         match target {
-            ReplayTarget::Current => self.current.as_mut().ok_or(ErrorKind::NoCurrentExec),
+            ReplayTarget::Current => self.current.as_mut().ok_or(ErrorKind::NoCurrentGraph),
             ReplayTarget::Graph(g) => self
                 .graphs
                 .get_mut(&g.0)

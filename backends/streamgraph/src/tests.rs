@@ -163,7 +163,7 @@ fn replay_without_a_current_exec_is_a_named_error() {
     let mut g = Graphs::new();
     assert_eq!(
         g.replay(&d, ReplayTarget::Current),
-        Err(ErrorKind::NoCurrentExec)
+        Err(ErrorKind::NoCurrentGraph)
     );
     assert!(d.log().is_empty());
 }

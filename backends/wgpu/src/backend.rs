@@ -282,7 +282,7 @@ impl WgpuBackend {
         let graph = match then {
             None => None,
             Some(ReplayTarget::Current) => {
-                Some(self.current.as_ref().ok_or(ErrorKind::NoCurrentExec)?)
+                Some(self.current.as_ref().ok_or(ErrorKind::NoCurrentGraph)?)
             }
             Some(ReplayTarget::Graph(g)) => Some(
                 self.graphs

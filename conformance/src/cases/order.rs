@@ -168,7 +168,7 @@ pub const C6_END_WITHOUT_BEGIN_REFUSED: Case = Case {
 };
 
 /// Replay or destroy of an unknown or destroyed handle is UnknownGraph; replay
-/// of the current exec before any end_capture is NoCurrentExec.
+/// of the current exec before any end_capture is NoCurrentGraph.
 ///
 /// Mutation: make `Device::destroy_graph` leave the entry in core's table → red
 /// at "no handle left" (the backend's own check still refuses the replay).
@@ -179,7 +179,7 @@ pub const C6_UNKNOWN_OR_DESTROYED_HANDLE_REFUSED: Case = Case {
     modes: ONCE,
     body: |cx| {
         let d = &cx.dev;
-        expect_err!(d.replay(GraphRef::Current), ErrorKind::NoCurrentExec);
+        expect_err!(d.replay(GraphRef::Current), ErrorKind::NoCurrentGraph);
         expect_err!(
             d.replay(GraphRef::Handle(GraphId::unknown())),
             ErrorKind::UnknownGraph { id: u64::MAX }

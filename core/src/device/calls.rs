@@ -95,7 +95,7 @@ impl State {
     /// Replay a graph the tables hold.
     pub(super) fn replay_raw(&mut self, target: GraphRef) -> Result<(), ErrorKind> {
         let raw = self.replay_target(target)?;
-        // SAFETY: `replay_target` found the graph (or current exec) live;
+        // SAFETY: `replay_target` found the graph (or current graph) live;
         // its buffers cannot be freed while it lives (`users_of`).
         unsafe { self.backend.replay(raw) }
     }
@@ -123,7 +123,7 @@ impl State {
 
     /// Free a buffer no graph uses (`users_of` empty, checked by callers).
     pub(super) fn free_raw(&mut self, meta: BufferMeta) -> Result<(), ErrorKind> {
-        // SAFETY: `meta` is of a live buffer, and no graph or current exec
+        // SAFETY: `meta` is of a live buffer, and no graph or current graph
         // uses it.
         unsafe { self.backend.free(meta.raw) }
     }

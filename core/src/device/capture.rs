@@ -1,5 +1,5 @@
 //! The capture state machine (C5, C6, C9) and the graph calls: begin, end
-//! (into the current exec or into a handle), abort, replay, destroy.
+//! (into the current graph or into a handle), abort, replay, destroy.
 
 use super::handles::{GraphId, GraphRef};
 use super::state::{Capture, ExecEntry, State};
@@ -202,7 +202,7 @@ impl Device {
                 .current
                 .as_ref()
                 .map(|e| e.replays)
-                .ok_or(ErrorKind::NoCurrentExec),
+                .ok_or(ErrorKind::NoCurrentGraph),
             GraphRef::Handle(id) => st
                 .graphs
                 .get(&id)

@@ -226,7 +226,7 @@ impl CaptureScope<'_> {
         })
     }
 
-    /// End into the device's current exec ([`GraphRef::Current`]).
+    /// End into the device's current graph ([`GraphRef::Current`]).
     pub fn end_into_current(mut self) -> Result<()> {
         self.open = false;
         self.dev.end_capture_into_current()

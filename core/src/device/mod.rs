@@ -37,10 +37,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 pub struct Live {
     /// Buffers core holds (released ones not yet freed included).
     pub buffers: usize,
-    /// Graph handles (not counting the current exec).
+    /// Graph handles (not counting the current graph).
     pub graphs: usize,
-    /// Whether the device holds a current exec ([`GraphRef::Current`]).
-    pub current_exec: bool,
+    /// Whether the device holds a current graph ([`GraphRef::Current`]).
+    pub current_graph: bool,
     /// Whether a capture is open.
     pub capturing: bool,
     /// Bytes of core's live buffers (elements × element size), released
@@ -207,7 +207,7 @@ impl Device {
     }
 
     /// Free a buffer now, or say why not: refused inside a capture (C5) and
-    /// while a graph, the current exec or the open capture reads it (it
+    /// while a graph, the current graph or the open capture reads it (it
     /// would be a use-after-free on replay). For "free it once legal", what
     /// an owned [`Buffer`] does on drop, see [`Device::release_buffer`].
     pub fn free(&self, id: BufferId) -> Result<()> {
@@ -487,7 +487,7 @@ impl Device {
         Live {
             buffers: st.buffers.len(),
             graphs: st.graphs.len(),
-            current_exec: st.current.is_some(),
+            current_graph: st.current.is_some(),
             capturing: st.capture.is_some(),
             bytes: st
                 .buffers

@@ -46,7 +46,7 @@ pub(super) struct Recorded {
 }
 
 pub(super) struct ExecEntry {
-    /// `None` for the current exec (the backend's `ReplayTarget::Current`).
+    /// `None` for the current graph (the backend's `ReplayTarget::Current`).
     pub(super) raw: Option<RawGraph>,
     pub(super) uses: BTreeSet<BufferId>,
     pub(super) recorded: Vec<Recorded>,
@@ -236,7 +236,7 @@ impl State {
     /// The graph a [`GraphRef`] names.
     pub(super) fn entry(&self, target: GraphRef) -> Result<&ExecEntry, ErrorKind> {
         match target {
-            GraphRef::Current => self.current.as_ref().ok_or(ErrorKind::NoCurrentExec),
+            GraphRef::Current => self.current.as_ref().ok_or(ErrorKind::NoCurrentGraph),
             GraphRef::Handle(id) => self.graphs.get(&id).ok_or_else(|| self.missing_graph(id)),
         }
     }
@@ -248,7 +248,7 @@ impl State {
             }
         }
         match target {
-            GraphRef::Current => self.current.as_mut().ok_or(ErrorKind::NoCurrentExec),
+            GraphRef::Current => self.current.as_mut().ok_or(ErrorKind::NoCurrentGraph),
             GraphRef::Handle(id) => Ok(self.graphs.get_mut(&id).expect("checked above")),
         }
     }
@@ -294,7 +294,7 @@ impl State {
         Ok(meta)
     }
 
-    /// Everything that reads this buffer: graph handles, the current exec,
+    /// Everything that reads this buffer: graph handles, the current graph,
     /// and an open capture that has recorded it.
     pub(super) fn users_of(&self, id: BufferId) -> Vec<GraphUser> {
         let mut users: Vec<GraphUser> = self
@@ -379,13 +379,13 @@ impl Drop for State {
                 let _ = self.destroy_raw(raw);
             }
         }
-        // The backend has no call that destroys its current exec, and a
-        // backend may refuse to free a buffer the current exec still reads
+        // The backend has no call that destroys its current graph, and a
+        // backend may refuse to free a buffer the current graph still reads
         // (the stream backend does: BufferInUse). Replacing it with an
         // empty capture releases those buffers (the empty capture is a
         // replayable no-op on every backend: c6_empty_capture_...); the
         // backend frees the empty exec with itself.
-        // If that fails, core frees no buffer (the current exec may use
+        // If that fails, core frees no buffer (the current graph may use
         // any of them): the backend releases them with itself.
         let mut may_free = true;
         if self.current.take().is_some() {
@@ -397,7 +397,7 @@ impl Drop for State {
         }
         for (_, b) in std::mem::take(&mut self.buffers) {
             if may_free {
-                // Every graph is destroyed and the current exec, if any,
+                // Every graph is destroyed and the current graph, if any,
                 // was replaced by an empty one: nothing uses the buffer.
                 let _ = self.free_raw(b.meta);
             }

@@ -184,7 +184,7 @@ fn buffer_in_use_names_its_users() {
             users: vec![crate::error::GraphUser::Current]
         }
     );
-    assert!(e.to_string().contains("the current exec"), "{e}");
+    assert!(e.to_string().contains("the current graph"), "{e}");
 }
 
 /// WGSL is checked at registration on every device, one that runs no WGSL

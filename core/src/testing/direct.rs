@@ -65,7 +65,7 @@ pub struct Direct<B: Backend> {
     backend: B,
     /// Bytes of each live allocation.
     sizes: BTreeMap<RawBuffer, usize>,
-    /// The buffers of each launch of each live graph (the current exec's
+    /// The buffers of each launch of each live graph (the current graph's
     /// under `None`), in capture order.
     graphs: BTreeMap<Option<RawGraph>, Vec<Vec<RawBuffer>>>,
     /// What the open capture has recorded.
@@ -132,7 +132,7 @@ impl<B: Backend> Direct<B> {
             ReplayTarget::Graph(g) => Some(g),
         };
         self.graphs.get(&key).ok_or(match target {
-            ReplayTarget::Current => ErrorKind::NoCurrentExec,
+            ReplayTarget::Current => ErrorKind::NoCurrentGraph,
             ReplayTarget::Graph(g) => ErrorKind::UnknownGraph { id: g.0 },
         })
     }

@@ -477,7 +477,7 @@ impl Backend for VulkanBackend {
                 ReplayTarget::Graph(g) => b.graphs.get(&g.0),
             };
             b.gpu
-                .submit(exec.ok_or(ErrorKind::NoCurrentExec)?)
+                .submit(exec.ok_or(ErrorKind::NoCurrentGraph)?)
                 .map(drop)
         })
     }
@@ -550,7 +550,7 @@ impl VulkanBackend {
 
     fn exec(&self, target: ReplayTarget) -> Result<&CommandBuffer, ErrorKind> {
         match target {
-            ReplayTarget::Current => self.current.as_ref().ok_or(ErrorKind::NoCurrentExec),
+            ReplayTarget::Current => self.current.as_ref().ok_or(ErrorKind::NoCurrentGraph),
             ReplayTarget::Graph(g) => self
                 .graphs
                 .get(&g.0)

@@ -77,7 +77,7 @@ impl VulkanBackend {
             from += n;
         }
         let exec = match target {
-            ReplayTarget::Current => current.as_mut().ok_or(ErrorKind::NoCurrentExec)?,
+            ReplayTarget::Current => current.as_mut().ok_or(ErrorKind::NoCurrentGraph)?,
             ReplayTarget::Graph(g) => graphs
                 .get_mut(&g.0)
                 .ok_or(ErrorKind::UnknownGraph { id: g.0 })?,
