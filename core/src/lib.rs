@@ -28,7 +28,9 @@ pub use backend::{
     Backend, CaptureSupport, DeviceInfo, DeviceSpan, RawBuffer, RawGraph, ReplayTarget,
     ResourceCounts, Subnormals, UpdateSupport,
 };
-pub use device::{Buffer, BufferId, CaptureScope, Change, Device, Graph, GraphId, GraphRef, Live};
+pub use device::{
+    Buffer, BufferId, CaptureScope, Change, Device, Graph, GraphId, GraphRef, Live, LowLevel,
+};
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, GraphUser, Result, Site};
 pub use half::{bf16, f16};

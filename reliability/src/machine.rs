@@ -233,7 +233,7 @@ impl Run {
             Step::Release(b) => {
                 let (slot, id) = buf(bufs, *b);
                 m.release_buffer(slot);
-                d.release_buffer(id);
+                d.low_level().release_buffer(id);
             }
             Step::Write {
                 buf: b,
@@ -364,7 +364,7 @@ impl Run {
             Step::ReleaseGraph(g) => {
                 let (slot, id) = graph(graphs, *g);
                 m.release_graph(slot);
-                d.release_graph(id);
+                d.low_level().release_graph(id);
             }
         }
         self.check_live()
@@ -414,11 +414,11 @@ impl Run {
         }
         for (slot, &id) in self.graphs.iter().enumerate() {
             self.model.release_graph(slot);
-            self.dev.release_graph(id);
+            self.dev.low_level().release_graph(id);
         }
         for (slot, &id) in self.bufs.iter().enumerate() {
             self.model.release_buffer(slot);
-            self.dev.release_buffer(id);
+            self.dev.low_level().release_buffer(id);
         }
         self.check_live()
             .map_err(|e| format!("after dropping every handle: {e}"))?;

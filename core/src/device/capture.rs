@@ -48,6 +48,18 @@ impl LowLevel<'_> {
     pub fn abort_capture(&self) -> Result<()> {
         self.dev.abort_capture()
     }
+    /// What dropping an owned [`Buffer`](crate::Buffer) does, by id: the
+    /// id is unusable from now on and the memory is freed as soon as that
+    /// is legal. [`Device::free`] frees now or says why not.
+    pub fn release_buffer(&self, id: crate::BufferId) {
+        self.dev.release_buffer(id)
+    }
+    /// What dropping an owned [`Graph`](crate::Graph) does, by id:
+    /// destroyed as soon as that is legal. [`Device::destroy_graph`]
+    /// destroys now or says why not.
+    pub fn release_graph(&self, id: GraphId) {
+        self.dev.release_graph(id)
+    }
 }
 
 impl Device {
@@ -214,7 +226,7 @@ impl Device {
     /// Capture op 6: destroy a graph handle now, or say why not (refused
     /// inside a capture). A replay still running completes (C8). For
     /// "destroy it once legal", what an owned [`super::Graph`] does on drop,
-    /// see [`Device::release_graph`].
+    /// see [`LowLevel::release_graph`](crate::LowLevel::release_graph).
     pub fn destroy_graph(&self, id: GraphId) -> Result<()> {
         self.with("destroy_graph", |st| {
             if st.capture.is_some() {
@@ -230,7 +242,7 @@ impl Device {
     /// open capture ends). Never fails; what owned handles call on drop. An
     /// id this device does not hold is ignored. For a destroy that reports
     /// why it cannot happen now, see [`Device::destroy_graph`].
-    pub fn release_graph(&self, id: GraphId) {
+    pub(crate) fn release_graph(&self, id: GraphId) {
         let mut st = self.state();
         if let Some(g) = st.graphs.get_mut(&id) {
             g.released = true;

@@ -70,7 +70,7 @@ pub enum GraphRef {
 }
 
 /// A typed buffer owned by the caller; freed on drop (deferred while a
-/// capture is open or a graph still reads it, see [`Device::release_buffer`]).
+/// capture is open or a graph still reads it, see [`LowLevel::release_buffer`](crate::LowLevel::release_buffer)).
 pub struct Buffer<T: Element> {
     pub(super) dev: Device,
     pub(super) id: BufferId,
@@ -109,7 +109,7 @@ impl<T: Element> Drop for Buffer<T> {
 }
 
 /// A graph handle owned by the caller; destroyed on drop (deferred while a
-/// capture is open, see [`Device::release_graph`]). Replays re-execute the
+/// capture is open, see [`LowLevel::release_graph`](crate::LowLevel::release_graph)). Replays re-execute the
 /// captured launches over the buffers' current contents (C1); changing
 /// them without a new capture is [`Device::update`].
 ///

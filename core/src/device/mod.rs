@@ -209,7 +209,7 @@ impl Device {
     /// Free a buffer now, or say why not: refused inside a capture (C5) and
     /// while a graph, the current graph or the open capture reads it (it
     /// would be a use-after-free on replay). For "free it once legal", what
-    /// an owned [`Buffer`] does on drop, see [`Device::release_buffer`].
+    /// an owned [`Buffer`] does on drop, see [`LowLevel::release_buffer`](crate::LowLevel::release_buffer).
     pub fn free(&self, id: BufferId) -> Result<()> {
         self.with("free", |st| {
             if st.capture.is_some() {
@@ -229,7 +229,7 @@ impl Device {
     /// it). Never fails, never leaks; what owned handles call on drop. An id
     /// this device does not hold is ignored. For a free that reports why it
     /// cannot happen now, see [`Device::free`].
-    pub fn release_buffer(&self, id: BufferId) {
+    pub(crate) fn release_buffer(&self, id: BufferId) {
         let mut st = self.state();
         if let Some(b) = st.buffers.get_mut(&id) {
             b.released = true;

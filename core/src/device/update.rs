@@ -550,7 +550,7 @@ mod tests {
             dev.launch(&call).unwrap();
         }
         let g = dev.end_capture_graph().unwrap();
-        dev.release_buffer(b[5]);
+        dev.low_level().release_buffer(b[5]);
         let target = GraphRef::Handle(g);
         let mut ids = b.clone();
         ids.push(h);
