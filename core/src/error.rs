@@ -45,7 +45,7 @@ pub enum ErrorKind {
     #[error("no capture is open on this device")]
     /// No capture is open to end or abort.
     NotCapturing,
-    #[error("allocation inside a capture region is refused (C5): allocate before begin_capture")]
+    #[error("allocation inside a capture region is refused (C5): allocate before the capture")]
     /// An allocation inside a capture (C5).
     AllocInCapture,
     #[error("free inside a capture region is refused (C5): free after the capture ends")]
