@@ -8,6 +8,7 @@ mod bad_input;
 mod bounds;
 mod extents;
 mod gemm_shapes;
+mod kernel_sources;
 mod kernels;
 mod lifetimes;
 mod order;
@@ -74,6 +75,7 @@ pub static ALL: &[Case] = &[
     bad_input::C12_FOREIGN_IDS_REFUSED,
     bounds::C12_BOUNDS_FROM_THE_RULES,
     extents::C12_WRITES_OUTSIDE_EXTENTS_NAMED,
+    kernel_sources::C12_BAD_KERNEL_SOURCES_REFUSED,
     views::C12_VIEW_RULES_FROM_THE_SIGNATURES,
     update::C13_REBIND_EQUALS_FRESH_CAPTURE,
     update::C13_QUEUED_REPLAYS_KEEP_OLD_BINDINGS,

@@ -413,6 +413,13 @@ pub const MUTATIONS: &[Mutation] = &[
         what: "a panic in a user kernel's CPU implementation ends the CPU queue thread",
     },
     Mutation {
+        case: "c12_bad_kernel_sources_refused",
+        file: DEV,
+        find: "            if def.wgsl.is_some() {\n                let m = crate::kernel::wgsl::compile(kernel)?;",
+        replace: "            if def.wgsl.is_some() && false {\n                let m = crate::kernel::wgsl::compile(kernel)?;",
+        what: "register_kernel leaves WGSL to the backends that compile it",
+    },
+    Mutation {
         case: "c12_bounds_from_the_rules",
         file: VAL,
         find: "        if need > len {",
