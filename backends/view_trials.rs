@@ -1,6 +1,6 @@
 // Shared by the WGSL backends' own device tests (`#[path]`-included, as
 // `device_trials.rs` is): buffer views at odd element offsets and user
-// kernels (issue 19), on a `seam::Device` of the backend under test, with
+// kernels, on a `seam::Device` of the backend under test, with
 // the CPU backend as the oracle. The conformance suite owns the contract;
 // these check what a WGSL backend gets wrong first: the offset words
 // (`p.o<k>`), 16-bit halves shared with a neighbour outside the view, and

@@ -1,4 +1,4 @@
-//! One-off probes (issue 20), not bench arms: `seam-bench probe <what>`
+//! One-off probes, not bench arms: `seam-bench probe <what>`
 //! prints one line per measurement, for a device command that locates a
 //! miss. Their figures go to `docs/results/bench/probes.md`.
 //!

@@ -1,4 +1,4 @@
-//! The raw-CUDA anchor in-process (issue 20): the chain of N dependent
+//! The raw-CUDA anchor in-process: the chain of N dependent
 //! `scale_add` kernels through the driver API alone (cudarc's thin `result`
 //! layer over `sys`), so the seam-vs-raw ratios come from arms measured
 //! interleaved in one process. It does what `bench/anchors/raw_cuda.cu`

@@ -1,5 +1,5 @@
 //! Trace a window of replays on one device and write the Chrome trace
-//! (issue 8's check: a window of N replays shows N device-timed slices).
+//! (the check: a window of N replays shows N device-timed slices).
 //!
 //! `cargo run --release -p seam-conformance --example trace_replays -- cuda:0 128 trace.json`
 

@@ -1,4 +1,4 @@
-//! Device timing with stream events, shared by CUDA and HIP (issue 8):
+//! Device timing with stream events, shared by CUDA and HIP:
 //! an event is recorded on the stream before and after each traced replay or
 //! eager launch; a span's times are elapsed-time queries against one base
 //! event per backend, so every span of a device is on one clock.

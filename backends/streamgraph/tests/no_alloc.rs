@@ -1,5 +1,5 @@
 //! The CUDA and HIP backends' shared launch and replay paths allocate
-//! nothing in steady state (issue 20): after a warm-up, 1,000 eager
+//! nothing in steady state: after a warm-up, 1,000 eager
 //! launches and 1,000 replays through `Device::launch` and
 //! `Device::replay` (tracing off) on a `StreamBackend` over the fake
 //! driver make zero heap allocations on the calling thread. A test binary

@@ -1,4 +1,4 @@
-//! A profile of C13 on Vulkan (issue 18): the benchmark's chain of N = 1000
+//! A profile of C13 on Vulkan: the benchmark's chain of N = 1000
 //! dependent in-place `scale_add` dispatches over one f32 element, captured,
 //! then `REBINDS` (default 200) rebinds of its buffer x ↔ y, each followed
 //! by a replay and a synchronize (no replay is pending at the update, as in

@@ -1,4 +1,4 @@
-//! SPIR-V float controls after naga (issue 17). naga 30 emits no
+//! SPIR-V float controls after naga. naga 30 emits no
 //! `SPV_KHR_float_controls` execution modes and has no option for them, so
 //! on a device that reports `shaderDenormPreserveFloat32` the module naga
 //! made at build time is patched before `vkCreateShaderModule`:

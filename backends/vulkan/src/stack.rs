@@ -1,6 +1,6 @@
 //! Small slices built on the stack: what a launch or a recording call needs
 //! per dispatch (a catalogue op has at most three bindings, a user kernel
-//! at most `seam::kernel::MAX_BINDINGS`), without a heap allocation (issue 20).
+//! at most `seam::kernel::MAX_BINDINGS`), without a heap allocation.
 
 /// Call `f` with the slice `[item(0), …, item(n - 1)]`: on the stack for up
 /// to [`INLINE`] items, in a `Vec` beyond.

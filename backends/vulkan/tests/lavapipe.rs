@@ -435,7 +435,7 @@ fn rebinds_rewrite_descriptor_sets_in_place(dev: Device) -> Completion {
     Completion::Completed
 }
 
-/// Issue 18: where the device has UPDATE_AFTER_BIND storage buffers
+/// Where the device has UPDATE_AFTER_BIND storage buffers
 /// (`VulkanBackend::rebind_in_place`; lavapipe has them), a rebind rewrites
 /// the graph's descriptor sets and records nothing; a replay queued before
 /// it still runs the old buffers and the next one the new. A params update

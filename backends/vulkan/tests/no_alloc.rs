@@ -6,7 +6,7 @@
 //! are not counted.
 //!
 //! Core's share is zero (`core/tests/no_alloc.rs`), and so is this
-//! backend's (issue 20): an eager launch borrows its buffers and builds its
+//! backend's: an eager launch borrows its buffers and builds its
 //! bindings, audit accesses and descriptor writes on the stack, allocates
 //! its descriptor set through the raw entry point (ash's wrapper returns a
 //! `Vec`) and keeps no binding list for a one-time batch; a batch's `end`

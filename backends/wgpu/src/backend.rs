@@ -19,7 +19,7 @@ const EAGER_BATCH: usize = 256;
 /// in pieces, so the GPU runs one piece while the host encodes the next:
 /// one command buffer of the whole graph made the GPU wait for all of it
 /// to be encoded, which left a 1000-dispatch replay slower than the same
-/// launches eager (4672 vs 3503 µs on the H200, issue 20).
+/// launches eager (4672 vs 3503 µs on the H200).
 const REPLAY_CHUNK: usize = EAGER_BATCH;
 /// The first piece of a replay: small, so the GPU starts after 16
 /// dispatches are encoded, not 256 (a decode step of 128 long kernels

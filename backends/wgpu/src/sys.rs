@@ -1,5 +1,5 @@
 //! The backend's one `unsafe` call: catalogue kernels' shader modules made
-//! without wgpu's runtime checks (issue 20).
+//! without wgpu's runtime checks.
 //!
 //! By default wgpu has naga clamp every workgroup-array index, bound every
 //! loop with a counter, and (without `robustBufferAccess2`) clamp every

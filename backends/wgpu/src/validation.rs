@@ -1,4 +1,4 @@
-//! wgpu validation as a verdict (issue 21). `InstanceFlags::VALIDATION`
+//! wgpu validation as a verdict. `InstanceFlags::VALIDATION`
 //! (`WGPU_VALIDATION=1`, or on by default in debug builds) makes wgpu-hal
 //! enable the backend's validation layer (Vulkan: `VK_LAYER_KHRONOS_validation`
 //! with a debug-utils messenger), but wgpu-hal only *logs* what the layer

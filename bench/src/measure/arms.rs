@@ -206,7 +206,7 @@ pub(super) fn profile(slot: &DeviceSlot, m: Meta, cfg: &Config, out: &mut dyn Si
 }
 
 /// The device's copy bandwidth, measured in the same run as the decode
-/// stack (issue 20): `ops::copy` of `elems` floats between two buffers,
+/// stack: `ops::copy` of `elems` floats between two buffers,
 /// queued back to back (`pipelined`, one wait per batch). Rows (mode and
 /// workload `copy`, `elems` floats): `e2e_us` per copy, and `gbps`, the
 /// bytes it moves (read + write, 8 bytes per float) per nanosecond, i.e.

@@ -5,9 +5,9 @@
 //!   the `--profile` split of a seam call into core and backend time;
 //! - [`workloads`]: the chain and the decode stack, their call lists and
 //!   the bit-exact checks before timing;
-//! - [`update`]: the graph-update loop (issue 18);
+//! - [`update`]: the graph-update loop;
 //! - [`paired`]: seam against the in-process raw anchors (`raw_cuda`,
-//!   `raw_vulkan`), interleaved round by round (issue 20).
+//!   `raw_vulkan`), interleaved round by round.
 
 mod arms;
 mod paired;

@@ -1,4 +1,4 @@
-//! Seam against the raw driver in the same process (issue 20): the chain
+//! Seam against the raw driver in the same process: the chain
 //! run by seam and by the raw anchor (`raw_cuda`, `raw_vulkan`) in
 //! interleaved rounds, so a ratio compares arms measured side by side, not
 //! two medians from two processes.

@@ -1,4 +1,4 @@
-//! Graph updates (C13, issue 18): rebind vs re-capture vs copy-in against a
+//! Graph updates (C13): rebind vs re-capture vs copy-in against a
 //! plain replay of the same work, every mode in one interleaved loop.
 
 use super::{err, submit, us, Config, Meta, Res, Sink};

@@ -1,4 +1,4 @@
-//! The raw-Vulkan anchor (issue 20): the chain of N dependent `scale_add`
+//! The raw-Vulkan anchor: the chain of N dependent `scale_add`
 //! dispatches recorded with ash alone, the floor seam's Vulkan replay is
 //! held to. It uses what the seam Vulkan backend uses, nothing less:
 //!
@@ -22,7 +22,7 @@
 //!   `SEAM_BENCH_RAW_WAIT=timeline` signals a timeline semaphore instead
 //!   of the fence and polls its counter (`vkGetSemaphoreCounterValue`) for
 //!   the same budget, then blocks in `vkWaitSemaphores`: the alternative
-//!   wait measured against the fence (issue 20); the arm's name says which.
+//!   wait measured against the fence; the arm's name says which.
 //!
 //! What it leaves out is what a hand-written program would: the pipeline,
 //! the descriptor set (both bindings on the one buffer) and the push

@@ -1,4 +1,4 @@
-//! A probe (issue 20), not a bench arm: WGSL GEMV and copy variants
+//! A probe, not a bench arm: WGSL GEMV and copy variants
 //! compiled by naga exactly as `seam-kernels` compiles the catalogue (SPIR-V
 //! 1.0, no bounds checks, no loop bounding, no workgroup zeroing, the
 //! `DenormPreserve` patch where the device reports it) and timed on the raw

@@ -219,7 +219,7 @@ fn versus_raw_table(input: &Input, md: &mut String) {
         )
     });
     md.push_str(
-        "## seam vs the raw driver, same process, interleaved rounds (issue 20)\n\n\
+        "## seam vs the raw driver, same process, interleaved rounds\n\n\
          seam and the in-process raw anchor (CUDA: driver API through cudarc, `cuLaunchKernel` / \
          `cuGraphLaunch`; Vulkan: ash, the same SPIR-V, memory type and barriers) run the same \
          chain in alternating rounds (ABAB, order swapped every round), each iteration queued and \
@@ -309,7 +309,7 @@ fn profile_table(input: &Input, md: &mut String) {
     md.push('\n');
 }
 
-/// The modes of the graph-update loop (issue 18), as the arms name them.
+/// The modes of the graph-update loop, as the arms name them.
 pub(super) const UPDATE_MODES: [&str; 5] = ["replay", "rebind", "setparams", "recapture", "copyin"];
 
 /// `e2e` of one update mode, and its per-round ratio `metric` with the
@@ -370,7 +370,7 @@ fn update_table(input: &Input, md: &mut String) {
         return;
     }
     md.push_str(
-        "## Graph update: rebind vs re-capture vs copy-in (issue 18)\n\n\
+        "## Graph update: rebind vs re-capture vs copy-in\n\n\
          Every mode of a row ran in one interleaved loop in one process (replay, update, \
          re-capture, copy-in, replay, …), each iteration queued and waited for on its own. \
          e2e / iteration in µs (median over every iteration), then the median over the rounds \

@@ -1,7 +1,7 @@
 //! The issue's targets (benchmarks, not tests) as one data table, and the
 //! verdict each gets on the rows. Every target is a chain of 1 element.
 //!
-//! The graph-update targets (issue 18) are judged on ratios the arm measured
+//! The graph-update targets are judged on ratios the arm measured
 //! itself, round by round, between modes interleaved in one loop (`x_replay`:
 //! rebind + replay ÷ plain replay; `x_rebind`: re-capture + instantiate +
 //! replay ÷ rebind + replay): the median over the rounds against the bound,
@@ -134,7 +134,7 @@ const TARGETS: &[Target] = &[
             per: "node",
         },
     },
-    // Issue 20: seam's Vulkan replay against raw ash, same process.
+    // Seam's Vulkan replay against raw ash, same process.
     Target {
         claim: "Vulkan replay, chain N=100 (1 element): e2e ≤ 1.05× raw ash (same process, interleaved rounds)",
         per_cuda_build: false,
@@ -197,7 +197,7 @@ const TARGETS: &[Target] = &[
             bound: 2.0,
         },
     },
-    // Issue 18: graph update without re-capture, on every backend the bench runs.
+    // Graph update without re-capture, on every backend the bench runs.
     Target {
         claim: "CUDA, chain N=1000: rebind + replay ≤ 1.2× a plain replay (e2e, same rounds)",
         per_cuda_build: true,
@@ -304,7 +304,7 @@ pub fn verdicts(input: &Input) -> Vec<Verdict> {
     v
 }
 
-/// Issue 20's decode targets across arms, at L = 32 and every H ≥ 4096
+/// The decode targets across arms, at L = 32 and every H ≥ 4096
 /// measured: seam vulkan ≤ 1.3× seam cuda, and seam cuda ≤ PyTorch's
 /// CUDAGraph replay (a separate process: cross-process ratio).
 fn decode_cross_verdicts(input: &Input) -> Vec<Verdict> {
@@ -345,7 +345,7 @@ fn decode_cross_verdicts(input: &Input) -> Vec<Verdict> {
     v
 }
 
-/// The decode floor target (issue 20), for every seam arm and device that
+/// The decode floor target, for every seam arm and device that
 /// measured the decode step: replay e2e per step at the largest step it
 /// measured (most layers, then largest H) ≤ 1.25× its weight bytes ÷ the
 /// best device-to-device copy bandwidth measured in the same run (the

@@ -451,7 +451,7 @@ owned_handle! {
 /// `cuGraphGetNodes` when the capture ends: a captured graph is never edited
 /// afterwards, so the set stays exact, and [`StreamDriver::set_kernel_node`]
 /// checks a node against it in O(1) instead of listing the graph's nodes
-/// for every patched node (O(N²) for a rebind of N launches; issue 18).
+/// for every patched node (O(N²) for a rebind of N launches).
 pub struct Graph {
     handle: GraphHandle,
     nodes: HashSet<usize>,

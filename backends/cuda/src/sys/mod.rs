@@ -79,7 +79,7 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuGetErrorString",
 ];
 
-/// Event entry points device timing uses (issue 8). Probed apart from
+/// Event entry points device timing uses. Probed apart from
 /// [`DRIVER_SYMBOLS`]: `cuEventElapsedTime_v2` needs a CUDA 12.8 driver,
 /// and a driver without it should still run everything but timing.
 const EVENT_SYMBOLS: &[&str] = &[

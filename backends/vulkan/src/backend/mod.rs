@@ -124,7 +124,7 @@ impl VulkanBackend {
 
     /// Run one backend call. A validation message raised inside it (the
     /// layer reports synchronously, on this thread) turns its result into an
-    /// error quoting the message (issue 21).
+    /// error quoting the message.
     fn validated<T>(
         &mut self,
         name: &'static str,
@@ -397,7 +397,7 @@ impl Backend for VulkanBackend {
             }
             // The buffers are borrowed from `buffers` while the batch or
             // capture records (disjoint fields), and the bindings built on
-            // the stack: an eager launch allocates nothing here (issue 20).
+            // the stack: an eager launch allocates nothing here.
             let VulkanBackend {
                 buffers,
                 capture,
