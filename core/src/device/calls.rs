@@ -13,31 +13,34 @@ use crate::ops::Launch;
 use crate::validate::BufferMeta;
 
 impl State {
-    /// Write `bytes` (`bytes.len() / dtype.size()` elements) at element
-    /// `offset` of a buffer `host_access_check` accepted as `meta`.
+    /// Write `bytes` (whole elements of the buffer's type) at element
+    /// `offset` of a buffer `host_access_check` accepted as `meta`, for
+    /// the call `what`; a range past the buffer's end is `HostRange`.
     pub(super) fn write_raw(
         &mut self,
         meta: BufferMeta,
         offset: usize,
         bytes: &[u8],
+        what: &'static str,
     ) -> Result<(), ErrorKind> {
-        let (start, end) = byte_range(meta, offset, bytes.len())?;
+        let start = byte_range(meta, offset, bytes.len(), what)?;
         // SAFETY: `meta` is of a live buffer (it came from the tables under
-        // the same lock) and `start..end` lies within its allocation.
-        unsafe { self.backend.write(meta.raw, start, &bytes[..end - start]) }
+        // the same lock) and `byte_range` found the range within it.
+        unsafe { self.backend.write(meta.raw, start, bytes) }
     }
 
-    /// Fill `out` from element `offset` of a buffer `host_access_check`
-    /// accepted as `meta`.
+    /// Fill `out` (whole elements) from element `offset` of a buffer
+    /// `host_access_check` accepted as `meta`, for the call `what`.
     pub(super) fn read_raw(
         &mut self,
         meta: BufferMeta,
         offset: usize,
         out: &mut [u8],
+        what: &'static str,
     ) -> Result<(), ErrorKind> {
-        byte_range(meta, offset, out.len())?;
+        let start = byte_range(meta, offset, out.len(), what)?;
         // SAFETY: as in `write_raw`: a live buffer, a range within it.
-        unsafe { self.backend.read(meta.raw, offset * meta.dtype.size(), out) }
+        unsafe { self.backend.read(meta.raw, start, out) }
     }
 
     /// The whole allocation of a live buffer, its guard included (checked
@@ -137,17 +140,22 @@ impl State {
     }
 }
 
-/// The byte range `len` bytes at element `offset` of a buffer cover, once
-/// it lies within the buffer.
-fn byte_range(meta: BufferMeta, offset: usize, len: usize) -> Result<(usize, usize), ErrorKind> {
-    let size = meta.len * meta.dtype.size();
-    let start = offset.saturating_mul(meta.dtype.size());
-    match start.checked_add(len) {
-        Some(end) if end <= size => Ok((start, end)),
+/// The first byte of `len` bytes at element `offset` of a buffer, once
+/// they lie within it; else `HostRange` in elements, for the call `what`.
+fn byte_range(
+    meta: BufferMeta,
+    offset: usize,
+    len: usize,
+    what: &'static str,
+) -> Result<usize, ErrorKind> {
+    let size = meta.dtype.size();
+    let count = len / size;
+    match offset.checked_add(count) {
+        Some(end) if end <= meta.len => Ok(offset * size),
         _ => Err(ErrorKind::HostRange {
-            what: "host access",
+            what,
             offset,
-            count: len / meta.dtype.size(),
+            count,
             len: meta.len,
         }),
     }

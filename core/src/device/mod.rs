@@ -291,8 +291,8 @@ impl Device {
         bytes: &[u8],
     ) -> Result<()> {
         self.with(call, |st| {
-            let meta = st.host_access_check(id, dtype, offset, count, call)?;
-            st.write_raw(meta, offset, bytes)
+            let meta = st.host_access_check(id, dtype, count, call)?;
+            st.write_raw(meta, offset, bytes, call)
         })
     }
 
@@ -316,8 +316,8 @@ impl Device {
     ) -> Result<Vec<T>> {
         let mut out = vec![T::zeroed(); count];
         self.with("read", |st| {
-            let meta = st.host_access_check(id, T::DTYPE, offset, count, "read")?;
-            st.read_raw(meta, offset, bytemuck::cast_slice_mut(&mut out))
+            let meta = st.host_access_check(id, T::DTYPE, count, "read")?;
+            st.read_raw(meta, offset, bytemuck::cast_slice_mut(&mut out), "read")
         })?;
         Ok(out)
     }
@@ -327,9 +327,9 @@ impl Device {
     pub fn read_bytes(&self, id: BufferId) -> Result<Vec<u8>> {
         self.with("read_bytes", |st| {
             let meta = st.meta(id)?;
-            st.host_access_check(id, meta.dtype, 0, meta.len, "read_bytes")?;
+            st.host_access_check(id, meta.dtype, meta.len, "read_bytes")?;
             let mut out = vec![0u8; meta.len * meta.dtype.size()];
-            st.read_raw(meta, 0, &mut out)?;
+            st.read_raw(meta, 0, &mut out, "read_bytes")?;
             Ok(out)
         })
     }

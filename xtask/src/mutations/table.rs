@@ -12,6 +12,7 @@ const STATE: &str = "core/src/device/state.rs";
 const HANDLES: &str = "core/src/device/handles.rs";
 const VAL: &str = "core/src/validate.rs";
 const UPDATE: &str = "core/src/device/update.rs";
+const CALLS: &str = "core/src/device/calls.rs";
 
 pub const MUTATIONS: &[Mutation] = &[
     Mutation {
@@ -52,8 +53,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c2_partial_write_seen_by_next_replay",
         file: DEV,
-        find: "            st.write_raw(meta, offset, bytes)",
-        replace: "            st.write_raw(meta, 0, bytes)",
+        find: "            st.write_raw(meta, offset, bytes, call)",
+        replace: "            st.write_raw(meta, 0, bytes, call)",
         what: "Device::write ignores the element offset",
     },
     Mutation {
@@ -109,7 +110,7 @@ pub const MUTATIONS: &[Mutation] = &[
         case: "c5_dropped_buffer_deferred_until_safe",
         file: DEV,
         find: "            b.released = true;\n        }\n        st.sweep();",
-        replace: "            b.released = true;\n        }\n        if let Some(raw) = st.buffers.get(&id).map(|b| b.meta.raw) {\n            let _ = st.backend.free(raw);\n            st.buffers.remove(&id);\n        }",
+        replace: "            b.released = true;\n        }\n        if let Some(meta) = st.buffers.get(&id).map(|b| b.meta) {\n            let _ = st.free_raw(meta);\n            st.buffers.remove(&id);\n        }",
         what: "a dropped buffer is freed at once, even inside a capture or while a graph reads it",
     },
     Mutation {
@@ -261,9 +262,9 @@ pub const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         case: "c12_bad_host_access_refused",
-        file: STATE,
-        find: "is_none_or(|end| end > meta.len)",
-        replace: "is_none()",
+        file: CALLS,
+        find: "        Some(end) if end <= meta.len => Ok(offset * size),",
+        replace: "        Some(_) => Ok(offset * size),",
         what: "host accesses are not checked against buffer lengths",
     },
     Mutation {
