@@ -188,8 +188,8 @@ const HIP_ROWS: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// Every kernel is compiled with hipRTC for these, no GPU needed (ROCm 5.2
-/// builds both; shared/FACTS.md), each in its own process so an architecture
+/// Every kernel is compiled with hipRTC for these, no GPU needed (ROCm 5.2's
+/// hipRTC builds both on this CPU-only machine), each in its own process so an architecture
 /// that crashes the runtime (gfx1200 on 5.2) cannot take the guard down.
 const HIP_ARCHS: &[&str] = &["gfx90a", "gfx1030"];
 

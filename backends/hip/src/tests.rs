@@ -186,7 +186,7 @@ mod rocm {
 
     #[test]
     fn every_kernel_compiles_for_gfx90a_without_a_gpu() {
-        // gfx90a and gfx1030 compile on ROCm 5.2 (FACTS); the guard also
+        // gfx90a and gfx1030 compile with ROCm 5.2's hipRTC here; the guard also
         // checks gfx1030, each arch in its own process.
         for op in OpKind::ALL {
             let bytes = crate::compile_kernel("gfx90a", op)

@@ -476,7 +476,8 @@ impl Backend for WgpuBackend {
     /// wgpu 30 has no float-controls knob (naga 30's SPIR-V, MSL and HLSL
     /// writers emit no denorm mode and take no option for one), so nothing
     /// here can make the driver keep them (the NVIDIA Vulkan driver does
-    /// not: FACTS.md, 2026-12-01).
+    /// not: `add` of two subnormals gave 0.0 on wgpu:0 on the H200,
+    /// NVIDIA 580.159.04, 2026-12-01).
     fn subnormals(&self) -> seam::Subnormals {
         seam::Subnormals::MayFlush(
             "wgpu has no float-controls knob (naga emits no DenormPreserve) and WGSL allows flushing".into(),

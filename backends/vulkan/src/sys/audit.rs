@@ -1,6 +1,6 @@
 //! seam's own barrier audit. Synchronization validation (layer 1.3.239)
 //! reports no hazard for dependent compute dispatches with every barrier
-//! removed (FACTS.md, 2026-12-01), so each command buffer checks its own
+//! removed (tried on lavapipe and the H200's NVIDIA driver, 2026-12-01), so each command buffer checks its own
 //! commands as they are recorded: two commands that touch the same buffer,
 //! at least one of them writing, must have a barrier between them, and a
 //! command buffer's first access must follow a barrier (which orders it
