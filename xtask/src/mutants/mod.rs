@@ -270,6 +270,9 @@ fn run_group(
         g.test_packages.join(" -p "),
         g.test_args.join(" ")
     );
+    // cargo-mutants makes `out/mutants.out` but not `out` itself: a fresh
+    // tree has no `target/mutants/` yet.
+    std::fs::create_dir_all(out).map_err(|e| format!("creating {}: {e}", out.display()))?;
     let start = Instant::now();
     let status = Command::new(program)
         .args(&args)
