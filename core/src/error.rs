@@ -127,6 +127,17 @@ pub enum ErrorKind {
         /// The op the update asked for.
         requested: OpKind,
     },
+    #[error("launch {index} runs on {recorded}; an update cannot make it {requested}")]
+    /// An update that would change the element type a launch runs on (its
+    /// kernel was chosen for the recorded one).
+    UpdateChangesDtype {
+        /// The launch, in capture order.
+        index: usize,
+        /// The element type the graph recorded there.
+        recorded: DType,
+        /// The element type the update asked for.
+        requested: DType,
+    },
     #[error("invalid update: {reason}")]
     /// An update that is malformed as a whole (an index changed twice).
     InvalidUpdate {

@@ -144,6 +144,14 @@ fn a_bad_update_patches_nothing() {
         b.update_launches(t, &[(0, other_op)]),
         Err(ErrorKind::UpdateChangesOp { index: 0, .. })
     ));
+    let other_dtype = RawCall {
+        dtype: DType::F16,
+        ..add(x, y, z, 4)
+    };
+    assert!(matches!(
+        b.update_launches(t, &[(0, other_dtype)]),
+        Err(ErrorKind::UpdateChangesDtype { index: 0, .. })
+    ));
     assert_eq!(
         b.update_launches(ReplayTarget::Graph(RawGraph(99)), &[(0, add(x, y, z, 4))]),
         Err(ErrorKind::UnknownGraph { id: 99 })

@@ -309,7 +309,8 @@ pub const C13_UPDATE_LAUNCH_MOVES_A_VIEW: Case = Case {
 /// Every bad update is a named error and changes nothing: a new buffer of
 /// another dtype, one too short for a launch, another device's buffer, a
 /// freed one, a buffer the graph does not use, an update inside a capture,
-/// a launch index past the end, parameters a launch cannot take. Afterwards
+/// a launch index past the end, parameters a launch cannot take, a launch
+/// of the same op on another element type. Afterwards
 /// the graph still gives its original result.
 ///
 /// Mutation: drop the dtype check in `Device::rebind` → red on cpu:0 at
@@ -391,6 +392,16 @@ pub const C13_BAD_UPDATES_REFUSED: Case = Case {
                 }]
             ),
             ErrorKind::InvalidParam { .. } | ErrorKind::ZeroSize { .. }
+        );
+        // The same op on another element type: its kernel was chosen for
+        // the recorded one, so only a new capture may change it.
+        let ints2 = d.buffer_from(&vec![0i32; n])?;
+        expect_err!(
+            g.device().update(
+                &g,
+                &Change::launches(&[(0, ops::copy(ints.id(), ints2.id(), n as u32))])
+            ),
+            ErrorKind::UpdateChangesDtype { index: 0, .. }
         );
         let s = d.capture()?;
         expect_err!(

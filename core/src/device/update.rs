@@ -293,7 +293,15 @@ fn lower_changes(
                 requested: call.op,
             });
         }
-        lowered.push((index, st.lower(&call)?));
+        let launch = st.lower(&call)?;
+        if launch.dtype != was.launch.dtype {
+            return Err(ErrorKind::UpdateChangesDtype {
+                index,
+                recorded: was.launch.dtype,
+                requested: launch.dtype,
+            });
+        }
+        lowered.push((index, launch));
         calls.push(call);
     }
     Ok((lowered, calls))

@@ -65,11 +65,29 @@ pub struct Direct<B: Backend> {
     backend: B,
     /// Bytes of each live allocation.
     sizes: BTreeMap<RawBuffer, usize>,
-    /// The buffers of each launch of each live graph (the current graph's
-    /// under `None`), in capture order.
-    graphs: BTreeMap<Option<RawGraph>, Vec<Vec<RawBuffer>>>,
+    /// Each launch of each live graph (the current graph's under `None`),
+    /// in capture order.
+    graphs: BTreeMap<Option<RawGraph>, Vec<Recorded>>,
     /// What the open capture has recorded.
-    recording: Option<Vec<Vec<RawBuffer>>>,
+    recording: Option<Vec<Recorded>>,
+}
+
+/// What a graph's launch was captured as: what an update must keep (op
+/// and dtype) and the buffers it holds.
+struct Recorded {
+    op: OpKind,
+    dtype: DType,
+    buffers: Vec<RawBuffer>,
+}
+
+impl Recorded {
+    fn of(call: &RawCall) -> Recorded {
+        Recorded {
+            op: call.op,
+            dtype: call.dtype,
+            buffers: call.buffers.iter().map(|v| v.buffer).collect(),
+        }
+    }
 }
 
 impl<B: Backend> Direct<B> {
@@ -126,7 +144,7 @@ impl<B: Backend> Direct<B> {
         Ok(())
     }
 
-    fn graph(&self, target: ReplayTarget) -> Result<&Vec<Vec<RawBuffer>>, ErrorKind> {
+    fn graph(&self, target: ReplayTarget) -> Result<&Vec<Recorded>, ErrorKind> {
         let key = match target {
             ReplayTarget::Current => None,
             ReplayTarget::Graph(g) => Some(g),
@@ -150,7 +168,7 @@ impl<B: Backend> Direct<B> {
         let users: Vec<GraphUser> = self
             .graphs
             .iter()
-            .filter(|(_, launches)| launches.iter().any(|l| l.contains(&buffer)))
+            .filter(|(_, launches)| launches.iter().any(|l| l.buffers.contains(&buffer)))
             .map(|(g, _)| match g {
                 Some(g) => GraphUser::Handle(g.0),
                 None => GraphUser::Current,
@@ -199,7 +217,7 @@ impl<B: Backend> Direct<B> {
         // live allocations' sizes.
         unsafe { self.backend.launch(&launch) }?;
         if let Some(rec) = &mut self.recording {
-            rec.push(call.buffers.iter().map(|v| v.buffer).collect());
+            rec.push(Recorded::of(call));
         }
         Ok(())
     }
@@ -255,26 +273,38 @@ impl<B: Backend> Direct<B> {
     }
 
     /// [`Backend::update_launches`] with calls that pass core's checks,
-    /// at indices the graph holds. (Whether each keeps the op and dtype
-    /// of the launch it replaces is the backend's to check or trust.)
+    /// at indices the graph holds, each with the op and dtype of the
+    /// launch it replaces.
     pub fn update_launches(
         &mut self,
         target: ReplayTarget,
         changes: &[(usize, RawCall)],
     ) -> Result<(), ErrorKind> {
-        let launches = self.graph(target)?.len();
+        let recorded = self.graph(target)?;
         let mut lowered = Vec::with_capacity(changes.len());
-        for (index, call) in changes {
-            if *index >= launches {
-                return Err(ErrorKind::NoSuchLaunch {
-                    index: *index,
-                    launches,
+        for &(index, ref call) in changes {
+            let was = recorded.get(index).ok_or(ErrorKind::NoSuchLaunch {
+                index,
+                launches: recorded.len(),
+            })?;
+            if call.op != was.op {
+                return Err(ErrorKind::UpdateChangesOp {
+                    index,
+                    recorded: was.op,
+                    requested: call.op,
                 });
             }
-            lowered.push((*index, self.lower(call)?));
+            if call.dtype != was.dtype {
+                return Err(ErrorKind::UpdateChangesDtype {
+                    index,
+                    recorded: was.dtype,
+                    requested: call.dtype,
+                });
+            }
+            lowered.push((index, self.lower(call)?));
         }
-        // SAFETY: the graph is live, every index in range and every launch
-        // checked as `launch` checks it.
+        // SAFETY: the graph is live, every index in range, every launch
+        // checked as `launch` checks it and of the op and dtype it replaces.
         unsafe { self.backend.update_launches(target, &lowered) }?;
         let key = match target {
             ReplayTarget::Current => None,
@@ -282,7 +312,7 @@ impl<B: Backend> Direct<B> {
         };
         if let Some(graph) = self.graphs.get_mut(&key) {
             for (index, call) in changes {
-                graph[*index] = call.buffers.iter().map(|v| v.buffer).collect();
+                graph[*index] = Recorded::of(call);
             }
         }
         Ok(())
