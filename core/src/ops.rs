@@ -340,11 +340,6 @@ impl Params {
         Params { s0, s1, ..self }
     }
 
-    /// This block with `bits`.
-    pub const fn with_bits(self, bits: u32) -> Params {
-        Params { bits, ..self }
-    }
-
     /// Size of the block in bytes (what every kernel's push constants,
     /// immediates or argument hold).
     pub const BYTES: usize = 32;

@@ -251,4 +251,34 @@ mod tests {
         assert!(REG.unsupported_case("c8_y").is_none());
         assert!(REG.expected_failure("c8_x").is_none());
     }
+
+    /// Each `with_*` declares what it names and keeps the rest of `new`'s
+    /// defaults (a builder that dropped or swapped a field would pass the
+    /// struct-literal test above).
+    #[test]
+    fn each_builder_sets_its_declaration_and_keeps_the_rest() {
+        const X: &[Expectation] = &[Expectation {
+            case: "c1_x",
+            reason: "why",
+        }];
+        let base = Registration::new("null", None, REG.device_count, REG.open);
+        assert!(base.has(Capability::Half) && base.has(Capability::Threads));
+        assert!(base.declares_capture(&CaptureSupport::Native));
+        assert!(!base.declares_capture(&CaptureSupport::Emulated));
+        assert_eq!(base.device_timing, DeclaredTiming::Timed);
+        let r = base
+            .with_capabilities(&[Capability::Threads])
+            .with_expected_failures(X)
+            .with_capture(&[CaptureKind::Emulated])
+            .with_timing(DeclaredTiming::Untimed("none"));
+        assert!(!r.has(Capability::Half) && r.has(Capability::Threads));
+        assert_eq!(r.expected_failure("c1_x").unwrap().reason, "why");
+        assert!(r.unsupported_case("c1_x").is_none());
+        assert!(r.declares_capture(&CaptureSupport::Emulated));
+        assert_eq!(r.device_timing, DeclaredTiming::Untimed("none"));
+        let u = base.with_unsupported(X);
+        assert_eq!(u.unsupported_case("c1_x").unwrap().reason, "why");
+        assert!(u.expected_failure("c1_x").is_none());
+        assert!(u.has(Capability::Half));
+    }
 }

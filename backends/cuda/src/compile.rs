@@ -7,7 +7,6 @@ use crate::sys::{self, Context, ImageKind};
 use seam::{DType, ErrorKind, OpKind};
 use seam_kernels::Language;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// What NVRTC is asked to produce for one device.
@@ -81,12 +80,6 @@ pub fn subnormals_under(opts: &[String]) -> seam::Subnormals {
 type ImageCache = Mutex<HashMap<(String, OpKind), Arc<Vec<u8>>>>;
 
 static IMAGES: OnceLock<ImageCache> = OnceLock::new();
-static COMPILES: AtomicUsize = AtomicUsize::new(0);
-
-/// How many NVRTC compilations this process has run (for the once-per-process check).
-pub fn compile_count() -> usize {
-    COMPILES.load(Ordering::Relaxed)
-}
 
 /// The compiled image of `op`'s CUDA C for `target`, compiling it on first use.
 /// `dtype` only names the launch in the error if the op has no CUDA C source.
@@ -108,7 +101,6 @@ pub fn image(target: &Target, op: OpKind, dtype: DType) -> Result<Arc<Vec<u8>>, 
         sys::nvrtc_compile(&source, &name, &target.options(), target.kind)
             .map_err(|e| seam_streamgraph::rtc::user_compile_error(op, "NVRTC", e))?,
     );
-    COMPILES.fetch_add(1, Ordering::Relaxed);
     map.insert(key, img.clone());
     Ok(img)
 }

@@ -57,12 +57,6 @@ pub fn open(index: usize) -> Result<Box<dyn Backend>, ErrorKind> {
         .map(|b| Box::new(b) as Box<dyn Backend>)
 }
 
-/// How many NVRTC compilations this process has run: one per (architecture,
-/// op) at most, however many devices or launches (the cache's contract).
-pub fn nvrtc_compiles() -> usize {
-    compile::compile_count()
-}
-
 fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
     panic
         .downcast_ref::<String>()

@@ -7,17 +7,11 @@ use crate::sys;
 use seam::{ErrorKind, OpKind};
 use seam_kernels::Language;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 type ImageCache = Mutex<HashMap<(String, OpKind), Arc<Vec<u8>>>>;
 
 static IMAGES: OnceLock<ImageCache> = OnceLock::new();
-static COMPILES: AtomicUsize = AtomicUsize::new(0);
-
-pub fn compile_count() -> usize {
-    COMPILES.load(Ordering::Relaxed)
-}
 
 /// Compile `op`'s CUDA C for `arch` with the build options (user options
 /// from `SEAM_HIP_OPTIONS`), uncached. Needs no GPU.
@@ -27,7 +21,6 @@ pub fn compile(arch: &str, op: OpKind) -> Result<Vec<u8>, ErrorKind> {
     let opts = options::build_options(arch, &options::user_options());
     let image = sys::hiprtc_compile(&source, &format!("{}.cu", op.name()), &opts)
         .map_err(|e| seam_streamgraph::rtc::user_compile_error(op, "hipRTC", e))?;
-    COMPILES.fetch_add(1, Ordering::Relaxed);
     Ok(image)
 }
 

@@ -91,11 +91,6 @@ mod rocm {
         sys::hiprtc_version()
     }
 
-    /// How many hipRTC compilations this process has run.
-    pub fn hiprtc_compiles() -> usize {
-        compile::compile_count()
-    }
-
     /// The ROCm release: the install's `.info/version` when it matches the
     /// runtime's major.minor (it knows the patch release), else the runtime's.
     pub(crate) fn rocm_release(runtime: profile::Version) -> profile::Version {

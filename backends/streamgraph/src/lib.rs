@@ -15,14 +15,15 @@
 //!   before a driver's `unsafe` call;
 //! - [`rtc`]: runtime-compiler inputs and logs, and driver error results;
 //! - [`backend`]: the `seam::Backend` impl and teardown order;
-//! - [`fake`]: a recording fake driver and toolchain, for tests (this
-//!   crate's unit tests and tests/no_alloc.rs), used by no backend.
+//! - `fake` (feature `fake`, on in this crate's own tests): a recording
+//!   fake driver and toolchain, for tests, shipped by no backend.
 //!
 //! No `unsafe` here: each backend's `sys` layer implements the driver traits.
 
 pub mod backend;
 pub mod cache;
 pub mod driver;
+#[cfg(any(test, feature = "fake"))]
 pub mod fake;
 pub mod graphs;
 mod handle;

@@ -40,10 +40,6 @@ impl<D: GraphDriver> EventTimer<D> {
         Self::default()
     }
 
-    pub fn is_on(&self) -> bool {
-        self.on
-    }
-
     /// Switch timing. Switching off drops an unmatched start; spans already
     /// bracketed stay until taken.
     pub fn set(&mut self, on: bool) {
