@@ -1,25 +1,20 @@
 //! The seam: the one trait every backend implements. A backend author reads
 //! this file, plus the types its signatures name: [`Launch`] and [`OpKind`]
-//! (`ops.rs`: what one launch carries, already validated) and [`ErrorKind`]
+//! (`ops.rs`: what one launch carries, already validated, in the vocabulary
+//! of `signature.rs`) and [`ErrorKind`]
 //! (`error.rs`: what a backend returns; core adds backend, device and call).
 //!
-//! Backends are deliberately dumb. Core (`Device`) owns the capture state
-//! machine, argument validation, replay counting and tracing, and only calls
-//! a backend with arguments it has already checked and in an order it has
-//! already checked. A backend translates, it does not decide.
+//! Core (`Device`) owns the capture state machine, argument validation,
+//! replay counting and tracing, and calls a backend only with arguments it
+//! has checked, in an order it has checked. A backend turns those calls into
+//! its API's and keeps what its native objects need (which buffers a
+//! recorded command holds, for instance); it checks nothing core checked.
 
 use crate::dtype::DType;
 use crate::error::ErrorKind;
+pub use crate::ids::{RawBuffer, RawGraph};
 use crate::ops::{Launch, OpKind};
 use serde::{Deserialize, Serialize};
-
-/// A backend's handle for an allocation. Opaque to core.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RawBuffer(pub u64);
-
-/// A backend's handle for a captured, instantiated graph. Opaque to core.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RawGraph(pub u64);
 
 /// What to replay: the exec made by [`Backend::end_capture_into_current`], or a handle
 /// made by [`Backend::end_capture_graph`]. The two never alias (C3).

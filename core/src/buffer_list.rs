@@ -1,5 +1,5 @@
 //! [`BufferList`]: the buffers of a launch, inline for every op (the
-//! catalogue's and user kernels', up to `kernel::MAX_BINDINGS` bindings),
+//! catalogue's and user kernels', up to `signature::MAX_BINDINGS` bindings),
 //! so the eager launch and replay paths allocate nothing
 //! (core/tests/no_alloc.rs).
 
@@ -23,7 +23,7 @@ enum Repr<T: Copy> {
 
 impl<T: Copy> BufferList<T> {
     /// Entries held without a heap allocation.
-    pub const INLINE: usize = crate::kernel::MAX_BINDINGS;
+    pub const INLINE: usize = crate::signature::MAX_BINDINGS;
 
     /// The empty list (allocates nothing).
     pub const fn new() -> Self {

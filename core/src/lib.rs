@@ -6,7 +6,7 @@
 //! counting and tracing. Backend authors read `backend.rs`; users touch
 //! [`Device`], [`Buffer`], [`Graph`] and [`CaptureScope`].
 //!
-//! The contract every backend is held to (C1–C12) is in `docs/contract.md`
+//! The contract every backend is held to (C1–C13) is in `docs/contract.md`
 //! and pinned by the `seam-conformance` suite.
 #![warn(missing_docs)]
 
@@ -16,27 +16,30 @@ mod buffer_list;
 pub mod device;
 pub mod dtype;
 pub mod error;
+pub mod ids;
 pub mod kernel;
 pub mod ops;
 pub mod registration;
+pub mod signature;
 pub mod testing;
 pub mod trace;
 pub mod validate;
 pub mod view;
+pub mod wgsl;
 
 pub use backend::{
-    Backend, CaptureSupport, DeviceInfo, DeviceSpan, RawBuffer, RawGraph, ReplayTarget,
-    ResourceCounts, Subnormals, UpdateSupport,
+    Backend, CaptureSupport, DeviceInfo, DeviceSpan, ReplayTarget, ResourceCounts, Subnormals,
+    UpdateSupport,
 };
-pub use device::{
-    Buffer, BufferId, CaptureScope, Change, Device, Graph, GraphId, GraphRef, Live, LowLevel,
-};
+pub use device::{Buffer, CaptureScope, Change, Device, Graph, GraphRef, Live, LowLevel};
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, GraphUser, Result, Site};
 pub use half::{bf16, f16};
+pub use ids::{BufferId, GraphId, RawBuffer, RawGraph};
 pub use kernel::{Kernel, KernelDef};
-pub use ops::{Launch, OpCall, OpKind, Params, RawView, Tolerance, View};
+pub use ops::{Launch, OpCall, OpKind, RawView, View};
 pub use registration::{
     Capability, CaptureKind, DeclaredTiming, Expectation, Registration, ALL_CAPABILITIES,
 };
+pub use signature::{Params, Tolerance};
 pub use trace::{chrome_trace, EventKind, TraceEvent, TraceLog};

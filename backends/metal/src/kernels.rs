@@ -78,7 +78,7 @@ impl Kernels {
     /// compiled by Metal, its pipeline made; any refusal is the kernel's
     /// `KernelCompile` (naga's or Metal's log) or `KernelSourceMissing`.
     /// Threads per threadgroup are the definition's `workgroup_size` (which
-    /// `seam::kernel::wgsl` checked the WGSL declares).
+    /// `seam::wgsl` checked the WGSL declares).
     fn user(
         &mut self,
         device: &Device,

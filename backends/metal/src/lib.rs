@@ -22,7 +22,7 @@
 //!   ([`lowering`]) for the catalogue and user kernels.
 //! - **User kernels** (`seam::kernel`) are compiled when registered
 //!   (`prepare` of `OpKind::User`): their WGSL checked against the
-//!   definition by `seam::kernel::wgsl`, lowered to MSL by naga at run time
+//!   definition by `seam::wgsl`, lowered to MSL by naga at run time
 //!   with the code build.rs lowers the catalogue with, plus bounds checks
 //!   ([`user`]), then compiled by Metal; a refusal is `KernelCompile` with
 //!   naga's or Metal's log. Threads per threadgroup are the definition's

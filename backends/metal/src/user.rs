@@ -1,6 +1,6 @@
 //! User kernels on Metal: the kernel's WGSL (prelude prepended) parsed,
 //! validated and checked against its definition by
-//! [`seam::kernel::wgsl::compile`], then lowered to MSL by naga at
+//! [`seam::wgsl::compile`], then lowered to MSL by naga at
 //! registration with the lowering build.rs applies to the catalogue
 //! ([`crate::lowering`]: bindings at their own buffer indices, `Params` at
 //! [`crate::msl::PARAMS_INDEX`], the buffer-sizes block at
@@ -33,7 +33,7 @@ pub struct UserMsl {
 /// The MSL of `kernel`, or why it has none: `KernelSourceMissing` (no
 /// WGSL), or `KernelCompile` from the WGSL checks or from naga's writer.
 pub fn msl(kernel: Kernel) -> Result<UserMsl, ErrorKind> {
-    let m = seam::kernel::wgsl::compile(kernel)?;
+    let m = seam::wgsl::compile(kernel)?;
     lower(kernel.name(), &m.module, &m.info)
 }
 

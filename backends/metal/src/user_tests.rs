@@ -243,7 +243,7 @@ fn wgsl_errors_and_missing_sources_come_from_the_shared_checks() {
             log,
         }) => {
             assert_eq!(kernel, "broken");
-            assert_eq!(compiler, seam::kernel::wgsl::COMPILER);
+            assert_eq!(compiler, seam::wgsl::COMPILER);
             assert!(log.contains("broken.wgsl:4:"), "{log}");
         }
         other => panic!("{:?}", other.err()),
@@ -267,7 +267,7 @@ fn a_binding_past_the_layout_is_refused_by_the_writer() {
     let module = naga::front::wgsl::parse_str(&src).unwrap();
     let info = naga::valid::Validator::new(
         naga::valid::ValidationFlags::all(),
-        seam::kernel::wgsl::CAPABILITIES,
+        seam::wgsl::CAPABILITIES,
     )
     .validate(&module)
     .unwrap();

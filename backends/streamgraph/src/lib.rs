@@ -18,7 +18,11 @@
 //! - `fake` (feature `fake`, on in this crate's own tests): a recording
 //!   fake driver and toolchain, for tests, shipped by no backend.
 //!
-//! No `unsafe` here: each backend's `sys` layer implements the driver traits.
+//! No `unsafe` block runs here: each backend's `sys` layer implements the
+//! driver traits, and the `unsafe fn`s of `seam::Backend` are implemented by
+//! calling them with what core proved. The one `unsafe` text here is the
+//! `owned_handle!` macro (`handle.rs`), which expands only inside a
+//! backend's `sys` layer.
 
 pub mod backend;
 pub mod cache;

@@ -1,6 +1,6 @@
 //! User kernels on Vulkan: the kernel's WGSL (prelude prepended) parsed,
 //! validated and checked against its definition by
-//! [`seam::kernel::wgsl::compile`], then made SPIR-V by naga at
+//! [`seam::wgsl::compile`], then made SPIR-V by naga at
 //! registration with the options `kernels/build.rs` uses for the catalogue
 //! (SPIR-V 1.0, no workgroup zeroing, no loop bounding), plus bounds checks
 //! on every index (`Restrict`, and `ReadZeroSkipWrite` on buffers): a user
@@ -17,7 +17,7 @@ const WRITER: &str = "naga 30 (SPIR-V writer)";
 
 /// The SPIR-V of `kernel`, or why it has none.
 pub fn spirv(kernel: Kernel) -> Result<Vec<u32>, ErrorKind> {
-    let m = seam::kernel::wgsl::compile(kernel)?;
+    let m = seam::wgsl::compile(kernel)?;
     let options = naga::back::spv::Options {
         lang_version: (1, 0),
         flags: naga::back::spv::WriterFlags::empty(),

@@ -68,7 +68,7 @@ fn build_op(gpu: &Gpu, op: OpKind) -> Result<OpKernel, ErrorKind> {
         // Parsed, validated and checked against its definition by naga
         // first: a mistake is KernelCompile with naga's message.
         OpKind::User(k) => {
-            let m = seam::kernel::wgsl::compile(k)?;
+            let m = seam::wgsl::compile(k)?;
             (m.source, m.read_only)
         }
         _ => {

@@ -30,7 +30,7 @@
 //!   the same buffers share a bind group.
 //! - **User kernels** (`seam::kernel`) are compiled when registered
 //!   (`prepare`): the WGSL, prelude prepended, checked by naga against the
-//!   definition (`seam::kernel::wgsl`), then `create_shader_module` inside
+//!   definition (`seam::wgsl`), then `create_shader_module` inside
 //!   error scopes; the bind group layout follows the WGSL's declarations.
 //! - **Eager launches** are resolved at launch (pipeline, bind group,
 //!   workgroup counts) and batched; the batch is encoded into one compute

@@ -480,7 +480,7 @@ pub const C12_USER_KERNEL_BAD_LAUNCHES_REFUSED: Case = Case {
         // device (WebGPU refuses the pair in one dispatch, in place or not).
         let read_only = match def.wgsl {
             Some(_) => {
-                seam::kernel::wgsl::compile(seam::kernel::Kernel::new(def))
+                seam::wgsl::compile(seam::kernel::Kernel::new(def))
                     .map_err(|e| Failure(format!("{}: its WGSL: {e}", def.name)))?
                     .read_only
             }

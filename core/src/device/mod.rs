@@ -465,7 +465,7 @@ impl Device {
             // included), not only by the backends that compile it.
             let mut read_only = 0u8;
             if def.wgsl.is_some() {
-                let m = crate::kernel::wgsl::compile(kernel)?;
+                let m = crate::wgsl::compile(kernel)?;
                 for (k, ro) in m.read_only.iter().enumerate() {
                     read_only |= u8::from(*ro) << k;
                 }

@@ -32,11 +32,10 @@
 //! compiler's log. Compiled modules are cached per device.
 
 use crate::dtype::DType;
-use crate::ops::{Access, Binding, Params, Role, Tolerance};
+pub use crate::signature::MAX_BINDINGS;
+use crate::signature::{Access, Binding, Params, Role, Tolerance};
 use std::fmt;
 use std::hash::{Hash, Hasher};
-
-pub mod wgsl;
 
 /// The prelude every WGSL kernel is compiled with (the catalogue's and
 /// user kernels'): the immediate block as `var<immediate> p: Params`, the
@@ -44,10 +43,6 @@ pub mod wgsl;
 /// [`Launch::immediates`](crate::Launch::immediates)), and helpers such as
 /// `exp_accurate`.
 pub const WGSL_PRELUDE: &str = include_str!("params.wgsl");
-
-/// Most bindings one kernel may have (the prelude carries one view offset
-/// per binding: `p.o0` … `p.o7`).
-pub const MAX_BINDINGS: usize = 8;
 
 /// Most invocations per workgroup a kernel may declare: the portable floor
 /// (wgpu's default `max_compute_invocations_per_workgroup`), so a kernel

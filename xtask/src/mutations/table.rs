@@ -416,8 +416,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c12_bad_kernel_sources_refused",
         file: DEV,
-        find: "            if def.wgsl.is_some() {\n                let m = crate::kernel::wgsl::compile(kernel)?;",
-        replace: "            if def.wgsl.is_some() && false {\n                let m = crate::kernel::wgsl::compile(kernel)?;",
+        find: "            if def.wgsl.is_some() {\n                let m = crate::wgsl::compile(kernel)?;",
+        replace: "            if def.wgsl.is_some() && false {\n                let m = crate::wgsl::compile(kernel)?;",
         what: "register_kernel leaves WGSL to the backends that compile it",
     },
     Mutation {

@@ -1,5 +1,5 @@
-//! User kernels' WGSL ([`KernelDef::wgsl`](super::KernelDef::wgsl)) turned
-//! into a validated naga module: the prelude ([`super::WGSL_PRELUDE`])
+//! User kernels' WGSL ([`KernelDef::wgsl`](crate::KernelDef::wgsl)) turned
+//! into a validated naga module: the prelude ([`crate::kernel::WGSL_PRELUDE`])
 //! prepended, parsed and validated with naga, and its interface checked
 //! against the definition: the entry point, its `@workgroup_size`, one
 //! storage buffer per binding at `@group(0) @binding(k)` and nothing else,
@@ -16,10 +16,10 @@
 //! [`ErrorKind::KernelCompile`] with naga's full message, its line numbers
 //! those of the kernel's own source (the prelude is not counted).
 
-use super::Kernel;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
-use crate::ops::{Access, Role};
+use crate::kernel::Kernel;
+use crate::signature::{Access, Role};
 use naga::valid::{Capabilities, GlobalUse, ModuleInfo, ValidationFlags, Validator};
 
 /// What [`ErrorKind::KernelSourceMissing`] says a WGSL backend needs.
@@ -55,9 +55,9 @@ pub fn source(kernel: Kernel) -> Result<String, ErrorKind> {
     Ok(format!("{}{body}", prelude()))
 }
 
-/// The prelude as prepended: [`super::WGSL_PRELUDE`] ending in a newline.
+/// The prelude as prepended: [`crate::kernel::WGSL_PRELUDE`] ending in a newline.
 fn prelude() -> String {
-    let mut p = super::WGSL_PRELUDE.to_string();
+    let mut p = crate::kernel::WGSL_PRELUDE.to_string();
     if !p.ends_with('\n') {
         p.push('\n');
     }
@@ -282,7 +282,7 @@ fn element_type(
 mod tests {
     use super::*;
     use crate::kernel::{Field, KernelDef};
-    use crate::ops::{Access, Binding};
+    use crate::signature::{Access, Binding};
     use crate::{DType, Params, Tolerance};
 
     fn extents(p: &Params, out: &mut [u64]) {
@@ -426,7 +426,7 @@ mod tests {
     fn a_well_formed_kernel_compiles_with_its_bindings() {
         let m = compile(Kernel::new(&GOOD)).unwrap();
         assert_eq!(m.read_only, vec![true, false]);
-        assert!(m.source.starts_with(super::super::WGSL_PRELUDE));
+        assert!(m.source.starts_with(crate::kernel::WGSL_PRELUDE));
     }
 
     #[test]
