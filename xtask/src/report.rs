@@ -105,3 +105,77 @@ fn merge_reports(paths: &[PathBuf], out: &Path) -> Result<(), String> {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = crate::root()
+            .join("target/xtask-tests")
+            .join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn committed(name: &str) -> String {
+        std::fs::read_to_string(crate::root().join("docs/results").join(name)).unwrap()
+    }
+
+    /// Reports in nested folders are found (and nothing else), merged into
+    /// both pages, every device a column; a folder with no report, and a
+    /// report whose bit-exact output disagrees with another device's, fail.
+    #[test]
+    fn merge_finds_reports_in_folders_writes_both_pages_and_fails_on_disagreement() {
+        let dir = scratch("merge");
+        let nested = dir.join("in/deeper");
+        std::fs::create_dir_all(&nested).unwrap();
+        std::fs::write(dir.join("in/cpu.json"), committed("cpu-ci.json")).unwrap();
+        std::fs::write(
+            nested.join("vulkan.json"),
+            committed("vulkan-lavapipe.json"),
+        )
+        .unwrap();
+        std::fs::write(nested.join("notes.txt"), "not a report").unwrap();
+        let found = expand(&[dir.join("in")]).unwrap();
+        assert_eq!(found, [dir.join("in/cpu.json"), nested.join("vulkan.json")]);
+        let named = dir.join("in/deeper/notes.txt");
+        assert_eq!(expand(std::slice::from_ref(&named)).unwrap(), [named]);
+        let out = dir.join("out");
+        merge_reports(&[dir.join("in")], &out).unwrap();
+        let md = std::fs::read_to_string(out.join("matrix.md")).unwrap();
+        let html = std::fs::read_to_string(out.join("matrix.html")).unwrap();
+        for device in ["cpu:0", "vulkan:0"] {
+            assert!(md.contains(device), "{device} in matrix.md");
+            assert!(html.contains(device), "{device} in matrix.html");
+        }
+        assert!(md.contains("c1_replay_reexecutes"));
+
+        std::fs::create_dir_all(dir.join("empty")).unwrap();
+        let e = merge_reports(&[dir.join("empty")], &out).unwrap_err();
+        assert!(e.contains("holds no *.json report"), "{e}");
+
+        // vulkan:0's digest of a bit-exact case changed: it disagrees with cpu:0.
+        let mut v: serde_json::Value =
+            serde_json::from_str(&committed("vulkan-lavapipe.json")).unwrap();
+        let trial = v["trials"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|t| t["case"] == "c1_replay_reexecutes" && t["digest"].is_string())
+            .unwrap();
+        trial["digest"] = "0000000000000000".into();
+        std::fs::write(nested.join("vulkan.json"), v.to_string()).unwrap();
+        let e = run(ReportCmd::Merge {
+            reports: vec![dir.join("in")],
+            out: out.clone(),
+        })
+        .unwrap_err();
+        assert!(
+            e.contains("bit-exact outputs disagree across devices in 1 cases"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

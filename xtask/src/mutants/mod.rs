@@ -400,14 +400,42 @@ const CHOSEN: &str = "chosen.txt";
 const MERGED: &str = "merged.json";
 
 pub fn run(o: &Options) -> Result<(), String> {
-    let selected = groups::select(&o.groups)?;
-    let output = root().join(&o.output);
-    let equivalent = read_equivalent(&root().join(EQUIVALENT))?;
-    let recorded = record::read(&root().join(RESULTS));
     let program = match o.from {
         Some(_) => PathBuf::new(),
         None => cargo_mutants()?,
     };
+    let summaries = drive(o, &program)?;
+    if o.record {
+        let path = root().join(RESULTS);
+        record::write(&path, &summaries)?;
+        eprintln!("wrote {RESULTS}");
+    }
+    verdict(o, &summaries)
+}
+
+/// A run's verdict: every group's ([`GroupSummary::verdict`]); the score
+/// target holds only for a whole campaign, not a diff's or a file's few.
+fn verdict(o: &Options, summaries: &[(GroupSummary, String)]) -> Result<(), String> {
+    let whole = o.in_diff.is_none() && o.files.is_empty();
+    let errors: Vec<String> = summaries
+        .iter()
+        .filter_map(|(s, _)| s.verdict(whole).err())
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("\n"))
+    }
+}
+
+/// Run (or, `--from`, read) each selected group with `program` as
+/// cargo-mutants: each group's summary and the commit its mutants were
+/// taken at.
+fn drive(o: &Options, program: &Path) -> Result<Vec<(GroupSummary, String)>, String> {
+    let selected = groups::select(&o.groups)?;
+    let output = root().join(&o.output);
+    let equivalent = read_equivalent(&root().join(EQUIVALENT))?;
+    let recorded = record::read(&root().join(RESULTS));
     let mut summaries = Vec::new();
     // The in-diff mode's budget, spent group by group.
     let mut left = o.max;
@@ -417,14 +445,14 @@ pub fn run(o: &Options) -> Result<(), String> {
             None => output.join(g.name),
         };
         if o.from.is_none() && !o.rerun_missed {
-            let Some((chosen, how)) = pick(&program, g, o, &recorded, &output, &mut left)? else {
+            let Some((chosen, how)) = pick(program, g, o, &recorded, &output, &mut left)? else {
                 continue;
             };
             let _ = std::fs::remove_dir_all(&out);
             // The commit the mutants were taken from, before a long run
             // during which the checkout may move on.
             let at = head();
-            run_group(&program, g, &chosen, &out, o)?;
+            run_group(program, g, &chosen, &out, o)?;
             let note = format!("{how}\n{at}\n");
             std::fs::write(out.join(CHOSEN), note)
                 .map_err(|e| format!("{}: {e}", out.join(CHOSEN).display()))?;
@@ -459,7 +487,7 @@ pub fn run(o: &Options) -> Result<(), String> {
                 let again = out.join("rerun");
                 let _ = std::fs::remove_dir_all(&again);
                 let at = head();
-                run_group(&program, g, &missed, &again, o)?;
+                run_group(program, g, &missed, &again, o)?;
                 let second =
                     read_outcomes(&again.join("mutants.out/outcomes.json")).unwrap_or_default();
                 // Each survivor by what it is: caught when every mutant of
@@ -499,99 +527,8 @@ pub fn run(o: &Options) -> Result<(), String> {
         eprint!("{}", s.text());
         summaries.push((s, commit));
     }
-    if o.record {
-        let path = root().join(RESULTS);
-        record::write(&path, &summaries)?;
-        eprintln!("wrote {RESULTS}");
-    }
-    let whole = o.in_diff.is_none() && o.files.is_empty();
-    let errors: Vec<String> = summaries
-        .iter()
-        .filter_map(|(s, _)| s.verdict(whole).err())
-        .collect();
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors.join("\n"))
-    }
+    Ok(summaries)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_exact_regex_escapes_what_mutant_names_hold() {
-        let r = exact(&[
-            "a.rs:1:2: replace f -> Result<(), E> with Ok(())",
-            "b.rs:3:4: replace + with * in g",
-        ]);
-        assert_eq!(
-            r,
-            "^(?:a\\.rs:1:2: replace f \\-> Result<\\(\\), E> with Ok\\(\\(\\)\\)|b\\.rs:3:4: replace \\+ with \\* in g)$"
-        );
-    }
-
-    #[test]
-    fn a_rerun_finds_a_survivor_wherever_it_has_moved() {
-        let r = at_any_line(&["a/b.rs:10:2: replace > with >= in load"]);
-        assert_eq!(r, "^(?:a/b\\.rs:\\d+:\\d+: replace > with >= in load)$");
-    }
-
-    #[test]
-    fn packages_are_found_where_the_workspace_keeps_them() {
-        for (p, d) in [
-            ("seam", "core"),
-            ("seam-cpu", "backends/cpu"),
-            ("seam-streamgraph", "backends/streamgraph"),
-            ("seam-conformance", "conformance"),
-            ("seam-kernels", "kernels"),
-        ] {
-            assert_eq!(package_dir(p), d);
-            assert!(root().join(d).join("Cargo.toml").is_file(), "{d}");
-        }
-        for g in groups::GROUPS {
-            assert!(
-                root()
-                    .join(package_dir(g.package))
-                    .join("Cargo.toml")
-                    .is_file(),
-                "{}",
-                g.package
-            );
-        }
-    }
-
-    fn listed(file: &str, n: usize) -> Vec<Listed> {
-        (0..n)
-            .map(|i| Listed {
-                name: format!("{file}:{i}:1: m{i}"),
-                file: file.into(),
-            })
-            .collect()
-    }
-
-    #[test]
-    fn a_campaign_takes_every_mutant_of_its_files_and_a_sample_of_the_rest() {
-        let g = groups::GROUPS.iter().find(|g| g.name == "vulkan").unwrap();
-        let mut all = listed("backends/vulkan/src/wait.rs", 12);
-        all.extend(listed("backends/vulkan/src/float_controls.rs", 400));
-        all.extend(listed("backends/vulkan/src/backend/staging.rs", 24));
-        let (chosen, how) = choose(g, &all, &[]);
-        assert_eq!(chosen.len(), 12 + 150, "{how}");
-        assert!(chosen.iter().all(|m| !m.file.ends_with("staging.rs")));
-        assert!(
-            how.contains("a uniform sample of 150 of the other 400"),
-            "{how}"
-        );
-        let core = groups::GROUPS.iter().find(|g| g.name == "core").unwrap();
-        let (chosen, _) = choose(core, &listed("core/src/ops.rs", 7), &[]);
-        assert_eq!(chosen.len(), 7);
-        let (chosen, _) = choose(
-            core,
-            &listed("core/src/ops.rs", 7),
-            &["core/src/x.rs".into()],
-        );
-        assert!(chosen.is_empty());
-    }
-}
+mod tests;

@@ -179,4 +179,21 @@ mod tests {
         // Rendering again from the parsed record changes nothing.
         assert_eq!(render(&parsed, &[]), second);
     }
+
+    /// `write` keeps what the file held and `read` reads it back; a record
+    /// that does not exist yet reads as empty.
+    #[test]
+    fn a_record_is_written_and_read_back_from_its_file() {
+        let dir = std::env::temp_dir().join(format!("seam-record-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("mutants.md");
+        assert!(read(&path).is_empty());
+        write(&path, &[(summary(1, 10, 0), "aaaaaaaaaaaa".into())]).unwrap();
+        write(&path, &[(summary(0, 3, 0), "cccccccccccc".into())]).unwrap();
+        let back = read(&path);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(back.len(), 2, "{back:?}");
+        assert_eq!(back[GROUPS[1].name].commit, "aaaaaaaaaaaa");
+        assert_eq!(back[GROUPS[0].name].chosen, "all 3");
+    }
 }

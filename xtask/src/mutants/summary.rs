@@ -366,6 +366,81 @@ mod tests {
             "core/src/device.rs: replace > with >= in Device::alloc"
         );
         assert_eq!(key_of("a.rs: replace x"), "a.rs: replace x");
+        // Only a line and a column, both numbers, are dropped.
+        assert_eq!(key_of("a.rs:12:x: rest"), "a.rs:12:x: rest");
+        assert_eq!(key_of("a.rs:x:3: rest"), "a.rs:x:3: rest");
+    }
+
+    /// A timed-out mutant counts as caught and is listed as timed out; a
+    /// group with no viable mutant passes (nothing to score) and says so.
+    #[test]
+    fn timeouts_count_as_caught_and_no_viable_mutant_is_no_score() {
+        let o = vec![
+            outcome("a.rs:1:1: slow", "Timeout"),
+            outcome("a.rs:2:1: caught", "CaughtMutant"),
+            outcome("b.rs:3:1: bad", "Unviable"),
+        ];
+        let g = &GROUPS[0];
+        let s = GroupSummary::new(g, &o, &BTreeMap::new(), "how".into(), None);
+        assert_eq!(
+            s.total,
+            Counts {
+                caught: 1,
+                missed: 0,
+                timeout: 1,
+                unviable: 1
+            }
+        );
+        assert_eq!(s.total.viable(), 2);
+        assert!((s.total.score() - 1.0).abs() < 1e-9);
+        assert_eq!(s.timeouts, ["a.rs:1:1: slow"]);
+        let md = s.markdown();
+        assert!(
+            md.contains("| `a.rs` | 2 | 0 | 1 | 1 | 0 | 100.0% |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| `b.rs` | 1 | 1 | 0 | 0 | 0 | no viable mutant |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("Timed out (counted as caught):\n\n- `a.rs:1:1: slow`"),
+            "{md}"
+        );
+        assert!(!md.contains("Missed, each listed"), "{md}");
+        assert!(md.contains("Mutants: how."), "{md}");
+        let none = GroupSummary::new(g, &o[2..], &BTreeMap::new(), String::new(), None);
+        assert!(
+            none.verdict(true).is_ok(),
+            "no viable mutant: nothing to score"
+        );
+        assert!(!none.markdown().contains("Timed out"));
+    }
+
+    /// The equivalents list is read from its file, a missing file is an
+    /// error, and the times come from cargo-mutants' outcomes.
+    #[test]
+    fn the_equivalents_and_times_are_read_from_their_files() {
+        let dir = std::env::temp_dir().join(format!("seam-eq-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let eq = dir.join("eq.md");
+        std::fs::write(
+            &eq,
+            "| mutant | why |\n|---|---|\n| `a.rs:1:2: x` | because |\n",
+        )
+        .unwrap();
+        let read = read_equivalent(&eq).unwrap();
+        assert_eq!(read.get("a.rs: x").map(String::as_str), Some("because"));
+        assert!(read_equivalent(&dir.join("none.md")).is_err());
+        let times = dir.join("outcomes.json");
+        std::fs::write(
+            &times,
+            r#"{"start_time":"s0","end_time":"e1","outcomes":[]}"#,
+        )
+        .unwrap();
+        assert_eq!(read_times(&times), Some(("s0".into(), "e1".into())));
+        assert_eq!(read_times(&dir.join("none.json")), None);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

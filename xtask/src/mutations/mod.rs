@@ -131,14 +131,20 @@ pub fn run(filter: Option<&str>) -> Result<(), String> {
         .iter()
         .filter(|m| filter.is_none_or(|f| m.case.contains(f)))
         .collect();
-    let scratch: PathBuf = root().join("target/mutants/tree");
+    run_in(&selected, &crate::cargo(), &root().join("target/mutants"))
+}
+
+/// [`run`] of `selected`, with `cargo` building and running the suite, in
+/// `work` (the scratch tree, its target folder and the report).
+fn run_in(selected: &[&Mutation], cargo: &str, work: &Path) -> Result<(), String> {
+    let scratch: PathBuf = work.join("tree");
     let _ = std::fs::remove_dir_all(&scratch);
     copy_tree(&scratch)?;
     // Every mutation must still apply before any runs: a stale one would
     // run the suite unmutated and call that a survivor (or, worse, a kill).
-    let ready = prepare(&selected, &scratch)?;
-    let target = root().join("target/mutants/target");
-    let json = root().join("target/mutants/report.json");
+    let ready = prepare(selected, &scratch)?;
+    let target = work.join("target");
+    let json = work.join("report.json");
     let mut survivors = Vec::new();
     for (i, (m, original, mutated)) in ready.iter().enumerate() {
         let path = scratch.join(m.file);
@@ -151,7 +157,7 @@ pub fn run(filter: Option<&str>) -> Result<(), String> {
             ));
         }
         let _ = std::fs::remove_file(&json);
-        let out = Command::new(crate::cargo())
+        let out = Command::new(cargo)
             .args([
                 "run",
                 "--quiet",
@@ -323,5 +329,99 @@ mod tests {
         // Output that merely looks like a failure line is not a verdict.
         let r = report(&t("c1_y", passed));
         assert_eq!(judge(&r, "c1_x"), Judgement::NoTrial);
+    }
+
+    /// A fake `cargo run` in its own folder: it records the mutated file
+    /// as the suite saw it, then writes `report.json` (or, when
+    /// `broken` exists, prints a compile error and writes nothing).
+    fn fake_cargo(dir: &Path, file: &str) -> String {
+        let d = dir.display();
+        let script = format!(
+            "#!/bin/sh\n\
+             json=''; prev=''\n\
+             for a in \"$@\"; do [ \"$prev\" = --json ] && json=\"$a\"; prev=\"$a\"; done\n\
+             cat '{file}' >> '{d}/seen.txt'\n\
+             if [ -e '{d}/broken' ]; then echo 'error[E0425]: cannot find value'; exit 101; fi\n\
+             cp '{d}/report.json' \"$json\"\n"
+        );
+        let path = dir.join("cargo");
+        std::fs::write(&path, script).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        path.display().to_string()
+    }
+
+    /// The committed cpu report with `case`'s trials given `verdict`.
+    fn report_with(case: &str, verdict: &str) -> String {
+        let text = std::fs::read_to_string(root().join("docs/results/cpu-ci.json")).unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let mut turned = 0;
+        for t in v["trials"].as_array_mut().unwrap() {
+            if t["case"] == case && t["verdict"] == "passed" && verdict == "failed" {
+                t["verdict"] = verdict.into();
+                t["detail"] = "the mutation turned it red".into();
+                turned += 1;
+            }
+        }
+        // The summary agrees with the trials (a report is checked for it).
+        let summary = &mut v["summary"];
+        summary["passed"] = (summary["passed"].as_u64().unwrap() - turned).into();
+        summary["failed"] = (summary["failed"].as_u64().unwrap() + turned).into();
+        v.to_string()
+    }
+
+    /// Each mutation runs in a scratch copy of the tree with its text in
+    /// place (and the original back afterwards); a red case passes, a case
+    /// that survives, a mutation that does not compile and a run with no
+    /// report each fail the run by name.
+    #[test]
+    fn each_mutation_runs_mutated_and_only_red_passes() {
+        let m = &MUTATIONS[0];
+        let work = root()
+            .join("target/xtask-tests")
+            .join(format!("mutations-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&work);
+        let fake = work.join("fake");
+        std::fs::create_dir_all(&fake).unwrap();
+        let cargo = fake_cargo(&fake, m.file);
+        let mutated_text = || {
+            let original = std::fs::read_to_string(root().join(m.file)).unwrap();
+            apply(m, &original).unwrap()
+        };
+
+        std::fs::write(fake.join("report.json"), report_with(m.case, "failed")).unwrap();
+        run_in(&[m], &cargo, &work).unwrap();
+        let seen = std::fs::read_to_string(fake.join("seen.txt")).unwrap();
+        assert_eq!(seen, mutated_text(), "the suite ran over the mutated file");
+        let tree = work.join("tree");
+        assert!(tree.join("Cargo.toml").is_file() && tree.join("core/src/lib.rs").is_file());
+        assert_eq!(
+            std::fs::read_to_string(tree.join(m.file)).unwrap(),
+            std::fs::read_to_string(root().join(m.file)).unwrap(),
+            "the original is back after the run"
+        );
+
+        std::fs::write(fake.join("report.json"), report_with(m.case, "passed")).unwrap();
+        let e = run_in(&[m], &cargo, &work).unwrap_err();
+        assert!(
+            e.contains("mutations not caught") && e.contains(m.case),
+            "{e}"
+        );
+
+        std::fs::write(
+            fake.join("report.json"),
+            report_with("no_such_case", "failed"),
+        )
+        .unwrap();
+        let e = run_in(&[m], &cargo, &work).unwrap_err();
+        assert!(e.contains(m.case), "a report without the case: {e}");
+
+        std::fs::write(fake.join("broken"), "").unwrap();
+        let e = run_in(&[m], &cargo, &work).unwrap_err();
+        assert!(e.contains(m.case), "a mutation that does not compile: {e}");
+        let _ = std::fs::remove_dir_all(&work);
     }
 }

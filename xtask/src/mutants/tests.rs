@@ -1,0 +1,407 @@
+//! The campaign's choices and its run end to end, against a fake
+//! cargo-mutants that records how it was called.
+
+use super::*;
+
+#[test]
+fn an_exact_regex_escapes_what_mutant_names_hold() {
+    let r = exact(&[
+        "a.rs:1:2: replace f -> Result<(), E> with Ok(())",
+        "b.rs:3:4: replace + with * in g",
+    ]);
+    assert_eq!(
+        r,
+        "^(?:a\\.rs:1:2: replace f \\-> Result<\\(\\), E> with Ok\\(\\(\\)\\)|b\\.rs:3:4: replace \\+ with \\* in g)$"
+    );
+}
+
+#[test]
+fn a_rerun_finds_a_survivor_wherever_it_has_moved() {
+    let r = at_any_line(&["a/b.rs:10:2: replace > with >= in load"]);
+    assert_eq!(r, "^(?:a/b\\.rs:\\d+:\\d+: replace > with >= in load)$");
+}
+
+#[test]
+fn packages_are_found_where_the_workspace_keeps_them() {
+    for (p, d) in [
+        ("seam", "core"),
+        ("seam-cpu", "backends/cpu"),
+        ("seam-streamgraph", "backends/streamgraph"),
+        ("seam-conformance", "conformance"),
+        ("seam-kernels", "kernels"),
+    ] {
+        assert_eq!(package_dir(p), d);
+        assert!(root().join(d).join("Cargo.toml").is_file(), "{d}");
+    }
+    for g in groups::GROUPS {
+        assert!(
+            root()
+                .join(package_dir(g.package))
+                .join("Cargo.toml")
+                .is_file(),
+            "{}",
+            g.package
+        );
+    }
+}
+
+fn listed(file: &str, n: usize) -> Vec<Listed> {
+    (0..n)
+        .map(|i| Listed {
+            name: format!("{file}:{i}:1: m{i}"),
+            file: file.into(),
+        })
+        .collect()
+}
+
+#[test]
+fn a_campaign_takes_every_mutant_of_its_files_and_a_sample_of_the_rest() {
+    let g = groups::GROUPS.iter().find(|g| g.name == "vulkan").unwrap();
+    let mut all = listed("backends/vulkan/src/wait.rs", 12);
+    all.extend(listed("backends/vulkan/src/float_controls.rs", 400));
+    all.extend(listed("backends/vulkan/src/backend/staging.rs", 24));
+    let (chosen, how) = choose(g, &all, &[]);
+    assert_eq!(chosen.len(), 12 + 150, "{how}");
+    assert!(chosen.iter().all(|m| !m.file.ends_with("staging.rs")));
+    assert!(
+        how.contains("a uniform sample of 150 of the other 400"),
+        "{how}"
+    );
+    let core = groups::GROUPS.iter().find(|g| g.name == "core").unwrap();
+    let (chosen, _) = choose(core, &listed("core/src/ops.rs", 7), &[]);
+    assert_eq!(chosen.len(), 7);
+    let (chosen, _) = choose(
+        core,
+        &listed("core/src/ops.rs", 7),
+        &["core/src/x.rs".into()],
+    );
+    assert!(chosen.is_empty());
+}
+
+/// A fake cargo-mutants in its own folder: `--list` prints `list.json`;
+/// a run appends its arguments to `args.txt`, writes `outcomes.json` as
+/// the run's outcomes and exits with `code.txt`.
+struct Fake {
+    dir: PathBuf,
+}
+
+impl Fake {
+    fn new(name: &str) -> Fake {
+        let dir = root()
+            .join("target/xtask-tests")
+            .join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let d = dir.display();
+        let script = format!(
+            "#!/bin/sh\n\
+             case \" $* \" in\n\
+             *' --list '*) cat '{d}/list.json' ;;\n\
+             *) printf '%s\\n' \"$@\" >> '{d}/args.txt'; echo --- >> '{d}/args.txt'\n\
+                out=''; prev=''\n\
+                for a in \"$@\"; do [ \"$prev\" = --output ] && out=\"$a\"; prev=\"$a\"; done\n\
+                mkdir -p \"$out/mutants.out\"\n\
+                cp '{d}/outcomes.json' \"$out/mutants.out/outcomes.json\"\n\
+                exit $(cat '{d}/code.txt') ;;\n\
+             esac\n"
+        );
+        let program = dir.join("cargo-mutants");
+        std::fs::write(&program, script).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let fake = Fake { dir };
+        fake.exits(0);
+        fake
+    }
+
+    fn program(&self) -> PathBuf {
+        self.dir.join("cargo-mutants")
+    }
+
+    fn lists(&self, mutants: &[(&str, &str)]) {
+        let list: Vec<serde_json::Value> = mutants
+            .iter()
+            .map(|(name, file)| serde_json::json!({ "name": name, "file": file }))
+            .collect();
+        std::fs::write(
+            self.dir.join("list.json"),
+            serde_json::to_string(&list).unwrap(),
+        )
+        .unwrap();
+    }
+
+    /// The next run's outcomes: (name, file, summary).
+    fn finds(&self, outcomes: &[(&str, &str, &str)]) {
+        let list: Vec<serde_json::Value> = std::iter::once(serde_json::json!({
+            "scenario": "Baseline", "summary": "Success"
+        }))
+        .chain(outcomes.iter().map(|(name, file, summary)| {
+            serde_json::json!({
+                "scenario": { "Mutant": { "name": name, "file": file } },
+                "summary": summary,
+            })
+        }))
+        .collect();
+        let v = serde_json::json!({
+            "outcomes": list,
+            "start_time": "2026-01-01T00:00:00Z",
+            "end_time": "2026-01-01T01:00:00Z",
+        });
+        std::fs::write(self.dir.join("outcomes.json"), v.to_string()).unwrap();
+    }
+
+    fn exits(&self, code: i32) {
+        std::fs::write(self.dir.join("code.txt"), code.to_string()).unwrap();
+    }
+
+    /// Each run's arguments.
+    fn runs(&self) -> Vec<Vec<String>> {
+        let text = std::fs::read_to_string(self.dir.join("args.txt")).unwrap_or_default();
+        text.split("---\n")
+            .filter(|r| !r.is_empty())
+            .map(|r| r.lines().map(str::to_string).collect())
+            .collect()
+    }
+
+    fn options(&self, group: &str) -> Options {
+        Options {
+            groups: vec![group.into()],
+            files: Vec::new(),
+            in_diff: None,
+            max: 20,
+            in_place: false,
+            output: self.dir.join("out"),
+            from: None,
+            record: false,
+            rerun_missed: false,
+            jobs: 1,
+        }
+    }
+}
+
+impl Drop for Fake {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+const MERGE: &str = "conformance/src/merge.rs";
+const JUNIT: &str = "conformance/src/junit.rs";
+const CASE: &str = "conformance/src/cases/c1.rs";
+
+/// A campaign runs the group's mutants (not a case's, which no harness
+/// group mutates) with the group's tests, counts what came back and fails
+/// on a survivor nobody listed; the same with every mutant caught passes.
+#[test]
+fn a_campaign_runs_its_groups_mutants_and_judges_what_comes_back() {
+    let fake = Fake::new("campaign");
+    let a = "conformance/src/merge.rs:10:5: replace + with - in merge";
+    let b = "conformance/src/junit.rs:20:9: delete ! in escape";
+    let c = "conformance/src/junit.rs:30:9: replace f -> bool with true";
+    fake.lists(&[
+        (a, MERGE),
+        (b, JUNIT),
+        (c, JUNIT),
+        ("conformance/src/cases/c1.rs:1:1: x", CASE),
+    ]);
+    fake.finds(&[
+        (a, MERGE, "CaughtMutant"),
+        (b, JUNIT, "MissedMutant"),
+        (c, JUNIT, "Unviable"),
+    ]);
+    fake.exits(2);
+    let o = fake.options("harness");
+    let summaries = drive(&o, &fake.program()).unwrap();
+    let runs = fake.runs();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let args = &runs[0];
+    let after = |flag: &str| {
+        let i = args
+            .iter()
+            .position(|x| x == flag)
+            .unwrap_or_else(|| panic!("no {flag}: {args:?}"));
+        args[i + 1].clone()
+    };
+    assert_eq!(after("--package"), "seam-conformance");
+    assert_eq!(after("--test-package"), "seam-conformance");
+    assert_eq!(after("--timeout"), "300");
+    assert_eq!(after("--jobs"), "1");
+    assert_eq!(
+        after("--re"),
+        exact(&[a, b, c]),
+        "the case's mutant is not the group's"
+    );
+    let tests = &args[args.iter().position(|x| x == "--").unwrap() + 1..];
+    assert_eq!(
+        tests.join(" "),
+        groups::GROUPS
+            .iter()
+            .find(|g| g.name == "harness")
+            .unwrap()
+            .test_args
+            .join(" ")
+    );
+    let (s, commit) = &summaries[0];
+    assert_eq!(commit, &head());
+    assert_eq!(commit.len(), 40, "{commit}");
+    assert_eq!(
+        (s.total.caught, s.total.missed, s.total.unviable),
+        (1, 1, 1)
+    );
+    assert_eq!(s.per_file[JUNIT].missed, 1);
+    assert_eq!(s.per_file[MERGE].caught, 1);
+    assert!(
+        s.chosen
+            .starts_with("every mutant of `conformance/src/isolate/**`"),
+        "{}",
+        s.chosen
+    );
+    assert!(s.chosen.ends_with("(3)"), "{}", s.chosen);
+    assert_eq!(
+        s.times,
+        Some(("2026-01-01T00:00:00Z".into(), "2026-01-01T01:00:00Z".into()))
+    );
+    let text = s.text();
+    assert!(
+        text.contains(&format!("missed {b}   <-- NOT LISTED")),
+        "{text}"
+    );
+    assert!(text.starts_with("mutants [harness]: 1 caught, 0 timed out, 1 missed, 1 unviable — 50.0% of 2 viable caught"), "{text}");
+    let e = verdict(&o, &summaries).unwrap_err();
+    assert!(e.contains(b), "{e}");
+    // What the run chose is kept beside its output, for a later --from.
+    let chosen = std::fs::read_to_string(o.output.join("harness").join(CHOSEN)).unwrap();
+    assert_eq!(chosen, format!("{}\n{}\n", s.chosen, commit));
+
+    // Summarised again from that output, without running anything.
+    let from = Options {
+        from: Some(o.output.clone()),
+        ..fake.options("harness")
+    };
+    let again = drive(&from, Path::new("/nonexistent")).unwrap();
+    assert_eq!(again[0].0.total, s.total);
+    assert_eq!(again[0].0.chosen, s.chosen);
+    assert_eq!(fake.runs().len(), 1, "--from runs nothing");
+    let e = run(&from).unwrap_err();
+    assert!(
+        e.contains("not in docs/mutants-equivalent.md") && e.contains(b),
+        "{e}"
+    );
+
+    fake.finds(&[(a, MERGE, "CaughtMutant"), (b, JUNIT, "CaughtMutant")]);
+    fake.exits(0);
+    let summaries = drive(&o, &fake.program()).unwrap();
+    assert!(verdict(&o, &summaries).is_ok());
+    assert!(summaries[0].0.text().contains("100.0% of 2 viable caught"));
+    assert!(run(&from).is_ok(), "read back: every mutant caught");
+}
+
+/// A rerun of the missed runs only them, at any line, and keeps the
+/// merged outcomes: a survivor now caught counts as caught, one gone from
+/// the code is dropped, one still missed stays missed.
+#[test]
+fn a_rerun_of_the_missed_runs_only_them_and_merges_the_outcomes() {
+    let fake = Fake::new("rerun");
+    let a = "conformance/src/merge.rs:10:5: replace + with - in merge";
+    let b = "conformance/src/junit.rs:20:9: delete ! in escape";
+    let c = "conformance/src/junit.rs:30:9: replace f -> bool with true";
+    let d = "conformance/src/junit.rs:40:9: replace g -> bool with false";
+    fake.lists(&[(a, MERGE), (b, JUNIT), (c, JUNIT), (d, JUNIT)]);
+    fake.finds(&[
+        (a, MERGE, "CaughtMutant"),
+        (b, JUNIT, "MissedMutant"),
+        (c, JUNIT, "MissedMutant"),
+        (d, JUNIT, "MissedMutant"),
+    ]);
+    let o = fake.options("harness");
+    drive(&o, &fake.program()).unwrap();
+    // b now caught (moved two lines down), c still missed, d gone.
+    let b2 = "conformance/src/junit.rs:22:9: delete ! in escape";
+    let c2 = "conformance/src/junit.rs:32:9: replace f -> bool with true";
+    fake.finds(&[(b2, JUNIT, "CaughtMutant"), (c2, JUNIT, "MissedMutant")]);
+    let rerun = Options {
+        rerun_missed: true,
+        ..fake.options("harness")
+    };
+    let summaries = drive(&rerun, &fake.program()).unwrap();
+    let runs = fake.runs();
+    assert_eq!(runs.len(), 2);
+    let re = &runs[1][runs[1].iter().position(|x| x == "--re").unwrap() + 1];
+    assert_eq!(re, &at_any_line(&[b, c, d]));
+    let s = &summaries[0].0;
+    assert_eq!((s.total.caught, s.total.missed), (2, 1), "{}", s.text());
+    assert!(
+        s.chosen.contains("the 3 it missed were run again at")
+            && s.chosen
+                .ends_with("1 caught, 1 missed, 1 no longer in the code"),
+        "{}",
+        s.chosen
+    );
+    assert_eq!(s.missed, vec![(c.to_string(), None)]);
+    // The next rerun starts from the merged outcomes: only c again.
+    drive(&rerun, &fake.program()).unwrap();
+    let runs = fake.runs();
+    let re = &runs[2][runs[2].iter().position(|x| x == "--re").unwrap() + 1];
+    assert_eq!(re, &at_any_line(&[c]));
+}
+
+/// In a diff, only mutants in changed lines are listed (`--in-diff` with
+/// the diff since the group's recorded commit), at most `max` of them, no
+/// baseline; a group with no recorded campaign is skipped; a failing
+/// cargo-mutants is an error that names the group.
+#[test]
+fn a_diff_run_is_bounded_and_a_failing_run_is_an_error() {
+    let fake = Fake::new("diff");
+    let a = "conformance/src/merge.rs:10:5: replace + with - in merge";
+    let b = "conformance/src/junit.rs:20:9: delete ! in escape";
+    fake.lists(&[(a, MERGE), (b, JUNIT)]);
+    fake.finds(&[(a, MERGE, "CaughtMutant")]);
+    let recorded = record::read(&root().join(RESULTS));
+    let Some(base) = recorded.get("harness") else {
+        panic!("the harness group's campaign is recorded in {RESULTS}");
+    };
+    let o = Options {
+        in_diff: Some("recorded".into()),
+        max: 1,
+        in_place: true,
+        ..fake.options("harness")
+    };
+    let summaries = drive(&o, &fake.program()).unwrap();
+    let runs = fake.runs();
+    let args = &runs[0];
+    assert!(args.iter().any(|x| x == "--in-place") && !args.iter().any(|x| x == "--jobs"));
+    let i = args.iter().position(|x| x == "--baseline").unwrap();
+    assert_eq!(args[i + 1], "skip");
+    let re = &args[args.iter().position(|x| x == "--re").unwrap() + 1];
+    assert!(
+        re == &exact(&[a]) || re == &exact(&[b]),
+        "one of the two: {re}"
+    );
+    let s = &summaries[0].0;
+    assert!(
+        s.chosen.starts_with(&format!(
+            "the 1 of 2 mutants in lines changed since {}",
+            base.commit
+        )) && s.chosen.contains("at most 1 in all"),
+        "{}",
+        s.chosen
+    );
+    let diff = std::fs::read_to_string(o.output.join("harness.diff")).unwrap();
+    assert!(diff.starts_with("diff --git a/conformance/"), "{diff:.200}");
+    // Nothing left of the budget: the next group is not run.
+    let unrecorded = Options {
+        groups: vec!["vulkan-staging".into()],
+        ..o
+    };
+    let skipped = drive(&unrecorded, &fake.program());
+    assert!(recorded.contains_key("vulkan-staging") || skipped.unwrap().is_empty());
+    fake.exits(1);
+    let e = match drive(&fake.options("harness"), &fake.program()) {
+        Err(e) => e,
+        Ok(_) => panic!("a cargo-mutants that fails is an error"),
+    };
+    assert!(e.contains("cargo-mutants over group harness failed"), "{e}");
+}
