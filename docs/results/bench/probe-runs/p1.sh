@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Probe command (issue 20): GEMV/copy variants on the raw Vulkan device,
+# Probe command: GEMV/copy variants on the raw Vulkan device,
 # the CUDA process probe in both seam builds, the nvcc raw chain, and the
 # Vulkan/wgpu decode step at L = 32 with wgpu's trusted catalogue modules.
 set -u

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Probe command 2 (issue 20): the new catalogue GEMV against the variants,
+# Probe command 2: the new catalogue GEMV against the variants,
 # the CUDA per-node figure on fresh buffers and streams, and the decode step
 # on Vulkan and wgpu with the new GEMV.
 set -u

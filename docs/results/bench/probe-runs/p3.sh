@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Probe command 3 (issue 20): the GEMV variants and two candidate gemm.wgsl
+# Probe command 3: the GEMV variants and two candidate gemm.wgsl
 # over 8 and over 32 distinct weights (32 at H = 8192 is the decode stack's
 # 8 GiB, where the catalogue's wide strips ran slower than in the 8-weight
 # probe).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Probe command 4 (issue 20): the 512-invocation catalogue GEMV over 8 and
+# Probe command 4: the 512-invocation catalogue GEMV over 8 and
 # 32 weights against the probe's variants, and the decode step (L = 32) on
 # vulkan, wgpu and cuda in one process.
 set -u

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Probe command 5 (issue 20): the GEMV over 32 weights (8 GiB at H = 8192)
+# Probe command 5: the GEMV over 32 weights (8 GiB at H = 8192)
 # with the weights' memory allocated plain (as the backend), dedicated, or
 # pooled in one allocation: whether the 8 GiB slowdown is the allocations.
 set -u
