@@ -97,7 +97,7 @@ impl Fake {
             "#!/bin/sh\n\
              case \" $* \" in\n\
              *' --list '*) cat '{d}/list.json' ;;\n\
-             *) printf '%s\\n' \"$@\" >> '{d}/args.txt'; echo --- >> '{d}/args.txt'\n\
+             *) printf '%s\\n' \"env CARGO_INCREMENTAL=$CARGO_INCREMENTAL\" \"$@\" >> '{d}/args.txt'; echo --- >> '{d}/args.txt'\n\
                 out=''; prev=''\n\
                 for a in \"$@\"; do [ \"$prev\" = --output ] && out=\"$a\"; prev=\"$a\"; done\n\
                 mkdir -p \"$out/mutants.out\"\n\
@@ -229,6 +229,10 @@ fn a_campaign_runs_its_groups_mutants_and_judges_what_comes_back() {
     assert_eq!(after("--test-package"), "seam-conformance");
     assert_eq!(after("--timeout"), "300");
     assert_eq!(after("--jobs"), "1");
+    assert!(
+        args.iter().any(|x| x == "env CARGO_INCREMENTAL=1"),
+        "incremental builds: {args:?}"
+    );
     assert_eq!(
         after("--re"),
         exact(&[a, b, c]),
@@ -404,4 +408,83 @@ fn a_diff_run_is_bounded_and_a_failing_run_is_an_error() {
         Ok(_) => panic!("a cargo-mutants that fails is an error"),
     };
     assert!(e.contains("cargo-mutants over group harness failed"), "{e}");
+}
+
+/// cargo-mutants VERSION on the PATH is used as it is; another version is
+/// not, and then the copy under the tools folder is used, installed first
+/// only when it is missing (and an install that leaves none is an error).
+#[test]
+fn cargo_mutants_is_found_or_installed_once() {
+    let fake = Fake::new("install");
+    let script = |version: &str| format!("#!/bin/sh\necho 'cargo-mutants {version}'\n");
+    let on_path = fake.dir.join("on-path");
+    std::fs::write(&on_path, script(VERSION)).unwrap();
+    let exec = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    exec(&on_path);
+    let tools = fake.dir.join("tools");
+    let never = |_: &Path| -> Result<(), String> { panic!("installed with one on the PATH") };
+    assert_eq!(find_or_install(&on_path, &tools, never).unwrap(), on_path);
+    std::fs::write(&on_path, script("1.0.0")).unwrap();
+    let installs = std::cell::Cell::new(0);
+    let install = |dir: &Path| {
+        installs.set(installs.get() + 1);
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        std::fs::write(dir.join("bin/cargo-mutants"), "").unwrap();
+        Ok(())
+    };
+    let bin = tools.join("bin/cargo-mutants");
+    assert_eq!(find_or_install(&on_path, &tools, install).unwrap(), bin);
+    assert_eq!(find_or_install(&on_path, &tools, install).unwrap(), bin);
+    assert_eq!(installs.get(), 1, "installed once, then found");
+    let empty = fake.dir.join("empty");
+    let e = find_or_install(&on_path, &empty, |_| Ok(())).unwrap_err();
+    assert!(e.contains("is not there"), "{e}");
+    let e = find_or_install(&on_path, &empty, |_| Err("offline".into())).unwrap_err();
+    assert_eq!(e, "offline");
+}
+
+/// A diff run's budget is shared by its groups: with one mutant allowed
+/// the first group takes it and the next runs nothing; a diff run judges
+/// no score, so a listed survivor alone passes it.
+#[test]
+fn a_diff_runs_budget_is_shared_and_a_diff_is_not_scored() {
+    let fake = Fake::new("budget");
+    let listed = "conformance/src/isolate/stream.rs:87:48: replace + with * in Tail::lines";
+    let equivalent = read_equivalent(&root().join(EQUIVALENT)).unwrap();
+    assert!(
+        equivalent.contains_key(&summary::key_of(listed)),
+        "{listed} is listed"
+    );
+    let file = "conformance/src/isolate/stream.rs";
+    // One mutant of each group: the harness's comes first and takes the budget.
+    let xtask =
+        "xtask/src/report.rs:30:5: replace expand -> Result<Vec<PathBuf>, String> with Ok(vec![])";
+    fake.lists(&[(listed, file), (xtask, "xtask/src/report.rs")]);
+    fake.finds(&[(listed, file, "MissedMutant")]);
+    let base = record::read(&root().join(RESULTS))["harness"]
+        .commit
+        .clone();
+    let o = Options {
+        groups: vec!["harness".into(), "xtask".into()],
+        in_diff: Some(base),
+        max: 1,
+        ..fake.options("harness")
+    };
+    let summaries = drive(&o, &fake.program()).unwrap();
+    assert_eq!(fake.runs().len(), 1, "one mutant in all: {:?}", fake.runs());
+    assert_eq!(summaries.len(), 1);
+    assert_eq!(summaries[0].0.total.missed, 1);
+    assert!(
+        verdict(&o, &summaries).is_ok(),
+        "a diff's listed survivor is not scored"
+    );
+    let whole = Options {
+        in_diff: None,
+        ..fake.options("harness")
+    };
+    let e = verdict(&whole, &summaries).unwrap_err();
+    assert!(e.contains("below the 95% target"), "{e}");
 }
