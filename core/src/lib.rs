@@ -21,6 +21,7 @@ pub mod kernel;
 pub mod ops;
 pub mod registration;
 pub mod signature;
+pub mod table;
 pub mod testing;
 pub mod trace;
 pub mod validate;

@@ -5,9 +5,10 @@
 use crate::driver::{OpKernels, StreamDriver, Toolchain};
 use crate::graphs::{CapturedLaunch, LaunchNode, StreamGraphs};
 use crate::launch::{KernelLaunch, VendorLaunch};
-use crate::tables::{BufferTable, KernelTable};
+use crate::tables::KernelTable;
 use crate::timing::EventTimer;
 use seam::ops::BufferList;
+use seam::table::Buffers;
 use seam::{
     Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, GraphUser, Launch, OpKind,
     RawBuffer, RawGraph, RawView, ReplayTarget, ResourceCounts, UpdateSupport,
@@ -21,14 +22,13 @@ use std::collections::BTreeSet;
 /// driver (the stream, then the CUDA context).
 pub struct StreamBackend<D: StreamDriver, T: Toolchain<D>> {
     info: DeviceInfo,
-    next_id: u64,
     /// Capture state, the current exec and the handles.
     graphs: StreamGraphs<D>,
     /// Events around traced work (device timing).
     timer: EventTimer<D>,
     kernels: KernelTable<D::Function>,
     /// Live buffers and their bytes (`ResourceCounts::bytes`).
-    buffers: BufferTable<D::Memory>,
+    buffers: Buffers<D::Memory>,
     /// Buffers the open capture, the current exec and each handle launch.
     users: Users,
     toolchain: T,
@@ -88,11 +88,10 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
     pub fn new(info: DeviceInfo, driver: D, toolchain: T) -> Self {
         StreamBackend {
             info,
-            next_id: 1,
             graphs: StreamGraphs::new(),
             timer: EventTimer::new(),
             kernels: KernelTable::new(),
-            buffers: BufferTable::new(),
+            buffers: Buffers::new(),
             users: Users::default(),
             toolchain,
             driver,
@@ -127,12 +126,7 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
     }
 
     fn buffer(&self, raw: RawBuffer) -> Result<&D::Memory, ErrorKind> {
-        // A match, not `ok_or`: the error is built (and dropped) only when
-        // returned, which the optimiser does not see through (callgrind).
-        match self.buffers.get(raw.0) {
-            Some(memory) => Ok(memory),
-            None => Err(ErrorKind::UnknownBuffer { id: raw.0 }),
-        }
+        self.buffers.get(raw)
     }
 
     /// The entry point of the launch's (op, dtype), loaded already.
@@ -332,7 +326,7 @@ where
     fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
         self.driver.select()?;
         let mem = self.driver.alloc(bytes)?;
-        Ok(RawBuffer(self.buffers.insert(mem, bytes as u64)))
+        Ok(self.buffers.insert(mem, bytes as u64))
     }
 
     unsafe fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
@@ -346,9 +340,8 @@ where
         }
         // Queued eager work may still read or write it.
         self.quiesce()?;
-        if let Some(mem) = self.buffers.remove(buffer.0) {
-            self.driver.free(mem);
-        }
+        let mem = self.buffers.remove(buffer)?;
+        self.driver.free(mem);
         Ok(())
     }
 
@@ -447,13 +440,12 @@ where
 
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
         self.driver.select()?;
-        let ended = self.graphs.end_capture_graph(&self.driver, self.next_id);
+        let ended = self.graphs.end_capture_graph(&self.driver);
         let Ok(graph) = ended else {
             self.users.remove(GraphUser::OpenCapture);
             return ended;
         };
         self.users.end_capture_into(GraphUser::Handle(graph.0));
-        self.next_id += 1;
         Ok(graph)
     }
 

@@ -15,8 +15,8 @@
 
 use crate::driver::GraphDriver;
 use seam::ops::BufferList;
+use seam::table::Graphs;
 use seam::{DType, ErrorKind, OpKind, RawBuffer, RawGraph, ReplayTarget};
-use std::collections::HashMap;
 
 /// What one captured launch put in the graph.
 pub enum LaunchNode<N> {
@@ -74,9 +74,9 @@ pub struct StreamGraphs<D: GraphDriver> {
     capturing: bool,
     /// The open capture's launches so far, in capture order.
     recording: Vec<CapturedLaunch<D::Node>>,
-    /// The exec `end_capture` made; never one of `graphs` (C3).
-    current: Option<Captured<D>>,
-    graphs: HashMap<u64, Captured<D>>,
+    /// The exec `end_capture` made (current) and the handles'
+    /// (`end_capture_graph`), never aliasing (C3).
+    graphs: Graphs<Captured<D>>,
 }
 
 impl<D: GraphDriver> Default for StreamGraphs<D> {
@@ -84,8 +84,7 @@ impl<D: GraphDriver> Default for StreamGraphs<D> {
         StreamGraphs {
             capturing: false,
             recording: Vec::new(),
-            current: None,
-            graphs: HashMap::new(),
+            graphs: Graphs::new(),
         }
     }
 }
@@ -102,7 +101,7 @@ impl<D: GraphDriver> StreamGraphs<D> {
 
     /// Graphs alive: the handles plus the current exec, if any.
     pub fn live(&self) -> usize {
-        self.graphs.len() + usize::from(self.current.is_some())
+        self.graphs.len()
     }
 
     /// Capture op 2: put the stream in capture mode.
@@ -123,24 +122,12 @@ impl<D: GraphDriver> StreamGraphs<D> {
 
     /// The exec, graph and captured launches of `target`.
     pub fn captured(&self, target: ReplayTarget) -> Result<&Captured<D>, ErrorKind> {
-        match target {
-            ReplayTarget::Current => self.current.as_ref().ok_or(ErrorKind::NoCurrentGraph),
-            ReplayTarget::Graph(g) => self
-                .graphs
-                .get(&g.0)
-                .ok_or(ErrorKind::UnknownGraph { id: g.0 }),
-        }
+        self.graphs.target(target)
     }
 
     /// As [`captured`](StreamGraphs::captured), to record a patch.
     pub fn captured_mut(&mut self, target: ReplayTarget) -> Result<&mut Captured<D>, ErrorKind> {
-        match target {
-            ReplayTarget::Current => self.current.as_mut().ok_or(ErrorKind::NoCurrentGraph),
-            ReplayTarget::Graph(g) => self
-                .graphs
-                .get_mut(&g.0)
-                .ok_or(ErrorKind::UnknownGraph { id: g.0 }),
-        }
+        self.graphs.target_mut(target)
     }
 
     /// Capture op 3: end the capture; the result replaces the current exec.
@@ -148,32 +135,25 @@ impl<D: GraphDriver> StreamGraphs<D> {
     /// waited for before it is destroyed (C8).
     pub fn end_capture(&mut self, d: &D) -> Result<(), ErrorKind> {
         let new = self.end_and_instantiate(d)?;
-        if let Some(old) = self.current.take() {
+        if self.graphs.target(ReplayTarget::Current).is_ok() {
             if let Err(e) = d.synchronize() {
                 // Keep the old exec (and drop the new one) rather than destroy
                 // something that may still be running.
-                self.current = Some(old);
                 destroy(d, new);
                 return Err(e);
             }
+        }
+        if let Some(old) = self.graphs.set_current(new) {
             destroy(d, old);
         }
-        self.current = Some(new);
         Ok(())
     }
 
-    /// Capture op 4: end the capture into a new handle `id` (the caller's
-    /// id space); the current exec is untouched (C3).
-    pub fn end_capture_graph(&mut self, d: &D, id: u64) -> Result<RawGraph, ErrorKind> {
+    /// Capture op 4: end the capture into a new handle; the current exec
+    /// is untouched (C3).
+    pub fn end_capture_graph(&mut self, d: &D) -> Result<RawGraph, ErrorKind> {
         let new = self.end_and_instantiate(d)?;
-        if let Some(old) = self.graphs.insert(id, new) {
-            // The caller reused an id: never leak or alias (C3). Wait, then
-            // destroy the one it replaced.
-            let waited = d.synchronize();
-            destroy(d, old);
-            waited?;
-        }
-        Ok(RawGraph(id))
+        Ok(self.graphs.insert(new))
     }
 
     /// Capture op 5: queue one launch of the target's exec.
@@ -185,9 +165,7 @@ impl<D: GraphDriver> StreamGraphs<D> {
     /// stream, then destroy exec and graph (C8). The handle is gone even if
     /// the wait reports an error (the error is returned).
     pub fn destroy_graph(&mut self, d: &D, graph: RawGraph) -> Result<(), ErrorKind> {
-        let Some(captured) = self.graphs.remove(&graph.0) else {
-            return Err(ErrorKind::UnknownGraph { id: graph.0 });
-        };
+        let captured = self.graphs.remove(graph)?;
         let waited = d.synchronize();
         destroy(d, captured);
         waited
@@ -219,15 +197,8 @@ impl<D: GraphDriver> StreamGraphs<D> {
             let _ = self.abort_capture(d);
         }
         let _ = d.synchronize();
-        if let Some(c) = self.current.take() {
+        for c in self.graphs.drain() {
             destroy(d, c);
-        }
-        let mut ids: Vec<u64> = self.graphs.keys().copied().collect();
-        ids.sort_unstable();
-        for id in ids {
-            if let Some(c) = self.graphs.remove(&id) {
-                destroy(d, c);
-            }
         }
     }
 

@@ -66,8 +66,8 @@ fn destroy_waits_for_the_stream_then_destroys_exec_before_graph() {
     let mut g = Graphs::new();
     g.begin_capture(&d).unwrap();
     d.kernel("k");
-    let h = g.end_capture_graph(&d, 7).unwrap();
-    assert_eq!(h, RawGraph(7));
+    let h = g.end_capture_graph(&d).unwrap();
+    assert_eq!(h, RawGraph(1), "the first handle of a fresh table");
     g.replay(&d, ReplayTarget::Graph(h)).unwrap();
     d.clear_log();
     g.destroy_graph(&d, h).unwrap();
@@ -79,11 +79,11 @@ fn destroy_waits_for_the_stream_then_destroys_exec_before_graph() {
     assert_eq!(d.live(), (0, 0, 0));
     assert_eq!(
         g.destroy_graph(&d, h),
-        Err(ErrorKind::UnknownGraph { id: 7 })
+        Err(ErrorKind::UnknownGraph { id: h.0 })
     );
     assert_eq!(
         g.replay(&d, ReplayTarget::Graph(h)),
-        Err(ErrorKind::UnknownGraph { id: 7 })
+        Err(ErrorKind::UnknownGraph { id: h.0 })
     );
     assert_clean(&d);
 }
@@ -140,7 +140,7 @@ fn current_exec_and_handles_never_alias() {
     let current = capture_current(&mut g, &d, "into_x");
     g.begin_capture(&d).unwrap();
     d.kernel("into_y");
-    let h = g.end_capture_graph(&d, 10).unwrap();
+    let h = g.end_capture_graph(&d).unwrap();
     let handle = last_exec(&d);
     assert_ne!(current, handle);
     d.clear_log();
@@ -243,7 +243,7 @@ fn failed_upload_destroys_exec_then_graph() {
     let mut g = Graphs::new();
     g.begin_capture(&d).unwrap();
     d.fail_next("upload");
-    assert!(g.end_capture_graph(&d, 3).is_err());
+    assert!(g.end_capture_graph(&d).is_err());
     let log = d.log();
     assert_eq!(
         &log[log.len() - 3..],
@@ -271,10 +271,10 @@ fn release_all_waits_then_destroys_every_exec_before_its_graph() {
     let d = FakeDriver::new();
     let mut g = Graphs::new();
     capture_current(&mut g, &d, "c");
-    for id in [20, 21] {
+    for _ in 0..2 {
         g.begin_capture(&d).unwrap();
         d.kernel("h");
-        let h = g.end_capture_graph(&d, id).unwrap();
+        let h = g.end_capture_graph(&d).unwrap();
         g.replay(&d, ReplayTarget::Graph(h)).unwrap();
     }
     g.begin_capture(&d).unwrap();
