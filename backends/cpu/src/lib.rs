@@ -9,37 +9,49 @@
 //! re-runs it over the buffers' current contents (C1). A graph is shared with
 //! the queue by reference count, so destroying it while a replay is queued
 //! or running only drops the handle; the replay finishes (C8).
+//!
+//! Each buffer's memory is shared the same way: a launch, a recorded launch
+//! and a queued host access hold the memory they use ([`Bound`]), so a
+//! free drops only the table's hold and the memory goes once the work
+//! queued before it is done. The buffers and graphs are in core's slot
+//! tables (`seam::table`); the queue thread holds no table of its own.
 
 pub mod reference;
 
+use seam::table::{Buffers, Graphs};
 use seam::{
     Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, Launch, OpKind, RawBuffer,
     RawGraph, ReplayTarget, ResourceCounts,
 };
 use std::collections::HashMap;
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-type Memory = Arc<Mutex<HashMap<u64, Vec<u8>>>>;
+/// One buffer's bytes, shared by the table and the work that uses them.
+type Memory = Arc<Mutex<Vec<u8>>>;
+
+/// A launch with the memory of each of its views, in binding order.
+#[derive(Clone)]
+struct Bound {
+    launch: Launch,
+    memory: Vec<Memory>,
+}
 
 enum Command {
-    Run(Box<Launch>),
-    RunGraph(Arc<Vec<Launch>>),
+    Run(Box<Bound>),
+    RunGraph(Arc<Vec<Bound>>),
     Write {
-        buffer: u64,
+        memory: Memory,
         offset: usize,
         data: Vec<u8>,
     },
     Read {
-        buffer: u64,
+        memory: Memory,
         offset: usize,
         len: usize,
-        reply: Sender<Result<Vec<u8>, String>>,
-    },
-    Free {
-        buffer: u64,
+        reply: Sender<Vec<u8>>,
     },
     Sync {
         reply: Sender<Option<String>>,
@@ -54,68 +66,75 @@ enum Command {
 /// Markers the queue has stamped: (tag, begin?, ns since the device opened).
 type Marks = Arc<Mutex<Vec<(u64, bool, u64)>>>;
 
-/// The queue thread: runs commands in order; the first failure sticks and is
-/// reported by the next synchronize, like a GPU stream's sticky error.
-fn worker(mem: Memory, rx: Receiver<Command>, marks: Marks, epoch: Instant) {
-    let mut sticky: Option<String> = None;
-    let run = |launch: &Launch, sticky: &mut Option<String>| {
-        let mut mem = mem.lock().unwrap_or_else(|p| p.into_inner());
-        if let OpKind::User(k) = launch.op {
-            if let Err(e) = reference::execute_user(k.def(), launch, &mut mem) {
-                sticky.get_or_insert(e);
+/// Lock each distinct memory of a launch once (two views may share a
+/// buffer): the guards, and for each binding the guard it reads or writes.
+fn lock_all(memory: &[Memory]) -> (Vec<MutexGuard<'_, Vec<u8>>>, Vec<usize>) {
+    let mut distinct: Vec<&Memory> = Vec::with_capacity(memory.len());
+    let mut at = Vec::with_capacity(memory.len());
+    for m in memory {
+        match distinct.iter().position(|d| Arc::ptr_eq(d, m)) {
+            Some(i) => at.push(i),
+            None => {
+                at.push(distinct.len());
+                distinct.push(m);
             }
-            return;
         }
-        // Each binding from its view's first byte.
-        let inputs: Option<Vec<&[u8]>> = launch
+    }
+    let guards = distinct
+        .into_iter()
+        .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()))
+        .collect();
+    (guards, at)
+}
+
+/// Run one bound launch over its buffers' current contents.
+fn run(bound: &Bound, sticky: &mut Option<String>) {
+    let launch = &bound.launch;
+    let (mut mem, at) = lock_all(&bound.memory);
+    if let OpKind::User(k) = launch.op {
+        if let Err(e) = reference::execute_user(k.def(), launch, &mut mem, &at) {
+            sticky.get_or_insert(e);
+        }
+        return;
+    }
+    // Each binding from its view's first byte.
+    let (out, bytes) = {
+        let inputs: Vec<&[u8]> = launch
             .buffers
             .iter()
-            .map(|v| mem.get(&v.buffer.0).map(|b| &b[v.byte_offset as usize..]))
+            .zip(&at)
+            .map(|(v, &i)| &mem[i][v.byte_offset as usize..])
             .collect();
-        let Some(inputs) = inputs else {
-            sticky.get_or_insert_with(|| format!("{}: a bound buffer is not allocated", launch.op));
-            return;
-        };
-        let (out, bytes) = reference::execute(launch, &inputs);
-        let view = launch.buffers[out];
-        let dst = mem.get_mut(&view.buffer.0).expect("checked above");
-        dst[view.byte_offset as usize..][..bytes.len()].copy_from_slice(&bytes);
+        reference::execute(launch, &inputs)
     };
+    let view = launch.buffers[out];
+    mem[at[out]][view.byte_offset as usize..][..bytes.len()].copy_from_slice(&bytes);
+}
+
+/// The queue thread: runs commands in order; the first failure sticks and is
+/// reported by the next synchronize, like a GPU stream's sticky error.
+fn worker(rx: Receiver<Command>, marks: Marks, epoch: Instant) {
+    let mut sticky: Option<String> = None;
     for cmd in rx {
         match cmd {
-            Command::Run(l) => run_caught(&run, &l, &mut sticky),
-            Command::RunGraph(g) => g.iter().for_each(|l| run_caught(&run, l, &mut sticky)),
+            Command::Run(l) => run_caught(&l, &mut sticky),
+            Command::RunGraph(g) => g.iter().for_each(|l| run_caught(l, &mut sticky)),
             Command::Write {
-                buffer,
+                memory,
                 offset,
                 data,
             } => {
-                let mut mem = mem.lock().unwrap_or_else(|p| p.into_inner());
-                match mem.get_mut(&buffer) {
-                    Some(b) => b[offset..offset + data.len()].copy_from_slice(&data),
-                    None => {
-                        sticky
-                            .get_or_insert_with(|| format!("write to unallocated buffer {buffer}"));
-                    }
-                }
+                let mut b = memory.lock().unwrap_or_else(|p| p.into_inner());
+                b[offset..offset + data.len()].copy_from_slice(&data);
             }
             Command::Read {
-                buffer,
+                memory,
                 offset,
                 len,
                 reply,
             } => {
-                let mem = mem.lock().unwrap_or_else(|p| p.into_inner());
-                let r = mem
-                    .get(&buffer)
-                    .map(|b| b[offset..offset + len].to_vec())
-                    .ok_or_else(|| format!("read of unallocated buffer {buffer}"));
-                let _ = reply.send(r);
-            }
-            Command::Free { buffer } => {
-                mem.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&buffer);
+                let b = memory.lock().unwrap_or_else(|p| p.into_inner());
+                let _ = reply.send(b[offset..offset + len].to_vec());
             }
             Command::Sync { reply } => {
                 let _ = reply.send(sticky.take());
@@ -136,12 +155,9 @@ fn worker(mem: Memory, rx: Receiver<Command>, marks: Marks, epoch: Instant) {
 /// naming the op, instead of ending the thread, so the device stays
 /// usable. A user kernel runs over copies of its views, so nothing it
 /// wrote before panicking is kept.
-fn run_caught(
-    run: &impl Fn(&Launch, &mut Option<String>),
-    launch: &Launch,
-    sticky: &mut Option<String>,
-) {
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(launch, sticky)));
+fn run_caught(bound: &Bound, sticky: &mut Option<String>) {
+    let launch = &bound.launch;
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(bound, sticky)));
     if let Err(payload) = r {
         sticky.get_or_insert_with(|| {
             let what = match launch.op {
@@ -159,36 +175,29 @@ fn run_caught(
 /// The CPU reference device.
 pub struct CpuBackend {
     info: DeviceInfo,
-    mem: Memory,
     queue: Option<Sender<Command>>,
     thread: Option<JoinHandle<()>>,
-    recording: Option<Vec<Launch>>,
-    current: Option<Arc<Vec<Launch>>>,
-    graphs: HashMap<u64, Arc<Vec<Launch>>>,
-    next: u64,
-    /// Each buffer allocated and not yet freed, with its size (frees are
-    /// queued, so they are counted here), kept on this side of the queue so `free`
-    /// never waits for the memory lock the worker holds while it runs a
-    /// launch (a host call must not wait behind queued work: C8's free case
-    /// could not tell a free that jumps the queue from one that does not).
-    sizes: HashMap<u64, u64>,
-    /// Bytes of those buffers.
-    live_bytes: u64,
+    recording: Option<Vec<Bound>>,
+    /// Each recorded launch list, shared with the replays queued of it.
+    graphs: Graphs<Arc<Vec<Bound>>>,
+    /// Each buffer allocated and not yet freed. A free only drops the
+    /// table's hold, so it never waits for the queue (a host call must not
+    /// wait behind queued work: C8's free case could not tell a free that
+    /// jumps the queue from one that does not).
+    buffers: Buffers<Memory>,
     timing: bool,
     marks: Marks,
 }
 
 impl CpuBackend {
     pub fn new(index: usize) -> Self {
-        let mem: Memory = Arc::default();
         let (tx, rx) = channel();
-        let worker_mem = mem.clone();
         let marks: Marks = Arc::default();
         let worker_marks = marks.clone();
         let epoch = Instant::now();
         let thread = std::thread::Builder::new()
             .name(format!("seam-cpu:{index}-queue"))
-            .spawn(move || worker(worker_mem, rx, worker_marks, epoch))
+            .spawn(move || worker(rx, worker_marks, epoch))
             .expect("spawning the CPU queue thread");
         CpuBackend {
             info: DeviceInfo {
@@ -197,15 +206,11 @@ impl CpuBackend {
                 name: "seam CPU reference".into(),
                 driver: format!("seam-cpu {}", env!("CARGO_PKG_VERSION")),
             },
-            mem,
             queue: Some(tx),
             thread: Some(thread),
             recording: None,
-            current: None,
-            graphs: HashMap::new(),
-            next: 1,
-            sizes: HashMap::new(),
-            live_bytes: 0,
+            graphs: Graphs::new(),
+            buffers: Buffers::new(),
             timing: false,
             marks,
         }
@@ -216,6 +221,19 @@ impl CpuBackend {
             .as_ref()
             .and_then(|q| q.send(cmd).ok())
             .ok_or_else(|| ErrorKind::driver("cpu queue send", "the queue thread has exited"))
+    }
+
+    /// `launch` with the memory of each of its views.
+    fn bind(&self, launch: &Launch) -> Result<Bound, ErrorKind> {
+        let memory = launch
+            .buffers
+            .iter()
+            .map(|v| self.buffers.get(v.buffer).cloned())
+            .collect::<Result<_, _>>()?;
+        Ok(Bound {
+            launch: launch.clone(),
+            memory,
+        })
     }
 }
 
@@ -230,25 +248,16 @@ impl Backend for CpuBackend {
     }
 
     fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
-        let id = self.next;
-        self.next += 1;
         // Contents are unspecified by the seam; a recognisable poison pattern
         // makes a test that forgets to initialise a buffer fail loudly.
-        self.mem
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id, vec![0xA5; bytes]);
-        self.sizes.insert(id, bytes as u64);
-        self.live_bytes += bytes as u64;
-        Ok(RawBuffer(id))
+        let memory = Arc::new(Mutex::new(vec![0xA5; bytes]));
+        Ok(self.buffers.insert(memory, bytes as u64))
     }
 
     unsafe fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
-        // The queue frees the memory behind the work queued before this.
-        let bytes = self.sizes.remove(&buffer.0).unwrap_or(0);
-        self.send(Command::Free { buffer: buffer.0 })?;
-        self.live_bytes -= bytes;
-        Ok(())
+        // The work queued before this holds the memory it uses: it goes
+        // when the last of them is done.
+        self.buffers.remove(buffer).map(drop)
     }
 
     unsafe fn write(
@@ -258,7 +267,7 @@ impl Backend for CpuBackend {
         data: &[u8],
     ) -> Result<(), ErrorKind> {
         self.send(Command::Write {
-            buffer: buffer.0,
+            memory: self.buffers.get(buffer)?.clone(),
             offset,
             data: data.to_vec(),
         })
@@ -272,26 +281,26 @@ impl Backend for CpuBackend {
     ) -> Result<(), ErrorKind> {
         let (tx, rx) = channel();
         self.send(Command::Read {
-            buffer: buffer.0,
+            memory: self.buffers.get(buffer)?.clone(),
             offset,
             len: out.len(),
             reply: tx,
         })?;
         let bytes = rx
             .recv()
-            .map_err(|_| ErrorKind::driver("cpu queue read", "the queue thread has exited"))?
-            .map_err(|m| ErrorKind::driver("cpu queue read", m))?;
+            .map_err(|_| ErrorKind::driver("cpu queue read", "the queue thread has exited"))?;
         out.copy_from_slice(&bytes);
         Ok(())
     }
 
     unsafe fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
+        let bound = self.bind(launch)?;
         match &mut self.recording {
             Some(list) => {
-                list.push(launch.clone());
+                list.push(bound);
                 Ok(())
             }
-            None => self.send(Command::Run(Box::new(launch.clone()))),
+            None => self.send(Command::Run(Box::new(bound))),
         }
     }
 
@@ -331,27 +340,17 @@ impl Backend for CpuBackend {
 
     fn end_capture_into_current(&mut self) -> Result<(), ErrorKind> {
         let list = self.recording.take().ok_or(ErrorKind::NotCapturing)?;
-        self.current = Some(Arc::new(list));
+        self.graphs.set_current(Arc::new(list));
         Ok(())
     }
 
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
         let list = self.recording.take().ok_or(ErrorKind::NotCapturing)?;
-        let id = self.next;
-        self.next += 1;
-        self.graphs.insert(id, Arc::new(list));
-        Ok(RawGraph(id))
+        Ok(self.graphs.insert(Arc::new(list)))
     }
 
     unsafe fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
-        let graph = match target {
-            ReplayTarget::Current => self.current.clone().ok_or(ErrorKind::NoCurrentGraph)?,
-            ReplayTarget::Graph(g) => self
-                .graphs
-                .get(&g.0)
-                .cloned()
-                .ok_or(ErrorKind::UnknownGraph { id: g.0 })?,
-        };
+        let graph = self.graphs.target(target)?.clone();
         self.send(Command::RunGraph(graph))
     }
 
@@ -372,20 +371,15 @@ impl Backend for CpuBackend {
         target: ReplayTarget,
         changes: &[(usize, Launch)],
     ) -> Result<(), ErrorKind> {
-        let slot = match target {
-            ReplayTarget::Current => self.current.as_mut().ok_or(ErrorKind::NoCurrentGraph)?,
-            ReplayTarget::Graph(g) => self
-                .graphs
-                .get_mut(&g.0)
-                .ok_or(ErrorKind::UnknownGraph { id: g.0 })?,
-        };
+        let bound: Vec<(usize, Bound)> = changes
+            .iter()
+            .map(|(index, launch)| Ok((*index, self.bind(launch)?)))
+            .collect::<Result<_, ErrorKind>>()?;
+        let slot = self.graphs.target_mut(target)?;
         let mut list = Vec::clone(slot);
-        for (index, launch) in changes {
-            let entry = list.get_mut(*index).ok_or(ErrorKind::NoSuchLaunch {
-                index: *index,
-                launches: slot.len(),
-            })?;
-            *entry = launch.clone();
+        for (index, b) in bound {
+            // Core gave an index the graph holds (the trait's guarantees).
+            list[index] = b;
         }
         *slot = Arc::new(list);
         Ok(())
@@ -393,10 +387,7 @@ impl Backend for CpuBackend {
 
     unsafe fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
         // A queued replay holds its own reference: it completes (C8).
-        self.graphs
-            .remove(&graph.0)
-            .map(drop)
-            .ok_or(ErrorKind::UnknownGraph { id: graph.0 })
+        self.graphs.remove(graph).map(drop)
     }
 
     fn abort_capture(&mut self) -> Result<(), ErrorKind> {
@@ -408,9 +399,9 @@ impl Backend for CpuBackend {
 
     fn live_resources(&self) -> ResourceCounts {
         ResourceCounts {
-            buffers: self.sizes.len(),
-            graphs: self.graphs.len() + usize::from(self.current.is_some()),
-            bytes: self.live_bytes,
+            buffers: self.buffers.len(),
+            graphs: self.graphs.len(),
+            bytes: self.buffers.bytes(),
         }
     }
 

@@ -156,14 +156,16 @@ pub fn execute(launch: &Launch, inputs: &[&[u8]]) -> (usize, Vec<u8>) {
     }
 }
 
-/// Run user kernel `def` (its [`KernelDef::cpu`]) over the launch's views
-/// in `mem`: each view's bytes are copied out, the function runs, and the
-/// written bindings' bytes are copied back. An error says what went wrong
-/// (it becomes the queue's sticky error).
+/// Run user kernel `def` (its [`KernelDef::cpu`]) over the launch's views:
+/// binding `i` lies in `mem[at[i]]` (two bindings may share a buffer). Each
+/// view's bytes are copied out, the function runs, and the written
+/// bindings' bytes are copied back. An error says what went wrong (it
+/// becomes the queue's sticky error).
 pub fn execute_user(
     def: &KernelDef,
     launch: &Launch,
-    mem: &mut std::collections::HashMap<u64, Vec<u8>>,
+    mem: &mut [impl std::ops::DerefMut<Target = Vec<u8>>],
+    at: &[usize],
 ) -> Result<(), String> {
     let cpu = def
         .cpu
@@ -171,22 +173,19 @@ pub fn execute_user(
     let sig = launch.op.signature();
     let mut ranges = Vec::with_capacity(sig.len());
     let mut bytes = Vec::with_capacity(sig.len());
-    for (binding, view) in sig.iter().zip(launch.buffers.iter()) {
+    for ((binding, view), &i) in sig.iter().zip(launch.buffers.iter()).zip(at) {
         let size = match binding.role {
             Role::Fixed(d) => d.size(),
             Role::Input => launch.dtype.size(),
         };
         let (start, len) = (view.byte_offset as usize, view.len as usize * size);
-        let buf = mem
-            .get(&view.buffer.0)
-            .ok_or_else(|| format!("{}: a bound buffer is not allocated", def.name))?;
-        bytes.push(buf[start..start + len].to_vec());
-        ranges.push((view.buffer.0, start, len));
+        bytes.push(mem[i][start..start + len].to_vec());
+        ranges.push((i, start, len));
     }
     // The bindings are copies: a panic here (caught by the queue thread,
     // `run_caught`) keeps nothing the function wrote.
     cpu(&launch.params, &mut bytes);
-    for ((binding, (buffer, start, len)), out) in sig.iter().zip(ranges).zip(&bytes) {
+    for ((binding, (i, start, len)), out) in sig.iter().zip(ranges).zip(&bytes) {
         if out.len() != len {
             return Err(format!(
                 "kernel {}: its CPU implementation resized binding `{}` from {len} to {} bytes",
@@ -196,8 +195,7 @@ pub fn execute_user(
             ));
         }
         if binding.access == Access::Write {
-            let buf = mem.get_mut(&buffer).expect("looked up above");
-            buf[start..start + len].copy_from_slice(out);
+            mem[i][start..start + len].copy_from_slice(out);
         }
     }
     Ok(())

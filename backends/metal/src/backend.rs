@@ -6,11 +6,12 @@ use crate::kernels::{Compiled, Kernels};
 use crate::msl;
 use crate::sys::{self, Buffer, CommandBuffer, Device, Dispatch, Encoder, Icb, Queue};
 use crate::update::{self, CommandMap};
+use seam::table::{Buffers, Graphs};
 use seam::{
     Backend, CaptureSupport, DType, DeviceInfo, ErrorKind, Launch, OpKind, RawBuffer, RawGraph,
     ReplayTarget, ResourceCounts, UpdateSupport,
 };
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Eager launches encoded before the batch is committed on its own.
@@ -97,13 +98,12 @@ pub struct MetalBackend {
     native: bool,
     /// Compiled libraries and pipelines, catalogue and user kernels.
     kernels: Kernels,
-    buffers: HashMap<u64, Arc<Buffer>>,
-    next_id: u64,
+    buffers: Buffers<Arc<Buffer>>,
     batch: Option<Batch>,
     in_flight: VecDeque<Submitted>,
     capture: Option<Vec<Recorded>>,
-    current: Option<Arc<Graph>>,
-    graphs: HashMap<u64, Arc<Graph>>,
+    /// The current graph and each handle's.
+    graphs: Graphs<Arc<Graph>>,
     queue: Queue,
     device: Device,
 }
@@ -135,13 +135,11 @@ impl MetalBackend {
                 info,
                 native,
                 kernels: Kernels::default(),
-                buffers: HashMap::new(),
-                next_id: 1,
+                buffers: Buffers::new(),
                 batch: None,
                 in_flight: VecDeque::new(),
                 capture: None,
-                current: None,
-                graphs: HashMap::new(),
+                graphs: Graphs::new(),
                 queue: device.new_queue()?,
                 device,
             })
@@ -149,10 +147,7 @@ impl MetalBackend {
     }
 
     fn buffer(&self, raw: RawBuffer) -> Result<Arc<Buffer>, ErrorKind> {
-        self.buffers
-            .get(&raw.0)
-            .cloned()
-            .ok_or(ErrorKind::UnknownBuffer { id: raw.0 })
+        self.buffers.get(raw).cloned()
     }
 
     /// Resolve a launch into a dispatch: kernel, pipeline, buffers, grid.
@@ -248,13 +243,7 @@ impl MetalBackend {
     }
 
     fn graph_mut(&mut self, target: ReplayTarget) -> Result<&mut Arc<Graph>, ErrorKind> {
-        match target {
-            ReplayTarget::Current => self.current.as_mut().ok_or(ErrorKind::NoCurrentGraph),
-            ReplayTarget::Graph(g) => self
-                .graphs
-                .get_mut(&g.0)
-                .ok_or(ErrorKind::UnknownGraph { id: g.0 }),
-        }
+        self.graphs.target_mut(target)
     }
 
     /// Wait until no command buffer holds `graph`: commit the open batch if
@@ -274,14 +263,7 @@ impl MetalBackend {
     }
 
     fn graph(&self, target: ReplayTarget) -> Result<Arc<Graph>, ErrorKind> {
-        match target {
-            ReplayTarget::Current => self.current.clone().ok_or(ErrorKind::NoCurrentGraph),
-            ReplayTarget::Graph(g) => self
-                .graphs
-                .get(&g.0)
-                .cloned()
-                .ok_or(ErrorKind::UnknownGraph { id: g.0 }),
-        }
+        self.graphs.target(target).cloned()
     }
 
     /// Turn the recorded launches into a graph: an indirect command buffer
@@ -402,19 +384,14 @@ impl Backend for MetalBackend {
                 detail: format!("{bytes} bytes"),
             })?;
         let buffer = sys::pool(|| self.device.new_buffer(rounded))?;
-        let id = self.next_id;
-        self.next_id += 1;
-        self.buffers.insert(id, Arc::new(buffer));
-        Ok(RawBuffer(id))
+        let size = buffer.len() as u64;
+        Ok(self.buffers.insert(Arc::new(buffer), size))
     }
 
     unsafe fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
         // Queued eager work retains the MTLBuffer in its command buffer, and a
         // graph holds its own reference, so this releases only ours.
-        self.buffers
-            .remove(&buffer.0)
-            .map(drop)
-            .ok_or(ErrorKind::UnknownBuffer { id: buffer.0 })
+        self.buffers.remove(buffer).map(drop)
     }
 
     unsafe fn write(
@@ -480,16 +457,13 @@ impl Backend for MetalBackend {
     fn end_capture_into_current(&mut self) -> Result<(), ErrorKind> {
         let graph = self.finish_capture()?;
         // A replaced exec still in flight is held by its command buffer (C8).
-        self.current = Some(Arc::new(graph));
+        self.graphs.set_current(Arc::new(graph));
         Ok(())
     }
 
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
         let graph = self.finish_capture()?;
-        let id = self.next_id;
-        self.next_id += 1;
-        self.graphs.insert(id, Arc::new(graph));
-        Ok(RawGraph(id))
+        Ok(self.graphs.insert(Arc::new(graph)))
     }
 
     unsafe fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
@@ -528,10 +502,7 @@ impl Backend for MetalBackend {
     unsafe fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
         // In-flight replays hold their own reference; release happens when
         // their command buffer completes (C8).
-        self.graphs
-            .remove(&graph.0)
-            .map(drop)
-            .ok_or(ErrorKind::UnknownGraph { id: graph.0 })
+        self.graphs.remove(graph).map(drop)
     }
 
     fn abort_capture(&mut self) -> Result<(), ErrorKind> {
@@ -541,8 +512,8 @@ impl Backend for MetalBackend {
     fn live_resources(&self) -> ResourceCounts {
         ResourceCounts {
             buffers: self.buffers.len(),
-            graphs: self.graphs.len() + usize::from(self.current.is_some()),
-            bytes: self.buffers.values().map(|b| b.len() as u64).sum(),
+            graphs: self.graphs.len(),
+            bytes: self.buffers.bytes(),
         }
     }
 }

@@ -4,6 +4,7 @@
 use crate::dispatch;
 use crate::gpu::{Gpu, WAIT_LIMIT};
 use crate::kernels::Kernels;
+use seam::table::{Buffers, Graphs};
 use seam::{
     Backend, CaptureSupport, DType, DeviceInfo, ErrorKind, Launch, OpKind, RawBuffer, RawGraph,
     ReplayTarget, ResourceCounts,
@@ -147,18 +148,17 @@ pub struct WgpuBackend {
     info: DeviceInfo,
     pub(crate) gpu: Gpu,
     pub(crate) kernels: Kernels,
-    buffers: HashMap<u64, Buf>,
-    /// Bind groups per (op, buffers); buffer ids are never reused.
+    buffers: Buffers<Buf>,
+    /// Bind groups per (op, buffers); buffer ids are never reused (a slot
+    /// is reused under a new generation).
     bind_groups: HashMap<(OpKind, Vec<u64>), wgpu::BindGroup>,
     /// Eager launches not yet submitted, in launch order.
     pending: Vec<Dispatch>,
     /// Dispatches recorded since begin_capture.
     recording: Option<Vec<Dispatch>>,
-    current: Option<Graph>,
-    graphs: HashMap<u64, Graph>,
+    /// The current graph's dispatches and each handle's.
+    graphs: Graphs<Graph>,
     staging: Option<wgpu::Buffer>,
-    next_buffer: u64,
-    next_graph: u64,
     /// Last: drops after every wgpu object of the device (`gpu.rs`).
     _teardown: crate::gpu::Teardown,
 }
@@ -185,15 +185,12 @@ impl WgpuBackend {
             },
             gpu,
             kernels: Kernels::default(),
-            buffers: HashMap::new(),
+            buffers: Buffers::new(),
             bind_groups: HashMap::new(),
             pending: Vec::new(),
             recording: None,
-            current: None,
-            graphs: HashMap::new(),
+            graphs: Graphs::new(),
             staging: None,
-            next_buffer: 1,
-            next_graph: 1,
             _teardown: teardown,
         })
     }
@@ -204,9 +201,7 @@ impl WgpuBackend {
     }
 
     fn buf(&self, buffer: RawBuffer) -> Result<&Buf, ErrorKind> {
-        self.buffers
-            .get(&buffer.0)
-            .ok_or(ErrorKind::UnknownBuffer { id: buffer.0 })
+        self.buffers.get(buffer)
     }
 
     /// The bind group of `op` over `buffers`, from the cache or made now.
@@ -281,14 +276,7 @@ impl WgpuBackend {
     fn submit(&mut self, then: Option<ReplayTarget>) -> Result<(), ErrorKind> {
         let graph = match then {
             None => None,
-            Some(ReplayTarget::Current) => {
-                Some(self.current.as_ref().ok_or(ErrorKind::NoCurrentGraph)?)
-            }
-            Some(ReplayTarget::Graph(g)) => Some(
-                self.graphs
-                    .get(&g.0)
-                    .ok_or(ErrorKind::UnknownGraph { id: g.0 })?,
-            ),
+            Some(target) => Some(self.graphs.target(target)?),
         };
         let steps = graph.map_or(&[][..], |g| &g.steps[..]);
         if self.pending.is_empty() && steps.is_empty() {
@@ -505,18 +493,13 @@ impl Backend for WgpuBackend {
                 mapped_at_creation: false,
             })
         })?;
-        let id = self.next_buffer;
-        self.next_buffer += 1;
-        self.buffers.insert(id, Buf { buffer, size });
-        Ok(RawBuffer(id))
+        Ok(self.buffers.insert(Buf { buffer, size }, size))
     }
 
     unsafe fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
         // Dropping the handle is enough: a pending launch's bind group and any
         // submission still using the buffer keep it alive inside wgpu.
-        self.buffers
-            .remove(&buffer.0)
-            .ok_or(ErrorKind::UnknownBuffer { id: buffer.0 })?;
+        self.buffers.remove(buffer)?;
         self.bind_groups
             .retain(|(_, ids), _| !ids.contains(&buffer.0));
         Ok(())
@@ -611,16 +594,13 @@ impl Backend for WgpuBackend {
     fn end_capture_into_current(&mut self) -> Result<(), ErrorKind> {
         let dispatches = self.recording.take().ok_or(ErrorKind::NotCapturing)?;
         // The old exec's handles drop here; replays of it in flight keep what they use (C8).
-        self.current = Some(Graph::new(dispatches));
+        self.graphs.set_current(Graph::new(dispatches));
         Ok(())
     }
 
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
         let dispatches = self.recording.take().ok_or(ErrorKind::NotCapturing)?;
-        let id = self.next_graph;
-        self.next_graph += 1;
-        self.graphs.insert(id, Graph::new(dispatches));
-        Ok(RawGraph(id))
+        Ok(self.graphs.insert(Graph::new(dispatches)))
     }
 
     unsafe fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
@@ -630,10 +610,7 @@ impl Backend for WgpuBackend {
     unsafe fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
         // wgpu-core holds every resource of a submission until it completes,
         // so a replay in flight finishes correctly (C8); nothing to wait for.
-        self.graphs
-            .remove(&graph.0)
-            .map(|_| ())
-            .ok_or(ErrorKind::UnknownGraph { id: graph.0 })
+        self.graphs.remove(graph).map(drop)
     }
 
     fn abort_capture(&mut self) -> Result<(), ErrorKind> {
@@ -644,8 +621,8 @@ impl Backend for WgpuBackend {
     fn live_resources(&self) -> ResourceCounts {
         ResourceCounts {
             buffers: self.buffers.len(),
-            graphs: self.graphs.len() + usize::from(self.current.is_some()),
-            bytes: self.buffers.values().map(|b| b.size).sum(),
+            graphs: self.graphs.len(),
+            bytes: self.buffers.bytes(),
         }
     }
 }

@@ -18,15 +18,14 @@ const AHEAD_STEPS: usize = 4;
 /// of it are queued: the replays complete. Every buffer reaches the backend
 /// as freed (the counts fall).
 ///
-/// Mutation: the CPU worker runs a queued free ahead of the work queued
-/// before it → red at "acc after 24 adds of the freed buffer and 24 of the
-/// dropped one: (0, 0) != (168, 168)" (6 of 6 runs). The work queued ahead
-/// (4 adds over 1 Mi elements) keeps the worker busy while the rest is
-/// queued. The earlier mutation, `free` removing the memory at once, went
-/// green in isolated runs (4 of 4), and so did this one at first (1 of 6):
-/// the CPU backend's `free` took the memory lock the worker holds for each
-/// launch, and the unfair mutex let the worker drain the queue before the
-/// free got it; `free` now keeps sizes on its own side and takes no lock.
+/// Mutation: the CPU queue drops a launch whose buffer was freed after the
+/// launch was queued (a backend that releases memory at once) → red at "acc
+/// after 24 adds of the freed buffer and 24 of the dropped one: (161, 161)
+/// != (168, 168)" (3 of 3 runs, 2026-12-02). The work queued ahead (4 adds
+/// over 1 Mi elements) keeps the queue busy while the rest is queued. The
+/// CPU backend's `free` takes no lock the queue holds: a free that waited
+/// behind the running launch let the queue drain first, and a backend that
+/// frees at once then passed by timing.
 pub const C8_FREE_WHILE_QUEUED_WORK_READS: Case = Case {
     name: "c8_free_while_queued_work_reads",
     rule: Rule::C8,

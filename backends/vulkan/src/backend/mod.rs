@@ -14,6 +14,7 @@ mod update;
 use crate::dispatch;
 use crate::sys::{self, Buffer, CommandBuffer, Gpu, Instance, Pipeline, Validation};
 use ash::vk;
+use seam::table::{Buffers, Graphs};
 use seam::{
     Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, Launch, OpKind, RawBuffer,
     RawGraph, ReplayTarget, ResourceCounts, UpdateSupport,
@@ -34,16 +35,15 @@ pub struct VulkanBackend {
     /// device-local memory behind a staging buffer.
     host_visible: bool,
     pipelines: HashMap<(OpKind, &'static str), Pipeline>,
-    buffers: HashMap<u64, Buffer>,
+    buffers: Buffers<Buffer>,
     staging: Option<Buffer>,
-    next_id: u64,
     /// The open eager batch.
     eager: Option<CommandBuffer>,
     /// Submitted eager batches, oldest first, recorded again once completed.
     batches: VecDeque<CommandBuffer>,
     capture: Option<CommandBuffer>,
-    current: Option<CommandBuffer>,
-    graphs: HashMap<u64, CommandBuffer>,
+    /// The current graph's command buffer and each handle's.
+    graphs: Graphs<CommandBuffer>,
     /// Timestamp queries for device timing (see `timing.rs`).
     timing: timing::Timing,
     /// `SEAM_VULKAN_VALIDATION`: validation messages fail the call that
@@ -92,14 +92,12 @@ impl VulkanBackend {
             info,
             host_visible: uma && has_coherent && !forced_staging,
             pipelines: HashMap::new(),
-            buffers: HashMap::new(),
+            buffers: Buffers::new(),
             staging: None,
-            next_id: 1,
             eager: None,
             batches: VecDeque::new(),
             capture: None,
-            current: None,
-            graphs: HashMap::new(),
+            graphs: Graphs::new(),
             timing: timing::Timing::default(),
             validation: Validation::from_env(),
             raised: Vec::new(),
@@ -172,9 +170,7 @@ impl VulkanBackend {
     }
 
     fn buffer(&self, id: RawBuffer) -> Result<&Buffer, ErrorKind> {
-        self.buffers
-            .get(&id.0)
-            .ok_or(ErrorKind::UnknownBuffer { id: id.0 })
+        self.buffers.get(id)
     }
 
     // ----- submissions -----
@@ -332,10 +328,8 @@ impl Backend for VulkanBackend {
                     "host-visible buffer is not mapped",
                 ));
             }
-            let id = b.next_id;
-            b.next_id += 1;
-            b.buffers.insert(id, buf);
-            Ok(RawBuffer(id))
+            let size = buf.size();
+            Ok(b.buffers.insert(buf, size))
         })
     }
 
@@ -343,10 +337,7 @@ impl Backend for VulkanBackend {
         self.validated("free", |b| {
             // Queued work or a pending replay may still use it: those hold it
             // until they have completed.
-            b.buffers
-                .remove(&buffer.0)
-                .map(drop)
-                .ok_or(ErrorKind::UnknownBuffer { id: buffer.0 })
+            b.buffers.remove(buffer).map(drop)
         })
     }
 
@@ -409,8 +400,10 @@ impl Backend for VulkanBackend {
             })?;
             let sig = launch.op.signature();
             let binding = |i: usize| {
-                let id = launch.buffers[i].buffer.0;
-                (&buffers[&id], sig[i].access)
+                let buf = buffers
+                    .get(launch.buffers[i].buffer)
+                    .expect("looked up above");
+                (buf, sig[i].access)
             };
             rec.barrier()?;
             crate::stack::with_slice(launch.buffers.len().min(sig.len()), binding, |bindings| {
@@ -452,7 +445,7 @@ impl Backend for VulkanBackend {
         self.validated("end_capture_into_current", |b| {
             let exec = b.finish_capture()?;
             // A replay of the old exec may be in flight: it holds the exec.
-            b.current = Some(exec);
+            b.graphs.set_current(exec);
             Ok(())
         })
     }
@@ -460,25 +453,16 @@ impl Backend for VulkanBackend {
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
         self.validated("end_capture_graph", |b| {
             let exec = b.finish_capture()?;
-            let id = b.next_id;
-            b.next_id += 1;
-            b.graphs.insert(id, exec);
-            Ok(RawGraph(id))
+            Ok(b.graphs.insert(exec))
         })
     }
 
     unsafe fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
         self.validated("replay", |b| {
-            b.exec(target)?;
+            b.graphs.target(target)?;
             // Launches queued before the replay run before it.
             b.flush()?;
-            let exec = match target {
-                ReplayTarget::Current => b.current.as_ref(),
-                ReplayTarget::Graph(g) => b.graphs.get(&g.0),
-            };
-            b.gpu
-                .submit(exec.ok_or(ErrorKind::NoCurrentGraph)?)
-                .map(drop)
+            b.gpu.submit(b.graphs.target(target)?).map(drop)
         })
     }
 
@@ -486,9 +470,7 @@ impl Backend for VulkanBackend {
         self.validated("destroy_graph", |b| {
             // C8: a replay may be in flight; it holds the command buffer, which
             // is freed once that submission has completed, never while pending.
-            b.graphs
-                .remove(&graph.0)
-                .ok_or(ErrorKind::UnknownGraph { id: graph.0 })?;
+            b.graphs.remove(graph)?;
             b.gpu.poll()
         })
     }
@@ -515,8 +497,8 @@ impl Backend for VulkanBackend {
     fn live_resources(&self) -> ResourceCounts {
         ResourceCounts {
             buffers: self.buffers.len(),
-            graphs: self.graphs.len() + usize::from(self.current.is_some()),
-            bytes: self.buffers.values().map(|b| b.size()).sum(),
+            graphs: self.graphs.len(),
+            bytes: self.buffers.bytes(),
         }
     }
 
@@ -546,16 +528,6 @@ impl VulkanBackend {
         let mut rec = self.capture.take().ok_or(ErrorKind::NotCapturing)?;
         rec.end()?;
         Ok(rec)
-    }
-
-    fn exec(&self, target: ReplayTarget) -> Result<&CommandBuffer, ErrorKind> {
-        match target {
-            ReplayTarget::Current => self.current.as_ref().ok_or(ErrorKind::NoCurrentGraph),
-            ReplayTarget::Graph(g) => self
-                .graphs
-                .get(&g.0)
-                .ok_or(ErrorKind::UnknownGraph { id: g.0 }),
-        }
     }
 }
 

@@ -85,7 +85,7 @@ fn an_update_making_a_stretch_alias_unordered_is_refused() {
     let launch = b.lower(&add(one, p)).unwrap();
     let groups = dispatch::groups(&launch, b.gpu.adapter().max_group_count).unwrap();
     let params = launch.immediates();
-    let buf = |b: &VulkanBackend, r: RawBuffer| -> Buffer { b.buffers[&r.0].clone() };
+    let buf = |b: &VulkanBackend, r: RawBuffer| -> Buffer { b.buffers.get(r).unwrap().clone() };
     let (one_b, p_b, q_b) = (buf(&b, one), buf(&b, p), buf(&b, q));
     let sig = OpKind::Add.signature();
     let binds = |src: &Buffer, dst: &Buffer| -> Vec<(Buffer, Access)> {

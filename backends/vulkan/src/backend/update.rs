@@ -5,7 +5,7 @@
 use super::VulkanBackend;
 use crate::dispatch;
 use crate::sys::{Buffer, DispatchUpdate, Pipeline};
-use seam::{ErrorKind, Launch, ReplayTarget};
+use seam::{ErrorKind, Launch, RawBuffer, ReplayTarget};
 
 impl VulkanBackend {
     /// C13 in place (`update_launches`): each changed launch's dispatch
@@ -42,20 +42,19 @@ impl VulkanBackend {
             gpu,
             buffers,
             graphs,
-            current,
             ..
         } = self;
         let mut bindings = Vec::with_capacity(changes.len() * 3);
         // Looked up once per run of one buffer (a rebind's are all one).
-        let mut last: Option<(u64, &Buffer)> = None;
+        let mut last: Option<(RawBuffer, &Buffer)> = None;
         for (_, launch) in changes {
             let sig = launch.op.signature();
             for (v, binding) in launch.buffers.iter().zip(sig) {
-                let id = v.buffer.0;
+                let id = v.buffer;
                 let buf = match last {
                     Some((at, buf)) if at == id => buf,
                     _ => {
-                        let buf = buffers.get(&id).ok_or(ErrorKind::UnknownBuffer { id })?;
+                        let buf = buffers.get(id)?;
                         last = Some((id, buf));
                         buf
                     }
@@ -76,12 +75,7 @@ impl VulkanBackend {
             });
             from += n;
         }
-        let exec = match target {
-            ReplayTarget::Current => current.as_mut().ok_or(ErrorKind::NoCurrentGraph)?,
-            ReplayTarget::Graph(g) => graphs
-                .get_mut(&g.0)
-                .ok_or(ErrorKind::UnknownGraph { id: g.0 })?,
-        };
+        let exec = graphs.target_mut(target)?;
         let checked = exec.check_update(&updates)?;
         // Replays queued before the update run as recorded: the sets (and
         // the commands) change only once none of them is pending.
