@@ -131,6 +131,13 @@ pub fn run(filter: Option<&str>) -> Result<(), String> {
         .iter()
         .filter(|m| filter.is_none_or(|f| m.case.contains(f)))
         .collect();
+    if selected.is_empty() {
+        // A filter that matches nothing would run nothing and pass.
+        return Err(format!(
+            "no mutation's case contains `{}`",
+            filter.unwrap_or_default()
+        ));
+    }
     run_in(&selected, &crate::cargo(), &root().join("target/mutants"))
 }
 
@@ -212,17 +219,22 @@ fn run_in(selected: &[&Mutation], cargo: &str, work: &Path) -> Result<(), String
             println!("           {}", l.chars().take(200).collect::<String>());
         }
         if verdict != "red" {
-            if report.is_err() || verdict == "NO TRIAL" {
-                println!("{text}");
-            }
-            survivors.push(m.case);
+            // Where the suite said nothing about the case, its output says why.
+            let said = if report.is_err() || verdict == "NO TRIAL" {
+                let tail: Vec<&str> = text.lines().rev().take(20).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                format!(":\n{}", tail.join("\n"))
+            } else {
+                String::new()
+            };
+            survivors.push(format!("{} ({verdict}){said}", m.case));
         }
     }
     if survivors.is_empty() {
         println!("mutations: all {} went red", ready.len());
         Ok(())
     } else {
-        Err(format!("mutations not caught: {survivors:?}"))
+        Err(format!("mutations not caught: {}", survivors.join("; ")))
     }
 }
 
@@ -336,6 +348,29 @@ mod tests {
         assert_eq!(judge(&r, "c1_x"), Judgement::NoTrial);
     }
 
+    /// The committed cpu report without `case`'s trials.
+    fn report_without(case: &str) -> String {
+        let text = std::fs::read_to_string(root().join("docs/results/cpu-ci.json")).unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let trials = v["trials"].as_array_mut().unwrap();
+        let gone: Vec<String> = trials
+            .iter()
+            .filter(|t| t["case"] == case)
+            .map(|t| t["verdict"].as_str().unwrap().to_string())
+            .collect();
+        trials.retain(|t| t["case"] != case);
+        for verdict in gone {
+            let key = if verdict == "passed" {
+                "passed"
+            } else {
+                "ignored"
+            };
+            let n = v["summary"][key].as_u64().unwrap();
+            v["summary"][key] = (n - 1).into();
+        }
+        v.to_string()
+    }
+
     /// A fake `cargo run` in its own folder: it records the mutated file
     /// as the suite saw it, then writes `report.json` (or, when
     /// `broken` exists, prints a compile error and writes nothing).
@@ -346,6 +381,8 @@ mod tests {
              json=''; prev=''\n\
              for a in \"$@\"; do [ \"$prev\" = --json ] && json=\"$a\"; prev=\"$a\"; done\n\
              cat '{file}' >> '{d}/seen.txt'\n\
+             echo 'the fake cargo ran'\n\
+             if [ -e '{d}/quiet' ]; then echo 'it stopped'; exit 101; fi\n\
              if [ -e '{d}/broken' ]; then echo 'error[E0425]: cannot find value'; exit 101; fi\n\
              cp '{d}/report.json' \"$json\"\n"
         );
@@ -411,22 +448,35 @@ mod tests {
 
         std::fs::write(fake.join("report.json"), report_with(m.case, "passed")).unwrap();
         let e = run_in(&[m], &cargo, &work).unwrap_err();
-        assert!(
-            e.contains("mutations not caught") && e.contains(m.case),
-            "{e}"
-        );
+        assert_eq!(e, format!("mutations not caught: {} (SURVIVED)", m.case));
 
-        std::fs::write(
-            fake.join("report.json"),
-            report_with("no_such_case", "failed"),
-        )
-        .unwrap();
+        std::fs::write(fake.join("report.json"), report_without(m.case)).unwrap();
         let e = run_in(&[m], &cargo, &work).unwrap_err();
-        assert!(e.contains(m.case), "a report without the case: {e}");
+        assert!(
+            e.starts_with(&format!("mutations not caught: {} (NO TRIAL):", m.case))
+                && e.ends_with("the fake cargo ran"),
+            "a report without the case: {e}"
+        );
 
         std::fs::write(fake.join("broken"), "").unwrap();
         let e = run_in(&[m], &cargo, &work).unwrap_err();
-        assert!(e.contains(m.case), "a mutation that does not compile: {e}");
+        assert!(
+            e.starts_with(&format!(
+                "mutations not caught: {} (DID NOT COMPILE):",
+                m.case
+            )) && e.contains("error[E0425]"),
+            "a mutation that does not compile: {e}"
+        );
+        // No report and no compile error: said so, with the output.
+        std::fs::write(fake.join("quiet"), "").unwrap();
+        let e = run_in(&[m], &cargo, &work).unwrap_err();
+        assert!(
+            e.starts_with(&format!("mutations not caught: {} (NO REPORT):", m.case))
+                && e.ends_with("it stopped"),
+            "{e}"
+        );
+        let e = run(Some("no_case_has_this_name")).unwrap_err();
+        assert!(e.contains("no mutation's case contains"), "{e}");
         let _ = std::fs::remove_dir_all(&work);
     }
 }
