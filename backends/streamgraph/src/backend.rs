@@ -3,17 +3,16 @@
 //! compiler, loaded once; an op the vendor's BLAS serves goes there.
 
 use crate::driver::{OpKernels, StreamDriver, Toolchain};
-use crate::graphs::{CapturedLaunch, LaunchNode, StreamGraphs};
+use crate::graphs::{LaunchNode, StreamGraphs};
 use crate::launch::{KernelLaunch, VendorLaunch};
 use crate::tables::KernelTable;
 use crate::timing::EventTimer;
 use seam::ops::BufferList;
 use seam::table::Buffers;
 use seam::{
-    Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, GraphUser, Launch, OpKind,
-    RawBuffer, RawGraph, RawView, ReplayTarget, ResourceCounts, UpdateSupport,
+    Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, Launch, OpKind, RawBuffer,
+    RawGraph, ReplayTarget, ResourceCounts, UpdateSupport,
 };
-use std::collections::BTreeSet;
 
 /// One device behind the seam.
 ///
@@ -29,58 +28,8 @@ pub struct StreamBackend<D: StreamDriver, T: Toolchain<D>> {
     kernels: KernelTable<D::Function>,
     /// Live buffers and their bytes (`ResourceCounts::bytes`).
     buffers: Buffers<D::Memory>,
-    /// Buffers the open capture, the current exec and each handle launch.
-    users: Users,
     toolchain: T,
     driver: D,
-}
-
-/// Which buffers each graph's kernels touch, so that no buffer is freed
-/// while a replay could still reach it, whoever calls (core already refuses
-/// such a free; a direct caller of the backend gets the same refusal). What
-/// lets a driver launch an exec with only the exec in hand.
-#[derive(Default)]
-struct Users(Vec<(GraphUser, BTreeSet<u64>)>);
-
-impl Users {
-    fn record(&mut self, user: GraphUser, buffers: &[RawView]) {
-        let set = match self.0.iter().position(|(u, _)| *u == user) {
-            Some(i) => &mut self.0[i].1,
-            None => {
-                self.0.push((user, BTreeSet::new()));
-                &mut self.0.last_mut().expect("just pushed").1
-            }
-        };
-        set.extend(buffers.iter().map(|v| v.buffer.0));
-    }
-
-    fn remove(&mut self, user: GraphUser) -> BTreeSet<u64> {
-        match self.0.iter().position(|(u, _)| *u == user) {
-            Some(i) => self.0.swap_remove(i).1,
-            None => BTreeSet::new(),
-        }
-    }
-
-    /// The open capture's buffers now belong to `user` (replacing what it had).
-    fn end_capture_into(&mut self, user: GraphUser) {
-        let recorded = self.remove(GraphUser::OpenCapture);
-        self.remove(user);
-        self.0.push((user, recorded));
-    }
-
-    /// `user` now holds exactly `buffers` (after an in-place update).
-    fn set(&mut self, user: GraphUser, buffers: BTreeSet<u64>) {
-        self.remove(user);
-        self.0.push((user, buffers));
-    }
-
-    fn of(&self, buffer: u64) -> Vec<GraphUser> {
-        self.0
-            .iter()
-            .filter(|(_, set)| set.contains(&buffer))
-            .map(|(u, _)| *u)
-            .collect()
-    }
 }
 
 impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
@@ -92,7 +41,6 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
             timer: EventTimer::new(),
             kernels: KernelTable::new(),
             buffers: Buffers::new(),
-            users: Users::default(),
             toolchain,
             driver,
         }
@@ -162,13 +110,8 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
     }
 
     /// Keep a launch the open capture just recorded, in capture order.
-    fn note_captured(&mut self, l: &Launch, node: LaunchNode<D::Node>) {
-        self.graphs.record_launch(CapturedLaunch {
-            op: l.op,
-            dtype: l.dtype,
-            buffers: l.buffers.iter().map(|v| v.buffer).collect(),
-            node,
-        });
+    fn note_captured(&mut self, node: LaunchNode<D::Node>) {
+        self.graphs.record_launch(node);
     }
 
     /// C13 in place: every change is checked and its arguments packed
@@ -187,9 +130,7 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
             let index = *index;
             // Core gave an index the graph holds and a launch of the op and
             // dtype recorded there (the trait's guarantees): not checked again.
-            let was = &launches[index];
-            debug_assert!(l.op == was.op && l.dtype == was.dtype);
-            let node = match &was.node {
+            let node = match &launches[index] {
                 LaunchNode::Kernel(node) => node,
                 // A cuBLAS call is captured as whatever nodes cuBLAS chose
                 // (kernels of its own, with its own argument layout, maybe a
@@ -224,10 +165,9 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
         if self.driver.update_needs_idle_stream() {
             self.driver.synchronize()?;
         }
-        // The changes are patched in order, up to the first failure: the
-        // first `patched` of them.
-        let mut patched = 0;
-        let mut failed = None;
+        // The changes are patched in order, up to the first failure. A
+        // partly patched exec may use old and new buffers alike until core's
+        // re-record replaces it; core keeps both from being freed.
         for (node, launch) in &patches {
             // CUDA: "The modifications only affect future launches of
             // hGraphExec. Already enqueued or running launches of hGraphExec
@@ -236,45 +176,9 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
             // before the update run with the old bindings. HIP documents no
             // such rule, so its driver asks for an idle stream first
             // (update_needs_idle_stream, above; docs/hip.md).
-            match self
-                .driver
-                .set_kernel_node(captured.exec(), captured.graph(), node, launch)
-            {
-                Ok(()) => patched += 1,
-                Err(e) => {
-                    failed = Some(e);
-                    break;
-                }
-            }
+            self.driver
+                .set_kernel_node(captured.exec(), captured.graph(), node, launch)?;
         }
-        drop(patches);
-        let user = match target {
-            ReplayTarget::Current => GraphUser::Current,
-            ReplayTarget::Graph(g) => GraphUser::Handle(g.0),
-        };
-        let captured = self.graphs.captured_mut(target)?;
-        for (index, l) in &changes[..patched] {
-            captured.set_buffers(*index, l.buffers.iter().map(|v| v.buffer).collect());
-        }
-        if let Some(e) = failed {
-            // A partly patched exec may use old and new buffers alike
-            // until core's re-record replaces it: hold both.
-            for (_, l) in &changes[..patched] {
-                self.users.record(user, &l.buffers);
-            }
-            return Err(e);
-        }
-        // Fully patched: the exec holds exactly its launches' buffers, so a
-        // buffer rebound away from may be freed.
-        let mut held: Vec<u64> = captured
-            .launches()
-            .iter()
-            .flat_map(|l| l.buffers.iter().map(|b| b.0))
-            .collect();
-        held.sort_unstable();
-        held.dedup();
-        let held = held.into_iter().collect();
-        self.users.set(user, held);
         Ok(())
     }
 
@@ -330,15 +234,8 @@ where
     }
 
     unsafe fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
-        self.buffer(buffer)?;
-        let users = self.users.of(buffer.0);
-        if !users.is_empty() {
-            return Err(ErrorKind::BufferInUse {
-                id: buffer.0,
-                users,
-            });
-        }
-        // Queued eager work may still read or write it.
+        // No graph uses it (the trait's guarantees); queued eager work may
+        // still read or write it.
         self.quiesce()?;
         let mem = self.buffers.remove(buffer)?;
         self.driver.free(mem);
@@ -367,12 +264,9 @@ where
 
     unsafe fn launch(&mut self, l: &Launch) -> Result<(), ErrorKind> {
         self.driver.select()?;
-        if self.graphs.is_capturing() {
-            self.users.record(GraphUser::OpenCapture, &l.buffers);
-        }
         if self.toolchain.vendor_routes(l.op) {
             self.launch_vendor(l)?;
-            self.note_captured(l, LaunchNode::Vendor);
+            self.note_captured(LaunchNode::Vendor);
             return Ok(());
         }
         if self.kernels.get(l.op, l.dtype).is_none() {
@@ -392,7 +286,7 @@ where
                 Ok(node) => LaunchNode::Kernel(node),
                 Err(e) => LaunchNode::Unknown(e),
             };
-            self.note_captured(l, node);
+            self.note_captured(node);
         }
         Ok(())
     }
@@ -430,23 +324,12 @@ where
     fn end_capture_into_current(&mut self) -> Result<(), ErrorKind> {
         self.driver.select()?;
         // The exec being replaced may still be running: waited for (C8).
-        let ended = self.graphs.end_capture(&self.driver);
-        match ended {
-            Ok(()) => self.users.end_capture_into(GraphUser::Current),
-            Err(_) => drop(self.users.remove(GraphUser::OpenCapture)),
-        }
-        ended
+        self.graphs.end_capture(&self.driver)
     }
 
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
         self.driver.select()?;
-        let ended = self.graphs.end_capture_graph(&self.driver);
-        let Ok(graph) = ended else {
-            self.users.remove(GraphUser::OpenCapture);
-            return ended;
-        };
-        self.users.end_capture_into(GraphUser::Handle(graph.0));
-        Ok(graph)
+        self.graphs.end_capture_graph(&self.driver)
     }
 
     unsafe fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
@@ -457,16 +340,11 @@ where
     unsafe fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
         self.driver.select()?;
         // A replay of it may still be running: wait, then destroy (C8).
-        let destroyed = self.graphs.destroy_graph(&self.driver, graph);
-        if !matches!(destroyed, Err(ErrorKind::UnknownGraph { .. })) {
-            self.users.remove(GraphUser::Handle(graph.0));
-        }
-        destroyed
+        self.graphs.destroy_graph(&self.driver, graph)
     }
 
     fn abort_capture(&mut self) -> Result<(), ErrorKind> {
         self.driver.select()?;
-        self.users.remove(GraphUser::OpenCapture);
         self.graphs.abort_capture(&self.driver)
     }
 

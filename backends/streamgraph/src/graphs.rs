@@ -14,9 +14,8 @@
 //!   graph's exec.
 
 use crate::driver::GraphDriver;
-use seam::ops::BufferList;
 use seam::table::Graphs;
-use seam::{DType, ErrorKind, OpKind, RawBuffer, RawGraph, ReplayTarget};
+use seam::{ErrorKind, RawGraph, ReplayTarget};
 
 /// What one captured launch put in the graph.
 pub enum LaunchNode<N> {
@@ -30,21 +29,12 @@ pub enum LaunchNode<N> {
     Unknown(ErrorKind),
 }
 
-/// One launch of a capture, in capture order.
-pub struct CapturedLaunch<N> {
-    pub op: OpKind,
-    pub dtype: DType,
-    /// The buffers it binds, in signature order (inline: no allocation).
-    pub buffers: BufferList<RawBuffer>,
-    pub node: LaunchNode<N>,
-}
-
 /// An exec and the graph it was instantiated from, destroyed in that order,
 /// and the launches captured into the graph (their nodes are the graph's).
 pub struct Captured<D: GraphDriver> {
     exec: D::Exec,
     graph: D::Graph,
-    launches: Vec<CapturedLaunch<D::Node>>,
+    launches: Vec<LaunchNode<D::Node>>,
 }
 
 impl<D: GraphDriver> Captured<D> {
@@ -56,15 +46,10 @@ impl<D: GraphDriver> Captured<D> {
     pub fn graph(&self) -> &D::Graph {
         &self.graph
     }
-    /// Every launch captured into the graph, in capture order (core's index).
-    pub fn launches(&self) -> &[CapturedLaunch<D::Node>] {
+    /// The node of every launch captured into the graph, in capture order
+    /// (core's index; core keeps what each launch was).
+    pub fn launches(&self) -> &[LaunchNode<D::Node>] {
         &self.launches
-    }
-    /// The buffers launch `index` binds from now on (after a patch).
-    pub fn set_buffers(&mut self, index: usize, buffers: BufferList<RawBuffer>) {
-        if let Some(l) = self.launches.get_mut(index) {
-            l.buffers = buffers;
-        }
     }
 }
 
@@ -73,7 +58,7 @@ impl<D: GraphDriver> Captured<D> {
 pub struct StreamGraphs<D: GraphDriver> {
     capturing: bool,
     /// The open capture's launches so far, in capture order.
-    recording: Vec<CapturedLaunch<D::Node>>,
+    recording: Vec<LaunchNode<D::Node>>,
     /// The exec `end_capture` made (current) and the handles'
     /// (`end_capture_graph`), never aliasing (C3).
     graphs: Graphs<Captured<D>>,
@@ -114,7 +99,7 @@ impl<D: GraphDriver> StreamGraphs<D> {
 
     /// Note a launch the open capture has just recorded (only launches that
     /// succeeded: core's capture-order index counts exactly those).
-    pub fn record_launch(&mut self, launch: CapturedLaunch<D::Node>) {
+    pub fn record_launch(&mut self, launch: LaunchNode<D::Node>) {
         if self.capturing {
             self.recording.push(launch);
         }

@@ -40,7 +40,7 @@ pub mod timing;
 pub use backend::StreamBackend;
 pub use cache::OnceMap;
 pub use driver::{GraphDriver, OpKernels, SharedKernels, StreamDriver, Toolchain};
-pub use graphs::{Captured, CapturedLaunch, LaunchNode, StreamGraphs};
+pub use graphs::{Captured, LaunchNode, StreamGraphs};
 pub use launch::{check_range, ArgPointers, Dims, KernelArgs, KernelLaunch, VendorLaunch};
 pub use rtc::{compile_error, driver_result, RtcInput};
 pub use timing::EventTimer;

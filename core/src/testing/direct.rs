@@ -165,14 +165,20 @@ impl<B: Backend> Direct<B> {
     /// [`Backend::free`] of a live buffer no graph uses.
     pub fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
         self.size(buffer)?;
-        let users: Vec<GraphUser> = self
-            .graphs
-            .iter()
-            .filter(|(_, launches)| launches.iter().any(|l| l.buffers.contains(&buffer)))
-            .map(|(g, _)| match g {
-                Some(g) => GraphUser::Handle(g.0),
-                None => GraphUser::Current,
-            })
+        let holds = |launches: &[Recorded]| launches.iter().any(|l| l.buffers.contains(&buffer));
+        let recording = self.recording.as_deref().is_some_and(holds);
+        let users: Vec<GraphUser> = recording
+            .then_some(GraphUser::OpenCapture)
+            .into_iter()
+            .chain(
+                self.graphs
+                    .iter()
+                    .filter(|(_, launches)| holds(launches))
+                    .map(|(g, _)| match g {
+                        Some(g) => GraphUser::Handle(g.0),
+                        None => GraphUser::Current,
+                    }),
+            )
             .collect();
         if !users.is_empty() {
             return Err(ErrorKind::BufferInUse {
@@ -305,17 +311,23 @@ impl<B: Backend> Direct<B> {
         }
         // SAFETY: the graph is live, every index in range, every launch
         // checked as `launch` checks it and of the op and dtype it replaces.
-        unsafe { self.backend.update_launches(target, &lowered) }?;
+        let updated = unsafe { self.backend.update_launches(target, &lowered) };
         let key = match target {
             ReplayTarget::Current => None,
             ReplayTarget::Graph(g) => Some(g),
         };
         if let Some(graph) = self.graphs.get_mut(&key) {
             for (index, call) in changes {
-                graph[*index] = Recorded::of(call);
+                let new = Recorded::of(call);
+                match updated {
+                    Ok(()) => graph[*index] = new,
+                    // A failed update may have patched part of the graph:
+                    // it holds the old buffers and the new ones alike.
+                    Err(_) => graph[*index].buffers.extend(new.buffers),
+                }
             }
         }
-        Ok(())
+        updated
     }
 }
 
