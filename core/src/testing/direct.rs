@@ -343,3 +343,144 @@ impl<B: Backend> DerefMut for Direct<B> {
         &mut self.backend
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::CaptureSupport;
+    use crate::ops::Params;
+    use crate::testing::NullBackend;
+
+    fn fill(buf: RawBuffer, n: u32) -> RawCall {
+        RawCall::whole(
+            OpKind::Fill,
+            DType::U32,
+            &[buf],
+            u64::from(n),
+            Params::dims(n, 0, 0),
+        )
+    }
+
+    /// Every guarantee of the trust boundary is checked on the way in: a
+    /// call that breaks one is refused with core's error and never reaches
+    /// the backend.
+    #[test]
+    fn every_broken_guarantee_is_refused_before_the_backend() {
+        let null = NullBackend::new(CaptureSupport::Native);
+        let log = null.log();
+        let mut d = Direct::new(null);
+        let a = d.alloc(64).unwrap();
+        let b = d.alloc(64).unwrap();
+        let calls = || log.lock().unwrap().len();
+        let before = calls();
+        let gone = RawBuffer(999);
+        assert_eq!(
+            d.write(gone, 0, &[0]),
+            Err(ErrorKind::UnknownBuffer { id: 999 })
+        );
+        assert!(matches!(
+            d.write(a, 60, &[0; 8]),
+            Err(ErrorKind::HostRange { .. })
+        ));
+        assert!(matches!(
+            d.read(a, 64, &mut [0]),
+            Err(ErrorKind::HostRange { .. })
+        ));
+        assert!(matches!(
+            d.read(a, usize::MAX, &mut [0]),
+            Err(ErrorKind::HostRange { .. })
+        ));
+        assert!(d.launch(&fill(a, 17)).is_err(), "past the buffer");
+        assert!(d.launch(&fill(gone, 1)).is_err(), "an unknown buffer");
+        assert_eq!(d.free(gone), Err(ErrorKind::UnknownBuffer { id: 999 }));
+        assert_eq!(
+            d.replay(ReplayTarget::Current),
+            Err(ErrorKind::NoCurrentGraph)
+        );
+        let g = RawGraph(7);
+        assert_eq!(
+            d.replay(ReplayTarget::Graph(g)),
+            Err(ErrorKind::UnknownGraph { id: 7 })
+        );
+        assert_eq!(d.destroy_graph(g), Err(ErrorKind::UnknownGraph { id: 7 }));
+        assert_eq!(calls(), before, "no refused call reached the backend");
+        d.write(a, 56, &[0; 8]).unwrap();
+        d.read(a, 0, &mut [0; 64]).unwrap();
+        d.launch(&fill(a, 16)).unwrap();
+        assert_eq!(calls(), before + 3);
+        d.free(b).unwrap();
+        assert_eq!(d.free(b), Err(ErrorKind::UnknownBuffer { id: b.0 }));
+    }
+
+    /// A buffer the open capture, the current graph or a handle uses is not
+    /// freed, and each user is named; what an update does to that: a
+    /// finished one moves the hold, a failed one (the backend may have
+    /// patched part) holds old and new alike. An update must keep each
+    /// launch's op and dtype and name a launch the graph has.
+    #[test]
+    fn a_buffer_in_use_stays_and_updates_keep_op_and_dtype() {
+        let mut d = Direct::new(NullBackend::new(CaptureSupport::Native));
+        let [x, y, z] = [0, 1, 2].map(|_| d.alloc(64).unwrap());
+        d.begin_capture().unwrap();
+        d.launch(&fill(x, 16)).unwrap();
+        let in_use = |d: &mut Direct<NullBackend>, buf: RawBuffer| match d.free(buf) {
+            Err(ErrorKind::BufferInUse { users, .. }) => users,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(in_use(&mut d, x), [GraphUser::OpenCapture]);
+        d.end_capture_into_current().unwrap();
+        assert_eq!(in_use(&mut d, x), [GraphUser::Current]);
+        d.begin_capture().unwrap();
+        d.launch(&fill(x, 16)).unwrap();
+        let h = d.end_capture_graph().unwrap();
+        assert_eq!(
+            in_use(&mut d, x),
+            [GraphUser::Current, GraphUser::Handle(h.0)]
+        );
+        d.begin_capture().unwrap();
+        d.launch(&fill(z, 16)).unwrap();
+        d.abort_capture().unwrap();
+        let t = ReplayTarget::Graph(h);
+        assert_eq!(
+            d.update_launches(t, &[(1, fill(y, 16))]),
+            Err(ErrorKind::NoSuchLaunch {
+                index: 1,
+                launches: 1
+            })
+        );
+        let copy = RawCall::whole(
+            OpKind::Copy,
+            DType::U32,
+            &[y, x],
+            16,
+            Params::dims(16, 0, 0),
+        );
+        assert!(matches!(
+            d.update_launches(t, &[(0, copy)]),
+            Err(ErrorKind::UpdateChangesOp { index: 0, .. })
+        ));
+        let other = RawCall {
+            dtype: DType::F32,
+            ..fill(y, 16)
+        };
+        assert!(matches!(
+            d.update_launches(t, &[(0, other)]),
+            Err(ErrorKind::UpdateChangesDtype { index: 0, .. })
+        ));
+        // The null backend refuses updates: the graph may now use y too.
+        assert_eq!(
+            d.update_launches(t, &[(0, fill(y, 16))]),
+            Err(ErrorKind::UpdateUnsupported)
+        );
+        assert_eq!(in_use(&mut d, y), [GraphUser::Handle(h.0)]);
+        assert_eq!(
+            in_use(&mut d, x),
+            [GraphUser::Current, GraphUser::Handle(h.0)]
+        );
+        d.destroy_graph(h).unwrap();
+        d.free(y).unwrap();
+        d.free(z).unwrap();
+        d.replay(ReplayTarget::Current).unwrap();
+        assert_eq!(in_use(&mut d, x), [GraphUser::Current]);
+    }
+}

@@ -18,7 +18,7 @@ use crate::backend::{Backend, CaptureSupport, DeviceInfo, RawBuffer, RawGraph, R
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::ops::{Launch, OpKind};
-use std::collections::BTreeSet;
+use crate::table::{Buffers, Graphs};
 use std::sync::{Arc, Mutex};
 
 /// A backend that runs nothing. Memory reads return zeros.
@@ -26,10 +26,8 @@ pub struct NullBackend {
     info: DeviceInfo,
     support: CaptureSupport,
     log: Arc<Mutex<Vec<&'static str>>>,
-    next: u64,
-    buffers: BTreeSet<u64>,
-    graphs: BTreeSet<u64>,
-    current: bool,
+    buffers: Buffers<()>,
+    graphs: Graphs<()>,
 }
 
 impl NullBackend {
@@ -44,10 +42,8 @@ impl NullBackend {
             },
             support,
             log: Arc::default(),
-            next: 1,
-            buffers: BTreeSet::new(),
-            graphs: BTreeSet::new(),
-            current: false,
+            buffers: Buffers::new(),
+            graphs: Graphs::new(),
         }
     }
 
@@ -63,11 +59,6 @@ impl NullBackend {
             .unwrap_or_else(|p| p.into_inner())
             .push(call);
     }
-
-    fn fresh(&mut self) -> u64 {
-        self.next += 1;
-        self.next
-    }
 }
 
 #[allow(unsafe_code)] // the trait's `unsafe fn`s (the trust boundary, seam::Backend)
@@ -80,14 +71,11 @@ impl Backend for NullBackend {
     }
     fn alloc(&mut self, _: usize) -> Result<RawBuffer, ErrorKind> {
         self.note("alloc");
-        let id = self.fresh();
-        self.buffers.insert(id);
-        Ok(RawBuffer(id))
+        Ok(self.buffers.insert((), 0))
     }
     unsafe fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
         self.note("free");
-        self.buffers.remove(&buffer.0);
-        Ok(())
+        self.buffers.remove(buffer)
     }
     unsafe fn write(&mut self, _: RawBuffer, _: usize, _: &[u8]) -> Result<(), ErrorKind> {
         self.note("write");
@@ -116,14 +104,12 @@ impl Backend for NullBackend {
     }
     fn end_capture_into_current(&mut self) -> Result<(), ErrorKind> {
         self.note("end_capture_into_current");
-        self.current = true;
+        self.graphs.set_current(());
         Ok(())
     }
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
         self.note("end_capture_graph");
-        let id = self.fresh();
-        self.graphs.insert(id);
-        Ok(RawGraph(id))
+        Ok(self.graphs.insert(()))
     }
     unsafe fn replay(&mut self, _: ReplayTarget) -> Result<(), ErrorKind> {
         self.note("replay");
@@ -131,8 +117,7 @@ impl Backend for NullBackend {
     }
     unsafe fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
         self.note("destroy_graph");
-        self.graphs.remove(&graph.0);
-        Ok(())
+        self.graphs.remove(graph)
     }
     fn abort_capture(&mut self) -> Result<(), ErrorKind> {
         self.note("abort_capture");
@@ -141,7 +126,7 @@ impl Backend for NullBackend {
     fn live_resources(&self) -> ResourceCounts {
         ResourceCounts {
             buffers: self.buffers.len(),
-            graphs: self.graphs.len() + usize::from(self.current),
+            graphs: self.graphs.len(),
             // A recorder holds no device memory.
             bytes: 0,
         }
