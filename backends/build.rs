@@ -6,30 +6,32 @@
 
 use std::fmt::Write;
 
+/// A manifest, parsed.
+fn read(path: &str) -> toml::Table {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
+    text.parse()
+        .unwrap_or_else(|e| panic!("{path} is not valid TOML: {e}"))
+}
+
 fn main() {
     println!("cargo::rerun-if-changed=Cargo.toml");
-    let manifest = std::fs::read_to_string("Cargo.toml").expect("seam-backends' Cargo.toml");
-    let mut in_features = false;
-    let mut known = Vec::new();
-    for line in manifest.lines() {
-        let line = line.trim();
-        if line.starts_with('[') {
-            in_features = line == "[features]";
-            continue;
-        }
-        if !in_features || line.starts_with('#') {
-            continue;
-        }
-        let Some((feature, deps)) = line.split_once('=') else {
-            continue;
-        };
-        let feature = feature.trim();
-        if let Some(start) = deps.find("\"dep:seam-") {
-            let rest = &deps[start + "\"dep:seam-".len()..];
-            let name = &rest[..rest.find('"').expect("a closing quote")];
-            known.push((name.to_string(), feature.to_string()));
-        }
-    }
+    let manifest = read("Cargo.toml");
+    let features = manifest
+        .get("features")
+        .and_then(toml::Value::as_table)
+        .expect("seam-backends' Cargo.toml has [features]");
+    // (backend name, feature): every feature that enables a `seam-<name>`
+    // crate, in the manifest's order.
+    let known: Vec<(String, String)> = features
+        .iter()
+        .filter_map(|(feature, enables)| {
+            let name = enables
+                .as_array()?
+                .iter()
+                .find_map(|e| e.as_str()?.strip_prefix("dep:seam-"))?;
+            Some((name.to_string(), feature.clone()))
+        })
+        .collect();
     assert!(
         !known.is_empty(),
         "no `feature = [\"dep:seam-<name>\"]` line in seam-backends' [features]"
@@ -40,17 +42,14 @@ fn main() {
     for (name, _) in &known {
         let path = format!("{name}/Cargo.toml");
         println!("cargo::rerun-if-changed={path}");
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
-        };
-        let mut in_seam = false;
-        for line in text.lines().map(str::trim) {
-            if line.starts_with('[') {
-                in_seam = line == "[package.metadata.seam]";
-            } else if let (true, Some(v)) = (in_seam, line.strip_prefix("check-target")) {
-                let triple = v.trim_start_matches([' ', '=']).trim().trim_matches('"');
-                targets.push((name.clone(), triple.to_string()));
-            }
+        let triple = read(&path)
+            .get("package")
+            .and_then(|p| p.get("metadata"))
+            .and_then(|m| m.get("seam"))
+            .and_then(|s| s.get("check-target"))
+            .and_then(|t| t.as_str().map(str::to_string));
+        if let Some(triple) = triple {
+            targets.push((name.clone(), triple));
         }
     }
     let mut out = String::from(
