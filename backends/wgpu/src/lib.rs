@@ -60,6 +60,7 @@ mod backend;
 mod dispatch;
 mod gpu;
 mod kernels;
+mod replay;
 #[allow(unsafe_code)]
 mod sys;
 #[cfg(test)]

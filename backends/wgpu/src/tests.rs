@@ -19,16 +19,16 @@ mod device_trials;
 mod view_trials;
 
 pub fn main() {
-    use crate::{backend, dispatch, kernels, validation};
+    use crate::{dispatch, kernels, replay, validation};
     device_trials::run(
         &[
             (
-                "backend::replay_steps_set_only_what_changes",
-                backend::tests::replay_steps_set_only_what_changes,
+                "replay::replay_steps_set_only_what_changes",
+                replay::tests::replay_steps_set_only_what_changes,
             ),
             (
-                "backend::replay_pieces_cover_the_graph_in_order_and_grow",
-                backend::tests::replay_pieces_cover_the_graph_in_order_and_grow,
+                "replay::replay_pieces_cover_the_graph_in_order_and_grow",
+                replay::tests::replay_pieces_cover_the_graph_in_order_and_grow,
             ),
             (
                 "dispatch::grid_covers_every_group_with_little_overshoot",

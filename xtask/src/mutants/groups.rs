@@ -177,7 +177,11 @@ pub const GROUPS: &[Group] = &[
     Group {
         name: "wgpu",
         package: "seam-wgpu",
-        files: &["backends/wgpu/src/dispatch.rs", "backends/wgpu/src/kernels.rs"],
+        files: &[
+            "backends/wgpu/src/dispatch.rs",
+            "backends/wgpu/src/kernels.rs",
+            "backends/wgpu/src/replay.rs",
+        ],
         sampled: Some((&["backends/wgpu/src/**"], 150)),
         exclude: &[],
         test_packages: &["seam-conformance"],
