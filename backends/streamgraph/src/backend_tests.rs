@@ -360,3 +360,121 @@ fn dropping_a_device_frees_what_its_current_exec_read() {
     let live = seen.lock().unwrap().expect("the wrapper was dropped");
     assert_eq!((live.buffers, live.bytes), (0, 0), "{live:?}");
 }
+
+/// A launch reaches the driver with each view's address advanced by its
+/// byte offset and with the op's grid and block: the arguments a real
+/// `cuLaunchKernel` gets. Mutations: an offset dropped or subtracted, the
+/// grid or block left at zero → red.
+#[test]
+fn a_launch_packs_each_views_offset_and_its_grid_and_block() {
+    let (mut b, d) = backend(false);
+    let [x, y, z] = three(&mut b, 1024);
+    let call = RawCall {
+        buffers: [
+            RawView::at(x, 2, 4, 600),
+            RawView::at(y, 5, 4, 600),
+            RawView::at(z, 0, 4, 600),
+        ]
+        .into(),
+        ..add(x, y, z, 600)
+    };
+    let lowered = b.lower(&call).unwrap();
+    b.begin_capture().unwrap();
+    b.launch(&call).unwrap();
+    b.end_capture_into_current().unwrap();
+    let node = d.nodes_of(d.last_exec()).pop().expect("one node");
+    assert_eq!(node.buffers, [x, y, z].map(|r| r.0 as u32));
+    assert_eq!(node.offsets, [8, 20, 0]);
+    let (grid, block) = crate::launch::launch_config(&lowered).unwrap();
+    assert_eq!(node.shape, Some((grid, block)));
+    assert_eq!(block, (crate::launch::BLOCK, 1, 1));
+    assert_eq!(grid, (600u32.div_ceil(crate::launch::BLOCK), 1, 1));
+    drop(b);
+    assert_clean(&d);
+}
+
+/// A driver error of work already queued is the error of the next call
+/// that waits for it: `synchronize` says what the stream said.
+#[test]
+fn synchronize_reports_the_streams_error() {
+    let (mut b, d) = backend(false);
+    b.synchronize().unwrap();
+    d.fail_next("synchronize");
+    assert!(b.synchronize().is_err(), "the stream's error is the call's");
+    b.synchronize().unwrap();
+}
+
+/// Device timing through the backend: available where the driver has
+/// events, and each bracketed piece of work comes back as one span with
+/// its tag, in the driver's event times. Mutations: `device_timing`
+/// claiming support, `end_timed` recording nothing, `take_device_spans`
+/// returning nothing → red.
+#[test]
+fn timed_work_comes_back_as_one_span_per_tag() {
+    let (mut b, d) = backend(false);
+    assert_eq!(b.device_timing(), Ok(()));
+    let [x, y, z] = three(&mut b, 4);
+    b.set_device_timing(true).unwrap();
+    b.begin_timed(7).unwrap();
+    b.launch(&add(x, y, z, 4)).unwrap();
+    b.end_timed(7).unwrap();
+    let spans = b.take_device_spans().unwrap();
+    assert_eq!(spans.len(), 1, "{spans:?}");
+    assert_eq!(spans[0].tag, 7);
+    assert!(spans[0].end_ns > spans[0].start_ns, "{spans:?}");
+    assert!(b.take_device_spans().unwrap().is_empty(), "taken once");
+    d.set_events_available(false);
+    assert!(b.device_timing().is_err(), "no events, no device timing");
+}
+
+/// A toolchain with no vendor library (HIP's: no hipBLAS) relies on the
+/// trait's defaults: nothing routes to a vendor, nothing to prepare, a
+/// vendor call refused by name, kernels loaded per backend, so GEMM runs
+/// its kernel. Mutations of each default → red.
+#[test]
+fn a_toolchain_without_a_vendor_library_runs_every_op_as_a_kernel() {
+    struct Plain(FakeToolchain);
+    impl crate::Toolchain<FakeDriver> for Plain {
+        fn image(&self, op: OpKind) -> Result<std::sync::Arc<Vec<u8>>, ErrorKind> {
+            self.0.image(op)
+        }
+    }
+    use crate::{StreamDriver as _, Toolchain as _};
+    let d = FakeDriver::new();
+    let observer = d.observer();
+    let plain = Plain(FakeToolchain::new(&d, true));
+    assert!(!plain.vendor_routes(OpKind::Gemm) && plain.vendor_ready());
+    assert!(plain.shared_kernels().is_none());
+    let info = seam::DeviceInfo {
+        backend: "fake".into(),
+        index: 0,
+        name: "plain".into(),
+        driver: "none".into(),
+    };
+    let mut b = Direct::new(StreamBackend::new(info, d, plain));
+    let [x, y, z] = [(); 3].map(|()| b.alloc(16).unwrap());
+    let call = gemm(x, y, z);
+    b.launch(&call).unwrap();
+    b.synchronize().unwrap();
+    let log = observer.log();
+    assert!(!log.contains(&Call::VendorPrepare), "{log:?}");
+    assert!(
+        log.iter()
+            .any(|c| matches!(c, Call::LaunchKernel { name, .. } if name.starts_with("gemm"))),
+        "{log:?}"
+    );
+    // Asked anyway, the default refuses a vendor call by op and dtype.
+    let lowered = b.lower(&call).unwrap();
+    let other = FakeDriver::new();
+    let mem: Vec<_> = (0..3).map(|_| other.alloc(1 << 22).unwrap()).collect();
+    let vendor = crate::VendorLaunch::new(&other, &lowered, mem.iter().collect()).unwrap();
+    assert_eq!(
+        Plain(FakeToolchain::new(&other, false)).launch_vendor(&other, &vendor),
+        Err(ErrorKind::OpUnsupported {
+            op: OpKind::Gemm,
+            dtype: DType::F32
+        })
+    );
+    drop(vendor);
+    mem.into_iter().for_each(|m| other.free(m));
+}

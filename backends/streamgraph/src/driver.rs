@@ -138,9 +138,8 @@ pub trait StreamDriver: GraphDriver + Send {
     /// keep queued launches on the old parameters if the stream is idle
     /// first; then the backend waits for the stream before patching.
     /// CUDA: no (its documentation promises it); HIP: yes (see docs/hip.md).
-    fn update_needs_idle_stream(&self) -> bool {
-        false
-    }
+    /// No default: each driver says which.
+    fn update_needs_idle_stream(&self) -> bool;
 }
 
 /// Every entry point of one op on one device, one per dtype it accepts.

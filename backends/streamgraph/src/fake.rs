@@ -16,7 +16,7 @@
 //! Public for the integration tests (tests/no_alloc.rs); no backend uses it.
 
 use crate::driver::{GraphDriver, StreamDriver, Toolchain};
-use crate::launch::{check_range, KernelLaunch, VendorLaunch};
+use crate::launch::{check_range, Dims, KernelLaunch, VendorLaunch};
 use seam::{ErrorKind, OpKind, Params};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -95,6 +95,12 @@ pub struct FakeKernel {
     pub buffers: Vec<u32>,
     /// The scalar block packed after the buffers (launches through the backend).
     pub params: Option<Params>,
+    /// Each view's byte offset back from the packed arguments (a buffer's
+    /// fake address is its id in the high half, so the low half is the
+    /// offset the argument was advanced by).
+    pub offsets: Vec<u32>,
+    /// The grid and block it was launched with (launches through the backend).
+    pub shape: Option<(Dims, Dims)>,
     /// A kernel node (a vendor call's node is the library's).
     pub kernel: bool,
 }
@@ -105,6 +111,8 @@ impl FakeKernel {
             name,
             buffers: Vec::new(),
             params: None,
+            offsets: Vec::new(),
+            shape: None,
             kernel,
         }
     }
@@ -147,6 +155,8 @@ struct State {
     runs: Vec<(u32, Vec<FakeKernel>)>,
     /// Whether the driver asks for an idle stream before a patch.
     update_needs_idle: bool,
+    /// `events_available` says no.
+    no_events: bool,
     /// Execs with a launch queued and not yet waited for (a `Vec`, cleared
     /// by a wait keeping its capacity: queueing again allocates nothing).
     pending: Vec<u32>,
@@ -194,6 +204,13 @@ pub struct FakeBuffer {
 #[derive(Clone, Debug)]
 pub struct FakeFunction {
     name: String,
+}
+
+impl FakeFunction {
+    /// An entry point named `name`, as `function` would return it.
+    pub fn named(name: &str) -> FakeFunction {
+        FakeFunction { name: name.into() }
+    }
 }
 
 /// A `StreamBackend` over a fresh fake (cuBLAS-like vendor GEMM where
@@ -314,6 +331,24 @@ impl FakeDriver {
         self.s().update_needs_idle = on;
     }
 
+    /// Whether the event calls are there (a driver without them: device
+    /// timing unavailable, with the reason).
+    pub fn set_events_available(&self, on: bool) {
+        self.s().no_events = !on;
+    }
+
+    /// The exec the last capture made (the last instantiate in the log).
+    pub fn last_exec(&self) -> u32 {
+        self.log()
+            .iter()
+            .rev()
+            .find_map(|c| match c {
+                Call::Instantiate { exec, .. } => Some(*exec),
+                _ => None,
+            })
+            .expect("an instantiate")
+    }
+
     pub fn fail_next(&self, call: &'static str) {
         self.s().fail = Some(call);
     }
@@ -367,6 +402,13 @@ impl FakeDriver {
 }
 
 impl GraphDriver for FakeDriver {
+    fn events_available(&self) -> Result<(), String> {
+        match self.s().no_events {
+            true => Err("the fake driver was told it has no events".into()),
+            false => Ok(()),
+        }
+    }
+
     type Graph = u32;
     type Exec = u32;
     type Event = u32;
@@ -746,6 +788,8 @@ impl FakeDriver {
             name: l.function().name.clone(),
             buffers: args.addresses().iter().map(|a| (a >> 32) as u32).collect(),
             params: Some(*l.params()),
+            offsets: args.addresses().iter().map(|a| *a as u32).collect(),
+            shape: Some((l.grid(), l.block())),
             kernel: true,
         }
     }

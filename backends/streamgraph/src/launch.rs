@@ -251,12 +251,16 @@ fn byte_offsets(l: &Launch) -> BufferList<u64> {
 /// (`validate::check_launch`: every check of `validate::lower` but core's
 /// aliasing rule, with each view running to the end of its allocation):
 /// what `Backend::launch`'s caller guarantees, asserted in debug builds.
-fn check<D: StreamDriver>(d: &D, l: &Launch, buffers: &[&D::Memory]) -> Result<(), ErrorKind> {
+pub(crate) fn check<D: StreamDriver>(
+    d: &D,
+    l: &Launch,
+    buffers: &[&D::Memory],
+) -> Result<(), ErrorKind> {
     validate::check_launch(l, |i| buffers.get(i).map_or(0, |m| d.memory_bytes(m)))
 }
 
 /// Grid and block for a kernel launch.
-fn launch_config(l: &Launch) -> Result<(Dims, Dims), ErrorKind> {
+pub(crate) fn launch_config(l: &Launch) -> Result<(Dims, Dims), ErrorKind> {
     let p = &l.params;
     let blocks = |items: u64| items.div_ceil(BLOCK as u64).clamp(1, MAX_BLOCKS) as u32;
     Ok(match l.op {

@@ -50,4 +50,6 @@ mod backend_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod unit_tests;
+#[cfg(test)]
 mod update_tests;

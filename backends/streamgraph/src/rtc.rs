@@ -83,8 +83,6 @@ pub fn driver_result(
     }
 }
 
-/// A compile failure: the program's name, what the compiler said, and its
-/// log (or why there is none).
 /// A compile failure of a user kernel as the user sees it: its name, the
 /// compiler and the compiler's log ([`ErrorKind::KernelCompile`]); any
 /// other error, and any catalogue op's, unchanged.
@@ -105,6 +103,8 @@ pub fn user_compile_error(op: seam::OpKind, compiler: &str, e: ErrorKind) -> Err
     }
 }
 
+/// A compile failure: the program's name, what the compiler said, and its
+/// log (or why there is none).
 pub fn compile_error(
     call: &'static str,
     name: &str,

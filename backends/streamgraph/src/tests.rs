@@ -12,18 +12,7 @@ fn capture_current(g: &mut Graphs, d: &FakeDriver, kernel: &'static str) -> u32 
     g.begin_capture(d).unwrap();
     d.kernel(kernel);
     g.end_capture(d).unwrap();
-    last_exec(d)
-}
-
-fn last_exec(d: &FakeDriver) -> u32 {
-    d.log()
-        .iter()
-        .rev()
-        .find_map(|c| match c {
-            Call::Instantiate { exec, .. } => Some(*exec),
-            _ => None,
-        })
-        .expect("an instantiate")
+    d.last_exec()
 }
 
 fn assert_clean(d: &FakeDriver) {
@@ -98,7 +87,7 @@ fn replacing_the_current_exec_waits_for_its_pending_replay() {
     g.begin_capture(&d).unwrap();
     d.kernel("b");
     g.end_capture(&d).unwrap();
-    let second = last_exec(&d);
+    let second = d.last_exec();
     let log = d.log();
     let sync = log.iter().position(|c| *c == Call::Sync).expect("a wait");
     let destroy = log
@@ -141,7 +130,7 @@ fn current_exec_and_handles_never_alias() {
     g.begin_capture(&d).unwrap();
     d.kernel("into_y");
     let h = g.end_capture_graph(&d).unwrap();
-    let handle = last_exec(&d);
+    let handle = d.last_exec();
     assert_ne!(current, handle);
     d.clear_log();
     g.replay(&d, ReplayTarget::Current).unwrap();

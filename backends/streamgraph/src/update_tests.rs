@@ -6,18 +6,6 @@ use crate::fake::{Call, FakeDriver};
 use seam::testing::RawCall;
 use seam::{Backend, DType, ErrorKind, GraphUser, OpKind, RawGraph, ReplayTarget, ResourceCounts};
 
-/// The exec a capture made (the last instantiate in the log).
-fn last_exec(d: &FakeDriver) -> u32 {
-    d.log()
-        .iter()
-        .rev()
-        .find_map(|c| match c {
-            Call::Instantiate { exec, .. } => Some(*exec),
-            _ => None,
-        })
-        .expect("an instantiate")
-}
-
 fn graph_of(d: &FakeDriver, exec: u32) -> u32 {
     d.log()
         .iter()
@@ -56,7 +44,7 @@ fn an_update_patches_the_exec_for_later_launches_only() {
     b.launch(&add(x, y, z, 8)).unwrap();
     b.launch(&add(z, z, z, 8)).unwrap();
     let h = b.end_capture_graph().unwrap();
-    let exec = last_exec(&d);
+    let exec = d.last_exec();
     let graph = graph_of(&d, exec);
     let captured = d.nodes_of(exec);
     assert_eq!(captured[0].buffers, [1, 2, 3]);
@@ -101,7 +89,7 @@ fn the_current_exec_is_patched_too() {
     b.begin_capture().unwrap();
     b.launch(&add(x, y, z, 4)).unwrap();
     b.end_capture_into_current().unwrap();
-    let exec = last_exec(&d);
+    let exec = d.last_exec();
     d.clear_log();
     b.update_launches(ReplayTarget::Current, &[(0, add(y, y, x, 4))])
         .unwrap();
@@ -119,7 +107,7 @@ fn a_bad_update_patches_nothing() {
     b.launch(&add(x, y, z, 4)).unwrap();
     b.launch(&add(z, y, z, 4)).unwrap();
     let h = b.end_capture_graph().unwrap();
-    let exec = last_exec(&d);
+    let exec = d.last_exec();
     let before = d.nodes_of(exec);
     d.clear_log();
     let t = ReplayTarget::Graph(h);
@@ -180,7 +168,7 @@ fn a_vendor_launch_is_not_patched_in_place() {
     b.launch(&gemm(x, y, z)).unwrap();
     b.launch(&add(z, y, x, 4)).unwrap();
     let h = b.end_capture_graph().unwrap();
-    let exec = last_exec(&d);
+    let exec = d.last_exec();
     d.clear_log();
     let t = ReplayTarget::Graph(h);
     // The GEMM went to the vendor library: refused, so core re-records.
@@ -214,7 +202,7 @@ fn a_failed_node_query_or_patch_is_an_error_not_a_wrong_graph() {
     d.fail_next("captured_node");
     b.launch(&add(z, y, x, 4)).unwrap();
     let h = b.end_capture_graph().unwrap();
-    let exec = last_exec(&d);
+    let exec = d.last_exec();
     assert_eq!(d.kernels_of(exec), ["add_f32", "add_f32"]);
     let t = ReplayTarget::Graph(h);
     let e = b.update_launches(t, &[(1, add(z, y, y, 4))]).unwrap_err();
@@ -241,12 +229,12 @@ fn a_node_of_another_graph_is_refused() {
     b.begin_capture().unwrap();
     b.launch(&add(x, y, z, 4)).unwrap();
     let first = b.end_capture_graph().unwrap();
-    let exec_a = last_exec(&d);
+    let exec_a = d.last_exec();
     b.begin_capture().unwrap();
     d.misreport_next_node();
     b.launch(&add(z, y, x, 4)).unwrap();
     let h = b.end_capture_graph().unwrap();
-    let exec_b = last_exec(&d);
+    let exec_b = d.last_exec();
     let (a, before) = (d.nodes_of(exec_a), d.nodes_of(exec_b));
     let e = b
         .update_launches(ReplayTarget::Graph(h), &[(0, add(y, y, y, 4))])
