@@ -140,6 +140,11 @@ fn list(program: &Path, g: &Group, diff: Option<&Path>) -> Result<Vec<Listed>, S
             String::from_utf8_lossy(&out.stderr)
         ));
     }
+    // With `--in-diff`, a diff that touches no mutable line makes
+    // cargo-mutants print nothing at all (not `[]`): no mutants.
+    if out.stdout.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Vec::new());
+    }
     let v: serde_json::Value = serde_json::from_slice(&out.stdout)
         .map_err(|e| format!("cargo-mutants --list --json: {e}"))?;
     Ok(v.as_array()

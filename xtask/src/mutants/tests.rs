@@ -402,6 +402,21 @@ fn a_diff_run_is_bounded_and_a_failing_run_is_an_error() {
     };
     let skipped = drive(&unrecorded, &fake.program());
     assert!(recorded.contains_key("vulkan-staging") || skipped.unwrap().is_empty());
+    // A diff with no mutable line: cargo-mutants lists nothing at all (not
+    // even `[]`), and the group has nothing to run.
+    std::fs::write(fake.dir.join("list.json"), "").unwrap();
+    let runs = fake.runs().len();
+    let none = drive(
+        &Options {
+            in_diff: Some("recorded".into()),
+            ..fake.options("harness")
+        },
+        &fake.program(),
+    )
+    .unwrap();
+    assert!(none.is_empty(), "nothing listed, nothing run");
+    assert_eq!(fake.runs().len(), runs);
+    fake.lists(&[(a, MERGE), (b, JUNIT)]);
     fake.exits(1);
     let e = match drive(&fake.options("harness"), &fake.program()) {
         Err(e) => e,
