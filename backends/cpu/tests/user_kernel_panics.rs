@@ -85,3 +85,38 @@ fn a_panicking_cpu_kernel_is_an_error_and_the_device_lives_on() {
     dev.launch(&ops::fill(y.id(), 8, 0)).unwrap();
     assert_eq!(y.read().unwrap(), vec![0.0; 8]);
 }
+
+/// A copy with WGSL only: every GPU backend can run it, the CPU cannot.
+static NO_CPU: KernelDef = KernelDef {
+    name: "no_cpu_f32",
+    wgsl: Some(
+        "@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n\
+         @group(0) @binding(1) var<storage, read_write> y: array<f32>;\n\
+         @compute @workgroup_size(64)\n\
+         fn no_cpu_f32(@builtin(global_invocation_id) g: vec3<u32>) {\n\
+             if (g.x < p.d0) { y[p.o1 + g.x] = x[p.o0 + g.x]; }\n\
+         }\n",
+    ),
+    cpu: None,
+    ..OVERRUN
+};
+
+/// A user kernel without a Rust implementation cannot run on the CPU: its
+/// registration is refused by name, and nothing of it is kept. Mutation:
+/// `prepare` accepting every op → red.
+#[test]
+fn a_kernel_without_a_cpu_implementation_is_refused_at_registration() {
+    let dev = device();
+    let e = dev.register_kernel(&NO_CPU).unwrap_err();
+    assert!(
+        matches!(
+            e.kind,
+            seam::ErrorKind::KernelSourceMissing {
+                kernel: "no_cpu_f32",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    dev.register_kernel(&OVERRUN).unwrap();
+}
