@@ -61,8 +61,10 @@ fn a_panicking_cpu_kernel_is_an_error_and_the_device_lives_on() {
     let e = dev.synchronize().unwrap_err();
     let text = e.to_string();
     assert!(
-        text.contains("overrun_f32") && text.contains("panicked"),
-        "the error names the kernel and what happened: {text}"
+        text.contains("overrun_f32")
+            && text.contains("panicked")
+            && text.contains("out of range for slice"),
+        "the error names the kernel, what happened and what the panic said: {text}"
     );
     // Reported once; the queue thread still runs work.
     dev.synchronize().unwrap();
@@ -119,4 +121,42 @@ fn a_kernel_without_a_cpu_implementation_is_refused_at_registration() {
         "{e}"
     );
     dev.register_kernel(&OVERRUN).unwrap();
+}
+
+/// Copies `x` into `y`, as a CPU implementation should: in its extent.
+fn copy(p: &Params, b: &mut [Vec<u8>]) {
+    let n = p.d0 as usize * 4;
+    let x = b[0][..n].to_vec();
+    b[1][..n].copy_from_slice(&x);
+    b[0][..n].fill(0);
+}
+
+/// Reads `x`: what it writes there is not kept.
+static COPY: KernelDef = KernelDef {
+    name: "copy_f32",
+    cpu: Some(copy),
+    ..OVERRUN
+};
+
+/// A CPU implementation's writes reach the bindings it declares written,
+/// and only those: what it does to a read binding's copy is dropped.
+/// Mutation: the write-back test inverted (`==` → `!=`) → red.
+#[test]
+fn only_written_bindings_keep_what_the_kernel_wrote() {
+    let dev = device();
+    dev.register_kernel(&COPY).unwrap();
+    let x = dev.buffer_from(&[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    let y = dev.buffer_from(&[0.0f32; 4]).unwrap();
+    dev.launch(&ops::user(
+        &COPY,
+        &[x.id().into(), y.id().into()],
+        Params::dims(4, 0, 0),
+    ))
+    .unwrap();
+    assert_eq!(y.read().unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(
+        x.read().unwrap(),
+        vec![1.0, 2.0, 3.0, 4.0],
+        "a read binding is not written"
+    );
 }
