@@ -166,8 +166,8 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
             self.driver.synchronize()?;
         }
         // The changes are patched in order, up to the first failure. A
-        // partly patched exec may use old and new buffers alike until core's
-        // re-record replaces it; core keeps both from being freed.
+        // partly patched exec is never replayed: core re-records the graph,
+        // and refuses its replays if that fails too.
         for (node, launch) in &patches {
             // CUDA: "The modifications only affect future launches of
             // hGraphExec. Already enqueued or running launches of hGraphExec
