@@ -245,6 +245,7 @@ mod tests {
                 capture_support: seam::CaptureSupport::Native,
                 subnormals: None,
                 update_support: None,
+                node_timing: None,
                 open_error: None,
             }],
             missing: vec![MissingRecord {

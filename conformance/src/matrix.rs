@@ -27,6 +27,9 @@ pub struct Column {
     /// How the device updates a captured graph (C13), `—` where the report
     /// predates it.
     pub update: String,
+    /// How the device times the launches inside a replay (C10), `—`
+    /// where the report predates it.
+    pub node_timing: String,
     /// Index into [`Matrix::sources`].
     pub source: usize,
 }
@@ -263,17 +266,18 @@ pub fn markdown(m: &Matrix) -> String {
             md(&src.summary_line())
         );
     }
-    s.push_str("\n## Devices\n\n| column | device | backend | driver / runtime | capture | graph update |\n|---|---|---|---|---|---|\n");
+    s.push_str("\n## Devices\n\n| column | device | backend | driver / runtime | capture | graph update | node timing |\n|---|---|---|---|---|---|---|\n");
     for c in &m.columns {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             md(&c.key()),
             md(&c.name),
             md(&c.backend),
             md(&c.driver),
             md(&c.capture),
-            md(&c.update)
+            md(&c.update),
+            md(&c.node_timing)
         );
     }
     s.push_str("\n## Matrix\n\n| case | rule |");
@@ -398,8 +402,8 @@ pub fn html(m: &Matrix) -> String {
             s,
             "<th class=\"dev\" title=\"{}\">{}<br><span class=\"small\">{}</span><br><span class=\"small\">{}</span><br><span class=\"small\">{}</span></th>",
             escape(&format!(
-                "{} — capture {}, graph update {}",
-                c.name, c.capture, c.update
+                "{} — capture {}, graph update {}, node timing {}",
+                c.name, c.capture, c.update, c.node_timing
             )),
             escape(&c.device),
             escape(&c.machine),

@@ -239,6 +239,10 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Matrix, MergeError> {
                     .update_support
                     .as_ref()
                     .map_or_else(|| "—".to_string(), |u| format!("{u:?}")),
+                node_timing: d
+                    .node_timing
+                    .as_ref()
+                    .map_or_else(|| "—".to_string(), |n| format!("{n:?}")),
                 source: i,
             };
             // The same device on the same machine twice (two runs): keep both.
@@ -363,6 +367,7 @@ mod tests {
                     capture_support: seam::CaptureSupport::Native,
                     subnormals: None,
                     update_support: None,
+                    node_timing: None,
                     open_error: None,
                 })
                 .collect(),

@@ -125,6 +125,7 @@ pub fn plan_in(filter: &Filter, found: Discovery) -> Plan {
                 capture_support: dev.capture_support().clone(),
                 subnormals: Some(dev.subnormals().clone()),
                 update_support: Some(dev.update_support()),
+                node_timing: Some(dev.node_timing()),
                 open_error: None,
             }),
             Err(e) => devices.push(DeviceRecord {
@@ -135,6 +136,7 @@ pub fn plan_in(filter: &Filter, found: Discovery) -> Plan {
                 capture_support: seam::CaptureSupport::Unsupported("device failed to open".into()),
                 subnormals: None,
                 update_support: None,
+                node_timing: None,
                 open_error: Some(e.to_string()),
             }),
         }

@@ -117,6 +117,7 @@ fn base() -> Report {
                 capture_support: seam::CaptureSupport::Native,
                 subnormals: None,
                 update_support: None,
+                node_timing: None,
                 open_error: None,
             })
             .collect(),

@@ -62,6 +62,24 @@ pub enum UpdateSupport {
     Unsupported(String),
 }
 
+/// How a device times the nodes inside a replay (C10), reported like
+/// capture support. Node timing is switched per device
+/// ([`Device::set_node_timing`](crate::Device::set_node_timing), or
+/// `SEAM_NODE_TIMING=1` when it opens) and applies to the graphs captured
+/// while it is on: their traced replays get one device span per launch
+/// (`Native`) or per piece of consecutive launches (`Coarse`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "reason")]
+pub enum NodeTiming {
+    /// One span per launch, on the device's clock.
+    Native,
+    /// One span per piece of consecutive launches; the reason says what a
+    /// piece is.
+    Coarse(String),
+    /// No node spans, and why.
+    Unavailable(String),
+}
+
 /// What a device guarantees for subnormal (denormal) f32 values in shader
 /// arithmetic (C11). `Preserved`: every f32 kernel gives the CPU
 /// reference's bits with subnormal inputs and results too. `MayFlush`: a
@@ -338,9 +356,42 @@ pub trait Backend: Send {
     }
     /// Spans of every bracketed piece of work that has finished, oldest first,
     /// in nanoseconds of the device's clock. May wait for queued work.
+    /// Where node timing is on (below), also the node spans of each
+    /// bracketed replay of a node-timed graph, tagged with the replay's tag.
     fn take_device_spans(&mut self) -> Result<Vec<DeviceSpan>, ErrorKind> {
         Ok(Vec::new())
     }
+
+    // --- node timing (optional; inside every traced replay) ---
+    /// How this device times the launches inside a replay. The default
+    /// times none.
+    fn node_timing(&self) -> NodeTiming {
+        NodeTiming::Unavailable(format!(
+            "the {} backend does not time the nodes of a replay",
+            self.info().backend
+        ))
+    }
+    /// Turn node timing on or off for the graphs captured from now on
+    /// (from the next `begin_capture`; a graph keeps what it was captured
+    /// with, through native updates too). Core calls it only where
+    /// [`Backend::node_timing`] is not `Unavailable`. A replay of a
+    /// node-timed graph bracketed by `begin_timed(tag)`/`end_timed(tag)`
+    /// while device timing is on yields, besides the replay's span, one
+    /// span per launch (`nodes: Some(Nodes { first: i, count: 1 })`, or
+    /// per piece where coarse) tagged `tag`, inside the replay's span.
+    fn set_node_timing(&mut self, _on: bool) -> Result<(), ErrorKind> {
+        Ok(())
+    }
+}
+
+/// The launches of a replay one device span covers: `first..first + count`
+/// in capture order (`count` is 1 where node timing is native).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Nodes {
+    /// The first launch's index in the graph.
+    pub first: u32,
+    /// How many consecutive launches.
+    pub count: u32,
 }
 
 /// The device-side start and end of one traced replay or launch.
@@ -352,4 +403,33 @@ pub struct DeviceSpan {
     pub start_ns: u64,
     /// When it ended, on the same clock.
     pub end_ns: u64,
+    /// `Some` for a node span: the launches of the replayed graph it
+    /// covers (the replay is the one tagged `tag`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<Nodes>,
+}
+
+impl DeviceSpan {
+    /// A replay's or eager launch's span.
+    pub fn whole(tag: u64, start_ns: u64, end_ns: u64) -> DeviceSpan {
+        DeviceSpan {
+            tag,
+            start_ns,
+            end_ns,
+            nodes: None,
+        }
+    }
+
+    /// The span of launch `index` of the replay tagged `tag`.
+    pub fn node(tag: u64, index: u32, start_ns: u64, end_ns: u64) -> DeviceSpan {
+        DeviceSpan {
+            tag,
+            start_ns,
+            end_ns,
+            nodes: Some(Nodes {
+                first: index,
+                count: 1,
+            }),
+        }
+    }
 }

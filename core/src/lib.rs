@@ -29,8 +29,8 @@ pub mod view;
 pub mod wgsl;
 
 pub use backend::{
-    Backend, CaptureSupport, DeviceInfo, DeviceSpan, ReplayTarget, ResourceCounts, Subnormals,
-    UpdateSupport,
+    Backend, CaptureSupport, DeviceInfo, DeviceSpan, NodeTiming, Nodes, ReplayTarget,
+    ResourceCounts, Subnormals, UpdateSupport,
 };
 pub use device::{Buffer, CaptureScope, Change, Device, Graph, GraphRef, Live, LowLevel};
 pub use dtype::{DType, Element};
@@ -40,7 +40,8 @@ pub use ids::{BufferId, GraphId, RawBuffer, RawGraph};
 pub use kernel::{Kernel, KernelDef};
 pub use ops::{Launch, OpCall, OpKind, RawView, View};
 pub use registration::{
-    Capability, CaptureKind, DeclaredTiming, Expectation, Registration, ALL_CAPABILITIES,
+    Capability, CaptureKind, DeclaredNodeTiming, DeclaredTiming, Expectation, Registration,
+    ALL_CAPABILITIES,
 };
 pub use signature::{Params, Tolerance};
-pub use trace::{chrome_trace, EventKind, TraceEvent, TraceLog};
+pub use trace::{chrome_trace, EventKind, NodeDesc, TraceEvent, TraceLog};

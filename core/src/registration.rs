@@ -52,6 +52,9 @@ pub struct Registration {
     /// Whether its devices time work on the device (C10): a device that
     /// declares timing must return device spans for traced work.
     pub device_timing: DeclaredTiming,
+    /// How its devices time the launches inside a replay (C10): a device
+    /// that reports anything else fails `c10_node_spans_inside_replays`.
+    pub node_timing: DeclaredNodeTiming,
     /// What its devices can do, for cases that need it (`Tag`s).
     pub capabilities: &'static [Capability],
     /// Cases it can never run: their trials are ignored with the reason.
@@ -101,6 +104,41 @@ pub enum DeclaredTiming {
     Untimed(&'static str),
 }
 
+/// Node timing, as declared (the kinds of [`crate::NodeTiming`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeclaredNodeTiming {
+    /// One device span per launch of every traced replay of a node-timed
+    /// graph.
+    Native,
+    /// One span per piece of consecutive launches; what a piece is.
+    Coarse(&'static str),
+    /// No node spans, and why.
+    Unavailable(&'static str),
+}
+
+impl DeclaredNodeTiming {
+    /// Whether a device reporting `reported` keeps this declaration (the
+    /// kind; the reasons are the device's own words).
+    pub fn matches(self, reported: &crate::NodeTiming) -> bool {
+        use crate::NodeTiming as N;
+        matches!(
+            (self, reported),
+            (DeclaredNodeTiming::Native, N::Native)
+                | (DeclaredNodeTiming::Coarse(_), N::Coarse(_))
+                | (DeclaredNodeTiming::Unavailable(_), N::Unavailable(_))
+        )
+    }
+
+    /// Its kind in a word: `native`, `coarse`, `unavailable`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeclaredNodeTiming::Native => "native",
+            DeclaredNodeTiming::Coarse(_) => "coarse",
+            DeclaredNodeTiming::Unavailable(_) => "unavailable",
+        }
+    }
+}
+
 /// What a case may need from a device beyond the contract's core. A case
 /// that needs one a backend does not declare is ignored there, with the
 /// reason.
@@ -123,8 +161,9 @@ pub struct Expectation {
 
 impl Registration {
     /// What a backend that runs the whole contract declares: Native capture,
-    /// device timing, every capability, no unsupported cases and no
-    /// expected failures. The `with_*` methods say where it differs.
+    /// device timing, native node timing, every capability, no unsupported
+    /// cases and no expected failures. The `with_*` methods say where it
+    /// differs.
     pub const fn new(
         name: &'static str,
         feature: Option<&'static str>,
@@ -138,6 +177,7 @@ impl Registration {
             open,
             capture: &[CaptureKind::Native],
             device_timing: DeclaredTiming::Timed,
+            node_timing: DeclaredNodeTiming::Native,
             capabilities: ALL_CAPABILITIES,
             unsupported: &[],
             expected_failures: &[],
@@ -153,6 +193,14 @@ impl Registration {
     pub const fn with_timing(self, device_timing: DeclaredTiming) -> Registration {
         Registration {
             device_timing,
+            ..self
+        }
+    }
+
+    /// Declare how the backend times the nodes inside a replay.
+    pub const fn with_node_timing(self, node_timing: DeclaredNodeTiming) -> Registration {
+        Registration {
+            node_timing,
             ..self
         }
     }
@@ -231,6 +279,7 @@ mod tests {
         },
         capture: &[CaptureKind::Native, CaptureKind::Emulated],
         device_timing: DeclaredTiming::Untimed("no clock"),
+        node_timing: DeclaredNodeTiming::Unavailable("no clock"),
         capabilities: &[Capability::Half],
         unsupported: &[Expectation {
             case: "c8_x",
@@ -266,11 +315,14 @@ mod tests {
         assert!(base.declares_capture(&CaptureSupport::Native));
         assert!(!base.declares_capture(&CaptureSupport::Emulated));
         assert_eq!(base.device_timing, DeclaredTiming::Timed);
+        assert_eq!(base.node_timing, DeclaredNodeTiming::Native);
         let r = base
             .with_capabilities(&[Capability::Threads])
             .with_expected_failures(X)
             .with_capture(&[CaptureKind::Emulated])
-            .with_timing(DeclaredTiming::Untimed("none"));
+            .with_timing(DeclaredTiming::Untimed("none"))
+            .with_node_timing(DeclaredNodeTiming::Coarse("per piece"));
+        assert_eq!(r.node_timing, DeclaredNodeTiming::Coarse("per piece"));
         assert!(!r.has(Capability::Half) && r.has(Capability::Threads));
         assert_eq!(r.expected_failure("c1_x").unwrap().reason, "why");
         assert!(r.unsupported_case("c1_x").is_none());
@@ -280,5 +332,26 @@ mod tests {
         assert_eq!(u.unsupported_case("c1_x").unwrap().reason, "why");
         assert!(u.expected_failure("c1_x").is_none());
         assert!(u.has(Capability::Half));
+        assert_eq!(u.node_timing, DeclaredNodeTiming::Native);
+    }
+
+    /// A declaration matches the reported kind only, and names it.
+    /// Mutations: `matches` → `true` / `false`, a `name` arm swapped → red.
+    #[test]
+    fn node_timing_declarations_match_their_kind() {
+        use crate::NodeTiming as N;
+        let reported = [N::Native, N::Coarse("a".into()), N::Unavailable("b".into())];
+        let declared = [
+            DeclaredNodeTiming::Native,
+            DeclaredNodeTiming::Coarse("x"),
+            DeclaredNodeTiming::Unavailable("y"),
+        ];
+        for (i, d) in declared.iter().enumerate() {
+            for (j, r) in reported.iter().enumerate() {
+                assert_eq!(d.matches(r), i == j, "{d:?} vs {r:?}");
+            }
+        }
+        let names: Vec<_> = declared.iter().map(|d| d.name()).collect();
+        assert_eq!(names, ["native", "coarse", "unavailable"]);
     }
 }

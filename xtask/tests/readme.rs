@@ -77,6 +77,7 @@ fn readme_documents_what_this_file_runs() {
         "cpu,cuda",
         "--case c1_",
         "--trace out.json",
+        "SEAM_NODE_TIMING=1",
         "target/conformance/report.{json,xml,md}",
         "cargo xtask report merge <reports…>",
         "SEAM_CONFORMANCE_REPORT=target/seam cargo test --test conformance",
@@ -202,6 +203,84 @@ fn the_main_job_filters_reports_and_traces_every_replay_on_every_device() {
         assert_eq!(
             slices, want,
             "{device}: {submitted} replays submitted, {slices} replay slices ({tracks:?})"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `SEAM_NODE_TIMING=1 cargo xtask conformance --backend cpu,vulkan --case
+/// c1_dependent --trace t.json`: inside every replay slice of each device
+/// that times nodes, a `node` slice per launch, on the same track and
+/// within the replay's slice; the run prints the table of the nodes that
+/// took the most time. (Vulkan where lavapipe is installed, as in CI.)
+#[test]
+fn node_timing_puts_a_slice_per_launch_inside_every_replay() {
+    let dir = scratch("node-timing");
+    let trace = dir.join("t.json");
+    let out = cargo(
+        &root(),
+        &[
+            "xtask",
+            "conformance",
+            "--debug",
+            "--backend",
+            "cpu,vulkan",
+            "--case",
+            "c1_dependent",
+            "--trace",
+            trace.to_str().unwrap(),
+        ],
+        &[("SEAM_NODE_TIMING", "1")],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(" 0 failed"), "{stdout}");
+    assert!(
+        stdout.contains("the nodes that took the most device time"),
+        "no node table:\n{stdout}"
+    );
+    let trace = read_json(&trace);
+    let events = trace["traceEvents"].as_array().unwrap();
+    let slice = |e: &Value| {
+        let ts = e["ts"].as_f64().unwrap();
+        (
+            e["pid"].clone(),
+            e["tid"].clone(),
+            ts,
+            ts + e["dur"].as_f64().unwrap(),
+        )
+    };
+    let replays: Vec<_> = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["name"].as_str().unwrap().starts_with("replay"))
+        .map(slice)
+        .collect();
+    let nodes: Vec<_> = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "node")
+        .map(slice)
+        .collect();
+    assert!(!replays.is_empty(), "no replay slices");
+    // c1_dependent_chain replays a graph of several launches.
+    assert!(
+        nodes.len() > replays.len(),
+        "{} node slices for {} replays",
+        nodes.len(),
+        replays.len()
+    );
+    for (pid, tid, start, end) in &nodes {
+        // Microsecond floats: allow a nanosecond of rounding.
+        let inside = replays
+            .iter()
+            .any(|(p, t, s, e)| p == pid && t == tid && *s <= start + 1e-3 && *end <= e + 1e-3);
+        assert!(
+            inside,
+            "a node slice ({start}..{end} µs) outside every replay slice of its track"
+        );
+    }
+    for (pid, tid, ..) in &replays {
+        assert!(
+            nodes.iter().any(|(p, t, ..)| p == pid && t == tid),
+            "a device track with replays and no node slices"
         );
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -20,8 +20,8 @@ pub mod reference;
 
 use seam::table::{Buffers, Graphs};
 use seam::{
-    Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, Launch, OpKind, RawBuffer,
-    RawGraph, ReplayTarget, ResourceCounts,
+    Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, Launch, NodeTiming, OpKind,
+    RawBuffer, RawGraph, ReplayTarget, ResourceCounts,
 };
 use std::collections::HashMap;
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -39,9 +39,17 @@ struct Bound {
     memory: Vec<Memory>,
 }
 
+/// A captured launch list, and whether its replays time each launch.
+#[derive(Clone)]
+struct CpuGraph {
+    launches: Arc<Vec<Bound>>,
+    node_timed: bool,
+}
+
 enum Command {
     Run(Box<Bound>),
-    RunGraph(Arc<Vec<Bound>>),
+    /// A replay; with a tag, each launch is stamped as a node span of it.
+    RunGraph(Arc<Vec<Bound>>, Option<u64>),
     Write {
         memory: Memory,
         offset: usize,
@@ -63,8 +71,16 @@ enum Command {
     },
 }
 
-/// Markers the queue has stamped: (tag, begin?, ns since the device opened).
-type Marks = Arc<Mutex<Vec<(u64, bool, u64)>>>;
+/// What the queue has stamped, in nanoseconds since the device opened.
+enum Stamp {
+    /// A marker: (tag, begin?, ns).
+    Mark(u64, bool, u64),
+    /// One launch of a node-timed replay.
+    Node(DeviceSpan),
+}
+
+/// Stamps the queue has made and the spans have not yet taken.
+type Marks = Arc<Mutex<Vec<Stamp>>>;
 
 /// Lock each distinct memory of a launch once (two views may share a
 /// buffer): the guards, and for each binding the guard it reads or writes.
@@ -118,7 +134,20 @@ fn worker(rx: Receiver<Command>, marks: Marks, epoch: Instant) {
     for cmd in rx {
         match cmd {
             Command::Run(l) => run_caught(&l, &mut sticky),
-            Command::RunGraph(g) => g.iter().for_each(|l| run_caught(l, &mut sticky)),
+            Command::RunGraph(g, None) => g.iter().for_each(|l| run_caught(l, &mut sticky)),
+            Command::RunGraph(g, Some(tag)) => {
+                let mut spans = Vec::with_capacity(g.len());
+                for (i, l) in g.iter().enumerate() {
+                    let start = epoch.elapsed().as_nanos() as u64;
+                    run_caught(l, &mut sticky);
+                    let end = epoch.elapsed().as_nanos() as u64;
+                    spans.push(Stamp::Node(DeviceSpan::node(tag, i as u32, start, end)));
+                }
+                marks
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .extend(spans);
+            }
             Command::Write {
                 memory,
                 offset,
@@ -144,7 +173,7 @@ fn worker(rx: Receiver<Command>, marks: Marks, epoch: Instant) {
                 marks
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .push((tag, begin, ns));
+                    .push(Stamp::Mark(tag, begin, ns));
             }
         }
     }
@@ -177,15 +206,21 @@ pub struct CpuBackend {
     info: DeviceInfo,
     queue: Option<Sender<Command>>,
     thread: Option<JoinHandle<()>>,
-    recording: Option<Vec<Bound>>,
+    /// The open capture's launches, and whether node timing was on when
+    /// it began.
+    recording: Option<(Vec<Bound>, bool)>,
     /// Each recorded launch list, shared with the replays queued of it.
-    graphs: Graphs<Arc<Vec<Bound>>>,
+    graphs: Graphs<CpuGraph>,
     /// Each buffer allocated and not yet freed. A free only drops the
     /// table's hold, so it never waits for the queue (a host call must not
     /// wait behind queued work: C8's free case could not tell a free that
     /// jumps the queue from one that does not).
     buffers: Buffers<Memory>,
     timing: bool,
+    /// Graphs captured from now on time each launch.
+    node_timing: bool,
+    /// The tag of the open timed bracket (`begin_timed` .. `end_timed`).
+    bracket: Option<u64>,
     marks: Marks,
 }
 
@@ -212,6 +247,8 @@ impl CpuBackend {
             graphs: Graphs::new(),
             buffers: Buffers::new(),
             timing: false,
+            node_timing: false,
+            bracket: None,
             marks,
         }
     }
@@ -296,7 +333,7 @@ impl Backend for CpuBackend {
     unsafe fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
         let bound = self.bind(launch)?;
         match &mut self.recording {
-            Some(list) => {
+            Some((list, _)) => {
                 list.push(bound);
                 Ok(())
             }
@@ -334,24 +371,29 @@ impl Backend for CpuBackend {
     }
 
     fn begin_capture(&mut self) -> Result<(), ErrorKind> {
-        self.recording = Some(Vec::new());
+        self.recording = Some((Vec::new(), self.node_timing));
         Ok(())
     }
 
     fn end_capture_into_current(&mut self) -> Result<(), ErrorKind> {
-        let list = self.recording.take().ok_or(ErrorKind::NotCapturing)?;
-        self.graphs.set_current(Arc::new(list));
+        let graph = self.end_recording()?;
+        self.graphs.set_current(graph);
         Ok(())
     }
 
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
-        let list = self.recording.take().ok_or(ErrorKind::NotCapturing)?;
-        Ok(self.graphs.insert(Arc::new(list)))
+        let graph = self.end_recording()?;
+        Ok(self.graphs.insert(graph))
     }
 
     unsafe fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
-        let graph = self.graphs.target(target)?.clone();
-        self.send(Command::RunGraph(graph))
+        let graph = self.graphs.target(target)?;
+        let nodes = if graph.node_timed && self.timing {
+            self.bracket
+        } else {
+            None
+        };
+        self.send(Command::RunGraph(graph.launches.clone(), nodes))
     }
 
     fn update_support(&self) -> seam::UpdateSupport {
@@ -376,12 +418,12 @@ impl Backend for CpuBackend {
             .map(|(index, launch)| Ok((*index, self.bind(launch)?)))
             .collect::<Result<_, ErrorKind>>()?;
         let slot = self.graphs.target_mut(target)?;
-        let mut list = Vec::clone(slot);
+        let mut list = Vec::clone(&slot.launches);
         for (index, b) in bound {
             // Core gave an index the graph holds (the trait's guarantees).
             list[index] = b;
         }
-        *slot = Arc::new(list);
+        slot.launches = Arc::new(list);
         Ok(())
     }
 
@@ -418,11 +460,13 @@ impl Backend for CpuBackend {
     fn begin_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
         if self.timing {
             self.send(Command::Mark { tag, begin: true })?;
+            self.bracket = Some(tag);
         }
         Ok(())
     }
 
     fn end_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
+        self.bracket = None;
         if self.timing {
             self.send(Command::Mark { tag, begin: false })?;
         }
@@ -434,18 +478,41 @@ impl Backend for CpuBackend {
         let marks = std::mem::take(&mut *self.marks.lock().unwrap_or_else(|p| p.into_inner()));
         let mut open = HashMap::new();
         let mut spans = Vec::new();
-        for (tag, begin, ns) in marks {
-            if begin {
-                open.insert(tag, ns);
-            } else if let Some(start_ns) = open.remove(&tag) {
-                spans.push(DeviceSpan {
-                    tag,
-                    start_ns,
-                    end_ns: ns,
-                });
+        for stamp in marks {
+            match stamp {
+                Stamp::Mark(tag, true, ns) => {
+                    open.insert(tag, ns);
+                }
+                Stamp::Mark(tag, false, ns) => {
+                    if let Some(start_ns) = open.remove(&tag) {
+                        spans.push(DeviceSpan::whole(tag, start_ns, ns));
+                    }
+                }
+                Stamp::Node(span) => spans.push(span),
             }
         }
         Ok(spans)
+    }
+
+    /// Each launch of a replay is timed on the queue thread.
+    fn node_timing(&self) -> NodeTiming {
+        NodeTiming::Native
+    }
+
+    fn set_node_timing(&mut self, on: bool) -> Result<(), ErrorKind> {
+        self.node_timing = on;
+        Ok(())
+    }
+}
+
+impl CpuBackend {
+    /// Close the open capture into a graph.
+    fn end_recording(&mut self) -> Result<CpuGraph, ErrorKind> {
+        let (list, node_timed) = self.recording.take().ok_or(ErrorKind::NotCapturing)?;
+        Ok(CpuGraph {
+            launches: Arc::new(list),
+            node_timed,
+        })
     }
 }
 

@@ -132,4 +132,7 @@ pub const REGISTRATION: seam::Registration =
         .with_capture(&[seam::CaptureKind::Native, seam::CaptureKind::Emulated])
         .with_timing(seam::DeclaredTiming::Untimed(
             "the Metal backend does not sample GPU timestamps: replays are timed on the host only",
+        ))
+        .with_node_timing(seam::DeclaredNodeTiming::Unavailable(
+            "the Metal backend does not sample GPU timestamps (no counter sample buffers)",
         ));

@@ -25,6 +25,10 @@ pub struct StreamBackend<D: StreamDriver, T: Toolchain<D>> {
     graphs: StreamGraphs<D>,
     /// Events around traced work (device timing).
     timer: EventTimer<D>,
+    /// Graphs captured from now on record node events (node timing).
+    node_timing: bool,
+    /// The tag of the open timed bracket (`begin_timed` .. `end_timed`).
+    bracket: Option<u64>,
     kernels: KernelTable<D::Function>,
     /// Live buffers and their bytes (`ResourceCounts::bytes`).
     buffers: Buffers<D::Memory>,
@@ -39,6 +43,8 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
             info,
             graphs: StreamGraphs::new(),
             timer: EventTimer::new(),
+            node_timing: false,
+            bracket: None,
             kernels: KernelTable::new(),
             buffers: Buffers::new(),
             toolchain,
@@ -109,9 +115,23 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
         self.toolchain.launch_vendor(&self.driver, &launch)
     }
 
-    /// Keep a launch the open capture just recorded, in capture order.
+    /// Keep a launch the open capture just recorded, in capture order,
+    /// and record the node event after it where the graph is node-timed.
     fn note_captured(&mut self, node: LaunchNode<D::Node>) {
         self.graphs.record_launch(node);
+        self.graphs.stamp(&self.driver);
+    }
+
+    /// Read the node events of the last traced replay of `target`, if
+    /// unread (waiting for them): the next replay records them again.
+    fn read_nodes(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
+        let Some(nodes) = self.graphs.captured_mut(target)?.nodes_mut() else {
+            return Ok(());
+        };
+        match nodes.unread.take() {
+            Some(tag) => self.timer.read_nodes(&self.driver, tag, &nodes.events),
+            None => Ok(()),
+        }
     }
 
     /// C13 in place: every change is checked and its arguments packed
@@ -318,13 +338,22 @@ where
                 self.load_kernels(op)?;
             }
         }
-        self.graphs.begin_capture(&self.driver)
+        self.graphs.begin_capture(&self.driver, self.node_timing)
     }
 
     fn end_capture_into_current(&mut self) -> Result<(), ErrorKind> {
         self.driver.select()?;
         // The exec being replaced may still be running: waited for (C8).
-        self.graphs.end_capture(&self.driver)
+        // Its last traced replay's node events are read before it goes (a
+        // failed read loses those spans, not the capture).
+        let (timer, driver) = (&mut self.timer, &self.driver);
+        self.graphs.end_capture_with(driver, |old| {
+            if let Some(nodes) = old.nodes_mut() {
+                if let Some(tag) = nodes.unread.take() {
+                    let _ = timer.read_nodes(driver, tag, &nodes.events);
+                }
+            }
+        })
     }
 
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
@@ -334,11 +363,22 @@ where
 
     unsafe fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
         self.driver.select()?;
-        self.graphs.replay(&self.driver, target)
+        // A node-timed graph's events hold one replay: the last traced
+        // one is read (waited for) before this one records them again.
+        self.read_nodes(target)?;
+        self.graphs.replay(&self.driver, target)?;
+        let tag = self.bracket.filter(|_| self.timer.is_on());
+        if let (Some(tag), Some(nodes)) = (tag, self.graphs.captured_mut(target)?.nodes_mut()) {
+            nodes.unread = Some(tag);
+        }
+        Ok(())
     }
 
     unsafe fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
         self.driver.select()?;
+        // Its last traced replay's node events are read before it goes (a
+        // failed read loses those spans, not the destroy).
+        let _ = self.read_nodes(ReplayTarget::Graph(graph));
         // A replay of it may still be running: wait, then destroy (C8).
         self.graphs.destroy_graph(&self.driver, graph)
     }
@@ -380,6 +420,29 @@ where
         self.driver.events_available()
     }
 
+    /// An event record node before the graph's first launch and after
+    /// each launch; launch i runs from event i to event i + 1.
+    fn node_timing(&self) -> seam::NodeTiming {
+        match self
+            .driver
+            .events_available()
+            .and_then(|()| self.driver.node_events_available())
+        {
+            Ok(()) => seam::NodeTiming::Native,
+            Err(why) => seam::NodeTiming::Unavailable(why),
+        }
+    }
+
+    fn set_node_timing(&mut self, on: bool) -> Result<(), ErrorKind> {
+        if on {
+            if let seam::NodeTiming::Unavailable(reason) = self.node_timing() {
+                return Err(ErrorKind::Unavailable { reason });
+            }
+        }
+        self.node_timing = on;
+        Ok(())
+    }
+
     fn set_device_timing(&mut self, on: bool) -> Result<(), ErrorKind> {
         self.timer.set(on);
         Ok(())
@@ -387,16 +450,23 @@ where
 
     fn begin_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
         self.driver.select()?;
-        self.timer.begin(&self.driver, tag)
+        self.timer.begin(&self.driver, tag)?;
+        self.bracket = Some(tag);
+        Ok(())
     }
 
     fn end_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
         self.driver.select()?;
+        self.bracket = None;
         self.timer.end(&self.driver, tag)
     }
 
     fn take_device_spans(&mut self) -> Result<Vec<DeviceSpan>, ErrorKind> {
         self.driver.select()?;
+        let unread: Vec<ReplayTarget> = self.graphs.node_timed_unread();
+        for target in unread {
+            self.read_nodes(target)?;
+        }
         self.timer.take(&self.driver)
     }
 }

@@ -75,6 +75,24 @@ pub trait GraphDriver {
     fn destroy_event(&self, event: Self::Event) {
         drop(event);
     }
+    /// Whether an event can be recorded into a capture as a node of the
+    /// graph (node timing); `Err` says why not. The default cannot.
+    fn node_events_available(&self) -> Result<(), String> {
+        Err(format!(
+            "the {} driver records no event inside a capture",
+            self.api()
+        ))
+    }
+    /// Record `event` into the open capture as a node after the work
+    /// captured so far (CUDA: `cuEventRecordWithFlags` with
+    /// `CU_EVENT_RECORD_EXTERNAL`): every replay of the graph records it.
+    fn record_event_in_capture(&self, event: &Self::Event) -> Result<(), ErrorKind> {
+        let _ = event;
+        Err(ErrorKind::driver(
+            format!("{}EventRecordWithFlags", self.api()),
+            "this driver records no event inside a capture",
+        ))
+    }
 }
 
 /// One device's stream: memory, modules and kernel launches on top of the

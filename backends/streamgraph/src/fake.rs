@@ -40,6 +40,8 @@ pub enum Call {
     DestroyGraph(u32),
     CreateEvent(u32),
     Record(u32),
+    /// An event recorded into the open capture (an event record node).
+    RecordInCapture(u32),
     Wait(u32),
     Elapsed(u32, u32),
     DestroyEvent(u32),
@@ -128,6 +130,8 @@ pub struct FakeNode {
 struct FakeGraph {
     capture: u32,
     nodes: Vec<FakeKernel>,
+    /// Event record nodes: (kernel nodes before it, event).
+    events: Vec<(usize, u32)>,
 }
 
 struct FakeExec {
@@ -169,6 +173,8 @@ struct State {
     /// Eager kernels queued and not yet waited for.
     busy: bool,
     events: BTreeSet<u32>,
+    /// The open capture's event record nodes: (kernels before it, event).
+    recorded_events: Vec<(usize, u32)>,
     /// Device time (ms) at which each event was recorded.
     recorded_at: BTreeMap<u32, f32>,
     clock_ms: f32,
@@ -451,6 +457,7 @@ impl GraphDriver for FakeDriver {
         }
         s.capturing = true;
         s.recorded.clear();
+        s.recorded_events.clear();
         s.capture += 1;
         Ok(())
     }
@@ -460,6 +467,7 @@ impl GraphDriver for FakeDriver {
         let mut s = self.s();
         let was = std::mem::replace(&mut s.capturing, false);
         let kernels = std::mem::take(&mut s.recorded);
+        let events = std::mem::take(&mut s.recorded_events);
         if !was {
             s.violations.push("end_capture without a capture".into());
         }
@@ -481,6 +489,7 @@ impl GraphDriver for FakeDriver {
             FakeGraph {
                 capture,
                 nodes: kernels,
+                events,
             },
         );
         Ok(g)
@@ -537,6 +546,13 @@ impl GraphDriver for FakeDriver {
                 let ran = nodes.len() as f32;
                 // What it runs, as queued: a copy (allocates), left out when quiet.
                 let run = (!s.quiet).then(|| nodes.clone());
+                // Each kernel takes 1 ms; an event node records the time
+                // after the kernels before it.
+                let t0 = s.clock_ms;
+                for i in 0..s.graphs[&g].events.len() {
+                    let (before, ev) = s.graphs[&g].events[i];
+                    s.recorded_at.insert(ev, t0 + before as f32);
+                }
                 s.clock_ms += ran;
                 s.runs.extend(run.map(|nodes| (*exec, nodes)));
             }
@@ -591,6 +607,22 @@ impl GraphDriver for FakeDriver {
         let mut s = self.s();
         let t = s.clock_ms;
         s.recorded_at.insert(*event, t);
+        Ok(())
+    }
+
+    fn node_events_available(&self) -> Result<(), String> {
+        self.events_available()
+    }
+
+    fn record_event_in_capture(&self, event: &u32) -> Result<(), ErrorKind> {
+        self.step(Call::RecordInCapture(*event), "record_event_in_capture")?;
+        let mut s = self.s();
+        if !s.capturing {
+            s.violations
+                .push(format!("event {event} recorded into no capture"));
+        }
+        let before = s.recorded.len();
+        s.recorded_events.push((before, *event));
         Ok(())
     }
 

@@ -14,6 +14,7 @@
 //!   graph's exec.
 
 use crate::driver::GraphDriver;
+use crate::timing::NodeEvents;
 use seam::table::Graphs;
 use seam::{ErrorKind, RawGraph, ReplayTarget};
 
@@ -35,6 +36,8 @@ pub struct Captured<D: GraphDriver> {
     exec: D::Exec,
     graph: D::Graph,
     launches: Vec<LaunchNode<D::Node>>,
+    /// Where it was captured with node timing on: its event record nodes.
+    nodes: Option<NodeEvents<D::Event>>,
 }
 
 impl<D: GraphDriver> Captured<D> {
@@ -51,6 +54,10 @@ impl<D: GraphDriver> Captured<D> {
     pub fn launches(&self) -> &[LaunchNode<D::Node>] {
         &self.launches
     }
+    /// Its node events, where it is node-timed.
+    pub fn nodes_mut(&mut self) -> Option<&mut NodeEvents<D::Event>> {
+        self.nodes.as_mut()
+    }
 }
 
 /// One stream's capture state: whether a capture is open, the current exec
@@ -59,6 +66,9 @@ pub struct StreamGraphs<D: GraphDriver> {
     capturing: bool,
     /// The open capture's launches so far, in capture order.
     recording: Vec<LaunchNode<D::Node>>,
+    /// The open capture's node events so far, where node timing is on
+    /// (`None` also once one failed to record: the graph is not timed).
+    recording_events: Option<Vec<D::Event>>,
     /// The exec `end_capture` made (current) and the handles'
     /// (`end_capture_graph`), never aliasing (C3).
     graphs: Graphs<Captured<D>>,
@@ -69,6 +79,7 @@ impl<D: GraphDriver> Default for StreamGraphs<D> {
         StreamGraphs {
             capturing: false,
             recording: Vec::new(),
+            recording_events: None,
             graphs: Graphs::new(),
         }
     }
@@ -89,12 +100,42 @@ impl<D: GraphDriver> StreamGraphs<D> {
         self.graphs.len()
     }
 
-    /// Capture op 2: put the stream in capture mode.
-    pub fn begin_capture(&mut self, d: &D) -> Result<(), ErrorKind> {
+    /// Capture op 2: put the stream in capture mode; `node_timed`: the
+    /// graph records an event before its first launch and after each.
+    pub fn begin_capture(&mut self, d: &D, node_timed: bool) -> Result<(), ErrorKind> {
         d.begin_capture()?;
         self.capturing = true;
         self.recording.clear();
+        self.recording_events = node_timed.then(Vec::new);
+        self.stamp(d);
         Ok(())
+    }
+
+    /// Record the open capture's next node event (after a launch). One
+    /// that fails leaves the graph untimed (its events are destroyed at
+    /// the end of the capture): a launch is never refused for it.
+    pub fn stamp(&mut self, d: &D) {
+        let Some(events) = self.recording_events.as_mut() else {
+            return;
+        };
+        let ev = match d.create_event() {
+            Ok(ev) => ev,
+            Err(_) => {
+                self.drop_events(d);
+                return;
+            }
+        };
+        let recorded = d.record_event_in_capture(&ev);
+        events.push(ev);
+        if recorded.is_err() {
+            self.drop_events(d);
+        }
+    }
+
+    fn drop_events(&mut self, d: &D) {
+        for ev in self.recording_events.take().into_iter().flatten() {
+            d.destroy_event(ev);
+        }
     }
 
     /// Note a launch the open capture has just recorded (only launches that
@@ -110,6 +151,15 @@ impl<D: GraphDriver> StreamGraphs<D> {
         self.graphs.target(target)
     }
 
+    /// Every graph with a traced replay whose node events are unread.
+    pub fn node_timed_unread(&self) -> Vec<ReplayTarget> {
+        self.graphs
+            .iter()
+            .filter(|(_, c)| c.nodes.as_ref().is_some_and(|n| n.unread.is_some()))
+            .map(|(t, _)| t)
+            .collect()
+    }
+
     /// As [`captured`](StreamGraphs::captured), to record a patch.
     pub fn captured_mut(&mut self, target: ReplayTarget) -> Result<&mut Captured<D>, ErrorKind> {
         self.graphs.target_mut(target)
@@ -119,6 +169,17 @@ impl<D: GraphDriver> StreamGraphs<D> {
     /// The exec being replaced may still be running, so the stream is
     /// waited for before it is destroyed (C8).
     pub fn end_capture(&mut self, d: &D) -> Result<(), ErrorKind> {
+        self.end_capture_with(d, |_| {})
+    }
+
+    /// [`end_capture`](StreamGraphs::end_capture), calling `going` with the
+    /// exec being replaced once the stream is idle, before it is destroyed
+    /// (its node events are read there).
+    pub fn end_capture_with(
+        &mut self,
+        d: &D,
+        going: impl FnOnce(&mut Captured<D>),
+    ) -> Result<(), ErrorKind> {
         let new = self.end_and_instantiate(d)?;
         if self.graphs.target(ReplayTarget::Current).is_ok() {
             if let Err(e) = d.synchronize() {
@@ -128,7 +189,8 @@ impl<D: GraphDriver> StreamGraphs<D> {
                 return Err(e);
             }
         }
-        if let Some(old) = self.graphs.set_current(new) {
+        if let Some(mut old) = self.graphs.set_current(new) {
+            going(&mut old);
             destroy(d, old);
         }
         Ok(())
@@ -166,6 +228,7 @@ impl<D: GraphDriver> StreamGraphs<D> {
         if let Ok(graph) = d.end_capture() {
             d.destroy_graph(graph);
         }
+        self.drop_events(d);
         if d.is_capturing()? {
             return Err(ErrorKind::driver(
                 format!("{}StreamEndCapture", d.api()),
@@ -192,11 +255,25 @@ impl<D: GraphDriver> StreamGraphs<D> {
     fn end_and_instantiate(&mut self, d: &D) -> Result<Captured<D>, ErrorKind> {
         self.capturing = false;
         let launches = std::mem::take(&mut self.recording);
-        let graph = d.end_capture()?;
+        let events = self.recording_events.take();
+        let graph = match d.end_capture() {
+            Ok(graph) => graph,
+            Err(e) => {
+                events
+                    .into_iter()
+                    .flatten()
+                    .for_each(|ev| d.destroy_event(ev));
+                return Err(e);
+            }
+        };
         let exec = match d.instantiate(&graph) {
             Ok(exec) => exec,
             Err(e) => {
                 d.destroy_graph(graph);
+                events
+                    .into_iter()
+                    .flatten()
+                    .for_each(|ev| d.destroy_event(ev));
                 return Err(e);
             }
         };
@@ -204,6 +281,10 @@ impl<D: GraphDriver> StreamGraphs<D> {
             exec,
             graph,
             launches,
+            nodes: events.map(|events| NodeEvents {
+                events,
+                unread: None,
+            }),
         };
         if let Err(e) = d.upload(&captured.exec) {
             destroy(d, captured);
@@ -213,8 +294,11 @@ impl<D: GraphDriver> StreamGraphs<D> {
     }
 }
 
-/// Exec first, then the graph it came from.
+/// Exec first, then the graph it came from, then its node events.
 fn destroy<D: GraphDriver>(d: &D, c: Captured<D>) {
     d.destroy_exec(c.exec);
     d.destroy_graph(c.graph);
+    for ev in c.nodes.into_iter().flat_map(|n| n.events) {
+        d.destroy_event(ev);
+    }
 }

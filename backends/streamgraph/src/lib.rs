@@ -38,6 +38,7 @@ pub mod testing;
 pub mod timing;
 
 pub use backend::StreamBackend;
+
 pub use cache::OnceMap;
 pub use driver::{GraphDriver, OpKernels, SharedKernels, StreamDriver, Toolchain};
 pub use graphs::{Captured, LaunchNode, StreamGraphs};
@@ -47,6 +48,8 @@ pub use timing::EventTimer;
 
 #[cfg(test)]
 mod backend_tests;
+#[cfg(test)]
+mod node_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -21,6 +21,18 @@ pub struct EventTimer<D: GraphDriver> {
     done: Vec<(u64, D::Event, D::Event)>,
     /// Events to reuse, so steady tracing creates none.
     pool: Vec<D::Event>,
+    /// Node timing of bracketed replays, read and not yet taken: (tag,
+    /// each launch's start after the replay's start event and its length,
+    /// in ns).
+    nodes: Vec<(u64, Vec<(u64, u64)>)>,
+}
+
+/// The events a node-timed graph records: one before its first launch and
+/// one after each launch (event record nodes), and the tag of a traced
+/// replay of it that is not read yet.
+pub struct NodeEvents<E> {
+    pub events: Vec<E>,
+    pub unread: Option<u64>,
 }
 
 impl<D: GraphDriver> Default for EventTimer<D> {
@@ -31,6 +43,7 @@ impl<D: GraphDriver> Default for EventTimer<D> {
             open: None,
             done: Vec::new(),
             pool: Vec::new(),
+            nodes: Vec::new(),
         }
     }
 }
@@ -102,12 +115,42 @@ impl<D: GraphDriver> EventTimer<D> {
         Ok(())
     }
 
-    /// Spans of every bracketed piece of work, oldest first; waits for the
+    /// Whether timing is on.
+    pub fn is_on(&self) -> bool {
+        self.on
+    }
+
+    /// Read the node events of the replay tagged `tag` (its bracket is
+    /// among the ended ones) once they have completed: each launch's start
+    /// after the replay's start event, chained from launch to launch so the
+    /// spans tile in capture order, and its length. A replay whose bracket
+    /// is gone (timing switched off in between) is skipped.
+    pub fn read_nodes(&mut self, d: &D, tag: u64, events: &[D::Event]) -> Result<(), ErrorKind> {
+        let (Some(last), Some((_, start, _))) =
+            (events.last(), self.done.iter().find(|(t, _, _)| *t == tag))
+        else {
+            return Ok(());
+        };
+        d.wait_event(last)?;
+        let mut at = ms_to_ns(d.elapsed_ms(start, &events[0])?);
+        let mut launches = Vec::with_capacity(events.len().saturating_sub(1));
+        for pair in events.windows(2) {
+            let len = ms_to_ns(d.elapsed_ms(&pair[0], &pair[1])?);
+            launches.push((at, len));
+            at += len;
+        }
+        self.nodes.push((tag, launches));
+        Ok(())
+    }
+
+    /// Spans of every bracketed piece of work, oldest first, then the node
+    /// spans read of them ([`EventTimer::read_nodes`]); waits for the
     /// last end event. A span's start is `base → start` and its length is
     /// `start → end` (measured directly, so a long trace does not cost the
     /// span's own precision).
     pub fn take(&mut self, d: &D) -> Result<Vec<DeviceSpan>, ErrorKind> {
         let Some((_, _, last_end)) = self.done.last() else {
+            self.nodes.clear();
             return Ok(Vec::new());
         };
         d.wait_event(last_end)?;
@@ -125,11 +168,7 @@ impl<D: GraphDriver> EventTimer<D> {
                 match measured {
                     Ok((s, len)) => {
                         let start_ns = ms_to_ns(s);
-                        spans.push(DeviceSpan {
-                            tag,
-                            start_ns,
-                            end_ns: start_ns + ms_to_ns(len),
-                        });
+                        spans.push(DeviceSpan::whole(tag, start_ns, start_ns + ms_to_ns(len)));
                     }
                     Err(e) => result = Err(e),
                 }
@@ -137,7 +176,24 @@ impl<D: GraphDriver> EventTimer<D> {
             self.pool.push(start);
             self.pool.push(end);
         }
-        result.map(|()| spans)
+        let nodes = std::mem::take(&mut self.nodes);
+        result?;
+        let starts: std::collections::HashMap<u64, u64> =
+            spans.iter().map(|s| (s.tag, s.start_ns)).collect();
+        for (tag, launches) in nodes {
+            let Some(&start) = starts.get(&tag) else {
+                continue;
+            };
+            for (i, (off, len)) in launches.into_iter().enumerate() {
+                spans.push(DeviceSpan::node(
+                    tag,
+                    i as u32,
+                    start + off,
+                    start + off + len,
+                ));
+            }
+        }
+        Ok(spans)
     }
 
     /// Destroy every event (the backend's `Drop`, after the stream is idle).

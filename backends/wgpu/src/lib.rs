@@ -198,4 +198,7 @@ pub const REGISTRATION: seam::Registration =
         .with_capture(&[seam::CaptureKind::Emulated])
         .with_timing(seam::DeclaredTiming::Untimed(
             "wgpu's timestamp queries are not wired in: replays are timed on the host only",
+        ))
+        .with_node_timing(seam::DeclaredNodeTiming::Unavailable(
+            "wgpu's timestamp queries are not wired in: no device span inside a replay either",
         ));

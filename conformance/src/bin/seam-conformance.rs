@@ -214,10 +214,15 @@ fn main() -> ExitCode {
         }
         let spans: usize = traces.iter().map(|t| t.device_spans.len()).sum();
         let events: usize = traces.iter().map(|t| t.events.len()).sum();
+        let nodes: usize = traces.iter().map(|t| t.node_spans.len()).sum();
         println!(
-            "trace written to {} ({events} host events, {spans} device spans)",
+            "trace written to {} ({events} host events, {spans} device spans, {nodes} node spans)",
             path.display()
         );
+        let table = seam::trace::node_table(&traces, 5, 5);
+        if !table.is_empty() {
+            println!("the nodes that took the most device time (5 graphs, 5 nodes each):\n{table}");
+        }
     }
     if report.summary.ok() {
         ExitCode::SUCCESS

@@ -11,6 +11,7 @@ mod gemm_shapes;
 mod kernel_sources;
 mod kernels;
 mod lifetimes;
+mod node_spans;
 mod order;
 mod peers;
 mod prewarm;
@@ -63,6 +64,7 @@ pub static ALL: &[Case] = &[
     reporting::C10_EVERY_REPLAY_COUNTED,
     reporting::C10_COUNTS_ARE_PER_HANDLE,
     reporting::C10_DEVICE_SPANS_MATCH_REPLAYS,
+    node_spans::C10_NODE_SPANS_INSIDE_REPLAYS,
     peers::C10_REPLAY_EVENTS_NAME_THEIR_GRAPH,
     results::C11_EVERY_OP_AGREES_WITH_CPU,
     results::C11_KNOWN_VALUES,

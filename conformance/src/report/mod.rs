@@ -100,6 +100,11 @@ pub struct DeviceRecord {
     /// written before it was recorded, and for a device that failed to open.
     #[serde(default)]
     pub update_support: Option<seam::UpdateSupport>,
+    /// How the device times the launches inside a replay (C10); absent in
+    /// reports written before it was recorded, and for a device that
+    /// failed to open.
+    #[serde(default)]
+    pub node_timing: Option<seam::NodeTiming>,
     /// Why the device failed to open, when it did (its trials then fail).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_error: Option<String>,

@@ -6,7 +6,8 @@ use super::state::{Capture, ExecEntry, State};
 use super::Device;
 use crate::backend::CaptureSupport;
 use crate::error::{ErrorKind, Result};
-use crate::trace::EventKind;
+use crate::ops::OpCall;
+use crate::trace::{EventKind, NodeDesc};
 use std::collections::BTreeSet;
 
 /// The capture state machine's calls one at a time, for tests of a
@@ -77,6 +78,7 @@ impl Device {
             st.backend.begin_capture()?;
             st.capture = Some(Capture {
                 thread: me,
+                node_timed: st.node_timing,
                 uses: BTreeSet::new(),
                 recorded: Vec::new(),
             });
@@ -119,6 +121,7 @@ impl Device {
             if r.is_ok() {
                 let launches = cap.recorded.len();
                 st.current = Some(ExecEntry::new(None, cap));
+                st.trace.forget(None);
                 st.trace.record(|| EventKind::EndCapture { launches });
             }
             st.sweep();
@@ -183,6 +186,17 @@ impl Device {
                 });
             }
             let timed = st.trace.enabled();
+            let graph = match target {
+                GraphRef::Current => None,
+                GraphRef::Handle(id) => Some(id.n),
+            };
+            let entry = st.entry(target)?;
+            if timed && entry.node_timed {
+                // Names this replay's node spans (before its tag is taken).
+                let nodes: Vec<NodeDesc> =
+                    entry.recorded.iter().map(|r| describe(&r.call)).collect();
+                st.trace.describe(graph, || nodes);
+            }
             let tag = st.trace.next_seq();
             if timed {
                 st.backend.begin_timed(tag)?;
@@ -198,10 +212,6 @@ impl Device {
             .expect("checked above");
             let index = entry.replays;
             entry.replays += 1;
-            let graph = match target {
-                GraphRef::Current => None,
-                GraphRef::Handle(id) => Some(id.n),
-            };
             st.trace.record(|| EventKind::Replay { graph, index });
             Ok(())
         })
@@ -248,5 +258,22 @@ impl Device {
             g.released = true;
         }
         st.sweep();
+    }
+}
+
+/// A launch as its node spans name it.
+fn describe(call: &OpCall) -> NodeDesc {
+    let bindings = call
+        .buffers
+        .iter()
+        .map(|v| match (v.offset, v.len) {
+            (0, None) => format!("b{}", v.buffer.n),
+            (first, None) => format!("b{}[{first}..]", v.buffer.n),
+            (first, Some(len)) => format!("b{}[{first}..{}]", v.buffer.n, first + len),
+        })
+        .collect();
+    NodeDesc {
+        op: call.op.name().into(),
+        bindings,
     }
 }

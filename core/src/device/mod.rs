@@ -23,7 +23,7 @@ pub use capture::LowLevel;
 pub use handles::{Buffer, BufferId, CaptureScope, Graph, GraphId, GraphRef};
 pub use update::Change;
 
-use crate::backend::{Backend, CaptureSupport, DeviceInfo, ResourceCounts, Subnormals};
+use crate::backend::{Backend, CaptureSupport, DeviceInfo, NodeTiming, ResourceCounts, Subnormals};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, ErrorKind, Result, Site};
 use crate::ops::{OpCall, OpKind};
@@ -110,7 +110,7 @@ impl Device {
             device_name: info.name.clone(),
         });
         let state = State::new(backend, info.id().into());
-        Device {
+        let dev = Device {
             inner: Arc::new(Inner {
                 site,
                 info,
@@ -118,7 +118,12 @@ impl Device {
                 subnormals,
                 state: Mutex::new(state),
             }),
+        };
+        if std::env::var_os("SEAM_NODE_TIMING").is_some_and(|v| v == "1") {
+            // Where the device cannot time nodes, its traces say why.
+            let _ = dev.set_node_timing(true);
         }
+        dev
     }
 
     /// Who the device is: backend, index, name, driver.
@@ -510,6 +515,35 @@ impl Device {
         }
     }
 
+    /// How this device times the launches inside a replay (C10), as its
+    /// backend reports it.
+    pub fn node_timing(&self) -> NodeTiming {
+        self.state().backend.node_timing()
+    }
+
+    /// Turn node timing on or off (off by default; `SEAM_NODE_TIMING=1`
+    /// turns it on when the device opens). It applies to the graphs
+    /// captured from now on: each traced replay of one of them gets a
+    /// device span per launch (per piece where the device's node timing is
+    /// coarse), inside the replay's span, named by the launch's op
+    /// ([`TraceLog::node_spans`]). A graph keeps what it was captured
+    /// with, through updates. Refused with `Unavailable`, and the reason,
+    /// where the device cannot time nodes.
+    pub fn set_node_timing(&self, on: bool) -> Result<()> {
+        self.with("set_node_timing", |st| {
+            if let NodeTiming::Unavailable(reason) = st.backend.node_timing() {
+                if on {
+                    return Err(ErrorKind::Unavailable { reason });
+                }
+                st.node_timing = false;
+                return Ok(());
+            }
+            st.backend.set_node_timing(on)?;
+            st.node_timing = on;
+            Ok(())
+        })
+    }
+
     /// Take the host events and device spans recorded so far (the events
     /// are gone from the device afterwards), for inspection or export
     /// ([`crate::trace::chrome_trace`]). Waits for queued work so every
@@ -522,10 +556,17 @@ impl Device {
                 });
             }
             let timing = st.backend.device_timing();
-            let device_spans = if timing.is_ok() {
+            let (node_spans, device_spans) = if timing.is_ok() {
                 st.backend.take_device_spans()?
             } else {
                 Vec::new()
+            }
+            .into_iter()
+            .partition(|s| s.nodes.is_some());
+            let node_timing_unavailable = match (&timing, st.backend.node_timing()) {
+                (Err(why), _) => Some(why.clone()),
+                (Ok(()), NodeTiming::Unavailable(why)) => Some(why),
+                (Ok(()), _) => None,
             };
             Ok(TraceLog {
                 device: self.inner.info.id(),
@@ -534,6 +575,8 @@ impl Device {
                 events: st.trace.take(),
                 device_spans,
                 device_timing_unavailable: timing.err(),
+                node_spans,
+                node_timing_unavailable,
             })
         })
     }

@@ -52,6 +52,9 @@ pub(super) struct ExecEntry {
     pub(super) recorded: Vec<Recorded>,
     pub(super) replays: u64,
     pub(super) released: bool,
+    /// Captured (or last re-recorded) while node timing was on: its traced
+    /// replays have node spans, described by a `Nodes` event.
+    pub(super) node_timed: bool,
     /// Set when an update failed half-way and could not be undone: replays
     /// are refused (`GraphBroken`) until an update succeeds.
     pub(super) broken: Option<String>,
@@ -65,6 +68,7 @@ impl ExecEntry {
             recorded: cap.recorded,
             replays: 0,
             released: false,
+            node_timed: cap.node_timed,
             broken: None,
         }
     }
@@ -72,6 +76,8 @@ impl ExecEntry {
 
 pub(super) struct Capture {
     pub(super) thread: ThreadId,
+    /// Node timing was on when it began (the backend times its nodes).
+    pub(super) node_timed: bool,
     pub(super) uses: BTreeSet<BufferId>,
     pub(super) recorded: Vec<Recorded>,
 }
@@ -98,6 +104,9 @@ pub(super) struct State {
     /// Checked mode (`Device::set_checked`): each eager user-kernel launch
     /// is held to the extents its kernel declares.
     pub(super) checked: bool,
+    /// Node timing is on (`Device::set_node_timing`), for the graphs
+    /// captured from now on.
+    pub(super) node_timing: bool,
 }
 
 impl State {
@@ -158,6 +167,7 @@ impl State {
             trace: Trace::new(),
             kernels: Vec::new(),
             checked: false,
+            node_timing: false,
         }
     }
 

@@ -242,3 +242,125 @@ fn a_device_that_runs_no_wgsl_still_checks_it() {
         ErrorKind::KernelNotRegistered { .. }
     ));
 }
+
+/// Node timing on a device that cannot time nodes: turning it on is
+/// refused with the backend's reason (off is accepted), and its trace says
+/// why it has no node spans. Mutations: `set_node_timing` accepting `on`
+/// on an unavailable device, or the trace's reason dropped → red.
+#[test]
+fn node_timing_unavailable_is_refused_and_named() {
+    let d = device();
+    assert!(matches!(d.node_timing(), NodeTiming::Unavailable(_)));
+    let e = d.set_node_timing(true).unwrap_err();
+    match &e.kind {
+        ErrorKind::Unavailable { reason } => {
+            assert!(reason.contains("does not time the nodes"), "{reason}")
+        }
+        k => panic!("{k:?}"),
+    }
+    d.set_node_timing(false).unwrap();
+    d.set_tracing(true);
+    let log = d.take_trace_log("t").unwrap();
+    assert!(log.node_spans.is_empty());
+    assert!(log.node_timing_unavailable.is_some());
+}
+
+fn k_extents(_: &crate::Params, out: &mut [u64]) {
+    out.fill(4);
+}
+fn k_grid(_: &crate::Params) -> [u32; 3] {
+    [1, 1, 1]
+}
+fn k_cpu(_: &crate::Params, _: &mut [Vec<u8>]) {}
+
+/// A CPU-only user kernel named `name` (no WGSL to check).
+macro_rules! kernel {
+    ($name:literal) => {
+        crate::kernel::KernelDef {
+            name: $name,
+            bindings: &[crate::ops::Binding::fixed(
+                "y",
+                crate::ops::Access::Write,
+                DType::U32,
+            )],
+            reads: &[],
+            extents: k_extents,
+            workgroup_size: [64, 1, 1],
+            grid: k_grid,
+            check: None,
+            allows_aliasing: false,
+            tolerance: crate::Tolerance::BitExact,
+            wgsl: None,
+            cuda: None,
+            cpu: Some(k_cpu),
+            samples: &[],
+        }
+    };
+}
+static K1: crate::kernel::KernelDef = kernel!("k1");
+static K2: crate::kernel::KernelDef = kernel!("k2");
+static K1_AGAIN: crate::kernel::KernelDef = kernel!("k1");
+
+/// Kernels of different names register side by side, a second
+/// definition under a taken name is refused, and `prepare` takes a
+/// registered kernel and refuses one that is not. Mutations: the name
+/// check's `==` → `!=`, `prepare`'s `!registered` → `registered` → red.
+#[test]
+fn kernels_register_by_name_and_prepare_only_when_registered() {
+    let d = device();
+    let k2 = crate::kernel::Kernel::new(&K2);
+    let e = d.prepare(&[(OpKind::User(k2), DType::U32)]).unwrap_err();
+    assert!(
+        matches!(e.kind, ErrorKind::KernelNotRegistered { .. }),
+        "{e}"
+    );
+    d.register_kernel(&K1).unwrap();
+    d.register_kernel(&K2).unwrap();
+    d.register_kernel(&K1).unwrap();
+    d.prepare(&[(OpKind::User(k2), DType::U32)]).unwrap();
+    let e = d.register_kernel(&K1_AGAIN).unwrap_err();
+    match e.kind {
+        ErrorKind::BadKernel { reason, .. } => {
+            assert!(reason.contains("another kernel of that name"), "{reason}")
+        }
+        k => panic!("{k:?}"),
+    }
+}
+
+/// In checked mode a new buffer's guard is written with the canary (on
+/// the CPU its poison is the canary's byte, so only the call shows it);
+/// off, an allocation writes nothing. Mutations: `set_checked` → `()`,
+/// `guard > 0` → `guard < 0` in `Device::alloc` → red.
+#[test]
+fn checked_allocations_write_their_guard() {
+    let backend = null(CaptureSupport::Native);
+    let log = backend.log();
+    let d = Device::new(Box::new(backend));
+    let writes = || {
+        log.lock()
+            .unwrap()
+            .iter()
+            .filter(|c| **c == "write")
+            .count()
+    };
+    d.alloc(DType::U32, 4).unwrap();
+    assert_eq!(writes(), 0, "unchecked");
+    d.set_checked(true);
+    d.alloc(DType::U32, 4).unwrap();
+    assert_eq!(writes(), 1, "checked: the guard");
+}
+
+/// `write_bytes` writes whole elements of the buffer's type, up to its
+/// end. Mutation: `bytes.len() / size` → `*` (the element count) → red.
+#[test]
+fn write_bytes_counts_elements_of_the_buffers_type() {
+    let d = device();
+    let b = d.alloc(DType::U32, 4).unwrap();
+    d.write_bytes(b, 0, &[0u8; 16]).unwrap();
+    d.write_bytes(b, 3, &[0u8; 4]).unwrap();
+    assert!(d.write_bytes(b, 3, &[0u8; 8]).is_err());
+    // Ids number what the device made, in order. Mutation:
+    // `BufferId::number` → 1 → red.
+    let c = d.alloc(DType::U32, 4).unwrap();
+    assert_eq!(c.number(), b.number() + 1);
+}

@@ -470,6 +470,8 @@ fn apply(
         GraphRef::Current => None,
         GraphRef::Handle(id) => Some(id.n),
     };
+    // The same launch index names the same node, now with its new call.
+    st.trace.forget(graph);
     st.trace.record(|| EventKind::Update {
         graph,
         launches: count,
@@ -482,7 +484,24 @@ fn apply(
 /// Record the graph again from `launches` through the backend's capture
 /// calls and put the result in place of the old one (whose in-flight
 /// replays complete: C8). On an error the old graph is left as it was.
+/// The graph keeps the node timing it was captured with, whatever the
+/// device's is now.
 fn rerecord(
+    st: &mut State,
+    target: GraphRef,
+    launches: &[Launch],
+) -> std::result::Result<(), ErrorKind> {
+    let keep = st.entry(target)?.node_timed;
+    if keep == st.node_timing {
+        return record_again(st, target, launches);
+    }
+    st.backend.set_node_timing(keep)?;
+    let r = record_again(st, target, launches);
+    let back = st.backend.set_node_timing(st.node_timing);
+    r.and(back)
+}
+
+fn record_again(
     st: &mut State,
     target: GraphRef,
     launches: &[Launch],

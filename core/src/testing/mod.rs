@@ -292,4 +292,10 @@ impl<H: Hooks> Backend for Forward<H> {
     fn take_device_spans(&mut self) -> Result<Vec<crate::backend::DeviceSpan>, ErrorKind> {
         self.call("take_device_spans", |b| b.take_device_spans())
     }
+    fn node_timing(&self) -> crate::backend::NodeTiming {
+        self.inner.node_timing()
+    }
+    fn set_node_timing(&mut self, on: bool) -> Result<(), ErrorKind> {
+        self.call("set_node_timing", |b| b.set_node_timing(on))
+    }
 }

@@ -55,6 +55,7 @@ pub struct QueueBackend {
     info: DeviceInfo,
     support: CaptureSupport,
     timing: Result<(), String>,
+    node_timing: seam::NodeTiming,
     queue: Option<mpsc::Sender<Job>>,
     worker: Option<JoinHandle<()>>,
     deferred: Deferred,
@@ -78,6 +79,7 @@ impl QueueBackend {
         };
         let support = inner.capture_support();
         let timing = inner.device_timing();
+        let node_timing = inner.node_timing();
         let (queue, jobs) = mpsc::channel::<Job>();
         let worker = std::thread::Builder::new()
             .name(format!("seam-queue:{index}"))
@@ -96,6 +98,7 @@ impl QueueBackend {
             info,
             support,
             timing,
+            node_timing,
             queue: Some(queue),
             worker: Some(worker),
             deferred: Arc::default(),
@@ -261,6 +264,12 @@ impl Backend for QueueBackend {
     }
     fn take_device_spans(&mut self) -> Result<Vec<DeviceSpan>, ErrorKind> {
         self.call(|b| b.take_device_spans())
+    }
+    fn node_timing(&self) -> seam::NodeTiming {
+        self.node_timing.clone()
+    }
+    fn set_node_timing(&mut self, on: bool) -> Result<(), ErrorKind> {
+        self.call(move |b| b.set_node_timing(on))
     }
 }
 

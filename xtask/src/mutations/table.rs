@@ -18,8 +18,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c1_replay_reexecutes",
         file: CPU,
-        find: "        self.send(Command::RunGraph(graph))",
-        replace: "        static SEEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);\n        if SEEN.swap(true, std::sync::atomic::Ordering::SeqCst) {\n            return Ok(());\n        }\n        self.send(Command::RunGraph(graph))",
+        find: "        self.send(Command::RunGraph(graph.launches.clone(), nodes))",
+        replace: "        static SEEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);\n        if SEEN.swap(true, std::sync::atomic::Ordering::SeqCst) {\n            return Ok(());\n        }\n        self.send(Command::RunGraph(graph.launches.clone(), nodes))",
         what: "replay runs only the first time and serves that result afterwards (a snapshot)",
     },
     Mutation {
@@ -39,8 +39,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c1_dependent_chain_replays_in_order",
         file: CPU,
-        find: "Command::RunGraph(g) => g.iter().for_each(",
-        replace: "Command::RunGraph(g) => g.iter().rev().for_each(",
+        find: "Command::RunGraph(g, None) => g.iter().for_each(",
+        replace: "Command::RunGraph(g, None) => g.iter().rev().for_each(",
         what: "replay runs the recorded list in reverse",
     },
     Mutation {
@@ -60,22 +60,22 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c3_handles_do_not_alias",
         file: CPU,
-        find: "        let graph = self.graphs.target(target)?.clone();",
-        replace: "        let graph = match target {\n            ReplayTarget::Graph(_) => self.graphs.iter().last().map(|(_, g)| g.clone()).ok_or(ErrorKind::NoCurrentGraph)?,\n            t => self.graphs.target(t)?.clone(),\n        };",
+        find: "        let graph = self.graphs.target(target)?;\n        let nodes",
+        replace: "        let graph = match target {\n            ReplayTarget::Graph(_) => self.graphs.iter().last().map(|(_, g)| g).ok_or(ErrorKind::NoCurrentGraph)?,\n            t => self.graphs.target(t)?,\n        };\n        let nodes",
         what: "replaying a handle runs the graph in the last slot (the most recently ended one)",
     },
     Mutation {
         case: "c3_current_exec_and_handle_distinct",
         file: CPU,
-        find: "        Ok(self.graphs.insert(Arc::new(list)))",
-        replace: "        let list = Arc::new(list);\n        self.graphs.set_current(list.clone());\n        Ok(self.graphs.insert(list))",
+        find: "        Ok(self.graphs.insert(graph))",
+        replace: "        self.graphs.set_current(graph.clone());\n        Ok(self.graphs.insert(graph))",
         what: "end_capture_graph also replaces the current exec",
     },
     Mutation {
         case: "c3_new_current_exec_replaces_old",
         file: CPU,
-        find: "        self.graphs.set_current(Arc::new(list));",
-        replace: "        if self.graphs.target(ReplayTarget::Current).is_err() {\n            self.graphs.set_current(Arc::new(list));\n        }",
+        find: "        self.graphs.set_current(graph);\n        Ok(())",
+        replace: "        if self.graphs.target(ReplayTarget::Current).is_err() {\n            self.graphs.set_current(graph);\n        }\n        Ok(())",
         what: "end_capture keeps the first exec",
     },
     Mutation {
@@ -88,8 +88,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c4_decode_stack_eager_and_captured_identical",
         file: CPU,
-        find: "    fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {\n        let list = self.recording.take().ok_or(ErrorKind::NotCapturing)?;",
-        replace: "    fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {\n        let mut list = self.recording.take().ok_or(ErrorKind::NotCapturing)?;\n        list.pop();",
+        find: "        let graph = self.end_recording()?;\n        Ok(self.graphs.insert(graph))",
+        replace: "        let mut graph = self.end_recording()?;\n        Arc::make_mut(&mut graph.launches).pop();\n        Ok(self.graphs.insert(graph))",
         what: "the last recorded launch is dropped at end of capture",
     },
     Mutation {
@@ -124,7 +124,7 @@ pub const MUTATIONS: &[Mutation] = &[
         case: "c6_end_without_begin_refused",
         file: CAP,
         find: "            Some(_) => Ok(st.capture.take().expect(\"checked above\")),",
-        replace: "            Some(c) => Ok(Capture { thread: c.thread, uses: c.uses.clone(), recorded: c.recorded.clone() }),",
+        replace: "            Some(c) => Ok(Capture { thread: c.thread, node_timed: c.node_timed, uses: c.uses.clone(), recorded: c.recorded.clone() }),",
         what: "ending a capture does not close it in core",
     },
     Mutation {
@@ -165,8 +165,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c7_prepared_gemm_captures_and_replays",
         file: CPU,
-        find: "Command::RunGraph(g) => g.iter().for_each(",
-        replace: "Command::RunGraph(g) => g.iter().filter(|l| l.launch.op != OpKind::Gemm).for_each(",
+        find: "Command::RunGraph(g, None) => g.iter().for_each(",
+        replace: "Command::RunGraph(g, None) => g.iter().filter(|l| l.launch.op != OpKind::Gemm).for_each(",
         what: "replay skips GEMM launches",
     },
     Mutation {
@@ -179,15 +179,15 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c8_destroy_while_replay_in_flight",
         file: CPU,
-        find: "            Command::RunGraph(g) => g.iter().for_each(|l| run_caught(l, &mut sticky)),",
-        replace: "            Command::RunGraph(g) if Arc::strong_count(&g) > 1 => g.iter().for_each(|l| run_caught(l, &mut sticky)),\n            Command::RunGraph(_) => {}",
+        find: "            Command::RunGraph(g, None) => g.iter().for_each(|l| run_caught(l, &mut sticky)),",
+        replace: "            Command::RunGraph(g, None) if Arc::strong_count(&g) > 1 => g.iter().for_each(|l| run_caught(l, &mut sticky)),\n            Command::RunGraph(_, None) => {}",
         what: "queued replays of a destroyed graph are dropped",
     },
     Mutation {
         case: "c8_replace_current_exec_while_in_flight",
         file: CPU,
-        find: "            Command::RunGraph(g) => g.iter().for_each(|l| run_caught(l, &mut sticky)),",
-        replace: "            Command::RunGraph(g) if Arc::strong_count(&g) > 1 => g.iter().for_each(|l| run_caught(l, &mut sticky)),\n            Command::RunGraph(_) => {}",
+        find: "            Command::RunGraph(g, None) => g.iter().for_each(|l| run_caught(l, &mut sticky)),",
+        replace: "            Command::RunGraph(g, None) if Arc::strong_count(&g) > 1 => g.iter().for_each(|l| run_caught(l, &mut sticky)),\n            Command::RunGraph(_, None) => {}",
         what: "queued replays of a replaced exec are dropped",
     },
     Mutation {
@@ -200,7 +200,7 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c9_report_matches_behaviour",
         file: CPU,
-        find: "        self.recording = Some(Vec::new());\n        Ok(())",
+        find: "        self.recording = Some((Vec::new(), self.node_timing));\n        Ok(())",
         replace: "        Err(ErrorKind::driver(\"mutant\", \"begin refused\"))",
         what: "the CPU backend reports Native but refuses begin_capture",
     },
@@ -224,6 +224,27 @@ pub const MUTATIONS: &[Mutation] = &[
         find: "        Ok(spans)\n    }",
         replace: "        spans.pop();\n        Ok(spans)\n    }",
         what: "the CPU backend drops the last device span",
+    },
+    Mutation {
+        case: "c10_node_spans_inside_replays",
+        file: CPU,
+        find: "spans.push(Stamp::Node(DeviceSpan::node(tag, i as u32, start, end)));",
+        replace: "if i + 1 < g.len() {\n                        spans.push(Stamp::Node(DeviceSpan::node(tag, i as u32, start, end)));\n                    }",
+        what: "the CPU backend stamps every launch of a node-timed replay but the last",
+    },
+    Mutation {
+        case: "c10_node_spans_inside_replays",
+        file: CPU,
+        find: "let nodes = if graph.node_timed && self.timing {",
+        replace: "let nodes = if self.timing {",
+        what: "the CPU backend times the launches of graphs captured with node timing off",
+    },
+    Mutation {
+        case: "c10_node_spans_inside_replays",
+        file: UPDATE,
+        find: "    st.trace.forget(graph);\n",
+        replace: "",
+        what: "core keeps a graph's Nodes event after an update (stale bindings)",
     },
     Mutation {
         case: "c11_every_op_agrees_with_cpu",
@@ -291,8 +312,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c13_queued_replays_keep_old_bindings",
         file: CPU,
-        find: "        let mut list = Vec::clone(slot);",
-        replace: "        let Some(list) = Arc::get_mut(slot) else {\n            return Ok(());\n        };\n        let mut list = list.clone();",
+        find: "        let mut list = Vec::clone(&slot.launches);",
+        replace: "        let Some(list) = Arc::get_mut(&mut slot.launches) else {\n            return Ok(());\n        };\n        let mut list = list.clone();",
         what: "the CPU backend patches only a list no queued replay holds, and returns Ok otherwise (success with the stale launch)",
     },
     Mutation {
@@ -312,8 +333,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c13_rebinds_leave_resources_flat",
         file: CPU,
-        find: "        *slot = Arc::new(list);\n        Ok(())",
-        replace: "        *slot = Arc::new(list.clone());\n        self.graphs.insert(Arc::new(list));\n        Ok(())",
+        find: "        slot.launches = Arc::new(list);\n        Ok(())",
+        replace: "        slot.launches = Arc::new(list.clone());\n        self.graphs.insert(CpuGraph { launches: Arc::new(list), node_timed: false });\n        Ok(())",
         what: "the CPU backend's in-place update leaves a copy of the graph behind every time",
     },
     Mutation {
@@ -325,8 +346,8 @@ pub const MUTATIONS: &[Mutation] = &[
     },    Mutation {
         case: "c2_eager_work_and_replays_keep_stream_order",
         file: CPU,
-        find: "        self.send(Command::RunGraph(graph))\n",
-        replace: "        let mut sticky = None;\n        graph.iter().for_each(|l| run(l, &mut sticky));\n        Ok(())\n",
+        find: "        self.send(Command::RunGraph(graph.launches.clone(), nodes))\n",
+        replace: "        let mut sticky = None;\n        graph.launches.iter().for_each(|l| run(l, &mut sticky));\n        let _ = nodes;\n        Ok(())\n",
         what: "the CPU backend runs a replay at once on the calling thread, ahead of queued eager work and host writes",
     },
     Mutation {
@@ -339,8 +360,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c3_handle_keeps_its_work_across_later_ends",
         file: CPU,
-        find: "        self.graphs.set_current(Arc::new(list));",
-        replace: "        let list = Arc::new(list);\n        let newest = self\n            .graphs\n            .iter()\n            .filter_map(|(t, _)| match t {\n                ReplayTarget::Graph(h) => Some(h),\n                _ => None,\n            })\n            .last();\n        if let Some(h) = newest {\n            *self.graphs.target_mut(ReplayTarget::Graph(h)).unwrap() = list.clone();\n        }\n        self.graphs.set_current(list);",
+        find: "        self.graphs.set_current(graph);\n",
+        replace: "        let newest = self\n            .graphs\n            .iter()\n            .filter_map(|(t, _)| match t {\n                ReplayTarget::Graph(h) => Some(h),\n                _ => None,\n            })\n            .last();\n        if let Some(h) = newest {\n            *self.graphs.target_mut(ReplayTarget::Graph(h)).unwrap() = graph.clone();\n        }\n        self.graphs.set_current(graph);\n",
         what: "end_capture also overwrites the newest handle's graph (one shared slot)",
     },
     Mutation {
@@ -360,8 +381,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c6_empty_capture_is_a_replayable_no_op",
         file: CPU,
-        find: "    fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {\n        let list = self.recording.take().ok_or(ErrorKind::NotCapturing)?;\n",
-        replace: "    fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {\n        let list = self.recording.take().ok_or(ErrorKind::NotCapturing)?;\n        if list.is_empty() {\n            return Err(ErrorKind::driver(\"instantiate\", \"an empty graph\"));\n        }\n",
+        find: "    fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {\n        let graph = self.end_recording()?;\n",
+        replace: "    fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {\n        let graph = self.end_recording()?;\n        if graph.launches.is_empty() {\n            return Err(ErrorKind::driver(\"instantiate\", \"an empty graph\"));\n        }\n",
         what: "the CPU backend refuses to end an empty capture into a handle",
     },
     Mutation {
@@ -374,15 +395,15 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c6_two_devices_capture_concurrently",
         file: CPU,
-        find: "        self.recording = Some(Vec::new());\n        Ok(())",
-        replace: "        static OWNER: Mutex<Option<std::thread::ThreadId>> = Mutex::new(None);\n        let me = std::thread::current().id();\n        let mut owner = OWNER.lock().unwrap_or_else(|p| p.into_inner());\n        if owner.is_some_and(|t| t != me) {\n            return Err(ErrorKind::driver(\"begin_capture\", \"another thread's capture is open (global capture mode)\"));\n        }\n        *owner = Some(me);\n        self.recording = Some(Vec::new());\n        Ok(())",
+        find: "        self.recording = Some((Vec::new(), self.node_timing));\n        Ok(())",
+        replace: "        static OWNER: Mutex<Option<std::thread::ThreadId>> = Mutex::new(None);\n        let me = std::thread::current().id();\n        let mut owner = OWNER.lock().unwrap_or_else(|p| p.into_inner());\n        if owner.is_some_and(|t| t != me) {\n            return Err(ErrorKind::driver(\"begin_capture\", \"another thread's capture is open (global capture mode)\"));\n        }\n        *owner = Some(me);\n        self.recording = Some((Vec::new(), self.node_timing));\n        Ok(())",
         what: "a capture from a second thread is refused process-wide (a global capture mode)",
     },
     Mutation {
         case: "c7_eager_gemm_between_replays",
         file: CPU,
         find: "            None => self.send(Command::Run(Box::new(bound))),",
-        replace: "            None => {\n                if bound.launch.op == OpKind::Gemm {\n                    let held: Vec<RawGraph> = self\n                        .graphs\n                        .iter()\n                        .filter_map(|(t, g)| match t {\n                            ReplayTarget::Graph(h) if g.iter().any(|l| l.launch.op == OpKind::Gemm) => Some(h),\n                            _ => None,\n                        })\n                        .collect();\n                    for h in held {\n                        *self.graphs.target_mut(ReplayTarget::Graph(h)).unwrap() = Arc::new(vec![bound.clone()]);\n                    }\n                }\n                self.send(Command::Run(Box::new(bound)))\n            }",
+        replace: "            None => {\n                if bound.launch.op == OpKind::Gemm {\n                    let held: Vec<RawGraph> = self\n                        .graphs\n                        .iter()\n                        .filter_map(|(t, g)| match t {\n                            ReplayTarget::Graph(h) if g.launches.iter().any(|l| l.launch.op == OpKind::Gemm) => Some(h),\n                            _ => None,\n                        })\n                        .collect();\n                    for h in held {\n                        self.graphs.target_mut(ReplayTarget::Graph(h)).unwrap().launches = Arc::new(vec![bound.clone()]);\n                    }\n                }\n                self.send(Command::Run(Box::new(bound)))\n            }",
         what: "an eager GEMM replaces the GEMM of every live graph (a plan cache keyed by op)",
     },
     Mutation {
@@ -451,22 +472,22 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c1_user_kernel_replay_reexecutes",
         file: CPU,
-        find: "            Command::RunGraph(g) => g.iter().for_each(|l| run_caught(l, &mut sticky)),",
-        replace: "            Command::RunGraph(g) => g\n                .iter()\n                .filter(|l| l.launch.op.user().is_none())\n                .for_each(|l| run_caught(l, &mut sticky)),",
+        find: "            Command::RunGraph(g, None) => g.iter().for_each(|l| run_caught(l, &mut sticky)),",
+        replace: "            Command::RunGraph(g, None) => g\n                .iter()\n                .filter(|l| l.launch.op.user().is_none())\n                .for_each(|l| run_caught(l, &mut sticky)),",
         what: "the CPU replay skips user-kernel launches",
     },
     Mutation {
         case: "c2_user_kernel_keeps_stream_order",
         file: CPU,
-        find: "            Command::RunGraph(g) => g.iter().for_each(|l| run_caught(l, &mut sticky)),",
-        replace: "            Command::RunGraph(g) => g\n                .iter()\n                .filter(|l| l.launch.op.user().is_none())\n                .for_each(|l| run_caught(l, &mut sticky)),",
+        find: "            Command::RunGraph(g, None) => g.iter().for_each(|l| run_caught(l, &mut sticky)),",
+        replace: "            Command::RunGraph(g, None) => g\n                .iter()\n                .filter(|l| l.launch.op.user().is_none())\n                .for_each(|l| run_caught(l, &mut sticky)),",
         what: "the CPU replay skips user-kernel launches",
     },
     Mutation {
         case: "c4_user_kernel_eager_and_captured_identical",
         file: CPU,
-        find: "            Command::RunGraph(g) => g.iter().for_each(|l| run_caught(l, &mut sticky)),",
-        replace: "            Command::RunGraph(g) => g\n                .iter()\n                .filter(|l| l.launch.op.user().is_none())\n                .for_each(|l| run_caught(l, &mut sticky)),",
+        find: "            Command::RunGraph(g, None) => g.iter().for_each(|l| run_caught(l, &mut sticky)),",
+        replace: "            Command::RunGraph(g, None) => g\n                .iter()\n                .filter(|l| l.launch.op.user().is_none())\n                .for_each(|l| run_caught(l, &mut sticky)),",
         what: "the CPU replay skips user-kernel launches",
     },
     Mutation {

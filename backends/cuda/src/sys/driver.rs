@@ -662,6 +662,21 @@ impl GraphDriver for Stream {
         })
     }
 
+    fn node_events_available(&self) -> Result<(), String> {
+        events()
+    }
+
+    fn record_event_in_capture(&self, event: &Event) -> Result<(), ErrorKind> {
+        let external = cu::CUevent_record_flags_enum::CU_EVENT_RECORD_EXTERNAL as u32;
+        // SAFETY: event and stream are live (borrowed); the symbol is
+        // present (`events` probes it before any event is made); with
+        // CU_EVENT_RECORD_EXTERNAL on a capturing stream the driver adds an
+        // event record node to the graph instead of recording now.
+        check("cuEventRecordWithFlags", unsafe {
+            cu::cuEventRecordWithFlags(event.0, self.raw, external)
+        })
+    }
+
     fn wait_event(&self, event: &Event) -> Result<(), ErrorKind> {
         // SAFETY: the event is live (borrowed).
         check("cuEventSynchronize", unsafe {

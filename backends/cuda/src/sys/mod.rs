@@ -85,6 +85,7 @@ const DRIVER_SYMBOLS: &[&str] = &[
 const EVENT_SYMBOLS: &[&str] = &[
     "cuEventCreate",
     "cuEventRecord",
+    "cuEventRecordWithFlags",
     "cuEventSynchronize",
     "cuEventElapsedTime_v2",
     "cuEventDestroy_v2",

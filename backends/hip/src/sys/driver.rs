@@ -545,6 +545,10 @@ impl GraphDriver for Stream {
         Ok(Event(e))
     }
 
+    fn node_events_available(&self) -> Result<(), String> {
+        Err(super::NO_NODE_EVENTS.into())
+    }
+
     fn record_event(&self, event: &Event) -> Result<(), ErrorKind> {
         // SAFETY: event and stream are live (borrowed).
         check("hipEventRecord", unsafe {

@@ -5,6 +5,7 @@
 //! what it no longer needs: a freed buffer, a destroyed graph (C8), a
 //! replaced current exec.
 
+mod nodes;
 mod staging;
 #[cfg(test)]
 mod tests;
@@ -16,8 +17,8 @@ use crate::sys::{self, Buffer, CommandBuffer, Gpu, Instance, Pipeline, Validatio
 use ash::vk;
 use seam::table::{Buffers, Graphs};
 use seam::{
-    Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, Launch, OpKind, RawBuffer,
-    RawGraph, ReplayTarget, ResourceCounts, UpdateSupport,
+    Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, Launch, NodeTiming, OpKind,
+    RawBuffer, RawGraph, ReplayTarget, ResourceCounts, UpdateSupport,
 };
 use std::collections::{HashMap, VecDeque};
 use std::ffi::CString;
@@ -42,8 +43,14 @@ pub struct VulkanBackend {
     /// Submitted eager batches, oldest first, recorded again once completed.
     batches: VecDeque<CommandBuffer>,
     capture: Option<CommandBuffer>,
-    /// The current graph's command buffer and each handle's.
-    graphs: Graphs<CommandBuffer>,
+    /// The open capture's timestamps, where it is node-timed (`nodes.rs`).
+    capture_nodes: Option<nodes::NodeStamps>,
+    /// The current graph and each handle's.
+    graphs: Graphs<nodes::VkGraph>,
+    /// Captures from now on are node-timed.
+    node_timing: bool,
+    /// The tag of the open timed bracket (`begin_timed` .. `end_timed`).
+    bracket: Option<u64>,
     /// Timestamp queries for device timing (see `timing.rs`).
     timing: timing::Timing,
     /// `SEAM_VULKAN_VALIDATION`: validation messages fail the call that
@@ -97,7 +104,10 @@ impl VulkanBackend {
             eager: None,
             batches: VecDeque::new(),
             capture: None,
+            capture_nodes: None,
             graphs: Graphs::new(),
+            node_timing: false,
+            bracket: None,
             timing: timing::Timing::default(),
             validation: Validation::from_env(),
             raised: Vec::new(),
@@ -409,6 +419,7 @@ impl Backend for VulkanBackend {
             crate::stack::with_slice(launch.buffers.len().min(sig.len()), binding, |bindings| {
                 rec.dispatch(&pipeline, bindings, &params, groups)
             })?;
+            b.node_stamp()?;
             if b.capture.is_none() && rec_full(b.eager.as_ref()) {
                 b.flush()?;
             }
@@ -437,7 +448,7 @@ impl Backend for VulkanBackend {
             let mut cmd = b.gpu.command_buffer()?;
             cmd.begin(true)?;
             b.capture = Some(cmd);
-            Ok(())
+            b.begin_node_stamps()
         })
     }
 
@@ -445,7 +456,9 @@ impl Backend for VulkanBackend {
         self.validated("end_capture_into_current", |b| {
             let exec = b.finish_capture()?;
             // A replay of the old exec may be in flight: it holds the exec.
-            b.graphs.set_current(exec);
+            if let Some(old) = b.graphs.set_current(exec) {
+                b.retire(old);
+            }
             Ok(())
         })
     }
@@ -462,7 +475,9 @@ impl Backend for VulkanBackend {
             b.graphs.target(target)?;
             // Launches queued before the replay run before it.
             b.flush()?;
-            b.gpu.submit(b.graphs.target(target)?).map(drop)
+            b.before_node_replay(target)?;
+            b.gpu.submit(&b.graphs.target(target)?.cmd)?;
+            b.after_node_replay(target)
         })
     }
 
@@ -470,7 +485,8 @@ impl Backend for VulkanBackend {
         self.validated("destroy_graph", |b| {
             // C8: a replay may be in flight; it holds the command buffer, which
             // is freed once that submission has completed, never while pending.
-            b.graphs.remove(graph)?;
+            let old = b.graphs.remove(graph)?;
+            b.retire(old);
             b.gpu.poll()
         })
     }
@@ -478,6 +494,7 @@ impl Backend for VulkanBackend {
     fn abort_capture(&mut self) -> Result<(), ErrorKind> {
         self.validated("abort_capture", |b| {
             // A command buffer in the recording state was never submitted.
+            b.capture_nodes = None;
             b.capture.take().map(drop).ok_or(ErrorKind::NotCapturing)
         })
     }
@@ -511,23 +528,43 @@ impl Backend for VulkanBackend {
     }
 
     fn begin_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
-        self.validated("begin_timed", |b| b.mark(tag, true))
+        self.validated("begin_timed", |b| {
+            b.mark(tag, true)?;
+            b.bracket = Some(tag);
+            Ok(())
+        })
     }
 
     fn end_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
-        self.validated("end_timed", |b| b.mark(tag, false))
+        self.validated("end_timed", |b| {
+            b.bracket = None;
+            b.mark(tag, false)
+        })
     }
 
     fn take_device_spans(&mut self) -> Result<Vec<DeviceSpan>, ErrorKind> {
         self.validated("take_device_spans", |b| b.take_spans())
     }
+
+    /// Timestamps between the dispatches of a node-timed graph (`nodes.rs`).
+    fn node_timing(&self) -> NodeTiming {
+        match self.timing_support() {
+            Ok(()) => NodeTiming::Native,
+            Err(why) => NodeTiming::Unavailable(why),
+        }
+    }
+
+    fn set_node_timing(&mut self, on: bool) -> Result<(), ErrorKind> {
+        self.validated("set_node_timing", |b| b.set_node_timing_on(on))
+    }
 }
 
 impl VulkanBackend {
-    fn finish_capture(&mut self) -> Result<CommandBuffer, ErrorKind> {
+    fn finish_capture(&mut self) -> Result<nodes::VkGraph, ErrorKind> {
         let mut rec = self.capture.take().ok_or(ErrorKind::NotCapturing)?;
+        let nodes = self.capture_nodes.take();
         rec.end()?;
-        Ok(rec)
+        Ok(nodes::VkGraph { cmd: rec, nodes })
     }
 }
 

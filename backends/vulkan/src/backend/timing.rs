@@ -44,6 +44,43 @@ pub(super) struct Timing {
     submitted: usize,
     /// Pools whose reset is recorded in the open eager batch.
     reset_in_batch: Vec<usize>,
+    /// Node spans read from graphs' stamps, not yet taken (`nodes.rs`).
+    pub(super) node_spans: Vec<DeviceSpan>,
+    /// Stamps of graphs gone from the table with a replay still unread.
+    pub(super) retired: Vec<super::nodes::NodeStamps>,
+}
+
+impl Timing {
+    /// Whether device timing is on.
+    pub(super) fn on(&self) -> bool {
+        self.on
+    }
+}
+
+/// The device's timestamp counter: its valid bits and tick length.
+#[derive(Clone, Copy)]
+pub(super) struct Clock {
+    mask: u64,
+    period: f64,
+}
+
+impl Clock {
+    /// Ticks as nanoseconds.
+    fn ns(self, t: u64) -> u64 {
+        if self.period == 1.0 {
+            t
+        } else {
+            (t as f64 * self.period) as u64
+        }
+    }
+
+    /// The start (ns) and length (ns) of the stretch between two stamps; the
+    /// counter may wrap at its valid bits between them.
+    pub(super) fn span(self, start: u64, end: u64) -> (u64, u64) {
+        let start = start & self.mask;
+        let ticks = (end & self.mask).wrapping_sub(start) & self.mask;
+        (self.ns(start), self.ns(ticks))
+    }
 }
 
 impl VulkanBackend {
@@ -134,8 +171,19 @@ impl VulkanBackend {
         t.reset_in_batch.clear();
     }
 
-    /// Wait for every marker, read them and pair them into spans.
+    /// Wait for every marker and node stamp, read them: the replays' and
+    /// eager launches' spans, then the node spans (`nodes.rs`).
     pub(super) fn take_spans(&mut self) -> Result<Vec<DeviceSpan>, ErrorKind> {
+        let mut spans = self.take_marker_spans()?;
+        if self.has_unread_nodes() {
+            self.wait_all()?;
+            spans.extend(self.take_node_spans()?);
+        }
+        Ok(spans)
+    }
+
+    /// Wait for every marker, read them and pair them into spans.
+    fn take_marker_spans(&mut self) -> Result<Vec<DeviceSpan>, ErrorKind> {
         if self.timing.marks.is_empty() && (self.timing.on || self.timing.pools.is_empty()) {
             return Ok(Vec::new());
         }
@@ -162,36 +210,33 @@ impl VulkanBackend {
         Ok(self.spans(&marks, &ticks))
     }
 
-    fn spans(&self, marks: &[(u64, bool)], ticks: &[u64]) -> Vec<DeviceSpan> {
+    /// The device's timestamp counter.
+    pub(super) fn clock(&self) -> Clock {
         let bits = self.gpu.adapter().timestamp_valid_bits;
-        let mask = if bits >= 64 {
-            u64::MAX
-        } else {
-            (1u64 << bits) - 1
-        };
-        let period = f64::from(self.gpu.adapter().timestamp_period);
-        let ns = |t: u64| -> u64 {
-            if period == 1.0 {
-                t
+        Clock {
+            mask: if bits >= 64 {
+                u64::MAX
             } else {
-                (t as f64 * period) as u64
-            }
-        };
+                (1u64 << bits) - 1
+            },
+            period: f64::from(self.gpu.adapter().timestamp_period),
+        }
+    }
+
+    fn spans(&self, marks: &[(u64, bool)], ticks: &[u64]) -> Vec<DeviceSpan> {
+        let clock = self.clock();
         let mut open = HashMap::new();
         let mut spans = Vec::with_capacity(marks.len() / 2);
         for (&(tag, begin), &t) in marks.iter().zip(ticks) {
-            let t = t & mask;
             if begin {
                 open.insert(tag, t);
             } else if let Some(start) = open.remove(&tag) {
-                // The counter may wrap at `bits` between the two markers.
-                let ticks = t.wrapping_sub(start) & mask;
-                let start_ns = ns(start);
-                spans.push(DeviceSpan {
+                let (start_ns, len) = clock.span(start, t);
+                spans.push(DeviceSpan::whole(
                     tag,
                     start_ns,
-                    end_ns: start_ns.saturating_add(ns(ticks)),
-                });
+                    start_ns.saturating_add(len),
+                ));
             }
         }
         spans

@@ -75,7 +75,7 @@ impl VulkanBackend {
             });
             from += n;
         }
-        let exec = graphs.target_mut(target)?;
+        let exec = &mut graphs.target_mut(target)?.cmd;
         let checked = exec.check_update(&updates)?;
         // Replays queued before the update run as recorded: the sets (and
         // the commands) change only once none of them is pending.

@@ -28,10 +28,20 @@ pub(super) enum QueryOp {
     Write(u32),
 }
 
+/// A query command as recorded: its op, and a write's pipeline stage.
+#[derive(Clone, Copy, Debug)]
+struct QueryCmd {
+    op: QueryOp,
+    stage: vk::PipelineStageFlags,
+}
+
 /// A command of a reusable command buffer, in record order.
 enum Recorded {
     Barrier,
     Dispatch(Dispatch),
+    /// A query reset or timestamp write (node timing): no memory access,
+    /// recorded again as it was.
+    Query(QueryPool, QueryCmd),
     /// A command the rebind does not know how to patch (a copy).
     Other,
 }

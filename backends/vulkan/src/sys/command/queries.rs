@@ -22,15 +22,15 @@ impl CommandBuffer {
         {
             return Err(ErrorKind::driver(CALL, "query range outside the pool"));
         }
-        // SAFETY: recording, outside a render pass; the pool is live (held
-        // below) and the range inside it.
-        unsafe {
-            inner
-                .shared
-                .device
-                .cmd_reset_query_pool(inner.cmd, pool.0.pool, first, count)
+        let cmd = QueryCmd {
+            op: QueryOp::Reset { first, count },
+            stage: vk::PipelineStageFlags::empty(),
         };
-        inner.query_op(pool, QueryOp::Reset { first, count });
+        inner.cmd_query(pool, cmd);
+        inner.query_op(pool, cmd.op);
+        if inner.reusable {
+            inner.log.push(Recorded::Query(pool.clone(), cmd));
+        }
         Ok(())
     }
 
@@ -58,17 +58,15 @@ impl CommandBuffer {
         if query >= pool.0.count {
             return Err(ErrorKind::driver(CALL, "query outside the pool"));
         }
-        // SAFETY: recording on a queue family with timestampValidBits > 0
-        // (checked); the pool is a live timestamp pool (held below), the
-        // query inside it; that it was reset and not written since is
-        // checked in queue order when the command buffer is submitted.
-        unsafe {
-            inner
-                .shared
-                .device
-                .cmd_write_timestamp(inner.cmd, stage, pool.0.pool, query)
+        let cmd = QueryCmd {
+            op: QueryOp::Write(query),
+            stage,
         };
-        inner.query_op(pool, QueryOp::Write(query));
+        inner.cmd_query(pool, cmd);
+        inner.query_op(pool, cmd.op);
+        if inner.reusable {
+            inner.log.push(Recorded::Query(pool.clone(), cmd));
+        }
         Ok(())
     }
 
@@ -76,6 +74,30 @@ impl CommandBuffer {
 }
 
 impl Inner {
+    /// Record one query command (checked by its caller, or logged after
+    /// those checks and recorded again by `rerecord`).
+    pub(super) fn cmd_query(&self, pool: &QueryPool, cmd: QueryCmd) {
+        debug_assert_eq!(self.state, State::Recording);
+        let d = &self.shared.device;
+        match cmd.op {
+            // SAFETY: recording, outside a render pass; the pool is a live
+            // pool of this device (held by `queries`, and by the log entry
+            // of a reusable buffer) and the range inside it (checked by
+            // `reset_queries`).
+            QueryOp::Reset { first, count } => unsafe {
+                d.cmd_reset_query_pool(self.cmd, pool.0.pool, first, count)
+            },
+            // SAFETY: recording on a queue family with timestampValidBits >
+            // 0; the pool is a live timestamp pool of this device, the query
+            // inside it (both checked by `write_timestamp`); that it was
+            // reset and not written since is checked in queue order when
+            // the command buffer is submitted.
+            QueryOp::Write(query) => unsafe {
+                d.cmd_write_timestamp(self.cmd, cmd.stage, pool.0.pool, query)
+            },
+        }
+    }
+
     fn query_op(&mut self, pool: &QueryPool, op: QueryOp) {
         match self
             .queries

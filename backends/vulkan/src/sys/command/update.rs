@@ -280,6 +280,7 @@ impl Inner {
             match r {
                 Recorded::Barrier => self.cmd_barrier(),
                 Recorded::Dispatch(d) => self.cmd_dispatch(d),
+                Recorded::Query(pool, cmd) => self.cmd_query(pool, *cmd),
                 Recorded::Other => {
                     return Err(ErrorKind::driver(
                         "vkBeginCommandBuffer",
@@ -298,10 +299,9 @@ impl Inner {
         if !self.reusable || self.state != State::Executable {
             return refuse("only an ended graph command buffer is updated".into());
         }
-        if self.logged_other || !self.queries.is_empty() {
+        if self.logged_other {
             return refuse(
-                "the command buffer records a copy or a query, which an update does not patch"
-                    .into(),
+                "the command buffer records a copy, which an update does not patch".into(),
             );
         }
         let adapter = &self.shared.adapter;
@@ -375,7 +375,11 @@ impl Inner {
             .iter()
             .position(barrier)
             .map_or(self.log.len(), |e| at + 1 + e);
-        if start > 0 && end == start + 1 {
+        let dispatches = self.log[start..end]
+            .iter()
+            .filter(|r| matches!(r, Recorded::Dispatch(_)))
+            .count();
+        if start > 0 && dispatches == 1 {
             // One dispatch right after a barrier, as every launch of a graph
             // is (`VulkanBackend::launch` records a barrier before each
             // dispatch): `Audit::barrier` leaves no access since the barrier
@@ -388,11 +392,15 @@ impl Inner {
         let first = self.dispatch_at.partition_point(|&p| p < start);
         let mut audit = Audit::resume(start > 0, first);
         let mut next = changes.iter().peekable();
-        for (n, r) in (first..).zip(&self.log[start..end]) {
-            let Recorded::Dispatch(d) = r else {
-                // No barrier in the stretch; a copy is refused before.
-                return Err(ErrorKind::driver(CALL, "a copy in the command buffer"));
-            };
+        let in_stretch = self.log[start..end].iter().filter_map(|r| match r {
+            Recorded::Dispatch(d) => Some(Ok(d)),
+            // Timestamps access no memory.
+            Recorded::Query(..) => None,
+            // No barrier in the stretch; a copy is refused before.
+            _ => Some(Err(ErrorKind::driver(CALL, "a copy in the command buffer"))),
+        });
+        for (n, d) in (first..).zip(in_stretch) {
+            let d = d?;
             let raw = |b: &Buffer| vk::Handle::as_raw(b.handle());
             let checked = match next.next_if(|c| c.index == n) {
                 Some(c) => {

@@ -1,0 +1,295 @@
+//! C10 inside every replay: a device span for each launch of a traced
+//! replay of a graph captured with node timing on.
+
+use crate::{check, check_eq, Case, CaseResult, Ctx, Rule, Tag, ONCE};
+use seam::{
+    ops, Change, DeclaredNodeTiming, DeviceSpan, EventKind, NodeDesc, NodeTiming, TraceLog,
+};
+use std::collections::HashMap;
+
+/// The graph's launches: a chain in which each reads what the one before
+/// wrote, so their spans must follow capture order.
+const CHAIN: &[&str] = &["add", "mul", "copy", "add", "silu"];
+const N: usize = 64;
+const REPLAYS: usize = 3;
+
+/// With node timing on, each traced replay of a graph of 5 dependent
+/// launches has, on a device declaring native node timing, exactly 5 node
+/// spans tagged with that replay's event, launch indices 0..5 once each,
+/// inside the replay's own span, each ending no earlier than it starts and
+/// starting no earlier than the launch before it ended; where it declares
+/// coarse node timing, spans covering 0..5 in contiguous pieces. A `Nodes`
+/// event names each launch by its op and bindings, the same on every
+/// backend. A graph captured with node timing off, and eager launches, get
+/// none. After a rebind (C13) the same launch indices name the same nodes,
+/// with the new binding. The Chrome export has one `node` slice per node
+/// span, named by its op. A device declaring node timing unavailable
+/// refuses `set_node_timing(true)` with the reason and records no node
+/// spans. What the device reports must be what its registration declares.
+///
+/// Mutations: make the CPU backend stamp every launch but the last of a
+/// node-timed replay → red; make it time graphs captured with node timing
+/// off → red; make core keep a graph's `Nodes` event after an update
+/// (skip `trace.forget`) → red (stale bindings).
+pub const C10_NODE_SPANS_INSIDE_REPLAYS: Case = Case {
+    name: "c10_node_spans_inside_replays",
+    rule: Rule::C10,
+    tags: &[Tag::NeedsCapture],
+    modes: ONCE,
+    body: node_spans,
+};
+
+fn node_spans(cx: &Ctx) -> CaseResult {
+    let d = &cx.dev;
+    let reg = cx.registration;
+    let reported = d.node_timing();
+    check!(
+        reg.node_timing.matches(&reported),
+        "{} declares node timing `{}` but the device reports {reported:?}: change the \
+         registration (`Registration::with_node_timing`) or the backend's `node_timing`",
+        reg.name,
+        reg.node_timing.name()
+    );
+    let one = d.buffer_from(&[1.0f32; N])?;
+    let two = d.buffer_from(&[2.0f32; N])?;
+    let x = d.buffer_from(&[0.0f32; N])?;
+    let y = d.buffer_from(&[0.0f32; N])?;
+    let chain = |d: &seam::Device| -> seam::Result<()> {
+        d.launch(&ops::add(one.id(), x.id(), y.id(), N as u32))?;
+        d.launch(&ops::mul(y.id(), one.id(), x.id(), N as u32))?;
+        d.launch(&ops::copy(x.id(), y.id(), N as u32))?;
+        d.launch(&ops::add(y.id(), one.id(), x.id(), N as u32))?;
+        d.launch(&ops::silu(x.id(), y.id(), N as u32))
+    };
+    if let NodeTiming::Unavailable(reason) = &reported {
+        check!(!reason.is_empty(), "unavailable node timing must say why");
+        check!(
+            d.set_node_timing(true).is_err(),
+            "set_node_timing(true) succeeded on a device whose node timing is unavailable"
+        );
+        let s = d.capture()?;
+        chain(d)?;
+        let g = s.end_graph()?;
+        d.set_tracing(true);
+        g.replay()?;
+        d.set_tracing(false);
+        let log = d.take_trace_log("c10 nodes")?;
+        check!(
+            log.node_spans.is_empty(),
+            "a device without node timing recorded node spans"
+        );
+        check!(
+            log.node_timing_unavailable.is_some(),
+            "the trace does not say why it has no node spans"
+        );
+        return Ok(());
+    }
+    d.set_node_timing(true)?;
+    let s = d.capture()?;
+    chain(d)?;
+    let timed = s.end_graph()?;
+    d.set_node_timing(false)?;
+    let s = d.capture()?;
+    chain(d)?;
+    let untimed = s.end_graph()?;
+
+    d.set_tracing(true);
+    for _ in 0..REPLAYS {
+        timed.replay()?;
+    }
+    untimed.replay()?;
+    d.launch(&ops::add(one.id(), x.id(), x.id(), N as u32))?;
+    d.update(
+        &timed,
+        &[Change::Rebind {
+            old: one.id(),
+            new: two.id(),
+        }],
+    )?;
+    timed.replay()?;
+    d.set_tracing(false);
+    let log = d.take_trace_log("c10 nodes")?;
+    check!(
+        log.node_timing_unavailable.is_none(),
+        "the device reports node timing {reported:?}, but its trace says it has none: {:?}",
+        log.node_timing_unavailable
+    );
+
+    let g = timed.id().number();
+    let replays = replay_events(&log);
+    let timed_replays: Vec<u64> = replays
+        .iter()
+        .filter(|(_, graph, _)| *graph == Some(g))
+        .map(|(seq, _, _)| *seq)
+        .collect();
+    check_eq!(
+        timed_replays.len(),
+        REPLAYS + 1,
+        "replays of the timed graph"
+    );
+    let name = |b: &seam::Buffer<f32>| format!("b{}", b.id().number());
+    let ops_of = |nodes: &[NodeDesc]| nodes.iter().map(|n| n.op.to_string()).collect::<Vec<_>>();
+    // Before the update: launch 0 reads `one`; after it, `two`.
+    for (k, (&tag, reads)) in timed_replays
+        .iter()
+        .zip([&one, &one, &one, &two])
+        .enumerate()
+    {
+        let nodes = described(&log, tag, g).ok_or_else(|| {
+            crate::Failure(format!(
+                "replay #{k} of the timed graph: no Nodes event names its launches"
+            ))
+        })?;
+        check_eq!(
+            ops_of(nodes),
+            CHAIN,
+            "replay #{k}: the launches the Nodes event names"
+        );
+        check_eq!(
+            nodes[0].bindings,
+            [name(reads), name(&x), name(&y)],
+            "replay #{k}: launch 0's bindings"
+        );
+        let whole = log.device_spans.iter().find(|s| s.tag == tag);
+        let whole = whole.ok_or_else(|| {
+            crate::Failure(format!("replay #{k} of the timed graph has no device span"))
+        })?;
+        let spans: Vec<&DeviceSpan> = log.node_spans.iter().filter(|s| s.tag == tag).collect();
+        check_spans(&reg.node_timing, k, whole, &spans)?;
+    }
+    let known: Vec<u64> = timed_replays.clone();
+    let stray: Vec<u64> = log
+        .node_spans
+        .iter()
+        .filter(|s| !known.contains(&s.tag))
+        .map(|s| s.tag)
+        .collect();
+    check!(
+        stray.is_empty(),
+        "node spans of work that was not a replay of a node-timed graph (the graph captured \
+         with node timing off, or an eager launch): tags {stray:?}"
+    );
+
+    let trace = seam::chrome_trace(std::slice::from_ref(&log));
+    let node_slices: Vec<String> = trace["traceEvents"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|e| e["ph"] == "X" && e["cat"] == "node")
+                .filter_map(|e| e["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    check_eq!(
+        node_slices.len(),
+        log.node_spans.len(),
+        "node slices in the exported trace"
+    );
+    if reg.node_timing == DeclaredNodeTiming::Native {
+        let want: Vec<&str> = CHAIN
+            .iter()
+            .cycle()
+            .take(CHAIN.len() * (REPLAYS + 1))
+            .copied()
+            .collect();
+        let mut got = node_slices.clone();
+        let mut want: Vec<String> = want.into_iter().map(String::from).collect();
+        got.sort();
+        want.sort();
+        check_eq!(got, want, "node slice names in the exported trace");
+    }
+    Ok(())
+}
+
+/// (seq, graph, replay index) of every replay event, in order.
+fn replay_events(log: &TraceLog) -> Vec<(u64, Option<u64>, u64)> {
+    log.events
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Replay { graph, index } => Some((e.seq, graph, index)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The launches of graph `g` as the last `Nodes` event before event `tag`
+/// names them.
+fn described(log: &TraceLog, tag: u64, g: u64) -> Option<&[NodeDesc]> {
+    log.events
+        .iter()
+        .take_while(|e| e.seq < tag)
+        .filter_map(|e| match &e.kind {
+            EventKind::Nodes { graph, nodes } if *graph == Some(g) => Some(nodes.as_slice()),
+            _ => None,
+        })
+        .last()
+}
+
+/// One replay's node spans against its own span and the declaration.
+fn check_spans(
+    declared: &DeclaredNodeTiming,
+    k: usize,
+    whole: &DeviceSpan,
+    spans: &[&DeviceSpan],
+) -> CaseResult {
+    let mut by_first: HashMap<u32, &DeviceSpan> = HashMap::new();
+    for s in spans {
+        let nodes = s
+            .nodes
+            .ok_or_else(|| crate::Failure("a node span without nodes".into()))?;
+        check!(
+            by_first.insert(nodes.first, s).is_none(),
+            "replay #{k}: two spans for launch {}",
+            nodes.first
+        );
+    }
+    if *declared == DeclaredNodeTiming::Native {
+        check_eq!(
+            spans.len(),
+            CHAIN.len(),
+            "replay #{k}: node spans (one per launch)"
+        );
+    }
+    let mut next = 0u32;
+    let mut last_end = whole.start_ns;
+    while (next as usize) < CHAIN.len() {
+        let s = by_first.get(&next).ok_or_else(|| {
+            crate::Failure(format!("replay #{k}: no node span starts at launch {next}"))
+        })?;
+        let nodes = s.nodes.expect("checked above");
+        check!(
+            nodes.count >= 1,
+            "replay #{k}: a span of 0 launches at {next}"
+        );
+        if *declared == DeclaredNodeTiming::Native {
+            check_eq!(
+                nodes.count,
+                1,
+                "replay #{k}: launches in launch {next}'s span"
+            );
+        }
+        check!(
+            s.end_ns >= s.start_ns,
+            "replay #{k}: launch {next}'s span ends before it starts"
+        );
+        check!(
+            s.start_ns >= last_end,
+            "replay #{k}: launch {next} starts at {} ns, before the launch it depends on \
+             ended (or before its replay began) at {last_end} ns",
+            s.start_ns
+        );
+        last_end = s.end_ns;
+        next += nodes.count;
+    }
+    check_eq!(
+        next as usize,
+        CHAIN.len(),
+        "replay #{k}: launches the spans cover"
+    );
+    check!(
+        last_end <= whole.end_ns,
+        "replay #{k}: the last node ends at {last_end} ns, after its replay's span ends at {} ns",
+        whole.end_ns
+    );
+    Ok(())
+}
