@@ -192,7 +192,9 @@ mod tests {
     /// and however it was built; equality ignores the unused inline slots.
     /// Mutations: `as_slice` returning all eight inline slots, `from_iter`
     /// dropping the item that overflows the inline part, `from_slice`
-    /// spilling at `INLINE` instead of above it → red.
+    /// spilling at `INLINE` instead of above it, any comparison with a
+    /// slice, array or `Vec` answering `true` or `false`, `From<&[T]>` or
+    /// the borrowed iterator giving an empty list → red.
     #[test]
     fn buffer_lists_are_their_slices() {
         for len in 0..=10u64 {
@@ -201,16 +203,22 @@ mod tests {
                 BufferList::from_slice(&items),
                 BufferList::from(items.clone()),
                 items.iter().copied().collect(),
+                BufferList::from(&items[..]),
             ];
+            let mut other = items.clone();
+            other.push(0);
             for list in &lists {
                 assert_eq!(list.as_slice(), &items[..], "len {len}");
                 assert_eq!(list.len(), items.len());
                 assert_eq!(*list, items);
+                assert!(*list == items[..] && !(*list == other[..]));
+                assert_ne!(*list, other);
                 assert_eq!(Vec::from(list.clone()), items);
+                assert_eq!(list.into_iter().copied().collect::<Vec<_>>(), items);
                 assert_eq!(format!("{list:?}"), format!("{items:?}"));
+                let inline = matches!(list.0, Repr::Inline { .. });
+                assert_eq!(inline, (1..=8).contains(&len), "len {len}");
             }
-            let inline = matches!(lists[0].0, Repr::Inline { .. });
-            assert_eq!(inline, (1..=8).contains(&len), "len {len}");
         }
         // Same entries, different padding: equal.
         let mut x = BufferList::from([7u64, 8, 9]);
@@ -220,6 +228,7 @@ mod tests {
         }
         assert_eq!(x, y);
         assert_ne!(x, BufferList::from([7u64, 8]));
+        assert!(x == [7, 8, 9] && x != [7, 8, 10]);
         x[1] = 0;
         assert_eq!(x, [7, 0, 9]);
     }

@@ -37,6 +37,9 @@ use crate::signature::{Access, Binding, Params, Role, Tolerance};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
+#[cfg(test)]
+mod tests;
+
 /// The prelude every WGSL kernel is compiled with (the catalogue's and
 /// user kernels'): the immediate block as `var<immediate> p: Params`, the
 /// WGSL view of [`Params`] then `o0` … `o7` (each binding's view offset,
