@@ -85,6 +85,31 @@ enum Cmd {
         #[arg(long, value_delimiter = ',')]
         candidates: Vec<PathBuf>,
     },
+    /// What node timing costs: replays with tracing off, on, and with node
+    /// timing on too (a table on stdout; bench/src/measure/nodes.rs).
+    Nodes {
+        /// Only these backends (default: every GPU backend found).
+        #[arg(long, value_delimiter = ',')]
+        backend: Vec<String>,
+        /// Chain lengths.
+        #[arg(long, value_delimiter = ',', default_value = "1,100,1000")]
+        ns: Vec<u64>,
+        /// Decode step hidden size.
+        #[arg(long, default_value_t = 4096)]
+        hidden: u64,
+        /// Decode step layers (0: no decode step).
+        #[arg(long, default_value_t = 8)]
+        layers: u64,
+        /// Interleaved rounds.
+        #[arg(long, default_value_t = 15)]
+        rounds: usize,
+        /// Replays per arm per round.
+        #[arg(long, default_value_t = 50)]
+        replays: usize,
+        /// Write a trace of one node-timed decode-step replay per device here.
+        #[arg(long)]
+        trace: Option<PathBuf>,
+    },
     /// Turn the arms' CSVs into results.md and SVG plots.
     Report {
         /// CSV files (raw, torch, seam: any order, any number).
@@ -113,6 +138,28 @@ impl Sink for Stdout {
 
 fn main() -> ExitCode {
     match Cli::parse().cmd {
+        Cmd::Nodes {
+            backend,
+            ns,
+            hidden,
+            layers,
+            rounds,
+            replays,
+            trace,
+        } => {
+            measure::node_overhead(
+                &measure::NodeConfig {
+                    backends: backend,
+                    ns,
+                    decode: (hidden, layers),
+                    rounds,
+                    replays,
+                    trace,
+                },
+                &mut Stdout,
+            );
+            ExitCode::SUCCESS
+        }
         Cmd::Run {
             budget_ms,
             ns,

@@ -10,9 +10,12 @@
 //!   `raw_vulkan`), interleaved round by round.
 
 mod arms;
+mod nodes;
 mod paired;
 mod update;
 mod workloads;
+
+pub use nodes::{node_overhead, NodeConfig};
 
 use arms::{copy_bandwidth, profile};
 use workloads::{chain, decode, Stack};

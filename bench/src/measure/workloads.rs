@@ -126,7 +126,7 @@ impl Stack {
         Ok(s)
     }
 
-    fn calls(&self, h: u64, layers: u64) -> Vec<OpCall> {
+    pub(super) fn calls(&self, h: u64, layers: u64) -> Vec<OpCall> {
         let h = h as u32;
         let (x, [t1, t2, t3]) = (self.x.id(), self.t.each_ref().map(|b| b.id()));
         (0..layers as usize)
