@@ -226,3 +226,54 @@ fn fields_name_and_test_their_params() {
         }
     }
 }
+
+static A: std::sync::OnceLock<KernelDef> = std::sync::OnceLock::new();
+static A_TWIN: std::sync::OnceLock<KernelDef> = std::sync::OnceLock::new();
+static B: std::sync::OnceLock<KernelDef> = std::sync::OnceLock::new();
+
+/// A kernel is its definition: equal, hashed and ordered by it (the name
+/// first), printed by name; a catalogue op is no kernel. Mutations: `eq`
+/// → `true`, `hash` → `()`, `partial_cmp` → `None`, `Debug` → `Ok(())`,
+/// `OpKind::user` → `None` or its `User` arm deleted → red.
+#[test]
+fn kernels_are_their_definitions() {
+    use std::collections::hash_map::DefaultHasher;
+    use std::hash::{Hash, Hasher};
+    let a = Kernel::new(A.get_or_init(|| KernelDef {
+        name: "a",
+        ..base()
+    }));
+    let twin = Kernel::new(A_TWIN.get_or_init(|| KernelDef {
+        name: "a",
+        ..base()
+    }));
+    let b = Kernel::from(B.get_or_init(|| KernelDef {
+        name: "b",
+        ..base()
+    }));
+    assert!(a == a && a != twin && a != b);
+    let hash = |k: Kernel| {
+        let mut h = DefaultHasher::new();
+        k.hash(&mut h);
+        h.finish()
+    };
+    assert_eq!(hash(a), hash(Kernel::new(a.def())));
+    assert_ne!(hash(a), hash(twin), "two definitions hash apart");
+    assert_eq!(a.partial_cmp(&b), Some(std::cmp::Ordering::Less));
+    assert_eq!(b.partial_cmp(&a), Some(std::cmp::Ordering::Greater));
+    assert_eq!(format!("{a:?}"), "Kernel(a)");
+    assert_eq!(crate::OpKind::User(b).user(), Some(b));
+    assert_eq!(crate::OpKind::Add.user(), None);
+    assert_eq!(crate::OpKind::from_name("add"), Some(crate::OpKind::Add));
+    assert_eq!(crate::OpKind::from_name("nope"), None);
+}
+
+/// A trusted CUDA source is the text it was given. Mutation:
+/// `CudaSource::source` → `""` / `"xyzzy"` → red.
+#[test]
+#[allow(unsafe_code)] // the marker of trust `CudaSource` exists for
+fn cuda_sources_keep_their_text() {
+    // SAFETY: never compiled or launched; only its text is read.
+    let src = unsafe { CudaSource::trusted("extern \"C\" __global__ void k() {}") };
+    assert_eq!(src.source(), "extern \"C\" __global__ void k() {}");
+}
