@@ -78,8 +78,7 @@ mod rocm {
 
     /// The HIP backend's description of itself (`seam::registration`).
     pub const REGISTRATION: seam::Registration =
-        seam::Registration::new("hip", Some("rocm"), device_count, open)
-            .with_node_timing(seam::DeclaredNodeTiming::Unavailable(sys::NO_NODE_EVENTS));
+        seam::Registration::new("hip", Some("rocm"), device_count, open);
 
     /// Compile `op`'s kernel for `arch` with hipRTC (no GPU needed), with
     /// the same options the backend uses; the code object's size.

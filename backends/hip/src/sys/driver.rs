@@ -545,8 +545,59 @@ impl GraphDriver for Stream {
         Ok(Event(e))
     }
 
+    /// HIP 5.2 has no `hipEventRecordWithFlags`: an event record node is
+    /// added to the capture's graph by hand and made the capture's only
+    /// dependency, so the next captured launch follows it.
     fn node_events_available(&self) -> Result<(), String> {
-        Err(super::NO_NODE_EVENTS.into())
+        Ok(())
+    }
+
+    fn record_event_in_capture(&self, event: &Event) -> Result<(), ErrorKind> {
+        const CALL: &str = "hipStreamGetCaptureInfo_v2";
+        let mut status: u32 = u32::MAX;
+        let mut graph: hip::hipGraph_t = ptr::null_mut();
+        let mut deps: *const hip::hipGraphNode_t = ptr::null();
+        let mut n: usize = 0;
+        // SAFETY: the stream is live; `status` (of the C enum's size),
+        // `graph`, `deps` and `n` are valid out-pointers; the id output is
+        // optional (null).
+        check(CALL, unsafe {
+            hip::hipStreamGetCaptureInfo_v2(
+                self.raw,
+                (&mut status as *mut u32).cast(),
+                ptr::null_mut(),
+                &mut graph,
+                &mut deps,
+                &mut n,
+            )
+        })?;
+        if status != hip::hipStreamCaptureStatus::hipStreamCaptureStatusActive as u32
+            || graph.is_null()
+        {
+            return Err(ErrorKind::driver(
+                CALL,
+                format!("the capture is not active (status {status})"),
+            ));
+        }
+        let mut node: hip::hipGraphNode_t = ptr::null_mut();
+        // SAFETY: `graph` is the live capture's graph; `deps` holds `n`
+        // nodes of it (returned just now, valid until the next call on the
+        // stream, and read by this call); the event is live (borrowed);
+        // `node` is a valid out-pointer.
+        check("hipGraphAddEventRecordNode", unsafe {
+            hip::hipGraphAddEventRecordNode(&mut node, graph, deps, n, event.0)
+        })?;
+        // SAFETY: the stream is live and capturing; `node` is one node of
+        // its capture's graph.
+        check("hipStreamUpdateCaptureDependencies", unsafe {
+            hip::hipStreamUpdateCaptureDependencies(
+                self.raw,
+                &mut node,
+                1,
+                hip::hipStreamUpdateCaptureDependenciesFlags::hipStreamSetCaptureDependencies
+                    as u32,
+            )
+        })
     }
 
     fn record_event(&self, event: &Event) -> Result<(), ErrorKind> {

@@ -21,11 +21,6 @@ mod hiprtc;
 
 pub use driver::{Function, Stream};
 
-/// Why HIP has no node timing: the stream backend times a graph's launches
-/// with event record nodes, and the HIP bindings have no call to record
-/// one inside a capture.
-pub const NO_NODE_EVENTS: &str = "hip-runtime-sys 0.1.2 binds no hipEventRecordWithFlags, so \
-     no event is recorded inside a capture: HIP replays are timed whole, their launches are not";
 pub use hiprtc::{hiprtc_compile, hiprtc_version};
 
 use hip_runtime_sys as hip;
