@@ -76,23 +76,13 @@ pub trait GraphDriver {
         drop(event);
     }
     /// Whether an event can be recorded into a capture as a node of the
-    /// graph (node timing); `Err` says why not. The default cannot.
-    fn node_events_available(&self) -> Result<(), String> {
-        Err(format!(
-            "the {} driver records no event inside a capture",
-            self.api()
-        ))
-    }
+    /// graph (node timing); `Err` says why not.
+    fn node_events_available(&self) -> Result<(), String>;
     /// Record `event` into the open capture as a node after the work
-    /// captured so far (CUDA: `cuEventRecordWithFlags` with
-    /// `CU_EVENT_RECORD_EXTERNAL`): every replay of the graph records it.
-    fn record_event_in_capture(&self, event: &Self::Event) -> Result<(), ErrorKind> {
-        let _ = event;
-        Err(ErrorKind::driver(
-            format!("{}EventRecordWithFlags", self.api()),
-            "this driver records no event inside a capture",
-        ))
-    }
+    /// captured so far, and make it what the next captured work depends
+    /// on (CUDA: `cuEventRecordWithFlags` with `CU_EVENT_RECORD_EXTERNAL`):
+    /// every replay of the graph records it.
+    fn record_event_in_capture(&self, event: &Self::Event) -> Result<(), ErrorKind>;
 }
 
 /// One device's stream: memory, modules and kernel launches on top of the
