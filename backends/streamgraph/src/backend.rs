@@ -367,8 +367,12 @@ where
         // one is read (waited for) before this one records them again.
         self.read_nodes(target)?;
         self.graphs.replay(&self.driver, target)?;
-        let tag = self.bracket.filter(|_| self.timer.is_on());
-        if let (Some(tag), Some(nodes)) = (tag, self.graphs.captured_mut(target)?.nodes_mut()) {
+        // Inside a bracket its events are this replay's (a bracket the
+        // timer did not record, timing being off, has nothing to read them
+        // against: `read_nodes` skips it).
+        if let (Some(tag), Some(nodes)) =
+            (self.bracket, self.graphs.captured_mut(target)?.nodes_mut())
+        {
             nodes.unread = Some(tag);
         }
         Ok(())

@@ -97,3 +97,35 @@ fn no_events_no_node_timing() {
     assert!(matches!(dev.node_timing(), NodeTiming::Unavailable(_)));
     assert!(dev.set_node_timing(true).is_err());
 }
+
+/// Node events that cannot become part of a graph are not leaked: an
+/// aborted node-timed capture destroys them, and one that fails to record
+/// leaves the graph untimed (no node spans) with its events destroyed.
+/// Mutation: `drop_events` → `()` → red.
+#[test]
+fn node_events_of_captures_that_go_are_destroyed() {
+    let (b, d) = crate::fake::backend(false);
+    let dev = Device::new(Box::new(b));
+    let x = dev.buffer_from(&[1.0f32; 4]).unwrap();
+    dev.set_node_timing(true).unwrap();
+    {
+        let _s = dev.capture().unwrap();
+        dev.launch(&ops::add(x.id(), x.id(), x.id(), 4)).unwrap();
+        // Dropped: the capture is aborted.
+    }
+    assert_eq!(d.live(), (0, 0, 0), "graphs, execs, events after an abort");
+    let s = dev.capture().unwrap();
+    d.fail_next("record_event_in_capture");
+    dev.launch(&ops::add(x.id(), x.id(), x.id(), 4)).unwrap();
+    let g = s.end_graph().unwrap();
+    assert_eq!(
+        d.live(),
+        (1, 1, 0),
+        "the graph is kept, untimed, its events gone"
+    );
+    dev.set_tracing(true);
+    g.replay().unwrap();
+    let log = dev.take_trace_log("t").unwrap();
+    assert!(log.node_spans.is_empty());
+    assert_clean(&d);
+}

@@ -115,11 +115,6 @@ impl<D: GraphDriver> EventTimer<D> {
         Ok(())
     }
 
-    /// Whether timing is on.
-    pub fn is_on(&self) -> bool {
-        self.on
-    }
-
     /// Read the node events of the replay tagged `tag` (its bracket is
     /// among the ended ones) once they have completed: each launch's start
     /// after the replay's start event, chained from launch to launch so the
