@@ -473,6 +473,40 @@ pub fn user(def: &'static crate::kernel::KernelDef, views: &[View], params: Para
 mod tests {
     use super::*;
 
+    /// What a GPU kernel receives: each view's element offset in binding
+    /// order (zero past the last), and the immediate block of the params'
+    /// bytes then those offsets; `Params::dims` and `with_scalars` set the
+    /// fields they name. Mutations: `offsets` / `immediates` → a constant
+    /// array, `IMMEDIATE_BYTES`' arithmetic, a field dropped from `dims` or
+    /// `with_scalars` → red.
+    #[test]
+    fn kernels_receive_offsets_after_the_params() {
+        use crate::RawBuffer;
+        let params = Params::dims(7, 8, 9).with_scalars(0.5, -2.0);
+        assert_eq!((params.d0, params.d1, params.d2), (7, 8, 9));
+        assert_eq!((params.s0, params.s1), (0.5, -2.0));
+        let launch = Launch {
+            op: OpKind::Add,
+            dtype: DType::F32,
+            buffers: [
+                RawView::at(RawBuffer(1), 3, 4, 16),
+                RawView::at(RawBuffer(2), 0, 4, 16),
+                RawView::at(RawBuffer(3), 1000, 4, 16),
+            ]
+            .into(),
+            params,
+        };
+        assert_eq!(launch.offsets(), [3, 0, 1000, 0, 0, 0, 0, 0]);
+        assert_eq!(IMMEDIATE_BYTES, 64);
+        let imm = launch.immediates();
+        assert_eq!(&imm[..Params::BYTES], &params.to_bytes()[..]);
+        let words: Vec<u32> = imm[Params::BYTES..]
+            .chunks_exact(4)
+            .map(|c| u32::from_ne_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(words, [3, 0, 1000, 0, 0, 0, 0, 0]);
+    }
+
     /// The block kernels receive: eight native-endian words in field order.
     /// Mutation: swap two fields in `Params` → red.
     #[test]
