@@ -228,3 +228,50 @@ fn the_report_names_the_machine_and_the_commit() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--trace` says what it wrote; with node timing on (`SEAM_NODE_TIMING=1`)
+/// it counts the node spans and prints the nodes that took the most device
+/// time, per graph; without, no such table. Mutation: the table's
+/// `!table.is_empty()` inverted → red.
+#[test]
+fn a_trace_with_node_timing_prints_the_nodes_that_took_the_most_time() {
+    let path = std::env::temp_dir().join(format!("seam-nodes-{}.json", std::process::id()));
+    let trace = path.to_str().unwrap();
+    let args = [
+        "--backend",
+        "cpu",
+        "--case",
+        "c1_dependent",
+        "--trace",
+        trace,
+    ];
+    let run_with = |nodes: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_seam-conformance"));
+        cmd.args(args).env_remove("SEAM_NODE_TIMING");
+        if nodes {
+            cmd.env("SEAM_NODE_TIMING", "1");
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    const TABLE: &str = "the nodes that took the most device time";
+    let off = run_with(false);
+    assert!(off.contains(", 0 node spans)"), "{off}");
+    assert!(!off.contains(TABLE), "{off}");
+    let on = run_with(true);
+    std::fs::remove_file(&path).ok();
+    assert!(!on.contains(", 0 node spans)"), "{on}");
+    let table = &on[on.find(TABLE).expect(&on)..];
+    // The case's graph (scale_add, mul, copy): a line for it, then one
+    // per launch, each named by its op.
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[1].starts_with("cpu:0 cpu:0::c1_dependent_chain_replays_in_order "),
+        "{table}"
+    );
+    for op in ["scale_add", "mul", "copy"] {
+        let named = lines[2..5].iter().any(|l| l.contains(&format!(" {op} ")));
+        assert!(named, "{op}: {table}");
+    }
+}
