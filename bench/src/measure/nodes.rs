@@ -94,6 +94,8 @@ fn device(
     out: &mut dyn Sink,
     logs: &mut Vec<seam::TraceLog>,
 ) -> Res<()> {
+    // Vendor ops (cuBLAS) are set up before any capture, as in `run`.
+    dev.prepare(&super::BENCH_OPS).map_err(err)?;
     let x = dev.buffer_from(&[1.0f32]).map_err(err)?;
     for &n in &cfg.ns {
         let calls = vec![ops::scale_add(x.id(), x.id(), 1, 0.999, 0.001); n as usize];
