@@ -7,7 +7,7 @@
 //! - what the device may still use is kept alive by reference counts: a
 //!   command buffer holds the buffers, pipelines and query pools it records,
 //!   and a pending submission holds its command buffer until its fence has
-//!   signalled (`device.rs`); re-recording a pending command buffer, host
+//!   signalled (`device/queue.rs`); re-recording a pending command buffer, host
 //!   access to a buffer a pending submission uses, resubmitting a
 //!   ONE_TIME_SUBMIT buffer and rewriting a timestamp query without a reset
 //!   are refused with an error;
