@@ -348,7 +348,8 @@ mod tests {
     /// Ids are 1, 2, 3, ... until a slot is reused; a freed id is never
     /// found again, though its slot holds a newer value; counts and bytes
     /// follow. Mutations: the generation left alone on remove (the stale id
-    /// finds the new value), `get` ignoring the generation → red.
+    /// finds the new value), `get` or `get_mut` ignoring the generation,
+    /// `is_empty` → `true` → red.
     #[test]
     fn a_freed_id_stays_dead_when_its_slot_is_reused() {
         let mut t = Buffers::new();
@@ -360,6 +361,8 @@ mod tests {
         let d = t.insert(40, 40);
         assert_ne!(d, b);
         assert_eq!(t.get(b), Err(ErrorKind::UnknownBuffer { id: b.0 }));
+        assert!(t.get_mut(b).is_err(), "a stale id changes nothing");
+        assert!(!t.is_empty());
         assert_eq!((t.get(d), t.size(d)), (Ok(&40), Ok(40)));
         *t.get_mut(d).unwrap() = 41;
         assert_eq!((t.len(), t.bytes()), (3, 80));
@@ -387,6 +390,7 @@ mod tests {
         assert_eq!(g.set_current("cur"), None);
         assert_eq!(g.set_current("cur2"), Some("cur"));
         assert_eq!(g.len(), 2);
+        assert!(!g.is_empty());
         assert_eq!(g.target(ReplayTarget::Current), Ok(&"cur2"));
         assert_eq!(g.target(ReplayTarget::Graph(h)), Ok(&"a"));
         *g.target_mut(ReplayTarget::Graph(h)).unwrap() = "a2";
@@ -401,6 +405,8 @@ mod tests {
         );
         let h2 = g.insert("b");
         assert_ne!(h2, h);
+        assert_eq!(g.take_current(), Some("cur2"));
+        g.set_current("cur2");
         assert_eq!(g.drain().collect::<Vec<_>>(), ["cur2", "b"]);
         assert!(g.is_empty() && g.take_current().is_none());
     }

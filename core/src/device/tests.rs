@@ -364,3 +364,58 @@ fn write_bytes_counts_elements_of_the_buffers_type() {
     let c = d.alloc(DType::U32, 4).unwrap();
     assert_eq!(c.number(), b.number() + 1);
 }
+
+fn grid_of_dims(p: &crate::Params) -> [u32; 3] {
+    [p.d0, p.d1, p.d2]
+}
+static GRID: crate::kernel::KernelDef = crate::kernel::KernelDef {
+    name: "grid",
+    reads: &[
+        crate::kernel::Field::D0,
+        crate::kernel::Field::D1,
+        crate::kernel::Field::D2,
+    ],
+    grid: grid_of_dims,
+    ..kernel!("grid")
+};
+
+/// A user kernel's grid is checked axis by axis: a zero axis is a
+/// `ZeroSize` naming it, an axis past `MAX_GRID_EDGE` is `TooLarge`, the
+/// edge itself is legal; and a view whose offset plus extent passes
+/// `MAX_ELEMENTS` is `TooLarge` though each alone does not. Mutations:
+/// `dims`' user-kernel arm deleted, the grid edge's `>` → `>=` / `==`,
+/// the element limit's `||` → `&&` or `+` → `*` → red.
+#[test]
+fn grids_and_element_ranges_are_bounded() {
+    use crate::kernel::MAX_GRID_EDGE;
+    let d = device();
+    d.register_kernel(&GRID).unwrap();
+    let y = d.alloc(DType::U32, 4).unwrap();
+    let launch = |d0, d1, d2| {
+        d.launch(&crate::ops::user(
+            &GRID,
+            &[y.into()],
+            crate::Params::dims(d0, d1, d2),
+        ))
+    };
+    launch(1, 1, 1).unwrap();
+    launch(MAX_GRID_EDGE, 1, 1).unwrap();
+    let e = launch(1, 0, 1).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::ZeroSize { what: "grid y" }, "{e}");
+    let e = launch(1, 1, MAX_GRID_EDGE + 1).unwrap_err();
+    assert!(
+        matches!(e.kind, ErrorKind::TooLarge { what: "grid z", .. }),
+        "{e}"
+    );
+    let max = validate::MAX_ELEMENTS as usize;
+    let big = d.alloc(DType::U32, max).unwrap();
+    let past = crate::View {
+        buffer: big,
+        offset: 1,
+        len: None,
+    };
+    let e = d
+        .launch(&crate::ops::add(past, past, past, u32::MAX))
+        .unwrap_err();
+    assert!(matches!(e.kind, ErrorKind::TooLarge { .. }), "{e}");
+}
