@@ -8,26 +8,8 @@
 
 use seam::kernel::{Field, KernelDef};
 use seam::ops::{self, Access, Binding, Role};
+use seam::testing::Rng;
 use seam::{DType, Device, ErrorKind, OpCall, OpKind, Params, Tolerance};
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 16) as u32
-    }
-    fn value(&mut self, dtype: DType) -> Vec<u8> {
-        let f = ((self.next() >> 8) as f32 / (1u32 << 24) as f32) * 4.0 - 2.0;
-        match dtype {
-            DType::F32 => f.to_le_bytes().to_vec(),
-            DType::F16 => half::f16::from_f32(f).to_le_bytes().to_vec(),
-            DType::Bf16 => half::bf16::from_f32(f).to_le_bytes().to_vec(),
-            _ => self.next().to_le_bytes().to_vec(),
-        }
-    }
-}
 
 /// Elements past the view on each side that must keep their bytes.
 const MARGIN: usize = 3;
@@ -87,7 +69,7 @@ fn call(c: &Case, views: &[seam::View]) -> OpCall {
 /// the bytes it started with.
 fn run_case(dev: &Device, c: &Case, captured: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
     let sig = c.op.signature();
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (c.offsets.iter().sum::<usize>() as u64 + 1));
+    let mut rng = Rng::new(c.offsets.iter().sum::<usize>() as u64 + 1);
     let mut ids = Vec::new();
     let mut views = Vec::new();
     let mut before = Vec::new();
@@ -95,7 +77,7 @@ fn run_case(dev: &Device, c: &Case, captured: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
         let d = dtype_of(b, c.dtype);
         let total = off + len + MARGIN;
         let id = dev.alloc(d, total).unwrap();
-        let data: Vec<u8> = (0..total).flat_map(|_| rng.value(d)).collect();
+        let data: Vec<u8> = rng.bytes(d, total, 2.0);
         dev.write_bytes(id, 0, &data).unwrap();
         views.push(id.view(off, len));
         ids.push(id);

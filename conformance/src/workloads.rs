@@ -12,43 +12,7 @@ pub fn all_pairs() -> Vec<(OpKind, DType)> {
         .collect()
 }
 
-/// A small xorshift generator: the same inputs on every machine.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    pub fn next_u32(&mut self) -> u32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 16) as u32
-    }
-    /// Uniform in [-range, range), on a 2^-12 grid so f16/bf16 hold it well.
-    pub fn next_f32(&mut self, range: f32) -> f32 {
-        let unit = (self.next_u32() >> 8) as f32 / (1u32 << 24) as f32;
-        (((unit * 2.0 - 1.0) * range) * 4096.0).round() / 4096.0
-    }
-}
-
-/// Host bytes of `n` random elements of `dtype`.
-pub fn random_bytes(rng: &mut Rng, dtype: DType, n: usize, range: f32) -> Vec<u8> {
-    let mut out = Vec::with_capacity(n * dtype.size());
-    for _ in 0..n {
-        match dtype {
-            DType::F32 => out.extend_from_slice(&rng.next_f32(range).to_le_bytes()),
-            DType::F16 => {
-                out.extend_from_slice(&half::f16::from_f32(rng.next_f32(range)).to_le_bytes())
-            }
-            DType::Bf16 => {
-                out.extend_from_slice(&half::bf16::from_f32(rng.next_f32(range)).to_le_bytes())
-            }
-            DType::I32 | DType::U32 => out.extend_from_slice(&rng.next_u32().to_le_bytes()),
-        }
-    }
-    out
-}
+pub use seam::testing::Rng;
 
 /// Buffers allocated and filled for one workload, and its launch.
 pub struct Prepared {
@@ -113,7 +77,7 @@ pub fn prepare_at(
         };
         let id = dev.alloc(bd, offset(k) + len as usize + guard)?;
         let bytes = match b.access {
-            seam::ops::Access::Read => random_bytes(&mut rng, bd, len as usize, 2.0),
+            seam::ops::Access::Read => rng.bytes(bd, len as usize, 2.0),
             seam::ops::Access::Write => vec![0x5A; len as usize * bd.size()],
         };
         let (before, after) = (

@@ -7,6 +7,7 @@
 //! each test is an ignored trial that says why (`harness = false`).
 
 use libtest_mimic::Completion;
+use seam::testing::Rng;
 use seam::{ops, Change, DType, Device, OpCall, OpKind, Tolerance};
 
 #[path = "../../device_trials.rs"]
@@ -56,37 +57,13 @@ fn vulkan() -> Result<Device, String> {
     Ok(Device::new(backend))
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 16) as u32
-    }
-    fn f(&mut self) -> f32 {
-        ((self.next() >> 8) as f32 / (1u32 << 24) as f32 * 4.0 - 2.0) * 4096.0 / 4096.0
-    }
-}
-
-fn bytes(rng: &mut Rng, dtype: DType, n: usize) -> Vec<u8> {
-    (0..n)
-        .flat_map(|_| match dtype {
-            DType::F32 => rng.f().to_le_bytes().to_vec(),
-            DType::F16 => half::f16::from_f32(rng.f()).to_le_bytes().to_vec(),
-            DType::Bf16 => half::bf16::from_f32(rng.f()).to_le_bytes().to_vec(),
-            _ => rng.next().to_le_bytes().to_vec(),
-        })
-        .collect()
-}
-
 /// Run one workload; returns the output bytes.
 fn run(dev: &Device, op: OpKind, dtype: DType, dims: (u32, u32, u32), captured: bool) -> Vec<u8> {
     let index = OpKind::ALL
         .iter()
         .position(|o| *o == op)
         .expect("a catalogue op");
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ index as u64);
+    let mut rng = Rng::new(index as u64);
     let (n, rows, cols) = dims;
     let (m, gn, k) = dims;
     let sig = op.signature();
@@ -105,7 +82,7 @@ fn run(dev: &Device, op: OpKind, dtype: DType, dims: (u32, u32, u32), captured: 
         };
         let id = dev.alloc(bd, len as usize).unwrap();
         let data = if b.access == seam::ops::Access::Read {
-            bytes(&mut rng, bd, len as usize)
+            rng.bytes(bd, len as usize, 2.0)
         } else {
             vec![0x5A; len as usize * bd.size()]
         };
@@ -117,7 +94,7 @@ fn run(dev: &Device, op: OpKind, dtype: DType, dims: (u32, u32, u32), captured: 
         OpKind::Fill => ops::fill(
             b[0],
             n,
-            rng.next() & if dtype.size() == 2 { 0xFFFF } else { !0 },
+            rng.next_u32() & if dtype.size() == 2 { 0xFFFF } else { !0 },
         ),
         OpKind::Copy => ops::copy(b[0], b[1], n),
         OpKind::ScaleAdd => ops::scale_add(b[0], b[1], n, 1.75, -0.3),
@@ -207,13 +184,15 @@ fn every_op_matches_the_cpu_eager_and_captured(dev: Device) -> Completion {
 /// times a finite value in float again → red on NVIDIA (lavapipe keeps
 /// subnormals either way).
 fn scale_add_is_fused_exactly(dev: Device) -> Completion {
-    let mut rng = Rng(12345);
+    let mut rng = Rng::new(12345);
     let mut xs: Vec<f32> = (0..20_000)
         .map(|i| match i % 4 {
-            0 => f32::from_bits(rng.next() << 16 | rng.next() & 0xFFFF),
-            1 => f32::from_bits((rng.next() & 0x807F_FFFF) | ((rng.next() % 40 + 100) << 23)),
-            2 => f32::from_bits(rng.next() & 0x807F_FFFF), // subnormal
-            _ => rng.f(),
+            0 => f32::from_bits(rng.next_u32() << 16 | rng.next_u32() & 0xFFFF),
+            1 => {
+                f32::from_bits((rng.next_u32() & 0x807F_FFFF) | ((rng.next_u32() % 40 + 100) << 23))
+            }
+            2 => f32::from_bits(rng.next_u32() & 0x807F_FFFF), // subnormal
+            _ => rng.next_f32(2.0),
         })
         .filter(|v| !v.is_nan())
         .collect();

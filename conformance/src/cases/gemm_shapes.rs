@@ -4,7 +4,7 @@
 //! rules, not from one backend's constants, so any backend's switch points
 //! fall between rows of the table.
 
-use crate::workloads::{compare, random_bytes, Rng};
+use crate::workloads::{compare, Rng};
 use crate::{Case, Failure, Rule, Tag, BOTH};
 use seam::{ops, DType, Device, OpKind};
 use std::collections::HashMap;
@@ -69,8 +69,8 @@ fn inputs((dtype, (m, n, k), seed): Key) -> Result<Arc<Inputs>, Failure> {
     static MEMO: Memo<Inputs> = OnceLock::new();
     once(&MEMO, (dtype, (m, n, k), seed), || {
         let mut rng = Rng::new(seed);
-        let a = random_bytes(&mut rng, dtype, (m * k) as usize, 1.0);
-        let b = random_bytes(&mut rng, dtype, (k * n) as usize, 1.0);
+        let a = rng.bytes(dtype, (m * k) as usize, 1.0);
+        let b = rng.bytes(dtype, (k * n) as usize, 1.0);
         Ok((a, b))
     })
 }

@@ -13,7 +13,7 @@
 //! The runner registers the kernel before the body runs: a device whose
 //! backend lacks the kernel's source gives an ignored trial naming it.
 
-use crate::workloads::{compare, random_bytes, Rng};
+use crate::workloads::{compare, Rng};
 use crate::{check, expect_err, Case, Failure, Mode, Rule, Tag, BOTH, ONCE};
 use seam::kernel::{Field, KernelDef};
 use seam::ops::{Access, Role};
@@ -54,7 +54,7 @@ fn needs(def: &KernelDef, p: &Params) -> Vec<u64> {
 fn contents(def: &KernelDef, need: &[u64], seed: u64) -> Vec<Vec<u8>> {
     let mut rng = Rng::new(seed);
     (0..def.bindings.len())
-        .map(|k| random_bytes(&mut rng, dtype_of(def, k), need[k] as usize, 2.0))
+        .map(|k| rng.bytes(dtype_of(def, k), need[k] as usize, 2.0))
         .collect()
 }
 
@@ -62,10 +62,7 @@ fn contents(def: &KernelDef, need: &[u64], seed: u64) -> Vec<Vec<u8>> {
 fn guards(def: &KernelDef, k: usize, guard: usize, seed: u64) -> (Vec<u8>, Vec<u8>) {
     let mut rng = Rng::new(seed ^ 0x6A4D ^ (k as u64) << 32);
     let dt = dtype_of(def, k);
-    (
-        random_bytes(&mut rng, dt, guard, 100.0),
-        random_bytes(&mut rng, dt, guard, 100.0),
-    )
+    (rng.bytes(dt, guard, 100.0), rng.bytes(dt, guard, 100.0))
 }
 
 fn setup(

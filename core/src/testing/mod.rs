@@ -11,7 +11,9 @@
 //!   do, checking what core would guarantee it before each call.
 
 mod direct;
+mod rng;
 pub use direct::{Direct, RawCall};
+pub use rng::Rng;
 
 use crate::backend::ResourceCounts;
 use crate::backend::{Backend, CaptureSupport, DeviceInfo, RawBuffer, RawGraph, ReplayTarget};
