@@ -497,6 +497,7 @@ mod tests {
             params,
         };
         assert_eq!(launch.offsets(), [3, 0, 1000, 0, 0, 0, 0, 0]);
+        assert_eq!(launch.buffers[0].byte_offset, 12, "3 elements of 4 bytes");
         assert_eq!(IMMEDIATE_BYTES, 64);
         let imm = launch.immediates();
         assert_eq!(&imm[..Params::BYTES], &params.to_bytes()[..]);

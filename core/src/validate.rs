@@ -314,9 +314,6 @@ pub(crate) fn lower(
             if same && op.allows_aliasing() {
                 continue;
             }
-            if o.access == Access::Write && oi < wi {
-                continue; // reported once, from the first write
-            }
             return Err(if same || (ws == os && we == oe) {
                 ErrorKind::AliasNotAllowed {
                     op,

@@ -427,6 +427,11 @@ mod tests {
         let m = compile(Kernel::new(&GOOD)).unwrap();
         assert_eq!(m.read_only, vec![true, false]);
         assert!(m.source.starts_with(crate::kernel::WGSL_PRELUDE));
+        // The kernel's source follows the prelude on a line of its own,
+        // with no blank line between. Mutation: `prelude`'s `!` deleted → red.
+        let p = prelude();
+        assert!(p.ends_with('\n') && !p.ends_with("\n\n"), "{p:?}");
+        assert_eq!(&m.source[p.len()..], GOOD.wgsl.unwrap());
     }
 
     #[test]

@@ -419,3 +419,84 @@ fn grids_and_element_ranges_are_bounded() {
         .unwrap_err();
     assert!(matches!(e.kind, ErrorKind::TooLarge { .. }), "{e}");
 }
+
+fn two_extents(p: &crate::Params, out: &mut [u64]) {
+    out[0] = u64::from(p.d0);
+    out[1] = u64::from(p.d1);
+}
+fn one_group(_: &crate::Params) -> [u32; 3] {
+    [1, 1, 1]
+}
+static TWO_WRITES: crate::kernel::KernelDef = crate::kernel::KernelDef {
+    name: "two_writes",
+    bindings: &[
+        crate::ops::Binding::fixed("w0", crate::ops::Access::Write, DType::U32),
+        crate::ops::Binding::fixed("w1", crate::ops::Access::Write, DType::U32),
+    ],
+    reads: &[crate::kernel::Field::D0, crate::kernel::Field::D1],
+    extents: two_extents,
+    grid: one_group,
+    ..kernel!("two_writes")
+};
+
+/// Views of one buffer that overlap are named by how: the same range is an
+/// alias (`AliasNotAllowed`), so is a read starting where an op that may
+/// not alias writes; any other overlap is `ViewsOverlap`, named from the
+/// first write. Mutations in `lower`'s error choice (`||` ↔ `&&`, either
+/// `==` → `!=`) → red.
+#[test]
+fn overlaps_are_named_by_how_they_overlap() {
+    let d = device();
+    d.register_kernel(&TWO_WRITES).unwrap();
+    let b = d.alloc(DType::U32, 8).unwrap();
+    let at = |offset| crate::View {
+        buffer: b,
+        offset,
+        len: None,
+    };
+    let two = |w1: crate::View, d0, d1| {
+        d.launch(&crate::ops::user(
+            &TWO_WRITES,
+            &[at(0), w1],
+            crate::Params::dims(d0, d1, 0),
+        ))
+        .unwrap_err()
+        .kind
+    };
+    let alias = ErrorKind::AliasNotAllowed {
+        op: OpKind::User(crate::kernel::Kernel::new(&TWO_WRITES)),
+        output: "w0",
+        input: "w1",
+    };
+    let overlap = ErrorKind::ViewsOverlap {
+        op: OpKind::User(crate::kernel::Kernel::new(&TWO_WRITES)),
+        output: "w0",
+        other: "w1",
+    };
+    assert_eq!(two(at(0), 4, 4), alias, "the same range");
+    assert_eq!(
+        two(at(0), 4, 2),
+        overlap,
+        "the same start, not the same end"
+    );
+    assert_eq!(
+        two(at(2), 4, 2),
+        overlap,
+        "the same end, not the same start"
+    );
+    // rms_norm may not alias: its weight read from where its output starts.
+    let x = d.alloc(DType::F32, 8).unwrap();
+    let out = d.alloc(DType::F32, 8).unwrap();
+    let e = d
+        .launch(&crate::ops::rms_norm(x, out, out, 2, 4, 1e-5))
+        .unwrap_err();
+    assert_eq!(
+        e.kind,
+        ErrorKind::AliasNotAllowed {
+            op: OpKind::RmsNorm,
+            output: "out",
+            input: "w",
+        },
+        "{e}"
+    );
+}
