@@ -473,6 +473,33 @@ pub fn user(def: &'static crate::kernel::KernelDef, views: &[View], params: Para
 mod tests {
     use super::*;
 
+    /// A user kernel's op names its kernel, a catalogue op none; catalogue
+    /// ops are found by name. Mutations: `OpKind::user` → `None` or its
+    /// `User` arm deleted, `from_name` → `None` or its `==` → `!=` → red.
+    #[test]
+    fn ops_name_their_kernel_and_are_found_by_name() {
+        static K: crate::kernel::KernelDef = crate::kernel::KernelDef {
+            name: "k",
+            bindings: &[Binding::fixed("y", Access::Write, DType::F32)],
+            reads: &[],
+            extents: |_, out| out.fill(1),
+            workgroup_size: [1, 1, 1],
+            grid: |_| [1, 1, 1],
+            check: None,
+            allows_aliasing: false,
+            tolerance: Tolerance::BitExact,
+            wgsl: None,
+            cuda: None,
+            cpu: None,
+            samples: &[],
+        };
+        let k = Kernel::new(&K);
+        assert_eq!(OpKind::User(k).user(), Some(k));
+        assert_eq!(OpKind::Add.user(), None);
+        assert_eq!(OpKind::from_name("add"), Some(OpKind::Add));
+        assert_eq!(OpKind::from_name("nope"), None);
+    }
+
     /// What a GPU kernel receives: each view's element offset in binding
     /// order (zero past the last), and the immediate block of the params'
     /// bytes then those offsets; `Params::dims` and `with_scalars` set the
