@@ -434,6 +434,33 @@ mod tests {
         assert_eq!(&m.source[p.len()..], GOOD.wgsl.unwrap());
     }
 
+    /// naga's locations and gutter numbers past the prelude become the
+    /// kernel's own lines, padded to the gutter's width; lines in the
+    /// prelude say so; other lines stay as they are. Mutations in
+    /// `renumber` (either `>` → `>=`, either `-` → `/`, the gutter's guard
+    /// → `true` or its `&&` → `||`) → red.
+    #[test]
+    fn naga_lines_are_renumbered_past_the_prelude() {
+        let rendered = "error at wgsl:12:5 bad\n\
+                        note at wgsl:10:1 here\n   \
+                        12 │ let x = 1;\n   \
+                        10 │ struct Params\n   \
+                        15 items\n\
+                        no location";
+        let got = renumber(rendered, 10, "k");
+        assert_eq!(
+            got.lines().collect::<Vec<_>>(),
+            [
+                "error at k.wgsl:2:5 bad",
+                "note at wgsl:10:1 here (in the prelude, seam::kernel::WGSL_PRELUDE)",
+                "    2 │ let x = 1;",
+                "   10 │ struct Params",
+                "   15 items",
+                "no location",
+            ]
+        );
+    }
+
     #[test]
     fn a_syntax_error_is_kernel_compile_naming_the_kernels_own_line() {
         let e = compile(Kernel::new(&SYNTAX)).err().unwrap();
