@@ -209,3 +209,55 @@ fn workload(
     ));
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Default)]
+    struct Lines(Vec<String>);
+    impl Sink for Lines {
+        fn row(&mut self, row: crate::csv::Row) {
+            self.0.push(row.to_string());
+        }
+        fn comment(&mut self, text: &str) {
+            self.0.push(text.to_string());
+        }
+    }
+
+    /// On the CPU reference (no timing asserted): a line per workload with
+    /// every arm measured and the node spans counted, the decode trace's
+    /// node table, nothing stopped.
+    #[test]
+    fn every_workload_gets_its_line_on_the_cpu() {
+        let trace =
+            std::env::temp_dir().join(format!("seam-bench-nodes-{}.json", std::process::id()));
+        let cfg = NodeConfig {
+            backends: vec!["cpu".into()],
+            ns: vec![1, 3],
+            decode: (64, 1),
+            rounds: 2,
+            replays: 2,
+            trace: Some(trace.clone()),
+        };
+        let mut out = Lines::default();
+        node_overhead(&cfg, &mut out);
+        let text = out.0.join("\n");
+        std::fs::remove_file(&trace).ok();
+        assert!(
+            !text.contains("stopped") && !text.contains("not measured"),
+            "{text}"
+        );
+        for w in [
+            "| chain N=1 | 1 |",
+            "| chain N=3 | 3 |",
+            "| decode h=64 L=1 | 4 |",
+        ] {
+            assert!(text.contains(&format!("cpu:0 {w}")), "{w}: {text}");
+        }
+        assert!(
+            text.contains("cpu:0 decode h=64 L=1"),
+            "the node table: {text}"
+        );
+    }
+}
