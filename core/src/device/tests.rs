@@ -500,3 +500,89 @@ fn overlaps_are_named_by_how_they_overlap() {
         "{e}"
     );
 }
+
+fn stray_extents(p: &crate::Params, out: &mut [u64]) {
+    out.fill(u64::from(p.d0));
+}
+/// `y[i] = x[i] + 1` for `i < n`; with `d1 == 0` also `y[n]` (one past its
+/// extent), with `d1 == 1` also `x[0] = 42` (a write into a read binding).
+fn stray_cpu(p: &crate::Params, b: &mut [Vec<u8>]) {
+    let n = p.d0 as usize + usize::from(p.d1 == 0);
+    for i in 0..n {
+        let x = f32::from_le_bytes(b[0][4 * i..4 * i + 4].try_into().unwrap());
+        b[1][4 * i..4 * i + 4].copy_from_slice(&(x + 1.0).to_le_bytes());
+    }
+    if p.d1 == 1 {
+        b[0][..4].copy_from_slice(&42f32.to_le_bytes());
+    }
+}
+static STRAY: crate::kernel::KernelDef = crate::kernel::KernelDef {
+    name: "stray",
+    bindings: &[
+        crate::ops::Binding::fixed("x", crate::ops::Access::Read, DType::F32),
+        crate::ops::Binding::fixed("y", crate::ops::Access::Write, DType::F32),
+    ],
+    reads: &[crate::kernel::Field::D0, crate::kernel::Field::D1],
+    extents: stray_extents,
+    grid: one_group,
+    cpu: Some(stray_cpu),
+    ..kernel!("stray")
+};
+
+/// Checked mode on a device whose kernels can stray (the null backend
+/// runs a kernel over its buffers to their end, as a GPU would): a write
+/// one past a binding's extent inside its buffer, one into the guard past
+/// the buffer's end, and one into a read binding are each named (binding,
+/// element, guard), and every buffer is put back; a kernel within its
+/// extents runs and keeps its results; off, nothing is checked. Mutations
+/// in `read_allocation` (a constant, the size's `*`), `write_allocation`
+/// (→ `Ok(())`, its `+`) and `check_writes` → red.
+#[test]
+fn checked_mode_names_stray_writes_and_puts_buffers_back() {
+    let d = device();
+    d.register_kernel(&STRAY).unwrap();
+    d.set_checked(true);
+    let x = d
+        .buffer_from(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])
+        .unwrap();
+    let y = d.buffer_from(&[0.0f32; 8]).unwrap();
+    let stray = |n: u32, d1: u32| {
+        d.launch(&crate::ops::user(
+            &STRAY,
+            &[x.id().into(), y.id().into()],
+            crate::Params::dims(n, d1, 0),
+        ))
+    };
+    let named = |e: crate::Error| match e.kind {
+        ErrorKind::WroteOutsideExtents {
+            kernel,
+            binding,
+            element,
+            detail,
+        } => (kernel, binding, element, detail),
+        k => panic!("{k:?}"),
+    };
+    let (kernel, binding, element, detail) = named(stray(4, 0).unwrap_err());
+    assert_eq!((kernel, binding, element), ("stray", "y", 4), "{detail}");
+    assert!(!detail.contains("guard"), "{detail}");
+    assert_eq!(y.read().unwrap(), [0.0; 8], "put back");
+    let (_, binding, element, detail) = named(stray(8, 0).unwrap_err());
+    assert_eq!((binding, element), ("y", 8));
+    assert!(
+        detail.contains("past the buffer's 8 (its guard)"),
+        "{detail}"
+    );
+    assert_eq!(y.read().unwrap(), [0.0; 8], "put back");
+    let (_, binding, element, _) = named(stray(2, 1).unwrap_err());
+    assert_eq!((binding, element), ("x", 0));
+    assert_eq!(x.read().unwrap()[0], 1.0, "put back");
+    stray(3, 2).unwrap();
+    assert_eq!(y.read().unwrap(), [2.0, 3.0, 4.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+    d.set_checked(false);
+    stray(4, 0).unwrap();
+    assert_eq!(
+        y.read().unwrap()[4],
+        6.0,
+        "unchecked: the stray write stays"
+    );
+}

@@ -23,13 +23,33 @@ use crate::ops::{Launch, OpKind};
 use crate::table::{Buffers, Graphs};
 use std::sync::{Arc, Mutex};
 
-/// A backend that runs nothing. Memory reads return zeros.
+/// A backend that runs no catalogue op. Memory holds what was written
+/// (zeros before), made only when first touched, so a huge allocation that
+/// is never touched costs nothing. An eager user kernel with a CPU
+/// implementation runs over each binding from its view's first byte to the
+/// end of its allocation, and every binding is written back: like a GPU,
+/// and unlike the CPU reference, a kernel that strays past its declared
+/// extents changes the memory it strays into (what checked mode finds).
 pub struct NullBackend {
     info: DeviceInfo,
     support: CaptureSupport,
     log: Arc<Mutex<Vec<&'static str>>>,
-    buffers: Buffers<()>,
+    buffers: Buffers<Memory>,
     graphs: Graphs<()>,
+    capturing: bool,
+}
+
+/// One allocation of a [`NullBackend`]: its size, and its bytes once touched.
+struct Memory {
+    bytes: usize,
+    data: Option<Vec<u8>>,
+}
+
+impl Memory {
+    fn data(&mut self) -> &mut Vec<u8> {
+        let bytes = self.bytes;
+        self.data.get_or_insert_with(|| vec![0; bytes])
+    }
 }
 
 impl NullBackend {
@@ -46,6 +66,7 @@ impl NullBackend {
             log: Arc::default(),
             buffers: Buffers::new(),
             graphs: Graphs::new(),
+            capturing: false,
         }
     }
 
@@ -71,25 +92,53 @@ impl Backend for NullBackend {
     fn capture_support(&self) -> CaptureSupport {
         self.support.clone()
     }
-    fn alloc(&mut self, _: usize) -> Result<RawBuffer, ErrorKind> {
+    fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
         self.note("alloc");
-        Ok(self.buffers.insert((), 0))
+        Ok(self.buffers.insert(Memory { bytes, data: None }, 0))
     }
     unsafe fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
         self.note("free");
-        self.buffers.remove(buffer)
+        self.buffers.remove(buffer).map(drop)
     }
-    unsafe fn write(&mut self, _: RawBuffer, _: usize, _: &[u8]) -> Result<(), ErrorKind> {
+    unsafe fn write(
+        &mut self,
+        buffer: RawBuffer,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), ErrorKind> {
         self.note("write");
+        // Core gave a live buffer and a range within it (the trait's guarantees).
+        self.buffers.get_mut(buffer)?.data()[offset..offset + data.len()].copy_from_slice(data);
         Ok(())
     }
-    unsafe fn read(&mut self, _: RawBuffer, _: usize, out: &mut [u8]) -> Result<(), ErrorKind> {
+    unsafe fn read(
+        &mut self,
+        buffer: RawBuffer,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<(), ErrorKind> {
         self.note("read");
-        out.fill(0);
+        out.copy_from_slice(&self.buffers.get_mut(buffer)?.data()[offset..offset + out.len()]);
         Ok(())
     }
-    unsafe fn launch(&mut self, _: &Launch) -> Result<(), ErrorKind> {
+    unsafe fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
         self.note("launch");
+        let OpKind::User(k) = launch.op else {
+            return Ok(());
+        };
+        let Some(cpu) = k.def().cpu.filter(|_| !self.capturing) else {
+            return Ok(());
+        };
+        let mut bindings = Vec::with_capacity(launch.buffers.len());
+        for v in launch.buffers.iter() {
+            let data = self.buffers.get_mut(v.buffer)?.data();
+            bindings.push(data[v.byte_offset as usize..].to_vec());
+        }
+        cpu(&launch.params, &mut bindings);
+        for (v, b) in launch.buffers.iter().zip(bindings) {
+            let data = self.buffers.get_mut(v.buffer)?.data();
+            data[v.byte_offset as usize..].copy_from_slice(&b);
+        }
         Ok(())
     }
     fn synchronize(&mut self) -> Result<(), ErrorKind> {
@@ -102,15 +151,18 @@ impl Backend for NullBackend {
     }
     fn begin_capture(&mut self) -> Result<(), ErrorKind> {
         self.note("begin_capture");
+        self.capturing = true;
         Ok(())
     }
     fn end_capture_into_current(&mut self) -> Result<(), ErrorKind> {
         self.note("end_capture_into_current");
+        self.capturing = false;
         self.graphs.set_current(());
         Ok(())
     }
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
         self.note("end_capture_graph");
+        self.capturing = false;
         Ok(self.graphs.insert(()))
     }
     unsafe fn replay(&mut self, _: ReplayTarget) -> Result<(), ErrorKind> {
@@ -123,6 +175,7 @@ impl Backend for NullBackend {
     }
     fn abort_capture(&mut self) -> Result<(), ErrorKind> {
         self.note("abort_capture");
+        self.capturing = false;
         Ok(())
     }
     fn live_resources(&self) -> ResourceCounts {
