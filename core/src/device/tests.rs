@@ -329,8 +329,9 @@ fn kernels_register_by_name_and_prepare_only_when_registered() {
 
 /// In checked mode a new buffer's guard is written with the canary (on
 /// the CPU its poison is the canary's byte, so only the call shows it);
-/// off, an allocation writes nothing. Mutations: `set_checked` → `()`,
-/// `guard > 0` → `guard < 0` in `Device::alloc` → red.
+/// off, an allocation writes nothing; a catalogue op is never checked.
+/// Mutations: `set_checked` → `()`, `guard > 0` → `guard < 0` in
+/// `Device::alloc`, `checked_snapshot`'s second `||` → `&&` → red.
 #[test]
 fn checked_allocations_write_their_guard() {
     let backend = null(CaptureSupport::Native);
@@ -346,8 +347,12 @@ fn checked_allocations_write_their_guard() {
     d.alloc(DType::U32, 4).unwrap();
     assert_eq!(writes(), 0, "unchecked");
     d.set_checked(true);
-    d.alloc(DType::U32, 4).unwrap();
+    let b = d.alloc(DType::U32, 4).unwrap();
     assert_eq!(writes(), 1, "checked: the guard");
+    // Only user kernels are checked: a catalogue op reads nothing back.
+    let reads = || log.lock().unwrap().iter().filter(|c| **c == "read").count();
+    d.launch(&crate::ops::fill(b, 4, 7)).unwrap();
+    assert_eq!(reads(), 0, "a checked catalogue launch");
 }
 
 /// `write_bytes` writes whole elements of the buffer's type, up to its
