@@ -361,11 +361,12 @@ fn checked_allocations_write_their_guard() {
 fn write_bytes_counts_elements_of_the_buffers_type() {
     let d = device();
     let b = d.alloc(DType::U32, 4).unwrap();
+    assert_eq!(b.number(), 1, "a device numbers its ids from 1");
     d.write_bytes(b, 0, &[0u8; 16]).unwrap();
     d.write_bytes(b, 3, &[0u8; 4]).unwrap();
     assert!(d.write_bytes(b, 3, &[0u8; 8]).is_err());
-    // Ids number what the device made, in order. Mutation:
-    // `BufferId::number` → 1 → red.
+    // Ids number what the device made, in order. Mutations:
+    // `BufferId::number` → 1, `new_buffer_id`'s `- 1` → `+ 1` / `/ 1` → red.
     let c = d.alloc(DType::U32, 4).unwrap();
     assert_eq!(c.number(), b.number() + 1);
 }
@@ -551,6 +552,7 @@ fn checked_mode_names_stray_writes_and_puts_buffers_back() {
         .buffer_from(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])
         .unwrap();
     let y = d.buffer_from(&[0.0f32; 8]).unwrap();
+    assert!(!y.is_empty() && y.len() == 8);
     let stray = |n: u32, d1: u32| {
         d.launch(&crate::ops::user(
             &STRAY,
@@ -590,4 +592,66 @@ fn checked_mode_names_stray_writes_and_puts_buffers_back() {
         6.0,
         "unchecked: the stray write stays"
     );
+}
+
+fn apart_extents(p: &crate::Params, out: &mut [u64]) {
+    out[0] = u64::from(p.d0);
+    out[1] = u64::from(p.d1);
+}
+/// Writes its two outputs, then one element `d2` of their buffer that
+/// neither declares (through whichever binding's view reaches it).
+fn apart_cpu(p: &crate::Params, b: &mut [Vec<u8>]) {
+    let e = p.d2 as usize;
+    let (k, at) = if e >= 20 { (1, e - 20) } else { (0, e - 3) };
+    b[k][4 * at..4 * at + 4].copy_from_slice(&9f32.to_le_bytes());
+}
+static APART: crate::kernel::KernelDef = crate::kernel::KernelDef {
+    name: "apart",
+    bindings: &[
+        crate::ops::Binding::fixed("w0", crate::ops::Access::Write, DType::F32),
+        crate::ops::Binding::fixed("w1", crate::ops::Access::Write, DType::F32),
+    ],
+    reads: &[
+        crate::kernel::Field::D0,
+        crate::kernel::Field::D1,
+        crate::kernel::Field::D2,
+    ],
+    extents: apart_extents,
+    grid: one_group,
+    cpu: Some(apart_cpu),
+    ..kernel!("apart")
+};
+
+/// A stray write is named after the written binding of its buffer nearest
+/// to it: `w0` declares elements 3..5 and `w1` element 20 of one buffer;
+/// strays at 5, 12, 13, 19 and 22 are nearest `w0`, `w0` (7 against 8),
+/// `w1` (7 against 8), `w1` and `w1`. Mutations in `check_writes`' choice
+/// of the binding (the buffer or access filter's `==`, the end's `+`, the
+/// before-or-after `<`, the distance's `-`) → red.
+#[test]
+fn a_stray_write_is_named_after_the_nearest_written_binding() {
+    let d = device();
+    d.register_kernel(&APART).unwrap();
+    d.set_checked(true);
+    let y = d.buffer_from(&[0.0f32; 24]).unwrap();
+    let at = |offset| crate::View {
+        buffer: y.id(),
+        offset,
+        len: None,
+    };
+    for (stray, want) in [(5, "w0"), (12, "w0"), (13, "w1"), (19, "w1"), (22, "w1")] {
+        let e = d
+            .launch(&crate::ops::user(
+                &APART,
+                &[at(3), at(20)],
+                crate::Params::dims(2, 1, stray),
+            ))
+            .unwrap_err();
+        match e.kind {
+            ErrorKind::WroteOutsideExtents {
+                binding, element, ..
+            } => assert_eq!((binding, element), (want, u64::from(stray))),
+            k => panic!("stray {stray}: {k:?}"),
+        }
+    }
 }
