@@ -369,6 +369,11 @@ fn write_bytes_counts_elements_of_the_buffers_type() {
     // `BufferId::number` → 1, `new_buffer_id`'s `- 1` → `+ 1` / `/ 1` → red.
     let c = d.alloc(DType::U32, 4).unwrap();
     assert_eq!(c.number(), b.number() + 1);
+    // Graph ids come from the same count. Mutation: `new_graph_id`'s `- 1`
+    // → `+ 1` / `/ 1` → red.
+    d.low_level().begin_capture().unwrap();
+    let g = d.low_level().end_capture_graph().unwrap();
+    assert_eq!(g.number(), 3);
 }
 
 fn grid_of_dims(p: &crate::Params) -> [u32; 3] {
