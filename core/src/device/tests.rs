@@ -660,3 +660,40 @@ fn a_stray_write_is_named_after_the_nearest_written_binding() {
         }
     }
 }
+
+/// Dropping a device with a current graph replaces that graph with an
+/// empty capture (the backend has no call to destroy it), then frees the
+/// buffers; the replacement's capture is never aborted. Mutations in
+/// `State::drop` (its `&&` → `||`, its `!` deleted) → red.
+#[test]
+fn drop_replaces_the_current_graph_then_frees() {
+    let backend = null(CaptureSupport::Native);
+    let log = backend.log();
+    let d = Device::new(Box::new(backend));
+    let b = d.alloc(DType::U32, 4).unwrap();
+    d.low_level().begin_capture().unwrap();
+    d.launch(&crate::ops::fill(b, 4, 1)).unwrap();
+    d.low_level().end_capture_into_current().unwrap();
+    log.lock().unwrap().clear();
+    drop(d);
+    assert_eq!(
+        *log.lock().unwrap(),
+        [
+            "synchronize",
+            "begin_capture",
+            "end_capture_into_current",
+            "free"
+        ]
+    );
+}
+
+/// A device that cannot capture has nothing to update, and says why.
+/// Mutation: `update_support`'s `Unsupported` arm deleted → red.
+#[test]
+fn no_capture_no_update() {
+    let d = Device::new(Box::new(null(CaptureSupport::Unsupported("none".into()))));
+    match d.update_support() {
+        crate::UpdateSupport::Unsupported(why) => assert!(why.contains("none"), "{why}"),
+        u => panic!("{u:?}"),
+    }
+}
