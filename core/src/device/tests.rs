@@ -697,3 +697,27 @@ fn no_capture_no_update() {
         u => panic!("{u:?}"),
     }
 }
+
+/// After an update of whole launches, the graph holds exactly the buffers
+/// its launches now use: one no launch uses any more frees, one a launch
+/// now uses is in use. Mutation: `replace_launches`' `*at == i` → `!=`
+/// (the graph's buffers taken from the wrong launches) → red.
+#[test]
+fn a_graph_holds_the_buffers_its_updated_launches_use() {
+    let d = device();
+    let [a, b, c, o] = [0; 4].map(|_| d.alloc(DType::U32, 4).unwrap());
+    d.low_level().begin_capture().unwrap();
+    d.launch(&crate::ops::copy(a, o, 4)).unwrap();
+    d.launch(&crate::ops::copy(b, o, 4)).unwrap();
+    let g = d.low_level().end_capture_graph().unwrap();
+    d.update(
+        GraphRef::Handle(g),
+        &crate::Change::launches(&[(1, crate::ops::copy(c, o, 4))]),
+    )
+    .unwrap();
+    d.free(b).unwrap();
+    for used in [a, c, o] {
+        let e = d.free(used).unwrap_err();
+        assert!(matches!(e.kind, ErrorKind::BufferInUse { .. }), "{e}");
+    }
+}
