@@ -362,13 +362,13 @@ fn rebound_launches(
         }
         let moved = &moved[..views.len().min(moved.len())];
         let to = |k: usize| moved[k].map_or(views[k].buffer, |p| pairs[p].1);
-        let vouched = views.len() == moved.len()
-            && moved.iter().zip(views.iter()).all(|(m, v)| match m {
-                Some(p) => new[*p].1,
-                None => !gone.contains(&v.buffer),
-            })
-            && (0..views.len())
-                .all(|i| (0..i).all(|j| (views[i].buffer == views[j].buffer) == (to(i) == to(j))));
+        // (A recorded launch has at most MAX_BINDINGS views: `moved` holds
+        // one entry per view.)
+        let vouched = moved.iter().zip(views.iter()).all(|(m, v)| match m {
+            Some(p) => new[*p].1,
+            None => !gone.contains(&v.buffer),
+        }) && (0..views.len())
+            .all(|i| (0..i).all(|j| (views[i].buffer == views[j].buffer) == (to(i) == to(j))));
         let launch = if vouched {
             let mut launch = r.launch.clone();
             for ((raw, m), v) in launch.buffers.iter_mut().zip(moved).zip(views.iter()) {
