@@ -365,6 +365,20 @@ fn write_bytes_counts_elements_of_the_buffers_type() {
     d.write_bytes(b, 0, &[0u8; 16]).unwrap();
     d.write_bytes(b, 3, &[0u8; 4]).unwrap();
     assert!(d.write_bytes(b, 3, &[0u8; 8]).is_err());
+    // Not a whole number of elements: refused, saying the largest that is.
+    // Mutation: the message's `/ size` → `* size` → red.
+    let e = d.write_bytes(b, 0, &[0u8; 6]).unwrap_err();
+    assert!(
+        matches!(
+            e.kind,
+            ErrorKind::SizeMismatch {
+                expected: 4,
+                found: 6,
+                ..
+            }
+        ),
+        "{e}"
+    );
     // Ids number what the device made, in order. Mutations:
     // `BufferId::number` → 1, `new_buffer_id`'s `- 1` → `+ 1` / `/ 1` → red.
     let c = d.alloc(DType::U32, 4).unwrap();
