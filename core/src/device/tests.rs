@@ -658,7 +658,16 @@ fn a_stray_write_is_named_after_the_nearest_written_binding() {
         offset,
         len: None,
     };
-    for (stray, want) in [(5, "w0"), (12, "w0"), (13, "w1"), (19, "w1"), (22, "w1")] {
+    // 60: past the buffer's 24 elements, deep in the guard (which checked
+    // mode compares whole: mutation `read_allocation`'s `*` → `+` → red).
+    for (stray, want) in [
+        (5, "w0"),
+        (12, "w0"),
+        (13, "w1"),
+        (19, "w1"),
+        (22, "w1"),
+        (60, "w1"),
+    ] {
         let e = d
             .launch(&crate::ops::user(
                 &APART,
