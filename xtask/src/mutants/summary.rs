@@ -105,16 +105,29 @@ pub fn read_equivalent(path: &Path) -> Result<BTreeMap<String, String>, String> 
 pub fn parse_equivalent(text: &str) -> BTreeMap<String, String> {
     text.lines()
         .filter_map(|l| {
-            let cells: Vec<&str> = l
-                .trim()
-                .strip_prefix('|')?
-                .split('|')
-                .map(str::trim)
-                .collect();
+            let cells = cells(l.trim().strip_prefix('|')?);
             let key = cells.first()?.strip_prefix('`')?.strip_suffix('`')?;
-            Some((key_of(key), cells.get(1).copied().unwrap_or("").to_string()))
+            Some((key_of(key), cells.get(1).cloned().unwrap_or_default()))
         })
         .collect()
+}
+
+/// A Markdown table row's cells, trimmed: split at each `|` that is not
+/// escaped, and `\|` read as `|` (how a mutant's `|` is written in a cell).
+fn cells(row: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut chars = row.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&'|') => {
+                chars.next();
+                out.last_mut().expect("one cell at least").push('|');
+            }
+            '|' => out.push(String::new()),
+            c => out.last_mut().expect("one cell at least").push(c),
+        }
+    }
+    out.iter().map(|c| c.trim().to_string()).collect()
 }
 
 #[derive(Default, Clone, Copy, Debug, PartialEq)]
@@ -431,6 +444,17 @@ mod tests {
         .unwrap();
         let read = read_equivalent(&eq).unwrap();
         assert_eq!(read.get("a.rs: x").map(String::as_str), Some("because"));
+        // A mutant's `|` is written `\|` in its cell, and so is one in the
+        // reason. Mutations in `cells` (the escape not read, a `|` not
+        // splitting) → red.
+        let piped = parse_equivalent(
+            "| `b.rs:3:4: replace \\| with ^ in f` | the bits \\| nothing | extra |\n",
+        );
+        assert_eq!(
+            piped.get("b.rs: replace | with ^ in f").map(String::as_str),
+            Some("the bits | nothing"),
+            "{piped:?}"
+        );
         assert!(read_equivalent(&dir.join("none.md")).is_err());
         let times = dir.join("outcomes.json");
         std::fs::write(
