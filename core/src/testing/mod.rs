@@ -37,6 +37,8 @@ pub struct NullBackend {
     buffers: Buffers<Memory>,
     graphs: Graphs<()>,
     capturing: bool,
+    /// Declares native node timing ([`NullBackend::timing_nodes`]).
+    nodes: bool,
 }
 
 /// One allocation of a [`NullBackend`]: its size, and its bytes once touched.
@@ -67,6 +69,16 @@ impl NullBackend {
             buffers: Buffers::new(),
             graphs: Graphs::new(),
             capturing: false,
+            nodes: false,
+        }
+    }
+
+    /// The same, declaring native node timing (it times nothing): its log
+    /// shows each `set_node_timing` as `set_node_timing:on` / `:off`.
+    pub fn timing_nodes(self) -> NullBackend {
+        NullBackend {
+            nodes: true,
+            ..self
         }
     }
 
@@ -188,6 +200,22 @@ impl Backend for NullBackend {
     }
     fn begin_timed(&mut self, _: u64) -> Result<(), ErrorKind> {
         self.note("begin_timed");
+        Ok(())
+    }
+    fn node_timing(&self) -> crate::backend::NodeTiming {
+        match self.nodes {
+            true => crate::backend::NodeTiming::Native,
+            false => {
+                crate::backend::NodeTiming::Unavailable("the null backend times nothing".into())
+            }
+        }
+    }
+    fn set_node_timing(&mut self, on: bool) -> Result<(), ErrorKind> {
+        self.note(if on {
+            "set_node_timing:on"
+        } else {
+            "set_node_timing:off"
+        });
         Ok(())
     }
 }

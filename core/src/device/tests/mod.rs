@@ -256,7 +256,7 @@ fn node_timing_unavailable_is_refused_and_named() {
     let e = d.set_node_timing(true).unwrap_err();
     match &e.kind {
         ErrorKind::Unavailable { reason } => {
-            assert!(reason.contains("does not time the nodes"), "{reason}")
+            assert!(reason.contains("times nothing"), "{reason}")
         }
         k => panic!("{k:?}"),
     }
@@ -361,4 +361,51 @@ fn a_graph_holds_the_buffers_its_updated_launches_use() {
         let e = d.free(used).unwrap_err();
         assert!(matches!(e.kind, ErrorKind::BufferInUse { .. }), "{e}");
     }
+}
+
+/// A graph re-recorded by an update (emulated) keeps the node timing it
+/// was captured with: the backend's is switched to the graph's for the
+/// re-record and back after it, and left alone when they agree. Mutation:
+/// `rerecord`'s `keep == st.node_timing` → `!=` → red.
+#[test]
+fn a_rerecorded_graph_keeps_its_node_timing() {
+    let backend = null(CaptureSupport::Native).timing_nodes();
+    let log = backend.log();
+    let d = Device::new(Box::new(backend));
+    let b = d.alloc(DType::U32, 4).unwrap();
+    let capture = |timed: bool| {
+        d.set_node_timing(timed).unwrap();
+        d.low_level().begin_capture().unwrap();
+        d.launch(&crate::ops::fill(b, 4, 1)).unwrap();
+        let g = d.low_level().end_capture_graph().unwrap();
+        d.set_node_timing(false).unwrap();
+        g
+    };
+    let timed = capture(true);
+    let untimed = capture(false);
+    let switches = |g| {
+        log.lock().unwrap().clear();
+        d.update(
+            GraphRef::Handle(g),
+            &[crate::Change::Params {
+                index: 0,
+                params: crate::Params {
+                    bits: 2,
+                    ..crate::Params::dims(4, 0, 0)
+                },
+            }],
+        )
+        .unwrap();
+        log.lock()
+            .unwrap()
+            .iter()
+            .filter(|c| c.starts_with("set_node_timing") || c.starts_with("begin_capture"))
+            .copied()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        switches(timed),
+        ["set_node_timing:on", "begin_capture", "set_node_timing:off"]
+    );
+    assert_eq!(switches(untimed), ["begin_capture"]);
 }
