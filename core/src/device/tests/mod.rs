@@ -409,3 +409,36 @@ fn a_rerecorded_graph_keeps_its_node_timing() {
     );
     assert_eq!(switches(untimed), ["begin_capture"]);
 }
+
+/// A traced replay names its launches (a `Nodes` event) only for a graph
+/// captured with node timing on. Mutation: `Device::replay`'s
+/// `timed && entry.node_timed` → `||` → red.
+#[test]
+fn only_node_timed_graphs_are_described() {
+    let d = Device::new(Box::new(null(CaptureSupport::Native).timing_nodes()));
+    let b = d.alloc(DType::U32, 4).unwrap();
+    let capture = |timed: bool| {
+        d.set_node_timing(timed).unwrap();
+        d.low_level().begin_capture().unwrap();
+        d.launch(&crate::ops::fill(b, 4, 1)).unwrap();
+        d.low_level().end_capture_graph().unwrap()
+    };
+    let (untimed, timed) = (capture(false), capture(true));
+    d.set_tracing(true);
+    d.replay(GraphRef::Handle(untimed)).unwrap();
+    d.replay(GraphRef::Handle(timed)).unwrap();
+    let described: Vec<Option<u64>> = d
+        .take_trace_log("t")
+        .unwrap()
+        .events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Nodes { graph, nodes } => {
+                assert_eq!(nodes.len(), 1);
+                Some(*graph)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(described, [Some(timed.number())]);
+}
