@@ -79,24 +79,9 @@ fn bindings_are_counted_typed_unique_and_one_written() {
         },
         "0 bindings",
     );
-    const EIGHT: &[Binding] = &[
-        Binding::fixed("a", Access::Read, DType::F32),
-        Binding::fixed("b", Access::Read, DType::F32),
-        Binding::fixed("c", Access::Read, DType::F32),
-        Binding::fixed("d", Access::Read, DType::F32),
-        Binding::fixed("e", Access::Read, DType::F32),
-        Binding::fixed("f", Access::Read, DType::F32),
-        Binding::fixed("g", Access::Read, DType::F32),
-        Binding::fixed("h", Access::Write, DType::F32),
-    ];
-    assert_eq!(EIGHT.len(), crate::signature::MAX_BINDINGS);
-    KernelDef {
-        bindings: EIGHT,
-        ..base()
-    }
-    .well_formed()
-    .unwrap();
+    // The written binding first, so the first eight are a kernel too.
     const NINE: &[Binding] = &[
+        Binding::fixed("w", Access::Write, DType::F32),
         Binding::fixed("a", Access::Read, DType::F32),
         Binding::fixed("b", Access::Read, DType::F32),
         Binding::fixed("c", Access::Read, DType::F32),
@@ -105,8 +90,14 @@ fn bindings_are_counted_typed_unique_and_one_written() {
         Binding::fixed("f", Access::Read, DType::F32),
         Binding::fixed("g", Access::Read, DType::F32),
         Binding::fixed("h", Access::Read, DType::F32),
-        Binding::fixed("i", Access::Write, DType::F32),
     ];
+    const EIGHT: &[Binding] = NINE.split_at(crate::signature::MAX_BINDINGS).0;
+    KernelDef {
+        bindings: EIGHT,
+        ..base()
+    }
+    .well_formed()
+    .unwrap();
     refused(
         KernelDef {
             bindings: NINE,
