@@ -70,9 +70,15 @@ pub const GROUPS: &[Group] = &[
         sampled: None,
         exclude: &[],
         test_packages: &["seam-backends", "seam-conformance"],
-        test_args: &["--tests"],
+        test_args: &[
+            "--lib",
+            "--test",
+            "readme_using_it",
+            "--test",
+            "conformance",
+        ],
         env: &[],
-        judged_by: "discovery's tests, the README's code block, and the conformance crate's tests (the suite on every device discovery finds)",
+        judged_by: "discovery's unit tests, the README's code block, and the suite in one process on every device discovery finds",
         timeout_s: 600,
     },
     Group {
