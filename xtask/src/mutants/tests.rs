@@ -503,3 +503,69 @@ fn a_diff_runs_budget_is_shared_and_a_diff_is_not_scored() {
     let e = verdict(&whole, &summaries).unwrap_err();
     assert!(e.contains("below the 95% target"), "{e}");
 }
+
+/// cargo-mutants runs every struct-field deletion of the package whatever
+/// `--re` says; the ones not chosen are handed to `--iterate` as already
+/// caught, so they are skipped, and a chosen one is not. With none to
+/// skip, there is no `--iterate`.
+#[test]
+fn field_deletions_not_chosen_are_skipped() {
+    let fake = Fake::new("fields");
+    let a = "conformance/src/merge.rs:10:5: replace + with - in merge";
+    let mine = "conformance/src/merge.rs:12:9: delete field x from struct S expression in merge";
+    let other = "conformance/src/cases/c1.rs:3:9: delete field y from struct T expression in c1";
+    fake.lists(&[(a, MERGE), (mine, MERGE), (other, CASE)]);
+    fake.finds(&[(a, MERGE, "CaughtMutant"), (mine, MERGE, "CaughtMutant")]);
+    let o = fake.options("harness");
+    drive(&o, &fake.program()).unwrap();
+    let args = &fake.runs()[0];
+    assert!(args.iter().any(|x| x == "--iterate"), "{args:?}");
+    let caught = std::fs::read_to_string(o.output.join("harness/mutants.out/caught.txt")).unwrap();
+    assert_eq!(caught, format!("{other}\n"), "only the unchosen one");
+    // Nothing to skip: a plain run.
+    fake.lists(&[(a, MERGE), (mine, MERGE)]);
+    drive(&o, &fake.program()).unwrap();
+    let args = &fake.runs()[1];
+    assert!(!args.iter().any(|x| x == "--iterate"), "{args:?}");
+    assert!(!o.output.join("harness/mutants.out/caught.txt").exists());
+}
+
+/// A group judged by another package's tests gets its baseline from xtask
+/// (the group's own test command, with its environment), since
+/// cargo-mutants' baseline tests only the mutated package; a group judged
+/// by its own package keeps cargo-mutants' baseline.
+#[test]
+fn a_group_judged_by_another_package_has_its_own_baseline() {
+    let pick = |name: &str| groups::GROUPS.iter().find(|g| g.name == name).unwrap();
+    assert!(baseline_command(pick("core")).is_none());
+    assert!(baseline_command(pick("harness")).is_none());
+    let cmd = baseline_command(pick("vulkan")).unwrap();
+    let args: Vec<String> = cmd
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        args,
+        [
+            "test",
+            "-p",
+            "seam-conformance",
+            "--test",
+            "conformance",
+            "--",
+            "vulkan:0::"
+        ]
+    );
+    let env: Vec<(String, String)> = cmd
+        .get_envs()
+        .filter_map(|(k, v)| Some((k.to_str()?.into(), v?.to_str()?.into())))
+        .collect();
+    assert!(
+        env.contains(&("SEAM_VULKAN_VALIDATION".into(), "sync".into())),
+        "{env:?}"
+    );
+    assert_eq!(cmd.get_current_dir(), Some(root().as_path()));
+    for name in ["vulkan-staging", "wgpu", "kernels", "backends"] {
+        assert!(baseline_command(pick(name)).is_some(), "{name}");
+    }
+}
