@@ -1,6 +1,7 @@
 //! The campaign's choices and its run end to end, against a fake
 //! cargo-mutants that records how it was called.
 
+use super::cargo::{at_any_line, baseline_command, exact, find_or_install};
 use super::*;
 
 #[test]
