@@ -5,7 +5,9 @@
 //!   and error text;
 //! - [`driver`]: devices, the primary context, and the stream, which is the
 //!   backend's [`seam_streamgraph::StreamDriver`] (memory, modules, kernel
-//!   launches, capture, graphs, events);
+//!   launches, the patch of a graph's kernel node);
+//! - [`graph`]: the stream's [`seam_streamgraph::GraphDriver`] half
+//!   (capture, graphs, replays, events);
 //! - [`nvrtc`]: runtime compilation; [`cublas`]: the GEMM handle.
 //!
 //! Every call returns a `Result` whose error names the driver call; every
@@ -24,6 +26,7 @@
 
 mod cublas;
 mod driver;
+mod graph;
 mod nvrtc;
 
 pub use cublas::Blas;

@@ -4,7 +4,9 @@
 //! - here: error text, the runtime and its devices;
 //! - [`driver`]: the backend's stream, which is its
 //!   [`seam_streamgraph::StreamDriver`] (memory, modules, kernel launches,
-//!   capture, graphs, events);
+//!   the patch of a graph's kernel node);
+//! - [`graph`]: the stream's [`seam_streamgraph::GraphDriver`] half
+//!   (capture, graphs, replays, events);
 //! - [`hiprtc`]: runtime compilation (entry points the -sys crate does not
 //!   bind, declared there; they live in the same libamdhip64).
 //!
@@ -17,6 +19,7 @@
 //! `hipSetDevice`, which the backend calls at the top of every seam call.
 
 mod driver;
+mod graph;
 mod hiprtc;
 
 pub use driver::{Function, Stream};
