@@ -115,7 +115,7 @@ enum Cmd {
         /// Only these groups (repeatable; default: every group).
         #[arg(long)]
         group: Vec<String>,
-        /// Only files matching this glob (repeatable), e.g. `core/src/ops.rs`.
+        /// Only files matching this glob (repeatable), e.g. `core/src/ops/mod.rs`.
         #[arg(long)]
         file: Vec<String>,
         /// Only mutants in lines changed since this commit; `recorded`:
