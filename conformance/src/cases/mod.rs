@@ -19,6 +19,7 @@ mod reexecution;
 mod reporting;
 mod results;
 mod stream_order;
+mod transfers;
 mod update;
 mod views;
 
@@ -33,6 +34,7 @@ pub static ALL: &[Case] = &[
     reexecution::C2_PARTIAL_WRITE_SEEN_BY_NEXT_REPLAY,
     stream_order::C2_EAGER_WORK_AND_REPLAYS_KEEP_STREAM_ORDER,
     peers::C2_HALF_HOST_ACCESS_AT_ODD_OFFSETS,
+    transfers::C2_LARGE_TRANSFERS_ARRIVE_WHOLE,
     reexecution::C3_HANDLES_DO_NOT_ALIAS,
     reexecution::C3_CURRENT_EXEC_AND_HANDLE_DISTINCT,
     reexecution::C3_NEW_CURRENT_EXEC_REPLACES_OLD,

@@ -6,7 +6,8 @@ use seam::{ops, GraphRef};
 const CAP: &[Tag] = &[Tag::NeedsCapture];
 
 /// dst += a, captured once into a graph handle: 17, then 34 after the second
-/// replay, then 35 after a host write of a = 1 (ARCHITECTURE.md, C1).
+/// replay, then 35 after a host write of a = 1 (C1: a replay runs its
+/// launches again, on the buffers as they are now).
 ///
 /// Mutation: make the CPU backend's `replay` run a graph only the first time
 /// and serve that result afterwards (a snapshot) → red at "34".

@@ -33,8 +33,18 @@ pub struct Group {
 /// The seed of every sampled group's sample.
 pub const SEED: u64 = 0x5EA4_2026;
 
-/// The suite on one lavapipe device, as CI runs it.
-const LAVAPIPE_SUITE_VULKAN: &[&str] = &["--test", "conformance", "--", "vulkan:0::"];
+/// The suite on one lavapipe device, as CI runs it, and the Vulkan
+/// backend's unit tests (the barrier audit's, the waits', the staging
+/// memory's): `--lib` runs them, and their names all hold `tests::`, which
+/// no trial's name does.
+const LAVAPIPE_SUITE_VULKAN: &[&str] = &[
+    "--lib",
+    "--test",
+    "conformance",
+    "--",
+    "vulkan:0::",
+    "tests::",
+];
 const LAVAPIPE_SUITE_WGPU: &[&str] = &["--test", "conformance", "--", "wgpu:0::"];
 const VALIDATED: &[(&str, &str)] = &[("SEAM_VULKAN_VALIDATION", "sync")];
 
@@ -159,10 +169,10 @@ pub const GROUPS: &[Group] = &[
         ],
         sampled: Some((&["backends/vulkan/src/**"], 150)),
         exclude: &["backends/vulkan/src/backend/staging.rs"],
-        test_packages: &["seam-conformance"],
+        test_packages: &["seam-conformance", "seam-vulkan"],
         test_args: LAVAPIPE_SUITE_VULKAN,
         env: VALIDATED,
-        judged_by: "the suite on lavapipe's vulkan:0 under Khronos + synchronization validation and the barrier audit",
+        judged_by: "the suite on lavapipe's vulkan:0 under Khronos + synchronization validation and the barrier audit, and the Vulkan backend's unit tests",
         timeout_s: 600,
     },
     Group {
@@ -171,13 +181,13 @@ pub const GROUPS: &[Group] = &[
         files: &["backends/vulkan/src/backend/staging.rs"],
         sampled: None,
         exclude: &[],
-        test_packages: &["seam-conformance"],
+        test_packages: &["seam-conformance", "seam-vulkan"],
         test_args: LAVAPIPE_SUITE_VULKAN,
         env: &[
             ("SEAM_VULKAN_VALIDATION", "sync"),
             ("SEAM_VULKAN_STAGING", "1"),
         ],
-        judged_by: "the suite on lavapipe's vulkan:0 on the staging path, validated",
+        judged_by: "the suite on lavapipe's vulkan:0 on the staging path, validated, and the Vulkan backend's unit tests",
         timeout_s: 600,
     },
     Group {

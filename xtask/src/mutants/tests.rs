@@ -551,10 +551,14 @@ fn a_group_judged_by_another_package_has_its_own_baseline() {
             "test",
             "-p",
             "seam-conformance",
+            "-p",
+            "seam-vulkan",
+            "--lib",
             "--test",
             "conformance",
             "--",
-            "vulkan:0::"
+            "vulkan:0::",
+            "tests::"
         ]
     );
     let env: Vec<(String, String)> = cmd

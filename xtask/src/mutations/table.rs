@@ -344,6 +344,13 @@ pub const MUTATIONS: &[Mutation] = &[
         replace: "    if false && st.backend.update_support() == UpdateSupport::Native {",
         what: "core re-records every update, even where the backend reports Native",
     },    Mutation {
+        case: "c2_large_transfers_arrive_whole",
+        file: CPU,
+        find: "                b[offset..offset + data.len()].copy_from_slice(&data);",
+        replace: "                let n = data.len().min(64 << 20);\n                b[offset..offset + n].copy_from_slice(&data[..n]);",
+        what: "the CPU queue keeps only a write's first 64 MiB",
+    },
+    Mutation {
         case: "c2_eager_work_and_replays_keep_stream_order",
         file: CPU,
         find: "        self.send(Command::RunGraph(graph.launches.clone(), nodes))\n",

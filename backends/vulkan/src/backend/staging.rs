@@ -96,3 +96,23 @@ impl VulkanBackend {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every memory type the staging buffer may take is one the host can
+    /// map and sees coherently (a copy through it needs no flush), cached
+    /// first: lavapipe's memory is all of these, so only a discrete
+    /// device's types (device-local without host access) would show a
+    /// wrong preference, and CI has none.
+    #[test]
+    fn staging_memory_is_host_visible_and_coherent_cached_first() {
+        let mappable =
+            vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+        let prefs = VulkanBackend::STAGING_MEMORY;
+        assert_eq!(prefs.len(), 2);
+        assert_eq!(prefs[0], mappable | vk::MemoryPropertyFlags::HOST_CACHED);
+        assert_eq!(prefs[1], mappable);
+    }
+}
