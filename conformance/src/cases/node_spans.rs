@@ -26,11 +26,16 @@ const REPLAYS: usize = 3;
 /// span, named by its op. A device declaring node timing unavailable
 /// refuses `set_node_timing(true)` with the reason and records no node
 /// spans. What the device reports must be what its registration declares.
+/// A traced replay's node spans reach the trace even when its graph is
+/// destroyed, or replayed again untraced, before the trace is taken.
 ///
 /// Mutations: make the CPU backend stamp every launch but the last of a
 /// node-timed replay → red; make it time graphs captured with node timing
 /// off → red; make core keep a graph's `Nodes` event after an update
-/// (skip `trace.forget`) → red (stale bindings).
+/// (skip `trace.forget`) → red (stale bindings). On Vulkan (lavapipe): a
+/// destroyed graph's unread stamps dropped (`retire` → `()`) → red; the
+/// check for unread stamps requiring both read and retired ones (`||` →
+/// `&&`) → red.
 pub const C10_NODE_SPANS_INSIDE_REPLAYS: Case = Case {
     name: "c10_node_spans_inside_replays",
     rule: Rule::C10,
@@ -198,7 +203,49 @@ fn node_spans(cx: &Ctx) -> CaseResult {
         want.sort();
         check_eq!(got, want, "node slice names in the exported trace");
     }
+    for destroy in [true, false] {
+        spans_outlive_their_graph(cx, &chain, destroy).map_err(|e| {
+            let when = if destroy {
+                "a traced replay's graph destroyed before the trace was taken"
+            } else {
+                "a traced replay followed by an untraced one before the trace was taken"
+            };
+            crate::Failure(format!("{when}: {}", e.0))
+        })?;
+    }
     Ok(())
+}
+
+/// A traced replay's node spans are in the trace whatever happens to its
+/// graph before the trace is taken: the graph destroyed (`destroy`), or
+/// replayed again untraced (which reads the traced replay's stamps first).
+fn spans_outlive_their_graph(
+    cx: &Ctx,
+    chain: &dyn Fn(&seam::Device) -> seam::Result<()>,
+    destroy: bool,
+) -> CaseResult {
+    let d = &cx.dev;
+    d.set_node_timing(true)?;
+    let s = d.capture()?;
+    chain(d)?;
+    let g = s.end_graph()?;
+    d.set_node_timing(false)?;
+    d.set_tracing(true);
+    g.replay()?;
+    d.set_tracing(false);
+    if destroy {
+        drop(g);
+    } else {
+        g.replay()?;
+    }
+    let log = d.take_trace_log("c10 nodes kept")?;
+    let replays = replay_events(&log);
+    check_eq!(replays.len(), 1, "traced replays");
+    let tag = replays[0].0;
+    let whole = log.device_spans.iter().find(|s| s.tag == tag);
+    let whole = whole.ok_or_else(|| crate::Failure("the replay has no device span".into()))?;
+    let spans: Vec<&DeviceSpan> = log.node_spans.iter().filter(|s| s.tag == tag).collect();
+    check_spans(&cx.registration.node_timing, 0, whole, &spans)
 }
 
 /// (seq, graph, replay index) of every replay event, in order.
