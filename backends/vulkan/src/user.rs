@@ -79,6 +79,60 @@ mod tests {
         samples: &[],
     };
 
+    /// Indexes a local array by the invocation: naga's `Restrict` policy
+    /// clamps such an index.
+    static PICK: KernelDef = KernelDef {
+        name: "pick_f32",
+        wgsl: Some(
+            "@group(0) @binding(0) var<storage, read> x: array<f32>;\n\
+             @group(0) @binding(1) var<storage, read_write> y: array<f32>;\n\
+             @compute @workgroup_size(64)\n\
+             fn pick_f32(@builtin(global_invocation_id) g: vec3<u32>) {\n\
+                 var t = array<f32, 4>(1.0, 2.0, 3.0, 4.0);\n\
+                 if (g.x < p.d0) { y[p.o1 + g.x] = x[p.o0 + g.x] * t[g.x]; }\n\
+             }\n",
+        ),
+        ..NEG
+    };
+
+    /// The (opcode, first operand word) of every instruction of a module.
+    fn instructions(words: &[u32]) -> Vec<(u32, Option<u32>)> {
+        let mut out = Vec::new();
+        let mut at = 5;
+        while at < words.len() {
+            let count = (words[at] >> 16) as usize;
+            assert!(count > 0, "a zero-length instruction at word {at}");
+            out.push((words[at] & 0xffff, words.get(at + 4).copied()));
+            at += count;
+        }
+        out
+    }
+
+    /// Out-of-bounds accesses are checked: a buffer index against the
+    /// buffer's length (`OpArrayLength`, which neither kernel calls itself,
+    /// then a skipped write or a zero read), a local array's index clamped
+    /// (GLSL.std.450 `UMin`). Without the policies naga writes neither.
+    #[test]
+    fn user_kernels_check_their_indices() {
+        const OP_ARRAY_LENGTH: u32 = 68;
+        const OP_EXT_INST: u32 = 12;
+        const UMIN: u32 = 38;
+        for def in [&NEG, &PICK] {
+            let ops = instructions(&spirv(Kernel::new(def)).unwrap());
+            assert!(
+                ops.iter().any(|&(op, _)| op == OP_ARRAY_LENGTH),
+                "{}: no buffer bounds check",
+                def.name
+            );
+        }
+        let ops = instructions(&spirv(Kernel::new(&PICK)).unwrap());
+        assert!(
+            ops.iter()
+                .any(|&(op, ext)| op == OP_EXT_INST && ext == Some(UMIN)),
+            "pick_f32: the local array's index is not clamped"
+        );
+    }
+
     /// A user kernel's module is SPIR-V with its entry point, and takes the
     /// DenormPreserve patch as the catalogue's modules do.
     #[test]

@@ -65,6 +65,19 @@ pub(super) struct Clock {
 }
 
 impl Clock {
+    /// A counter of `bits` valid bits (`timestampValidBits`, 1 to 64) whose
+    /// tick lasts `period` ns (`timestampPeriod`).
+    fn new(bits: u32, period: f32) -> Clock {
+        Clock {
+            mask: if bits >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << bits) - 1
+            },
+            period: f64::from(period),
+        }
+    }
+
     /// Ticks as nanoseconds.
     fn ns(self, t: u64) -> u64 {
         if self.period == 1.0 {
@@ -212,15 +225,8 @@ impl VulkanBackend {
 
     /// The device's timestamp counter.
     pub(super) fn clock(&self) -> Clock {
-        let bits = self.gpu.adapter().timestamp_valid_bits;
-        Clock {
-            mask: if bits >= 64 {
-                u64::MAX
-            } else {
-                (1u64 << bits) - 1
-            },
-            period: f64::from(self.gpu.adapter().timestamp_period),
-        }
+        let a = self.gpu.adapter();
+        Clock::new(a.timestamp_valid_bits, a.timestamp_period)
     }
 
     fn spans(&self, marks: &[(u64, bool)], ticks: &[u64]) -> Vec<DeviceSpan> {
@@ -248,5 +254,26 @@ impl VulkanBackend {
         self.timing.marks = Vec::new();
         self.timing.submitted = 0;
         self.timing.reset_in_batch.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Clock;
+
+    /// A counter of fewer than 64 valid bits wraps at them: a span across
+    /// the wrap is its true length, and bits above the valid ones (which
+    /// the spec leaves undefined) are ignored. lavapipe's counter has all
+    /// 64, so only this test sees a narrower one.
+    #[test]
+    fn a_narrow_counter_wraps_at_its_valid_bits() {
+        let c = Clock::new(36, 1.0);
+        let top = (1u64 << 36) - 1;
+        assert_eq!(c.span(top - 9, 5), (top - 9, 15));
+        assert_eq!(c.span((7 << 36) | 100, (7 << 36) | 130), (100, 30));
+        let wide = Clock::new(64, 1.0);
+        assert_eq!(wide.span(u64::MAX - 1, 3), (u64::MAX - 1, 5));
+        // Ticks of 2.5 ns.
+        assert_eq!(Clock::new(36, 2.5).span(0, 4), (0, 10));
     }
 }
