@@ -9,28 +9,43 @@ use libtest_mimic::{Arguments, Completion, Trial};
 pub type Body<D> = fn(D) -> Completion;
 
 /// Run `host` (checks that need no device) and `tests` (each on a device
-/// from `open`) as libtest trials; exits the process.
+/// from `open`) as libtest trials named `<device>::<name>`, as the suite
+/// names its own (so `cargo test -- vulkan:0::` selects both); exits the
+/// process. Several filters are taken as libtest takes them.
 pub fn run<D: 'static>(
+    device: &str,
     host: &[(&'static str, fn())],
     open: fn() -> Result<D, String>,
     tests: &[(&'static str, Body<D>)],
 ) -> ! {
-    let args = Arguments::from_args();
+    let (rest, filters) = seam::testing::split_filters(std::env::args());
+    let mut args = Arguments::from_iter(rest);
     let host = host.iter().map(|&(name, check)| {
-        Trial::test(name, move || {
+        Trial::test(format!("{device}::{name}"), move || {
             check();
             Ok(())
         })
     });
     let trials = host
         .chain(tests.iter().map(|&(name, body)| {
-            Trial::ignorable_test(name, move || {
+            Trial::ignorable_test(format!("{device}::{name}"), move || {
                 Ok(match open() {
                     Ok(dev) => body(dev),
                     Err(why) => Completion::ignored_with(why),
                 })
             })
         }))
-        .collect();
+        .collect::<Vec<Trial>>();
+    let trials = match filters.as_slice() {
+        [] => trials,
+        [one] => {
+            args.filter = Some(one.clone());
+            trials
+        }
+        many => trials
+            .into_iter()
+            .filter(|t| seam::testing::filtered_in(t.name(), many, args.exact))
+            .collect(),
+    };
     libtest_mimic::run(&args, trials).exit()
 }

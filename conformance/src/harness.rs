@@ -61,7 +61,7 @@ pub fn certify_with(
 /// seam's own `cargo test` calls this with `seam_backends::discover()`.
 pub fn run(found: Discovery) -> ! {
     crate::report::mark_started();
-    let (rest, filters) = split_filters(std::env::args());
+    let (rest, filters) = seam::testing::split_filters(std::env::args());
     let mut args = Arguments::from_iter(rest);
     let plan = runner::plan_in(&Filter::default(), found);
     let records: Arc<Mutex<Vec<TrialRecord>>> = Arc::default();
@@ -80,14 +80,19 @@ pub fn run(found: Discovery) -> ! {
             })
             .with_kind(kind)
         })
-        .collect();
+        .collect::<Vec<Trial>>();
     let trials = match filters.as_slice() {
         [] => trials,
         [one] => {
             args.filter = Some(one.clone());
             trials
         }
-        many => any_filter(&args, many, trials),
+        // libtest-mimic takes one filter: with more, the trials are chosen
+        // here (its `--skip` still applies).
+        many => trials
+            .into_iter()
+            .filter(|t| seam::testing::filtered_in(t.name(), many, args.exact))
+            .collect(),
     };
     let conclusion = libtest_mimic::run(&args, trials);
     if let Some(dir) = std::env::var_os("SEAM_CONFORMANCE_REPORT") {
@@ -98,53 +103,6 @@ pub fn run(found: Discovery) -> ! {
         }
     }
     conclusion.exit()
-}
-
-/// libtest's command line split into its options and its filters:
-/// `cargo test -- a b` gives a test binary two filters (libtest runs a test
-/// that matches any of them), and libtest-mimic's parser takes at most one
-/// and refuses the run otherwise. The first argument (the program) stays
-/// with the options; an option that takes a value keeps it.
-fn split_filters(args: impl IntoIterator<Item = String>) -> (Vec<String>, Vec<String>) {
-    /// libtest-mimic 0.8's options that take a value as the next argument.
-    const WITH_VALUE: &[&str] = &[
-        "-Z",
-        "--test-threads",
-        "--logfile",
-        "--skip",
-        "--color",
-        "--format",
-    ];
-    let mut it = args.into_iter();
-    let mut rest: Vec<String> = it.next().into_iter().collect();
-    let mut filters = Vec::new();
-    while let Some(a) = it.next() {
-        if WITH_VALUE.contains(&a.as_str()) {
-            rest.push(a);
-            rest.extend(it.next());
-        } else if a.starts_with('-') {
-            rest.push(a);
-        } else {
-            filters.push(a);
-        }
-    }
-    (rest, filters)
-}
-
-/// The trials that match any of `filters` (each matched as libtest-mimic
-/// matches its one filter, `--exact` and `--skip` included).
-fn any_filter(args: &Arguments, filters: &[String], trials: Vec<Trial>) -> Vec<Trial> {
-    let each: Vec<Arguments> = filters
-        .iter()
-        .map(|f| Arguments {
-            filter: Some(f.clone()),
-            ..args.clone()
-        })
-        .collect();
-    trials
-        .into_iter()
-        .filter(|t| each.iter().any(|a| !a.is_filtered_out(t)))
-        .collect()
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -206,66 +164,6 @@ fn write_reports(dir: &Path, plan: &Plan, mut records: Vec<TrialRecord>) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn strings(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
-    }
-
-    /// Several filters come out of the command line, options (and their
-    /// values) stay; one filter or none parses as libtest-mimic's own.
-    #[test]
-    fn filters_are_split_from_options_and_their_values() {
-        let (rest, filters) = split_filters(strings(&[
-            "prog",
-            "vulkan:0::",
-            "--skip",
-            "c8",
-            "--exact",
-            "tests::",
-            "--test-threads",
-            "2",
-            "--format=terse",
-        ]));
-        assert_eq!(
-            rest,
-            strings(&[
-                "prog",
-                "--skip",
-                "c8",
-                "--exact",
-                "--test-threads",
-                "2",
-                "--format=terse"
-            ])
-        );
-        assert_eq!(filters, strings(&["vulkan:0::", "tests::"]));
-        let args = Arguments::from_iter(rest);
-        assert_eq!(args.skip, ["c8"]);
-        assert_eq!(args.test_threads, Some(2));
-        let (rest, filters) = split_filters(strings(&["prog"]));
-        assert_eq!((rest, filters), (strings(&["prog"]), vec![]));
-    }
-
-    /// A trial runs when any filter matches it; `--skip` still skips.
-    #[test]
-    fn a_trial_runs_when_any_filter_matches() {
-        let trial = |name: &str| Trial::test(name.to_string(), || Ok(()));
-        let trials = vec![
-            trial("cpu:0::c1_a"),
-            trial("vulkan:0::c1_a"),
-            trial("vulkan:0::c8_b"),
-            trial("x::tests::unit"),
-        ];
-        let args = Arguments {
-            skip: strings(&["c8"]),
-            ..Arguments::default()
-        };
-        let kept: Vec<String> = any_filter(&args, &strings(&["vulkan:0::", "tests::"]), trials)
-            .iter()
-            .map(|t| t.name().to_string())
-            .collect();
-        assert_eq!(kept, strings(&["vulkan:0::c1_a", "x::tests::unit"]));
-    }
 
     /// `SEAM_CONFORMANCE_REPORT`'s three files, with the trials that ran in
     /// plan order whatever order they finished in.

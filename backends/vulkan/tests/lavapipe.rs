@@ -17,6 +17,7 @@ mod view_trials;
 
 fn main() {
     device_trials::run(
+        "vulkan:0",
         &[],
         vulkan,
         &[

@@ -30,6 +30,7 @@ use counting::allocations;
 
 fn main() {
     device_trials::run(
+        "vulkan:0",
         &[],
         vulkan,
         &[(

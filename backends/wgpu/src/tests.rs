@@ -21,6 +21,7 @@ mod view_trials;
 pub fn main() {
     use crate::{dispatch, kernels, replay, validation};
     device_trials::run(
+        "wgpu:0",
         &[
             (
                 "replay::replay_steps_set_only_what_changes",

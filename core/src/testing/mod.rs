@@ -9,10 +9,15 @@
 //!   the trait.
 //! - [`Direct`] drives a backend without a `Device`, as its own unit tests
 //!   do, checking what core would guarantee it before each call.
+//! - [`split_filters`] and [`filtered_in`]: libtest's filters for test
+//!   binaries of their own (`harness = false`), several of them as libtest
+//!   takes them.
 
 mod direct;
+mod filters;
 mod rng;
 pub use direct::{Direct, RawCall};
+pub use filters::{filtered_in, split_filters};
 pub use rng::Rng;
 
 use crate::backend::ResourceCounts;

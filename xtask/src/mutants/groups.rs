@@ -33,19 +33,25 @@ pub struct Group {
 /// The seed of every sampled group's sample.
 pub const SEED: u64 = 0x5EA4_2026;
 
-/// The suite on one lavapipe device, as CI runs it, and the Vulkan
-/// backend's unit tests (the barrier audit's, the waits', the staging
-/// memory's): `--lib` runs them, and their names all hold `tests::`, which
-/// no trial's name does.
+/// The suite on one lavapipe device, as CI runs it, with the backend's own
+/// tests: its unit tests (`--lib`: the barrier audit's, the waits', the
+/// staging memory's; their names hold `tests::`, no trial's does) and its
+/// device tests on that device (`--test lavapipe`: named `vulkan:0::…` as
+/// the suite's trials are).
 const LAVAPIPE_SUITE_VULKAN: &[&str] = &[
     "--lib",
     "--test",
     "conformance",
+    "--test",
+    "lavapipe",
     "--",
     "vulkan:0::",
     "tests::",
 ];
-const LAVAPIPE_SUITE_WGPU: &[&str] = &["--test", "conformance", "--", "wgpu:0::"];
+/// The suite on lavapipe's wgpu device and the wgpu backend's own tests
+/// (its library's test harness: host checks and device trials, all named
+/// `wgpu:0::…`).
+const LAVAPIPE_SUITE_WGPU: &[&str] = &["--lib", "--test", "conformance", "--", "wgpu:0::"];
 const VALIDATED: &[(&str, &str)] = &[("SEAM_VULKAN_VALIDATION", "sync")];
 
 pub const GROUPS: &[Group] = &[
@@ -172,7 +178,7 @@ pub const GROUPS: &[Group] = &[
         test_packages: &["seam-conformance", "seam-vulkan"],
         test_args: LAVAPIPE_SUITE_VULKAN,
         env: VALIDATED,
-        judged_by: "the suite on lavapipe's vulkan:0 under Khronos + synchronization validation and the barrier audit, and the Vulkan backend's unit tests",
+        judged_by: "the suite on lavapipe's vulkan:0 under Khronos + synchronization validation and the barrier audit, and the Vulkan backend's unit and device tests",
         timeout_s: 600,
     },
     Group {
@@ -187,7 +193,7 @@ pub const GROUPS: &[Group] = &[
             ("SEAM_VULKAN_VALIDATION", "sync"),
             ("SEAM_VULKAN_STAGING", "1"),
         ],
-        judged_by: "the suite on lavapipe's vulkan:0 on the staging path, validated, and the Vulkan backend's unit tests",
+        judged_by: "the suite on lavapipe's vulkan:0 on the staging path, validated, and the Vulkan backend's unit and device tests",
         timeout_s: 600,
     },
     Group {
@@ -200,10 +206,10 @@ pub const GROUPS: &[Group] = &[
         ],
         sampled: Some((&["backends/wgpu/src/**"], 150)),
         exclude: &[],
-        test_packages: &["seam-conformance"],
+        test_packages: &["seam-conformance", "seam-wgpu"],
         test_args: LAVAPIPE_SUITE_WGPU,
         env: &[("SEAM_WGPU_VALIDATION", "1"), ("WGPU_VALIDATION", "1")],
-        judged_by: "the suite on lavapipe's wgpu:0 under validation",
+        judged_by: "the suite on lavapipe's wgpu:0 under validation, and the wgpu backend's own tests",
         timeout_s: 600,
     },
     Group {

@@ -556,6 +556,8 @@ fn a_group_judged_by_another_package_has_its_own_baseline() {
             "--lib",
             "--test",
             "conformance",
+            "--test",
+            "lavapipe",
             "--",
             "vulkan:0::",
             "tests::"
