@@ -67,6 +67,17 @@ pub struct VulkanBackend {
 impl VulkanBackend {
     /// Open `vulkan:<index>`: the index-th physical device with a compute queue.
     pub fn open(index: usize) -> Result<VulkanBackend, ErrorKind> {
+        Self::open_as(index, false)
+    }
+
+    /// Open `vulkan:<index>` with every buffer device-local behind a
+    /// staging buffer, as on a discrete GPU, whatever the device's memory
+    /// (what `SEAM_VULKAN_STAGING=1` does to every device).
+    pub fn open_staging(index: usize) -> Result<VulkanBackend, ErrorKind> {
+        Self::open_as(index, true)
+    }
+
+    fn open_as(index: usize, staging: bool) -> Result<VulkanBackend, ErrorKind> {
         let unavailable = |reason: String| ErrorKind::Unavailable { reason };
         crate::wait::SpinBudget::from_env().map_err(|e| ErrorKind::driver("open", e))?;
         let instance = Instance::shared().map_err(unavailable)?;
@@ -88,7 +99,8 @@ impl VulkanBackend {
         let has_coherent = a.memory.memory_types[..a.memory.memory_type_count as usize]
             .iter()
             .any(|t| t.property_flags.contains(coherent));
-        let forced_staging = std::env::var_os("SEAM_VULKAN_STAGING").is_some_and(|v| v == "1");
+        let forced_staging =
+            staging || std::env::var_os("SEAM_VULKAN_STAGING").is_some_and(|v| v == "1");
         let info = DeviceInfo {
             backend: "vulkan".into(),
             index,
