@@ -391,6 +391,7 @@ fn main() -> ExitCode {
             record,
             rerun_missed,
             jobs,
+            kept: root().join(mutants::OUTCOMES),
         }),
         Cmd::StressTeardown {
             processes,

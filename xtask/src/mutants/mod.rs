@@ -34,6 +34,11 @@ pub const VERSION: &str = "27.1.0";
 pub const EQUIVALENT: &str = "docs/mutants-equivalent.md";
 /// Where `--record` writes the figures.
 pub const RESULTS: &str = "docs/results/mutants.md";
+/// Where `--record` keeps each group's outcomes (`<group>.json`: every
+/// mutant's name, file and verdict, how they were chosen, the commit), so
+/// that a later checkout can run a group's missed mutants again
+/// (`--rerun-missed`) without the campaign's own output.
+pub const OUTCOMES: &str = "docs/results/mutants";
 /// Caught (or timed out) / viable mutants that every group must reach.
 pub const TARGET: f64 = 0.95;
 
@@ -60,6 +65,8 @@ pub struct Options {
     pub rerun_missed: bool,
     /// Parallel cargo-mutants jobs.
     pub jobs: usize,
+    /// Where each group's outcomes are kept ([`OUTCOMES`] in the checkout).
+    pub kept: PathBuf,
 }
 
 /// The mutants a campaign of `g` tests, and a sentence saying how they were
@@ -289,18 +296,40 @@ fn drive(o: &Options, program: &Path) -> Result<Vec<(GroupSummary, String)>, Str
         // A group run again (`--rerun-missed`) keeps its outcomes so far in
         // `merged.json`: the next rerun starts from what is still missed.
         let merged = out.join(MERGED);
-        let mut outcomes = read_outcomes(if merged.is_file() {
-            &merged
+        let kept = o.kept.join(format!("{}.json", g.name));
+        // No output of this group here: a rerun starts from the recorded
+        // outcomes (a campaign that spans checkouts).
+        let from_record =
+            o.rerun_missed && !merged.is_file() && !outcomes_path.is_file() && kept.is_file();
+        let (mut outcomes, mut how, commit, times) = if from_record {
+            let v = read_json(&kept)?;
+            let field = |k: &str| v[k].as_str().unwrap_or("").to_string();
+            eprintln!(
+                "mutants [{}]: the recorded outcomes, {}",
+                g.name,
+                kept.display()
+            );
+            (
+                read_outcomes(&kept)?,
+                field("chosen"),
+                field("commit"),
+                read_times(&kept),
+            )
         } else {
-            &outcomes_path
-        })?;
-        let (mut how, commit) = match std::fs::read_to_string(out.join(CHOSEN)) {
-            Ok(t) => {
-                let mut lines = t.lines();
-                let how = lines.next().unwrap_or("").to_string();
-                (how, lines.next().unwrap_or("").to_string())
-            }
-            Err(_) => ("as the earlier run chose them".into(), head()),
+            let outcomes = read_outcomes(if merged.is_file() {
+                &merged
+            } else {
+                &outcomes_path
+            })?;
+            let (how, commit) = match std::fs::read_to_string(out.join(CHOSEN)) {
+                Ok(t) => {
+                    let mut lines = t.lines();
+                    let how = lines.next().unwrap_or("").to_string();
+                    (how, lines.next().unwrap_or("").to_string())
+                }
+                Err(_) => ("as the earlier run chose them".into(), head()),
+            };
+            (outcomes, how, commit, read_times(&outcomes_path))
         };
         if o.rerun_missed {
             let missed: Vec<Listed> = outcomes
@@ -351,11 +380,54 @@ fn drive(o: &Options, program: &Path) -> Result<Vec<(GroupSummary, String)>, Str
                     .map_err(|e| format!("{}: {e}", out.join(CHOSEN).display()))?;
             }
         }
-        let s = GroupSummary::new(g, &outcomes, &equivalent, how, read_times(&outcomes_path));
+        if o.record {
+            keep_outcomes(&kept, &outcomes, &how, &commit, times.as_ref())?;
+        }
+        let s = GroupSummary::new(g, &outcomes, &equivalent, how, times);
         eprint!("{}", s.text());
         summaries.push((s, commit));
     }
     Ok(summaries)
+}
+
+/// A JSON file, parsed.
+fn read_json(path: &Path) -> Result<serde_json::Value, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("parsing {}: {e}", path.display()))
+}
+
+/// Write a group's outcomes where [`OUTCOMES`] keeps them: in the shape
+/// cargo-mutants' `outcomes.json` has (so [`read_outcomes`] and
+/// [`read_times`] read it), with how they were chosen and the commit.
+fn keep_outcomes(
+    path: &Path,
+    outcomes: &[summary::Outcome],
+    how: &str,
+    commit: &str,
+    times: Option<&(String, String)>,
+) -> Result<(), String> {
+    let list: Vec<serde_json::Value> = outcomes
+        .iter()
+        .map(|o| {
+            serde_json::json!({
+                "scenario": { "Mutant": { "name": o.name, "file": o.file } },
+                "summary": o.summary,
+            })
+        })
+        .collect();
+    let v = serde_json::json!({
+        "chosen": how,
+        "commit": commit,
+        "start_time": times.map(|t| t.0.as_str()),
+        "end_time": times.map(|t| t.1.as_str()),
+        "outcomes": list,
+    });
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(&v).map_err(|e| format!("{}: {e}", path.display()))?;
+    std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))
 }
 
 #[cfg(test)]

@@ -179,6 +179,7 @@ impl Fake {
             record: false,
             rerun_missed: false,
             jobs: 1,
+            kept: self.dir.join("kept"),
         }
     }
 }
@@ -575,4 +576,51 @@ fn a_group_judged_by_another_package_has_its_own_baseline() {
     for name in ["vulkan-staging", "wgpu", "kernels", "backends"] {
         assert!(baseline_command(pick(name)).is_some(), "{name}");
     }
+}
+
+/// A recorded campaign keeps its outcomes; a later checkout without the
+/// campaign's output runs the missed ones again from them, and records the
+/// merged verdicts with the first run's choice and commit.
+#[test]
+fn a_rerun_starts_from_the_kept_outcomes_when_the_output_is_gone() {
+    let fake = Fake::new("kept");
+    let a = "conformance/src/merge.rs:10:5: replace + with - in merge";
+    let b = "conformance/src/junit.rs:20:9: delete ! in escape";
+    fake.lists(&[(a, MERGE), (b, JUNIT)]);
+    fake.finds(&[(a, MERGE, "CaughtMutant"), (b, JUNIT, "MissedMutant")]);
+    let o = Options {
+        record: true,
+        ..fake.options("harness")
+    };
+    let summaries = drive(&o, &fake.program()).unwrap();
+    keep_recorded(&o, &summaries);
+    let kept = o.kept.join("harness.json");
+    let v = read_json(&kept).unwrap();
+    assert_eq!(v["outcomes"].as_array().unwrap().len(), 2);
+    assert_eq!(v["commit"], summaries[0].1.as_str());
+    // The output is gone (another checkout); the rerun catches b.
+    std::fs::remove_dir_all(&o.output).unwrap();
+    fake.finds(&[(b, JUNIT, "CaughtMutant")]);
+    let again = Options {
+        rerun_missed: true,
+        record: false,
+        ..fake.options("harness")
+    };
+    let s = drive(&again, &fake.program()).unwrap();
+    let runs = fake.runs();
+    let re = &runs[1][runs[1].iter().position(|x| x == "--re").unwrap() + 1];
+    assert_eq!(re, &at_any_line(&[b]));
+    assert_eq!(s[0].0.total.missed, 0, "b caught by the rerun");
+    assert_eq!(s[0].1, summaries[0].1, "the first run's commit");
+    assert!(s[0].0.chosen.contains("run again at"), "{}", s[0].0.chosen);
+}
+
+/// `drive` with `record` keeps the outcomes (what `run` then records).
+fn keep_recorded(o: &Options, summaries: &[(summary::GroupSummary, String)]) {
+    assert!(o.record);
+    assert_eq!(summaries.len(), 1);
+    assert!(o
+        .kept
+        .join(format!("{}.json", summaries[0].0.group.name))
+        .is_file());
 }
