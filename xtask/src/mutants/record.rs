@@ -97,7 +97,9 @@ pub fn render(
          `docs/mutants-equivalent.md` with the reason. Files no group mutates are \
          excluded in `.cargo/mutants.toml`, each with its reason. `.ci/run` \
          mutates what changed since each group's commit (`cargo xtask mutants \
-         --in-diff recorded`).\n",
+         --in-diff recorded`). Each group's outcomes, mutant by mutant, are kept \
+         beside this file in `mutants/<group>.json`: `--rerun-missed` starts from \
+         them in a checkout without the campaign's output.\n",
         100.0 * TARGET
     );
     m.push_str("| group | commit | mutants | unviable | caught | timed out | missed | caught / viable |\n|---|---|---|---|---|---|---|---|\n");

@@ -168,26 +168,32 @@ impl VulkanBackend {
 
     // ----- memory preferences -----
 
+    /// Memory for buffers the host maps (a CPU or integrated device with
+    /// coherent memory): device-local if it can be, host-visible and
+    /// coherent in any case.
+    const HOST_MEMORY: &'static [vk::MemoryPropertyFlags] = &[
+        vk::MemoryPropertyFlags::from_raw(
+            vk::MemoryPropertyFlags::DEVICE_LOCAL.as_raw()
+                | vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw()
+                | vk::MemoryPropertyFlags::HOST_COHERENT.as_raw(),
+        ),
+        vk::MemoryPropertyFlags::from_raw(
+            vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw()
+                | vk::MemoryPropertyFlags::HOST_COHERENT.as_raw(),
+        ),
+    ];
+    /// Memory for buffers behind a staging buffer: device-local if any is,
+    /// else any.
+    const DEVICE_MEMORY: &'static [vk::MemoryPropertyFlags] = &[
+        vk::MemoryPropertyFlags::DEVICE_LOCAL,
+        vk::MemoryPropertyFlags::empty(),
+    ];
+
     fn buffer_memory(&self) -> &'static [vk::MemoryPropertyFlags] {
-        const HOST: &[vk::MemoryPropertyFlags] = &[
-            vk::MemoryPropertyFlags::from_raw(
-                vk::MemoryPropertyFlags::DEVICE_LOCAL.as_raw()
-                    | vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw()
-                    | vk::MemoryPropertyFlags::HOST_COHERENT.as_raw(),
-            ),
-            vk::MemoryPropertyFlags::from_raw(
-                vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw()
-                    | vk::MemoryPropertyFlags::HOST_COHERENT.as_raw(),
-            ),
-        ];
-        const DEVICE: &[vk::MemoryPropertyFlags] = &[
-            vk::MemoryPropertyFlags::DEVICE_LOCAL,
-            vk::MemoryPropertyFlags::empty(),
-        ];
         if self.host_visible {
-            HOST
+            Self::HOST_MEMORY
         } else {
-            DEVICE
+            Self::DEVICE_MEMORY
         }
     }
 

@@ -143,3 +143,18 @@ fn an_update_making_a_stretch_alias_unordered_is_refused() {
     assert_eq!(read(&mut b, p), words(4), "dispatch 2 after the update");
     assert_eq!(read(&mut b, q), words(2), "dispatch 1 only");
 }
+
+/// Buffers the host maps are in host-visible, coherent memory (device-local
+/// first); buffers behind staging prefer device-local memory and take any
+/// other. lavapipe has one memory type with every property, so only these
+/// lists say which a discrete device's buffers would get.
+#[test]
+fn buffer_memory_preferences() {
+    use ash::vk::MemoryPropertyFlags as M;
+    let coherent = M::HOST_VISIBLE | M::HOST_COHERENT;
+    assert_eq!(
+        VulkanBackend::HOST_MEMORY,
+        [M::DEVICE_LOCAL | coherent, coherent]
+    );
+    assert_eq!(VulkanBackend::DEVICE_MEMORY, [M::DEVICE_LOCAL, M::empty()]);
+}
