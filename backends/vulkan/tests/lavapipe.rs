@@ -491,6 +491,22 @@ fn a_rebind_records_nothing_where_update_after_bind(_dev: Device) -> Completion 
 /// (`CommandBuffer::copy` → `Ok(())`) → red.
 fn staged_writes_reads_and_launches_round_trip(_: Device) -> Completion {
     let backend = seam_vulkan::VulkanBackend::open_staging(0).expect("vulkan:0 staged");
+    assert!(
+        backend.stages(),
+        "open_staging opened a device that maps its buffers"
+    );
+    // lavapipe's memory is host-visible and coherent: a device opened
+    // plainly there maps its buffers, unless SEAM_VULKAN_STAGING=1 asks.
+    let plain = seam_vulkan::VulkanBackend::open(0).expect("vulkan:0");
+    if seam::Backend::info(&plain).name.contains("llvmpipe") {
+        let asked = std::env::var("SEAM_VULKAN_STAGING").is_ok_and(|v| v == "1");
+        assert_eq!(
+            plain.stages(),
+            asked,
+            "lavapipe stages (SEAM_VULKAN_STAGING=1: {asked})"
+        );
+    }
+    drop(plain);
     let dev = Device::new(Box::new(backend));
     let n = 3 * 1024 + 7;
     let x: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(0x9E37_79B9)).collect();

@@ -64,6 +64,11 @@ pub struct VulkanBackend {
     gpu: Gpu,
 }
 
+/// Whether `SEAM_VULKAN_STAGING` (its value) asks for staging: `1` does.
+fn staging_asked(value: Option<std::ffi::OsString>) -> bool {
+    value.is_some_and(|v| v == "1")
+}
+
 impl VulkanBackend {
     /// Open `vulkan:<index>`: the index-th physical device with a compute queue.
     pub fn open(index: usize) -> Result<VulkanBackend, ErrorKind> {
@@ -99,8 +104,7 @@ impl VulkanBackend {
         let has_coherent = a.memory.memory_types[..a.memory.memory_type_count as usize]
             .iter()
             .any(|t| t.property_flags.contains(coherent));
-        let forced_staging =
-            staging || std::env::var_os("SEAM_VULKAN_STAGING").is_some_and(|v| v == "1");
+        let forced_staging = staging || staging_asked(std::env::var_os("SEAM_VULKAN_STAGING"));
         let info = DeviceInfo {
             backend: "vulkan".into(),
             index,
@@ -189,12 +193,19 @@ impl VulkanBackend {
         vk::MemoryPropertyFlags::empty(),
     ];
 
-    fn buffer_memory(&self) -> &'static [vk::MemoryPropertyFlags] {
-        if self.host_visible {
+    /// The memory preferences of this device's buffers.
+    fn buffer_memory(host_visible: bool) -> &'static [vk::MemoryPropertyFlags] {
+        if host_visible {
             Self::HOST_MEMORY
         } else {
             Self::DEVICE_MEMORY
         }
+    }
+
+    /// Whether this device keeps its buffers behind a staging buffer
+    /// (device-local memory, as on a discrete GPU) rather than mapping them.
+    pub fn stages(&self) -> bool {
+        !self.host_visible
     }
 
     fn buffer(&self, id: RawBuffer) -> Result<&Buffer, ErrorKind> {
@@ -349,7 +360,9 @@ impl Backend for VulkanBackend {
                     detail: format!("{size} bytes exceed the device's maxStorageBufferRange {max}"),
                 });
             }
-            let buf = b.gpu.create_buffer(size, b.buffer_memory())?;
+            let buf = b
+                .gpu
+                .create_buffer(size, Self::buffer_memory(b.host_visible))?;
             if b.host_visible && !buf.is_mapped() {
                 return Err(ErrorKind::driver(
                     "vkMapMemory",

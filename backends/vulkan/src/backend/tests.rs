@@ -157,4 +157,23 @@ fn buffer_memory_preferences() {
         [M::DEVICE_LOCAL | coherent, coherent]
     );
     assert_eq!(VulkanBackend::DEVICE_MEMORY, [M::DEVICE_LOCAL, M::empty()]);
+    assert_eq!(
+        VulkanBackend::buffer_memory(true),
+        VulkanBackend::HOST_MEMORY
+    );
+    assert_eq!(
+        VulkanBackend::buffer_memory(false),
+        VulkanBackend::DEVICE_MEMORY
+    );
+}
+
+/// `SEAM_VULKAN_STAGING=1` asks for staging; unset or any other value
+/// does not.
+#[test]
+fn staging_is_asked_by_one_alone() {
+    use super::staging_asked;
+    assert!(staging_asked(Some("1".into())));
+    assert!(!staging_asked(Some("0".into())));
+    assert!(!staging_asked(Some("".into())));
+    assert!(!staging_asked(None));
 }
