@@ -177,3 +177,42 @@ fn staging_is_asked_by_one_alone() {
     assert!(!staging_asked(Some("".into())));
     assert!(!staging_asked(None));
 }
+
+/// Under validation, a device that saw a message fails its teardown, so a
+/// message whose error a caller swallowed still fails (the suite's devices
+/// live to the end of their process, so no trial drops one); without
+/// validation, and with no message, teardown is quiet.
+#[test]
+fn teardown_fails_on_a_message_only_under_validation() {
+    use crate::sys::Validation;
+    let open = |v: Validation, raised: &[&str]| {
+        VulkanBackend::open(0).map(|mut b| {
+            b.validation = v;
+            b.raised = raised.iter().map(|s| s.to_string()).collect();
+            b
+        })
+    };
+    let dropped = |b: VulkanBackend| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(b)))
+            .map_err(|p| p.downcast_ref::<String>().cloned().unwrap_or_default())
+    };
+    let b = match open(Validation::Sync, &["VUID-x: a swallowed message"]) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("no Vulkan device ({e}): skipped");
+            return;
+        }
+    };
+    let e = dropped(b).expect_err("a device that saw a message tore down quietly");
+    assert!(
+        e.contains("drop: validation: VUID-x: a swallowed message"),
+        "{e}"
+    );
+    for (v, raised) in [
+        (Validation::Off, &["VUID-x: not validating"][..]),
+        (Validation::Sync, &[][..]),
+    ] {
+        let b = open(v, raised).unwrap();
+        assert!(dropped(b).is_ok(), "{v:?} {raised:?}: teardown panicked");
+    }
+}
