@@ -216,3 +216,32 @@ fn teardown_fails_on_a_message_only_under_validation() {
         assert!(dropped(b).is_ok(), "{v:?} {raised:?}: teardown panicked");
     }
 }
+
+/// An allocation of exactly `maxStorageBufferRange` bytes fits (a kernel
+/// can bind all of it); one byte more is refused as too large, before the
+/// driver sees it. Skipped where the range is too large to allocate here.
+#[test]
+fn the_storage_range_is_the_largest_allocation() {
+    let b = match VulkanBackend::open(0) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("no Vulkan device ({e}): skipped");
+            return;
+        }
+    };
+    let max = b.gpu.adapter().max_storage_buffer_range;
+    if max > 1 << 30 || max % seam_kernels::BUFFER_ROUND != 0 {
+        eprintln!("maxStorageBufferRange {max}: skipped");
+        return;
+    }
+    let mut b = Direct::new(b);
+    let buf = b
+        .alloc(max as usize)
+        .expect("an allocation of exactly maxStorageBufferRange");
+    b.free(buf).unwrap();
+    let e = b.alloc(max as usize + 1).expect_err("one byte more");
+    assert!(
+        matches!(e, seam::ErrorKind::TooLarge { .. }),
+        "one byte more: {e}"
+    );
+}
