@@ -51,6 +51,7 @@ fn main() {
                 "staged_writes_reads_and_launches_round_trip",
                 staged_writes_reads_and_launches_round_trip,
             ),
+            ("lavapipe_names_its_driver", lavapipe_names_its_driver),
         ],
     )
 }
@@ -522,6 +523,22 @@ fn staged_writes_reads_and_launches_round_trip(_: Device) -> Completion {
         dev.read_range::<u32>(b.id(), 1000, 5).unwrap(),
         want[1000..1005],
         "a staged read at an offset"
+    );
+    Completion::Completed
+}
+
+/// The device names its driver from the driver properties (Vulkan 1.2),
+/// which lavapipe reports: `llvmpipe Mesa <version> (LLVM <version>)`, then
+/// the API version. Elsewhere the driver's name is not known here.
+fn lavapipe_names_its_driver(dev: Device) -> Completion {
+    let info = dev.info();
+    if !info.name.contains("llvmpipe") {
+        return Completion::ignored_with(format!("{} is not lavapipe", info.name));
+    }
+    assert!(
+        info.driver.starts_with("llvmpipe Mesa ") && info.driver.contains("(LLVM "),
+        "{}",
+        info.driver
     );
     Completion::Completed
 }

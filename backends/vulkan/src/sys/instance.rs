@@ -229,7 +229,7 @@ impl Instance {
     /// functionality is not available to it).
     fn denorm_preserve_f32(&self, pd: vk::PhysicalDevice, device_api: u32) -> Result<(), String> {
         let v = |v: u32| format!("{}.{}", vk::api_version_major(v), vk::api_version_minor(v));
-        if self.api < vk::API_VERSION_1_2 || device_api < vk::API_VERSION_1_2 {
+        if !both_at_least(self.api, device_api, vk::API_VERSION_1_2) {
             return Err(format!(
                 "float controls need Vulkan 1.2 (instance {}, device {}): kernels run without DenormPreserve",
                 v(self.api),
@@ -260,7 +260,7 @@ impl Instance {
         if std::env::var("SEAM_VULKAN_UPDATE_AFTER_BIND").is_ok_and(|v| v == "0") {
             return Err("SEAM_VULKAN_UPDATE_AFTER_BIND=0".into());
         }
-        if self.api < vk::API_VERSION_1_2 || device_api < vk::API_VERSION_1_2 {
+        if !both_at_least(self.api, device_api, vk::API_VERSION_1_2) {
             return Err("UPDATE_AFTER_BIND descriptors need Vulkan 1.2".into());
         }
         let mut features = vk::PhysicalDeviceDescriptorIndexingFeatures::default();
@@ -284,23 +284,7 @@ impl Instance {
             self.instance
                 .get_physical_device_properties2(pd, &mut props2)
         };
-        let per_set = limits
-            .max_per_stage_descriptor_update_after_bind_storage_buffers
-            .min(limits.max_descriptor_set_update_after_bind_storage_buffers)
-            .min(limits.max_per_stage_update_after_bind_resources);
-        if per_set < super::MAX_BINDINGS as u32 {
-            return Err(format!(
-                "UPDATE_AFTER_BIND storage buffers per set: {per_set} (kernels bind up to {})",
-                super::MAX_BINDINGS
-            ));
-        }
-        let all = limits.max_update_after_bind_descriptors_in_all_pools;
-        if all < MIN_UPDATE_AFTER_BIND_DESCRIPTORS {
-            return Err(format!(
-                "maxUpdateAfterBindDescriptorsInAllPools is {all} (< {MIN_UPDATE_AFTER_BIND_DESCRIPTORS})"
-            ));
-        }
-        Ok(())
+        update_after_bind_limits_fit(&limits)
     }
 
     /// Driver name and info (Vulkan 1.2 driver properties), where available.
@@ -309,7 +293,9 @@ impl Instance {
         pd: vk::PhysicalDevice,
         device_api: u32,
     ) -> Option<(String, String)> {
-        if self.api < vk::API_VERSION_1_1 || device_api < vk::API_VERSION_1_2 {
+        // Properties2 is core at 1.1 (the instance); the driver properties
+        // at 1.2 (the device).
+        if !(at_least(self.api, vk::API_VERSION_1_1) && at_least(device_api, vk::API_VERSION_1_2)) {
             return None;
         }
         let mut driver = vk::PhysicalDeviceDriverProperties::default();
@@ -342,5 +328,86 @@ impl Drop for Instance {
             self.instance.destroy_instance(None)
         };
         let _ = &self.entry;
+    }
+}
+
+/// Whether API version `v` reaches `need`.
+fn at_least(v: u32, need: u32) -> bool {
+    v >= need
+}
+
+/// Whether the instance's and the device's API versions both reach `need`.
+fn both_at_least(instance: u32, device: u32, need: u32) -> bool {
+    at_least(instance, need) && at_least(device, need)
+}
+
+/// Whether the device's UPDATE_AFTER_BIND limits fit this backend's sets:
+/// every binding of a kernel in one set, and descriptors enough in all
+/// pools together.
+fn update_after_bind_limits_fit(
+    limits: &vk::PhysicalDeviceDescriptorIndexingProperties<'_>,
+) -> Result<(), String> {
+    let per_set = limits
+        .max_per_stage_descriptor_update_after_bind_storage_buffers
+        .min(limits.max_descriptor_set_update_after_bind_storage_buffers)
+        .min(limits.max_per_stage_update_after_bind_resources);
+    if per_set < super::MAX_BINDINGS as u32 {
+        return Err(format!(
+            "UPDATE_AFTER_BIND storage buffers per set: {per_set} (kernels bind up to {})",
+            super::MAX_BINDINGS
+        ));
+    }
+    let all = limits.max_update_after_bind_descriptors_in_all_pools;
+    if all < MIN_UPDATE_AFTER_BIND_DESCRIPTORS {
+        return Err(format!(
+            "maxUpdateAfterBindDescriptorsInAllPools is {all} (< {MIN_UPDATE_AFTER_BIND_DESCRIPTORS})"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A version check passes at the version it needs, on both sides.
+    #[test]
+    fn both_versions_must_reach_the_need() {
+        let (v11, v12, v13) = (
+            vk::API_VERSION_1_1,
+            vk::API_VERSION_1_2,
+            vk::API_VERSION_1_3,
+        );
+        assert!(both_at_least(v12, v12, v12));
+        assert!(both_at_least(v13, v12, v12));
+        assert!(!both_at_least(v11, v13, v12));
+        assert!(!both_at_least(v13, v11, v12));
+    }
+
+    /// The limits fit at exactly what the sets need, and not one below,
+    /// whichever limit is short.
+    #[test]
+    fn update_after_bind_limits_fit_at_their_bounds() {
+        let need = super::super::MAX_BINDINGS as u32;
+        let fits = |per_stage: u32, per_set: u32, resources: u32, all: u32| {
+            update_after_bind_limits_fit(&vk::PhysicalDeviceDescriptorIndexingProperties {
+                max_per_stage_descriptor_update_after_bind_storage_buffers: per_stage,
+                max_descriptor_set_update_after_bind_storage_buffers: per_set,
+                max_per_stage_update_after_bind_resources: resources,
+                max_update_after_bind_descriptors_in_all_pools: all,
+                ..Default::default()
+            })
+        };
+        let all = MIN_UPDATE_AFTER_BIND_DESCRIPTORS;
+        assert_eq!(fits(need, need, need, all), Ok(()));
+        assert_eq!(fits(u32::MAX, u32::MAX, u32::MAX, u32::MAX), Ok(()));
+        for short in 0..3 {
+            let mut l = [need; 3];
+            l[short] = need - 1;
+            let e = fits(l[0], l[1], l[2], all).unwrap_err();
+            assert!(e.contains("per set"), "{e}");
+        }
+        let e = fits(need, need, need, all - 1).unwrap_err();
+        assert!(e.contains("AllPools"), "{e}");
     }
 }
