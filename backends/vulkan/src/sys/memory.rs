@@ -189,19 +189,12 @@ impl Gpu {
         let req = unsafe { d.get_buffer_memory_requirements(buffer) };
         let mem = &self.shared.adapter.memory;
         let types = &mem.memory_types[..mem.memory_type_count as usize];
-        let index = prefer
-            .iter()
-            .find_map(|want| {
-                types.iter().enumerate().position(|(i, t)| {
-                    req.memory_type_bits & (1 << i) != 0 && t.property_flags.contains(*want)
-                })
-            })
-            .ok_or_else(|| {
-                ErrorKind::driver(
-                    "vkAllocateMemory",
-                    format!("no memory type with {prefer:?} accepts this buffer"),
-                )
-            })?;
+        let index = memory_type(req.memory_type_bits, types, prefer).ok_or_else(|| {
+            ErrorKind::driver(
+                "vkAllocateMemory",
+                format!("no memory type with {prefer:?} accepts this buffer"),
+            )
+        })?;
         let flags = types[index].property_flags;
         let mut dedicated = vk::MemoryDedicatedAllocateInfo::default().buffer(buffer);
         let mut info = vk::MemoryAllocateInfo::default()
@@ -244,5 +237,59 @@ impl Gpu {
                 Err(e)
             }
         }
+    }
+}
+
+/// The memory type a buffer gets: of the types the buffer accepts (bit `i`
+/// of `accepted` set), the first with every property of the first
+/// preference any has.
+fn memory_type(
+    accepted: u32,
+    types: &[vk::MemoryType],
+    prefer: &[vk::MemoryPropertyFlags],
+) -> Option<usize> {
+    prefer.iter().find_map(|want| {
+        types
+            .iter()
+            .enumerate()
+            .position(|(i, t)| accepted & (1 << i) != 0 && t.property_flags.contains(*want))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::memory_type;
+    use ash::vk::{MemoryPropertyFlags as M, MemoryType};
+
+    /// A discrete GPU's memory (device-local; host-visible and coherent;
+    /// the same, cached): the first preference any accepted type has wins,
+    /// and a type the buffer does not accept is never taken. lavapipe has
+    /// one type with every property, where any choice is the same.
+    #[test]
+    fn a_buffer_gets_the_first_preferred_type_it_accepts() {
+        let coherent = M::HOST_VISIBLE | M::HOST_COHERENT;
+        let types = [M::DEVICE_LOCAL, coherent, coherent | M::HOST_CACHED].map(|f| MemoryType {
+            property_flags: f,
+            heap_index: 0,
+        });
+        let all = 0b111;
+        assert_eq!(
+            memory_type(all, &types, &[M::DEVICE_LOCAL, M::empty()]),
+            Some(0)
+        );
+        assert_eq!(
+            memory_type(all, &types, &[coherent | M::HOST_CACHED, coherent]),
+            Some(2)
+        );
+        assert_eq!(memory_type(all, &types, &[coherent]), Some(1));
+        // Type 0 not accepted: the next type with the preference, else the
+        // next preference.
+        assert_eq!(
+            memory_type(0b110, &types, &[M::DEVICE_LOCAL, M::empty()]),
+            Some(1)
+        );
+        assert_eq!(memory_type(0b100, &types, &[coherent]), Some(2));
+        assert_eq!(memory_type(0b001, &types, &[coherent]), None);
+        assert_eq!(memory_type(all, &types, &[]), None);
     }
 }
