@@ -26,7 +26,9 @@ pub struct Group {
     pub env: &'static [(&'static str, &'static str)],
     /// What judges the group, for the record.
     pub judged_by: &'static str,
-    /// Seconds one mutant's tests may take before it counts as timed out.
+    /// Seconds one mutant's tests may take before it counts as timed out
+    /// (a mutant that hangs a wait costs this much: the lavapipe groups'
+    /// tests take under 60 s here, so 300).
     pub timeout_s: u32,
 }
 
@@ -179,7 +181,7 @@ pub const GROUPS: &[Group] = &[
         test_args: LAVAPIPE_SUITE_VULKAN,
         env: VALIDATED,
         judged_by: "the suite on lavapipe's vulkan:0 under Khronos + synchronization validation and the barrier audit, and the Vulkan backend's unit and device tests",
-        timeout_s: 600,
+        timeout_s: 300,
     },
     Group {
         name: "vulkan-staging",
@@ -194,7 +196,7 @@ pub const GROUPS: &[Group] = &[
             ("SEAM_VULKAN_STAGING", "1"),
         ],
         judged_by: "the suite on lavapipe's vulkan:0 on the staging path, validated, and the Vulkan backend's unit and device tests",
-        timeout_s: 600,
+        timeout_s: 300,
     },
     Group {
         name: "wgpu",
@@ -210,7 +212,7 @@ pub const GROUPS: &[Group] = &[
         test_args: LAVAPIPE_SUITE_WGPU,
         env: &[("SEAM_WGPU_VALIDATION", "1"), ("WGPU_VALIDATION", "1")],
         judged_by: "the suite on lavapipe's wgpu:0 under validation, and the wgpu backend's own tests",
-        timeout_s: 600,
+        timeout_s: 300,
     },
     Group {
         name: "kernels",
@@ -222,7 +224,7 @@ pub const GROUPS: &[Group] = &[
         test_args: &["--tests", "--", "vulkan:0::", "kernels"],
         env: VALIDATED,
         judged_by: "the suite on lavapipe's vulkan:0, validated, and the kernels crate's own tests",
-        timeout_s: 600,
+        timeout_s: 300,
     },
 ];
 
