@@ -38,6 +38,9 @@ pub struct VulkanBackend {
     pipelines: HashMap<(OpKind, &'static str), Pipeline>,
     buffers: Buffers<Buffer>,
     staging: Option<Buffer>,
+    /// Staging buffers made so far (one is kept and reused while it is
+    /// large enough).
+    staging_made: u64,
     /// The open eager batch.
     eager: Option<CommandBuffer>,
     /// Submitted eager batches, oldest first, recorded again once completed.
@@ -117,6 +120,7 @@ impl VulkanBackend {
             pipelines: HashMap::new(),
             buffers: Buffers::new(),
             staging: None,
+            staging_made: 0,
             eager: None,
             batches: VecDeque::new(),
             capture: None,
@@ -200,6 +204,12 @@ impl VulkanBackend {
         } else {
             Self::DEVICE_MEMORY
         }
+    }
+
+    /// The staging buffer's size (`None` before the first staged
+    /// transfer), and how many staging buffers were made so far.
+    pub fn staging_buffer(&self) -> (Option<u64>, u64) {
+        (self.staging.as_ref().map(Buffer::size), self.staging_made)
     }
 
     /// Whether this device keeps its buffers behind a staging buffer

@@ -39,6 +39,7 @@ impl VulkanBackend {
                 ));
             }
             self.staging = Some(s);
+            self.staging_made += 1;
         }
         self.staging
             .clone()

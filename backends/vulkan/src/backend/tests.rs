@@ -245,3 +245,33 @@ fn the_storage_range_is_the_largest_allocation() {
         "one byte more: {e}"
     );
 }
+
+/// The staging buffer is made once, at least 1 MiB, and reused while it is
+/// large enough: a small transfer and one of exactly its size use the
+/// first; only a larger one makes another, as large as it.
+#[test]
+fn the_staging_buffer_is_reused_while_large_enough() {
+    let mut b = match VulkanBackend::open_staging(0) {
+        Ok(b) => Direct::new(b),
+        Err(e) => {
+            eprintln!("no Vulkan device ({e}): skipped");
+            return;
+        }
+    };
+    const MIB: usize = 1 << 20;
+    let buf = b.alloc(3 * MIB).unwrap();
+    assert_eq!(b.staging_buffer(), (None, 0));
+    b.write(buf, 0, &[1u8; 4096]).unwrap();
+    assert_eq!(b.staging_buffer(), (Some(MIB as u64), 1), "a 4 KiB write");
+    b.write(buf, 0, &vec![2u8; MIB]).unwrap();
+    let mut out = vec![0u8; MIB];
+    b.read(buf, 0, &mut out).unwrap();
+    assert_eq!(b.staging_buffer(), (Some(MIB as u64), 1), "1 MiB each way");
+    b.write(buf, 0, &vec![3u8; 2 * MIB]).unwrap();
+    assert_eq!(
+        b.staging_buffer(),
+        (Some(2 * MIB as u64), 2),
+        "a 2 MiB write"
+    );
+    b.free(buf).unwrap();
+}
