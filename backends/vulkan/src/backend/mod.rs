@@ -102,11 +102,9 @@ impl VulkanBackend {
             a.device_type,
             vk::PhysicalDeviceType::CPU | vk::PhysicalDeviceType::INTEGRATED_GPU
         );
-        let coherent =
-            vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
         let has_coherent = a.memory.memory_types[..a.memory.memory_type_count as usize]
             .iter()
-            .any(|t| t.property_flags.contains(coherent));
+            .any(|t| t.property_flags.contains(sys::HOST_COHERENT));
         let forced_staging = staging || staging_asked(std::env::var_os("SEAM_VULKAN_STAGING"));
         let info = DeviceInfo {
             backend: "vulkan".into(),
@@ -181,14 +179,9 @@ impl VulkanBackend {
     /// coherent in any case.
     const HOST_MEMORY: &'static [vk::MemoryPropertyFlags] = &[
         vk::MemoryPropertyFlags::from_raw(
-            vk::MemoryPropertyFlags::DEVICE_LOCAL.as_raw()
-                | vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw()
-                | vk::MemoryPropertyFlags::HOST_COHERENT.as_raw(),
+            vk::MemoryPropertyFlags::DEVICE_LOCAL.as_raw() | sys::HOST_COHERENT.as_raw(),
         ),
-        vk::MemoryPropertyFlags::from_raw(
-            vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw()
-                | vk::MemoryPropertyFlags::HOST_COHERENT.as_raw(),
-        ),
+        sys::HOST_COHERENT,
     ];
     /// Memory for buffers behind a staging buffer: device-local if any is,
     /// else any.

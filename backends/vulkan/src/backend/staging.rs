@@ -2,7 +2,7 @@
 //! discrete devices.
 
 use super::VulkanBackend;
-use crate::sys::Buffer;
+use crate::sys::{Buffer, HOST_COHERENT};
 use ash::vk;
 use seam::{ErrorKind, RawBuffer};
 
@@ -12,14 +12,9 @@ const STAGING_MAX: u64 = 64 << 20;
 impl VulkanBackend {
     const STAGING_MEMORY: &'static [vk::MemoryPropertyFlags] = &[
         vk::MemoryPropertyFlags::from_raw(
-            vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw()
-                | vk::MemoryPropertyFlags::HOST_COHERENT.as_raw()
-                | vk::MemoryPropertyFlags::HOST_CACHED.as_raw(),
+            HOST_COHERENT.as_raw() | vk::MemoryPropertyFlags::HOST_CACHED.as_raw(),
         ),
-        vk::MemoryPropertyFlags::from_raw(
-            vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw()
-                | vk::MemoryPropertyFlags::HOST_COHERENT.as_raw(),
-        ),
+        HOST_COHERENT,
     ];
 
     /// The staging buffer, at least `size` bytes. Every staged copy is waited

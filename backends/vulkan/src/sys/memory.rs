@@ -213,9 +213,7 @@ impl Gpu {
             // the buffer is unbound.
             unsafe { d.bind_buffer_memory(buffer, memory, 0) }
                 .map_err(drv("vkBindBufferMemory"))?;
-            let host =
-                vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
-            if !flags.contains(host) {
+            if !flags.contains(HOST_COHERENT) {
                 return Ok(None);
             }
             // SAFETY: host-visible memory, not mapped yet, whole range.
@@ -239,6 +237,13 @@ impl Gpu {
         }
     }
 }
+
+/// Memory the host maps and sees coherently (a copy through it needs no
+/// flush): what every mapped buffer and the staging buffer need.
+pub const HOST_COHERENT: vk::MemoryPropertyFlags = vk::MemoryPropertyFlags::from_raw(
+    vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw()
+        | vk::MemoryPropertyFlags::HOST_COHERENT.as_raw(),
+);
 
 /// The memory type a buffer gets: of the types the buffer accepts (bit `i`
 /// of `accepted` set), the first with every property of the first

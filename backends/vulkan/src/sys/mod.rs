@@ -49,5 +49,5 @@ mod validation;
 pub use command::{CommandBuffer, DispatchUpdate};
 pub use device::{Gpu, Pipeline, QueryPool};
 pub use instance::{Adapter, Instance};
-pub use memory::Buffer;
+pub use memory::{Buffer, HOST_COHERENT};
 pub use validation::{take as take_validation_messages, Validation};
