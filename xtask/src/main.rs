@@ -392,6 +392,7 @@ fn main() -> ExitCode {
             rerun_missed,
             jobs,
             kept: root().join(mutants::OUTCOMES),
+            cargo: cargo().into(),
         }),
         Cmd::StressTeardown {
             processes,

@@ -185,7 +185,7 @@ pub(super) fn run_group(
     // same tree (CI): no baseline run.
     if o.in_diff.is_some() {
         args.extend(["--baseline".into(), "skip".into()]);
-    } else if let Some(mut baseline) = baseline_command(g) {
+    } else if let Some(mut baseline) = baseline_command(g, &o.cargo) {
         // cargo-mutants' own baseline would test the wrong package.
         eprintln!("$ {baseline:?} (the baseline)");
         let status = baseline
@@ -238,11 +238,11 @@ pub(super) fn run_group(
 /// only the mutated package, whatever `--test-package` says, and fails
 /// there (`no test target named conformance`) or passes for the wrong
 /// reason. `None`: cargo-mutants' baseline is the right one.
-pub(super) fn baseline_command(g: &Group) -> Option<Command> {
+pub(super) fn baseline_command(g: &Group, cargo: &Path) -> Option<Command> {
     if g.test_packages == [g.package] {
         return None;
     }
-    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    let mut cmd = Command::new(cargo);
     cmd.arg("test");
     for p in g.test_packages {
         cmd.args(["-p", p]);

@@ -67,6 +67,8 @@ pub struct Options {
     pub jobs: usize,
     /// Where each group's outcomes are kept ([`OUTCOMES`] in the checkout).
     pub kept: PathBuf,
+    /// Cargo, for the baselines xtask runs itself.
+    pub cargo: PathBuf,
 }
 
 /// The mutants a campaign of `g` tests, and a sentence saying how they were

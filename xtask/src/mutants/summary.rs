@@ -455,6 +455,13 @@ mod tests {
             Some("the bits | nothing"),
             "{piped:?}"
         );
+        // A backslash before anything else is itself.
+        let slashed = parse_equivalent("| `c.rs:1:1: replace a\\b` | why\\not |\n");
+        assert_eq!(
+            slashed.get("c.rs: replace a\\b").map(String::as_str),
+            Some("why\\not"),
+            "{slashed:?}"
+        );
         assert!(read_equivalent(&dir.join("none.md")).is_err());
         let times = dir.join("outcomes.json");
         std::fs::write(

@@ -122,6 +122,24 @@ impl Fake {
         self.dir.join("cargo-mutants")
     }
 
+    /// A fake cargo for the baselines xtask runs: appends its arguments to
+    /// `cargo.txt` and exits with `cargo-code.txt` (0 when missing).
+    fn cargo(&self) -> PathBuf {
+        let d = self.dir.display();
+        let path = self.dir.join("cargo");
+        let script = format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" >> '{d}/cargo.txt'\n\
+             exit $(cat '{d}/cargo-code.txt' 2>/dev/null || echo 0)\n"
+        );
+        std::fs::write(&path, script).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        path
+    }
+
     fn lists(&self, mutants: &[(&str, &str)]) {
         let list: Vec<serde_json::Value> = mutants
             .iter()
@@ -180,6 +198,7 @@ impl Fake {
             rerun_missed: false,
             jobs: 1,
             kept: self.dir.join("kept"),
+            cargo: self.cargo(),
         }
     }
 }
@@ -539,9 +558,10 @@ fn field_deletions_not_chosen_are_skipped() {
 #[test]
 fn a_group_judged_by_another_package_has_its_own_baseline() {
     let pick = |name: &str| groups::GROUPS.iter().find(|g| g.name == name).unwrap();
-    assert!(baseline_command(pick("core")).is_none());
-    assert!(baseline_command(pick("harness")).is_none());
-    let cmd = baseline_command(pick("vulkan")).unwrap();
+    assert!(baseline_command(pick("core"), Path::new("cargo")).is_none());
+    assert!(baseline_command(pick("harness"), Path::new("cargo")).is_none());
+    let cmd = baseline_command(pick("vulkan"), Path::new("/x/cargo")).unwrap();
+    assert_eq!(cmd.get_program(), "/x/cargo");
     let args: Vec<String> = cmd
         .get_args()
         .map(|a| a.to_string_lossy().into_owned())
@@ -574,7 +594,10 @@ fn a_group_judged_by_another_package_has_its_own_baseline() {
     );
     assert_eq!(cmd.get_current_dir(), Some(root().as_path()));
     for name in ["vulkan-staging", "wgpu", "kernels", "backends"] {
-        assert!(baseline_command(pick(name)).is_some(), "{name}");
+        assert!(
+            baseline_command(pick(name), Path::new("cargo")).is_some(),
+            "{name}"
+        );
     }
 }
 
@@ -598,6 +621,12 @@ fn a_rerun_starts_from_the_kept_outcomes_when_the_output_is_gone() {
     let v = read_json(&kept).unwrap();
     assert_eq!(v["outcomes"].as_array().unwrap().len(), 2);
     assert_eq!(v["commit"], summaries[0].1.as_str());
+    // A fresh campaign reads its own outcomes, not the kept ones.
+    fake.finds(&[(a, MERGE, "CaughtMutant"), (b, JUNIT, "CaughtMutant")]);
+    let fresh = drive(&fake.options("harness"), &fake.program()).unwrap();
+    assert_eq!(fresh[0].0.total.missed, 0, "the fresh run's outcomes");
+    fake.finds(&[(a, MERGE, "CaughtMutant"), (b, JUNIT, "MissedMutant")]);
+    drive(&fake.options("harness"), &fake.program()).unwrap();
     // The output is gone (another checkout); the rerun catches b.
     std::fs::remove_dir_all(&o.output).unwrap();
     fake.finds(&[(b, JUNIT, "CaughtMutant")]);
@@ -608,7 +637,8 @@ fn a_rerun_starts_from_the_kept_outcomes_when_the_output_is_gone() {
     };
     let s = drive(&again, &fake.program()).unwrap();
     let runs = fake.runs();
-    let re = &runs[1][runs[1].iter().position(|x| x == "--re").unwrap() + 1];
+    let last = runs.last().unwrap();
+    let re = &last[last.iter().position(|x| x == "--re").unwrap() + 1];
     assert_eq!(re, &at_any_line(&[b]));
     assert_eq!(s[0].0.total.missed, 0, "b caught by the rerun");
     assert_eq!(s[0].1, summaries[0].1, "the first run's commit");
@@ -623,4 +653,36 @@ fn keep_recorded(o: &Options, summaries: &[(summary::GroupSummary, String)]) {
         .kept
         .join(format!("{}.json", summaries[0].0.group.name))
         .is_file());
+}
+
+/// A group judged by another package's tests runs them on the unmutated
+/// tree first (with the group's environment) and then skips cargo-mutants'
+/// baseline; tests that fail there refuse the group before any mutant.
+#[test]
+fn a_group_judged_elsewhere_runs_its_own_baseline_first() {
+    let fake = Fake::new("baseline");
+    let a = "backends/vulkan/src/wait.rs:10:5: replace + with - in wait";
+    fake.lists(&[(a, "backends/vulkan/src/wait.rs")]);
+    fake.finds(&[(a, "backends/vulkan/src/wait.rs", "CaughtMutant")]);
+    let o = fake.options("vulkan");
+    drive(&o, &fake.program()).unwrap();
+    let baseline = std::fs::read_to_string(fake.dir.join("cargo.txt")).unwrap();
+    assert!(
+        baseline.starts_with("test\n-p\nseam-conformance\n-p\nseam-vulkan\n"),
+        "{baseline}"
+    );
+    let run = &fake.runs()[0];
+    let i = run.iter().position(|x| x == "--baseline").unwrap();
+    assert_eq!(run[i + 1], "skip");
+    std::fs::write(fake.dir.join("cargo-code.txt"), "1").unwrap();
+    let e = match drive(&o, &fake.program()) {
+        Err(e) => e,
+        Ok(_) => panic!("a failing baseline must refuse the group"),
+    };
+    assert!(e.contains("its tests fail without any mutant"), "{e}");
+    assert_eq!(
+        fake.runs().len(),
+        1,
+        "no mutant ran after the failed baseline"
+    );
 }
