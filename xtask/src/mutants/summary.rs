@@ -309,11 +309,14 @@ impl GroupSummary {
         m.push_str(&self.total.row("**all**"));
         if !self.missed.is_empty() {
             m.push_str("\nMissed, each listed in `docs/mutants-equivalent.md` with why no test can catch it:\n\n| mutant | why it survives |\n|---|---|\n");
+            // A `|` in a cell is written `\|`, or it splits the cell.
+            let cell = |s: &str| s.replace('|', "\\|");
             for (name, why) in &self.missed {
                 let _ = writeln!(
                     m,
-                    "| `{name}` | {} |",
-                    why.as_deref().unwrap_or("**not listed**")
+                    "| `{}` | {} |",
+                    cell(name),
+                    why.as_deref().map_or("**not listed**".into(), cell)
                 );
             }
         }
@@ -503,6 +506,14 @@ mod tests {
         let md = s.markdown();
         assert!(
             md.contains("| `a.rs` | 22 | 1 | 19 | 0 | 2 | 90.5% |"),
+            "{md}"
+        );
+        // A `|` in a survivor's name or reason is escaped in its row.
+        o.push(outcome("a.rs:10:5: replace | with ^", "MissedMutant"));
+        eq2.insert("a.rs: replace | with ^".into(), "bits | bits".into());
+        let md = GroupSummary::new(g, &o, &eq2, String::new(), None).markdown();
+        assert!(
+            md.contains("| `a.rs:10:5: replace \\| with ^` | bits \\| bits |"),
             "{md}"
         );
     }
