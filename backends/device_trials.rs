@@ -36,16 +36,9 @@ pub fn run<D: 'static>(
             })
         }))
         .collect::<Vec<Trial>>();
-    let trials = match filters.as_slice() {
-        [] => trials,
-        [one] => {
-            args.filter = Some(one.clone());
-            trials
-        }
-        many => trials
-            .into_iter()
-            .filter(|t| seam::testing::filtered_in(t.name(), many, args.exact))
-            .collect(),
-    };
+    // libtest-mimic takes one filter; with more, the trials are chosen
+    // here (its `--skip` still applies).
+    let (one, trials) = seam::testing::apply_filters(&filters, args.exact, trials, Trial::name);
+    args.filter = one;
     libtest_mimic::run(&args, trials).exit()
 }

@@ -81,19 +81,10 @@ pub fn run(found: Discovery) -> ! {
             .with_kind(kind)
         })
         .collect::<Vec<Trial>>();
-    let trials = match filters.as_slice() {
-        [] => trials,
-        [one] => {
-            args.filter = Some(one.clone());
-            trials
-        }
-        // libtest-mimic takes one filter: with more, the trials are chosen
-        // here (its `--skip` still applies).
-        many => trials
-            .into_iter()
-            .filter(|t| seam::testing::filtered_in(t.name(), many, args.exact))
-            .collect(),
-    };
+    // libtest-mimic takes one filter; with more, the trials are chosen
+    // here (its `--skip` still applies).
+    let (one, trials) = seam::testing::apply_filters(&filters, args.exact, trials, Trial::name);
+    args.filter = one;
     let conclusion = libtest_mimic::run(&args, trials);
     if let Some(dir) = std::env::var_os("SEAM_CONFORMANCE_REPORT") {
         let records = std::mem::take(&mut *lock(&records));

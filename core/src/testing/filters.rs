@@ -47,6 +47,30 @@ pub fn filtered_in(name: &str, filters: &[String], exact: bool) -> bool {
         })
 }
 
+/// Apply `filters` to `tests` for a harness that takes at most one filter
+/// itself (libtest-mimic): with none or one, every test is kept and the one
+/// filter is returned for the harness to apply (so it counts the tests it
+/// filtered out); with more, the tests no filter matches are left out here
+/// and none is returned.
+pub fn apply_filters<T>(
+    filters: &[String],
+    exact: bool,
+    tests: Vec<T>,
+    name: impl Fn(&T) -> &str,
+) -> (Option<String>, Vec<T>) {
+    match filters {
+        [] => (None, tests),
+        [one] => (Some(one.clone()), tests),
+        many => (
+            None,
+            tests
+                .into_iter()
+                .filter(|t| filtered_in(name(t), many, exact))
+                .collect(),
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,5 +122,23 @@ mod tests {
         assert!(filtered_in("anything", &[], false));
         assert!(!filtered_in("vulkan:0::c1_a", &f, true));
         assert!(filtered_in("tests::", &f, true));
+    }
+
+    /// One filter is the harness's to apply; several are applied here.
+    #[test]
+    fn one_filter_is_handed_on_and_several_are_applied() {
+        let tests = || strings(&["vulkan:0::a", "cpu:0::a", "x::tests::b"]);
+        let id = String::as_str;
+        assert_eq!(apply_filters(&[], false, tests(), id), (None, tests()));
+        let one = strings(&["cpu:0::"]);
+        assert_eq!(
+            apply_filters(&one, false, tests(), id),
+            (Some("cpu:0::".to_string()), tests())
+        );
+        let two = strings(&["vulkan:0::", "tests::"]);
+        assert_eq!(
+            apply_filters(&two, false, tests(), id),
+            (None, strings(&["vulkan:0::a", "x::tests::b"]))
+        );
     }
 }

@@ -17,7 +17,7 @@ mod direct;
 mod filters;
 mod rng;
 pub use direct::{Direct, RawCall};
-pub use filters::{filtered_in, split_filters};
+pub use filters::{apply_filters, filtered_in, split_filters};
 pub use rng::Rng;
 
 use crate::backend::ResourceCounts;
