@@ -486,7 +486,9 @@ mod tests {
             "{table}"
         );
         assert!(
-            lines[1].trim_start().starts_with("#1") && lines[1].contains("10.0 µs total"),
+            lines[1].trim_start().starts_with("#1")
+                && lines[1].contains("10.0 µs total")
+                && lines[1].contains("5.00 µs mean"),
             "{table}"
         );
         assert!(
