@@ -123,3 +123,114 @@ impl Held {
         want == self.uses && self.buffers.windows(2).all(|w| key(&w[0]) < key(&w[1]))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{key, Held};
+    use crate::sys::{Buffer, Gpu, Instance};
+    use ash::vk;
+
+    /// Four buffers of the first Vulkan device, sorted by handle, or `None`
+    /// (saying so) where there is none.
+    fn buffers() -> Option<(Gpu, [Buffer; 4])> {
+        let gpu = Instance::shared()
+            .and_then(|i| {
+                let a = i.adapters()?.into_iter().next().ok_or("no adapter")?;
+                Gpu::new(i, a).map_err(|e| e.to_string())
+            })
+            .map_err(|e| eprintln!("no Vulkan device ({e}): skipped"))
+            .ok()?;
+        let mut b: Vec<Buffer> = (0..4)
+            .map(|_| gpu.create_buffer(16, &[vk::MemoryPropertyFlags::empty()]))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        b.sort_by_key(key);
+        let b: [Buffer; 4] = b.try_into().ok().unwrap();
+        Some((gpu, b))
+    }
+
+    fn keys(h: &Held) -> Vec<u64> {
+        h.all().iter().map(key).collect()
+    }
+
+    /// The held set as a graph's update keeps it: sealed (sorted, each
+    /// buffer once, its bindings counted), a rebind moving a count from
+    /// one buffer to another (refused, changing nothing, where the old
+    /// buffer has fewer uses or is not held, or the set is not counted),
+    /// the unused ones dropped in order, and a recount equal to a seal.
+    /// Each step's counts are also held against `counts_match`, which must
+    /// say no to wrong ones.
+    #[test]
+    fn a_counted_set_follows_rebinds_and_drops_what_no_binding_uses() {
+        let Some((_gpu, [a, b, c, d])) = buffers() else {
+            return;
+        };
+        let (ka, kb, kc, kd) = (key(&a), key(&b), key(&c), key(&d));
+
+        // Not counted: each buffer once, sorted, nothing counted, no rebind.
+        let mut h = Held::default();
+        for x in [&c, &a, &b, &a] {
+            h.push(x);
+        }
+        h.seal(false);
+        assert_eq!(keys(&h), [ka, kb, kc]);
+        assert!(h.uses.is_empty());
+        assert!(!h.rebind(ka, &d, 1), "an uncounted set refuses rebinds");
+        assert_eq!(keys(&h), [ka, kb, kc]);
+
+        // Counted: a × 3, b, c.
+        let bindings = [&a, &c, &a, &b, &a];
+        let mut h = Held::default();
+        for x in bindings {
+            h.push(x);
+        }
+        h.seal(true);
+        assert_eq!(keys(&h), [ka, kb, kc]);
+        assert_eq!(h.uses, [3, 1, 1]);
+        #[cfg(debug_assertions)]
+        assert!(h.counts_match(bindings.into_iter()));
+        #[cfg(debug_assertions)]
+        assert!(!h.counts_match([&a, &c, &b].into_iter()), "a's count");
+        #[cfg(debug_assertions)]
+        assert!(!h.counts_match(bindings.into_iter().chain([&d])), "d");
+
+        // Two of a's bindings move to d (not held yet), then one of c's to
+        // a (held): counts move, nothing else changes.
+        assert!(h.rebind(ka, &d, 2));
+        assert_eq!(
+            (keys(&h), h.uses.clone()),
+            (vec![ka, kb, kc, kd], vec![1, 1, 1, 2])
+        );
+        assert!(h.rebind(kc, &a, 1));
+        assert_eq!(
+            (keys(&h), h.uses.clone()),
+            (vec![ka, kb, kc, kd], vec![2, 1, 0, 2])
+        );
+        #[cfg(debug_assertions)]
+        assert!(h.counts_match([&a, &a, &b, &d, &d].into_iter()));
+        // More uses than a buffer has, or a buffer not held: refused.
+        assert!(!h.rebind(kb, &a, 2), "b has one binding");
+        assert!(!h.rebind(kc, &a, 1), "c has none left");
+        assert!(!h.rebind(0, &a, 1), "no buffer has the null handle");
+        assert_eq!(h.uses, [2, 1, 0, 2], "a refused rebind changes nothing");
+        // Exactly all of d's bindings: taken.
+        assert!(h.rebind(kd, &b, 2));
+        assert_eq!(h.uses, [2, 3, 0, 0]);
+
+        // The unused ones go, in order, with their counts.
+        h.drop_unused();
+        assert_eq!((keys(&h), h.uses.clone()), (vec![ka, kb], vec![2, 3]));
+        let now = [&a, &b, &a, &b, &b];
+        #[cfg(debug_assertions)]
+        assert!(h.counts_match(now.into_iter()));
+        // Nothing unused: nothing changes.
+        h.drop_unused();
+        assert_eq!((keys(&h), h.uses.clone()), (vec![ka, kb], vec![2, 3]));
+
+        // A recount forgets what was there.
+        h.recount([&d, &c, &d].into_iter());
+        assert_eq!((keys(&h), h.uses.clone()), (vec![kc, kd], vec![1, 2]));
+        h.clear();
+        assert!(h.all().is_empty() && h.uses.is_empty());
+    }
+}
