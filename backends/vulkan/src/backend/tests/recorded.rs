@@ -1,0 +1,433 @@
+//! Command buffers recorded through the `sys` layer, as `VulkanBackend`
+//! records a graph's, then updated (C13) or copied into: what the checks
+//! there refuse, and that a refusal changes nothing. The suite reaches
+//! these paths only through core, which refuses most bad updates first and
+//! records a barrier before every dispatch, so each check is driven here.
+
+use super::{read, words};
+use crate::dispatch;
+use crate::sys::{Buffer, CommandBuffer, DispatchUpdate, Pipeline};
+use crate::VulkanBackend;
+use seam::ops::Access;
+use seam::ops::IMMEDIATE_BYTES;
+use seam::testing::{Direct, RawCall};
+use seam::{DType, OpKind, Params, RawBuffer, RawView};
+
+type Immediates = [u8; IMMEDIATE_BYTES];
+
+/// A device with u32 `add`'s pipeline, and the immediates and workgroups
+/// of an add over `n` words.
+struct Rig {
+    b: Direct<VulkanBackend>,
+    add: Pipeline,
+}
+
+/// Bindings as `CommandBuffer::dispatch` and `DispatchUpdate` take them.
+type Binds<'a> = Vec<(&'a Buffer, Access)>;
+
+impl Rig {
+    /// `None` (saying so) where there is no Vulkan device.
+    fn open() -> Option<Rig> {
+        let mut b = match VulkanBackend::open(0) {
+            Ok(b) => Direct::new(b),
+            Err(e) => {
+                eprintln!("no Vulkan device ({e}): skipped");
+                return None;
+            }
+        };
+        let add = b.pipeline(OpKind::Add, DType::U32).unwrap();
+        Some(Rig { b, add })
+    }
+
+    /// A 256-word buffer of `v`s: its handle and its `sys` buffer.
+    fn filled(&mut self, v: u32) -> (RawBuffer, Buffer) {
+        let raw = self.b.alloc(1024).unwrap();
+        self.b.write(raw, 0, &words(v)).unwrap();
+        let buf = self.b.buffers.get(raw).unwrap().clone();
+        (raw, buf)
+    }
+
+    /// The immediates and workgroups of `add` over the first `n` words.
+    fn add_of(&mut self, n: u32) -> (Immediates, (u32, u32, u32)) {
+        let (raw, _) = self.filled(0);
+        let call = RawCall {
+            op: OpKind::Add,
+            dtype: DType::U32,
+            buffers: [raw; 3].map(|r| RawView::whole(r, 256)).into(),
+            params: Params {
+                d0: n,
+                ..Params::default()
+            },
+        };
+        let launch = self.b.lower(&call).unwrap();
+        let max = self.b.gpu.adapter().max_group_count;
+        let groups = dispatch::groups(&launch, max).unwrap();
+        self.b.free(raw).unwrap();
+        (launch.immediates(), groups)
+    }
+}
+
+/// Submit `cmd` and wait for it.
+fn run(b: &mut Direct<VulkanBackend>, cmd: &CommandBuffer) {
+    b.gpu.submit(cmd).unwrap();
+    b.gpu.wait_for(cmd).unwrap();
+}
+
+/// `dst = a + b`'s bindings, in `add`'s signature order.
+fn add<'a>(a: &'a Buffer, b: &'a Buffer, dst: &'a Buffer) -> Binds<'a> {
+    let sig = OpKind::Add.signature();
+    [a, b, dst]
+        .into_iter()
+        .zip(sig)
+        .map(|(x, s)| (x, s.access))
+        .collect()
+}
+
+fn change<'a>(
+    index: usize,
+    pipeline: &'a Pipeline,
+    bindings: &'a [(&'a Buffer, Access)],
+    params: Immediates,
+    groups: (u32, u32, u32),
+) -> DispatchUpdate<'a> {
+    DispatchUpdate {
+        index,
+        pipeline,
+        bindings,
+        params,
+        groups,
+    }
+}
+
+/// The message of what `check_update` refused, or a panic naming `what`.
+fn refused(cmd: &CommandBuffer, changes: &[DispatchUpdate<'_>], what: &str) -> String {
+    match cmd.check_update(changes) {
+        Ok(_) => panic!("{what}: taken"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// The barrier audit still refuses an update that would make two
+/// dispatches of one stretch (no barrier between them) alias unordered,
+/// and a refused update changes nothing. `VulkanBackend::launch` records a
+/// barrier before every dispatch, where no rebind can (the audit is then
+/// skipped: `Inner::audit_stretch`), so the stretch is recorded here: dispatch
+/// 0 writes p, dispatch 1 writes q, then a barrier and dispatch 2 (doubles
+/// q). Mutation (tried): skip the audit of every stretch after a barrier
+/// (`start > 0`) → red.
+#[test]
+fn an_update_making_a_stretch_alias_unordered_is_refused() {
+    let Some(mut r) = Rig::open() else { return };
+    let (params, groups) = r.add_of(256);
+    let [(_, one), (p, pb), (q, qb)] = [1, 100, 200].map(|v| r.filled(v));
+    let (to_p, to_q) = (add(&one, &one, &pb), add(&one, &one, &qb));
+    let (double_p, double_q) = (add(&pb, &pb, &pb), add(&qb, &qb, &qb));
+    let mut cmd = r.b.gpu.command_buffer().unwrap();
+    cmd.begin(true).unwrap();
+    cmd.barrier().unwrap();
+    cmd.dispatch(&r.add, &to_p, &params, groups).unwrap();
+    cmd.dispatch(&r.add, &to_q, &params, groups).unwrap();
+    cmd.barrier().unwrap();
+    cmd.dispatch(&r.add, &double_q, &params, groups).unwrap();
+    cmd.end().unwrap();
+    macro_rules! c {
+        ($i:expr, $b:expr) => {
+            change($i, &r.add, $b, params, groups)
+        };
+    }
+    // Dispatch 1 → p: write after write with dispatch 0 (unchanged).
+    let e = refused(&cmd, &[c!(1, &to_p)], "1 → p");
+    assert!(e.contains("write after write"), "{e}");
+    // Dispatch 0 → q: with dispatch 1 after it (unchanged) as well.
+    let e = refused(&cmd, &[c!(0, &to_q)], "0 → q");
+    assert!(e.contains("write after write"), "{e}");
+    // Both at once swap them: no alias. Dispatch 2 alone, after its own
+    // barrier: taken whatever it binds.
+    cmd.check_update(&[c!(0, &to_q), c!(1, &to_p)]).unwrap();
+    let last = [c!(2, &double_p)];
+    let checked = cmd.check_update(&last).unwrap();
+    // Nothing changed: the recorded bindings run (q = 2, then doubled).
+    run(&mut r.b, &cmd);
+    assert_eq!(
+        read(&mut r.b, p),
+        words(2),
+        "refused updates changed nothing"
+    );
+    assert_eq!(
+        read(&mut r.b, q),
+        words(4),
+        "refused updates changed nothing"
+    );
+    // Dispatch 2 doubles p now.
+    cmd.update(checked).unwrap();
+    run(&mut r.b, &cmd);
+    assert_eq!(read(&mut r.b, p), words(4), "dispatch 2 after the update");
+    assert_eq!(read(&mut r.b, q), words(2), "dispatch 1 only");
+}
+
+/// Each thing an update cannot patch in place is refused, saying what,
+/// before anything changes: changes out of dispatch order or twice, a
+/// dispatch that is not there, another pipeline, other bindings (their
+/// number or an access), a buffer of another device or past
+/// maxStorageBufferRange, workgroups past maxComputeWorkGroupCount on any
+/// axis (exactly the limit is taken), a command buffer still recording or
+/// recorded for one submission, and one that records a copy. Dispatches
+/// here each follow a barrier, as a graph's do.
+#[test]
+fn an_update_is_refused_whole_for_each_thing_it_cannot_patch() {
+    let Some(mut r) = Rig::open() else { return };
+    let (params, groups) = r.add_of(256);
+    let [(_, one), (p, pb), (q, qb), (_, other)] = [1, 100, 200, 300].map(|v| r.filled(v));
+    let (to_p, to_q, to_other) = (
+        add(&one, &one, &pb),
+        add(&one, &one, &qb),
+        add(&one, &one, &other),
+    );
+    let mut cmd = r.b.gpu.command_buffer().unwrap();
+    cmd.begin(true).unwrap();
+    for b in [&to_p, &to_q] {
+        cmd.barrier().unwrap();
+        cmd.dispatch(&r.add, b, &params, groups).unwrap();
+    }
+    cmd.end().unwrap();
+    macro_rules! c {
+        ($i:expr, $b:expr) => {
+            change($i, &r.add, $b, params, groups)
+        };
+    }
+    let cases: Vec<(&str, Vec<DispatchUpdate<'_>>, &str)> = vec![
+        (
+            "out of order",
+            vec![c!(1, &to_q), c!(0, &to_p)],
+            "dispatch order",
+        ),
+        (
+            "twice",
+            vec![c!(0, &to_p), c!(0, &to_other)],
+            "changed twice",
+        ),
+        ("no dispatch 2", vec![c!(2, &to_p)], "no such dispatch"),
+    ];
+    for (what, changes, says) in &cases {
+        let e = refused(&cmd, changes, what);
+        assert!(e.contains(says), "{what}: {e}");
+    }
+    let mul = r.b.pipeline(OpKind::Mul, DType::U32).unwrap();
+    let e = refused(
+        &cmd,
+        &[change(0, &mul, &to_other, params, groups)],
+        "mul's pipeline",
+    );
+    assert!(e.contains("another pipeline"), "{e}");
+    let fewer = &to_other[1..];
+    let e = refused(&cmd, &[c!(0, fewer)], "two bindings");
+    assert!(e.contains("other bindings"), "{e}");
+    let mut writes_input = to_other.clone();
+    writes_input[0].1 = Access::Write;
+    let e = refused(&cmd, &[c!(0, &writes_input)], "an input written");
+    assert!(e.contains("other bindings"), "{e}");
+    // A buffer of another device (a second device opened on the same GPU).
+    let mut elsewhere = Direct::new(VulkanBackend::open(0).unwrap());
+    let raw = elsewhere.alloc(1024).unwrap();
+    let foreign = elsewhere.buffers.get(raw).unwrap().clone();
+    let to_foreign = add(&one, &one, &foreign);
+    let e = refused(&cmd, &[c!(0, &to_foreign)], "a foreign buffer");
+    assert!(e.contains("another device"), "{e}");
+    // Workgroups: past the limit on one axis (each in turn) is refused;
+    // exactly the limit on every axis is taken.
+    let max = r.b.gpu.adapter().max_group_count;
+    for axis in 0..3 {
+        let mut g = [1u32; 3];
+        g[axis] = max[axis] + 1;
+        let ch = [change(0, &r.add, &to_other, params, (g[0], g[1], g[2]))];
+        let e = refused(&cmd, &ch, "too many workgroups");
+        assert!(e.contains("maxComputeWorkGroupCount"), "axis {axis}: {e}");
+    }
+    let at_max = (max[0], max[1], max[2]);
+    cmd.check_update(&[change(0, &r.add, &to_other, params, at_max)])
+        .expect("exactly maxComputeWorkGroupCount");
+    // A buffer past maxStorageBufferRange (the sys layer makes one; a
+    // device's `alloc` refuses it), where the range is small enough to.
+    let range = r.b.gpu.adapter().max_storage_buffer_range;
+    if range <= 1 << 30 {
+        let huge =
+            r.b.gpu
+                .create_buffer(range + 4, &[ash::vk::MemoryPropertyFlags::empty()])
+                .unwrap();
+        let to_huge = add(&one, &one, &huge);
+        let e = refused(&cmd, &[c!(0, &to_huge)], "a buffer past the range");
+        assert!(e.contains("maxStorageBufferRange"), "{e}");
+    } else {
+        eprintln!("maxStorageBufferRange {range}: that row skipped");
+    }
+    // Nothing changed: p and q are 2, `other` still 300.
+    run(&mut r.b, &cmd);
+    assert_eq!(read(&mut r.b, p), words(2));
+    assert_eq!(read(&mut r.b, q), words(2));
+
+    // Not an ended graph command buffer: still recording, or for one
+    // submission.
+    let mut open = r.b.gpu.command_buffer().unwrap();
+    open.begin(true).unwrap();
+    open.barrier().unwrap();
+    open.dispatch(&r.add, &to_p, &params, groups).unwrap();
+    let e = refused(&open, &[c!(0, &to_q)], "still recording");
+    assert!(e.contains("only an ended graph"), "{e}");
+    let mut once = r.b.gpu.command_buffer().unwrap();
+    once.begin(false).unwrap();
+    once.barrier().unwrap();
+    once.dispatch(&r.add, &to_p, &params, groups).unwrap();
+    once.end().unwrap();
+    let e = refused(&once, &[c!(0, &to_q)], "one submission");
+    assert!(e.contains("only an ended graph"), "{e}");
+    // A copy in the graph: an update does not patch it.
+    let mut copies = r.b.gpu.command_buffer().unwrap();
+    copies.begin(true).unwrap();
+    copies.barrier().unwrap();
+    copies.dispatch(&r.add, &to_p, &params, groups).unwrap();
+    copies.barrier().unwrap();
+    copies.copy(&pb, 0, &qb, 0, 1024).unwrap();
+    copies.end().unwrap();
+    let e = refused(&copies, &[c!(0, &to_q)], "a copy recorded");
+    assert!(e.contains("records a copy"), "{e}");
+    drop((open, once, copies));
+    elsewhere.free(raw).unwrap();
+}
+
+/// An update checked before another update was applied is checked again
+/// when applied: dispatch 0 → r passed while dispatch 1 wrote q; once
+/// dispatch 1 writes r (same stretch, no barrier), it is refused, and
+/// changes nothing.
+#[test]
+fn an_update_checked_before_another_is_checked_again() {
+    let Some(mut r) = Rig::open() else { return };
+    let (params, groups) = r.add_of(256);
+    let [(_, one), (p, pb), (_, qb), (rr, rb)] = [1, 100, 200, 300].map(|v| r.filled(v));
+    let (to_p, to_q, to_r) = (
+        add(&one, &one, &pb),
+        add(&one, &one, &qb),
+        add(&one, &one, &rb),
+    );
+    let mut cmd = r.b.gpu.command_buffer().unwrap();
+    cmd.begin(true).unwrap();
+    cmd.barrier().unwrap();
+    cmd.dispatch(&r.add, &to_p, &params, groups).unwrap();
+    cmd.dispatch(&r.add, &to_q, &params, groups).unwrap();
+    cmd.end().unwrap();
+    macro_rules! c {
+        ($i:expr, $b:expr) => {
+            change($i, &r.add, $b, params, groups)
+        };
+    }
+    let first = [c!(0, &to_r)];
+    let stale = cmd.check_update(&first).expect("0 → r while 1 writes q");
+    let second = [c!(1, &to_r)];
+    let checked = cmd.check_update(&second).expect("1 → r while 0 writes p");
+    cmd.update(checked).unwrap();
+    let e = cmd.update(stale).expect_err("0 → r while 1 writes r");
+    assert!(e.to_string().contains("write after write"), "{e}");
+    run(&mut r.b, &cmd);
+    assert_eq!(read(&mut r.b, p), words(2), "dispatch 0 still writes p");
+    assert_eq!(read(&mut r.b, rr), words(2), "dispatch 1 writes r");
+}
+
+/// What an update applies runs: every binding of a dispatch moved (its
+/// two inputs from one buffer to two), new immediates alone (an add over
+/// half the words, the workgroups unchanged), and an update that changes
+/// nothing records nothing again. The command buffer is recorded again
+/// exactly where the recorded commands change: immediates, or bindings
+/// on a device without UPDATE_AFTER_BIND.
+#[test]
+fn an_update_applies_new_bindings_and_immediates() {
+    let Some(mut r) = Rig::open() else { return };
+    let (params, groups) = r.add_of(256);
+    let (half, _) = r.add_of(128);
+    let in_place = r.b.rebind_in_place().is_ok();
+    let [(_, one), (p, pb), (_, xb), (_, yb), (s, sb)] = [1, 100, 3, 5, 0].map(|v| r.filled(v));
+    let (to_p, x_y_s) = (add(&one, &one, &pb), add(&xb, &yb, &sb));
+    let mut cmd = r.b.gpu.command_buffer().unwrap();
+    cmd.begin(true).unwrap();
+    cmd.barrier().unwrap();
+    cmd.dispatch(&r.add, &to_p, &params, groups).unwrap();
+    cmd.end().unwrap();
+    run(&mut r.b, &cmd);
+    assert_eq!(read(&mut r.b, p), words(2));
+    // Every binding moves; `one` binds twice before, x and y once each.
+    let moved = [change(0, &r.add, &x_y_s, params, groups)];
+    let checked = cmd.check_update(&moved).unwrap();
+    assert_eq!(cmd.update(checked).unwrap(), !in_place, "rebinds");
+    run(&mut r.b, &cmd);
+    assert_eq!(read(&mut r.b, s), words(8), "s = x + y");
+    // Nothing changes: nothing recorded again.
+    let same = [change(0, &r.add, &x_y_s, params, groups)];
+    let checked = cmd.check_update(&same).unwrap();
+    assert!(!cmd.update(checked).unwrap(), "an update changing nothing");
+    // New immediates alone: an add over the first 128 words.
+    r.b.write(s, 0, &words(0)).unwrap();
+    let halved = [change(0, &r.add, &x_y_s, half, groups)];
+    let checked = cmd.check_update(&halved).unwrap();
+    assert!(cmd.update(checked).unwrap(), "new immediates are recorded");
+    run(&mut r.b, &cmd);
+    let got = read(&mut r.b, s);
+    let want: Vec<u8> = (0..256u32)
+        .flat_map(|i| u32::from(i < 128).wrapping_mul(8).to_le_bytes())
+        .collect();
+    assert_eq!(got, want, "the first 128 words only");
+    assert_eq!(read(&mut r.b, p), words(2), "p no longer written");
+}
+
+/// A copy is refused, saying why and recording nothing, when a buffer is
+/// of another device, the range is empty or past either buffer's end, or
+/// source and destination overlap in one buffer; ranges that only touch,
+/// in one buffer or across two, are copied.
+#[test]
+fn copies_are_checked_and_copy_exactly_their_range() {
+    let Some(mut r) = Rig::open() else { return };
+    let (p, pb) = r.filled(7);
+    let (q, qb) = r.filled(0);
+    let mut elsewhere = Direct::new(VulkanBackend::open(0).unwrap());
+    let raw = elsewhere.alloc(1024).unwrap();
+    let foreign = elsewhere.buffers.get(raw).unwrap().clone();
+    let mut cmd = r.b.gpu.command_buffer().unwrap();
+    cmd.begin(false).unwrap();
+    cmd.barrier().unwrap();
+    for (what, src, so, dst, dof, size, says) in [
+        ("foreign source", &foreign, 0, &qb, 0, 4, "another device"),
+        (
+            "foreign destination",
+            &pb,
+            0,
+            &foreign,
+            0,
+            4,
+            "another device",
+        ),
+        ("empty", &pb, 0, &qb, 0, 0, "0 bytes"),
+        ("past the source", &pb, 1020, &qb, 0, 8, "bytes from 1020"),
+        ("past the destination", &pb, 0, &qb, 1020, 8, "to 1020"),
+        ("overlap ahead", &pb, 0, &pb, 4, 8, "overlap"),
+        ("overlap behind", &pb, 4, &pb, 0, 8, "overlap"),
+    ] {
+        let e = cmd.copy(src, so, dst, dof, size).expect_err(what);
+        assert!(e.to_string().contains(says), "{what}: {e}");
+    }
+    // Touching ranges: p[0..512) → p[512..1024), then p[512..1024) →
+    // q[512..1024) (same offsets, two buffers) after a barrier.
+    let mut bytes = words(7);
+    bytes[..4].copy_from_slice(&9u32.to_le_bytes());
+    r.b.write(p, 0, &bytes[..512]).unwrap();
+    cmd.copy(&pb, 0, &pb, 512, 512).unwrap();
+    cmd.barrier().unwrap();
+    cmd.copy(&pb, 512, &qb, 512, 512).unwrap();
+    cmd.barrier().unwrap();
+    cmd.copy(&pb, 508, &pb, 0, 4).unwrap();
+    cmd.end().unwrap();
+    run(&mut r.b, &cmd);
+    let got_p = read(&mut r.b, p);
+    let got_q = read(&mut r.b, q);
+    assert_eq!(&got_p[..4], &7u32.to_le_bytes(), "p[508..512) → p[0..4)");
+    assert_eq!(&got_p[512..516], &9u32.to_le_bytes(), "p[0..4) → p[512..)");
+    assert_eq!(&got_q[512..516], &9u32.to_le_bytes(), "p[512..) → q[512..)");
+    assert_eq!(&got_q[..512], &[0u8; 512][..], "q before 512 untouched");
+    elsewhere.free(raw).unwrap();
+}
