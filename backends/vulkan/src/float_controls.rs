@@ -234,6 +234,30 @@ mod tests {
         }
     }
 
+    /// The extension is added only below SPIR-V 1.4, where float controls
+    /// became core: a module's version word (0x00MMmm00) read as such.
+    #[test]
+    fn the_extension_is_added_below_spirv_1_4_only() {
+        let (_, words) = modules()[0];
+        let has_extension = |version: u32| {
+            let mut w = words.to_vec();
+            w[1] = version;
+            let patched = denorm_preserve_f32(&w).unwrap();
+            instructions(&patched).unwrap().iter().any(|&(at, op, n)| {
+                op == OP_EXTENSION && patched[at + 1..at + n] == literal(EXTENSION)[..]
+            })
+        };
+        for (version, wanted) in [
+            (0x0001_0000, true),
+            (0x0001_0300, true),
+            (0x0001_0400, false),
+            (0x0001_0600, false),
+            (0x0002_0000, false),
+        ] {
+            assert_eq!(has_extension(version), wanted, "version {version:#010x}");
+        }
+    }
+
     #[test]
     fn literal_strings_are_nul_terminated_and_padded() {
         assert_eq!(literal("abc"), vec![u32::from_le_bytes(*b"abc\0")]);
