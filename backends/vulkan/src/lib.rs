@@ -116,3 +116,47 @@ pub fn open(index: usize) -> Result<Box<dyn Backend>, ErrorKind> {
 /// The Vulkan backend's description of itself (`seam::registration`).
 pub const REGISTRATION: seam::Registration =
     seam::Registration::new("vulkan", Some("vulkan"), device_count, open);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Set in the child process of the test below.
+    const CHILD: &str = "SEAM_VULKAN_TEST_NO_DRIVER";
+
+    /// Where the loader finds no driver, `device_count` is an error saying
+    /// what to install, and `vulkan:0` is unavailable (not a device that
+    /// fails later). Run in a child process whose loader is pointed at no
+    /// driver file: the instance is made once per process.
+    #[test]
+    fn no_driver_is_an_error_naming_what_to_install() {
+        if std::env::var_os(CHILD).is_some() {
+            let e = device_count().expect_err("no driver: no device");
+            assert!(e.contains("mesa-vulkan-drivers"), "{e}");
+            match VulkanBackend::open(0) {
+                Err(ErrorKind::Unavailable { reason }) => {
+                    assert!(reason.contains("mesa-vulkan-drivers"), "{reason}")
+                }
+                Err(e) => panic!("opened with no driver: {e}"),
+                Ok(_) => panic!("opened with no driver"),
+            }
+            return;
+        }
+        let name = "tests::no_driver_is_an_error_naming_what_to_install";
+        let none = "/nonexistent/seam-no-driver.json";
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", name, "--test-threads=1"])
+            .env(CHILD, "1")
+            .env("VK_ICD_FILENAMES", none)
+            .env("VK_DRIVER_FILES", none)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "the child: {}\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
