@@ -50,10 +50,18 @@ impl Rig {
     /// The immediates and workgroups of `add` over the first `n` words.
     fn add_of(&mut self, n: u32) -> (Immediates, (u32, u32, u32)) {
         let (raw, _) = self.filled(0);
+        let launch = self.add_of_words(raw, n);
+        self.b.free(raw).unwrap();
+        launch
+    }
+
+    /// The immediates and workgroups of `add` over the first `n` words of
+    /// `raw` (at least as long) as every operand.
+    fn add_of_words(&mut self, raw: RawBuffer, n: u32) -> (Immediates, (u32, u32, u32)) {
         let call = RawCall {
             op: OpKind::Add,
             dtype: DType::U32,
-            buffers: [raw; 3].map(|r| RawView::whole(r, 256)).into(),
+            buffers: [raw; 3].map(|r| RawView::whole(r, u64::from(n))).into(),
             params: Params {
                 d0: n,
                 ..Params::default()
@@ -61,9 +69,7 @@ impl Rig {
         };
         let launch = self.b.lower(&call).unwrap();
         let max = self.b.gpu.adapter().max_group_count;
-        let groups = dispatch::groups(&launch, max).unwrap();
-        self.b.free(raw).unwrap();
-        (launch.immediates(), groups)
+        (launch.immediates(), dispatch::groups(&launch, max).unwrap())
     }
 }
 
@@ -430,4 +436,48 @@ fn copies_are_checked_and_copy_exactly_their_range() {
     assert_eq!(&got_q[512..516], &9u32.to_le_bytes(), "p[512..) → q[512..)");
     assert_eq!(&got_q[..512], &[0u8; 512][..], "q before 512 untouched");
     elsewhere.free(raw).unwrap();
+}
+
+/// The queue's timeline: a poll collects what completed (a submission
+/// stops being pending without a wait), and waiting for a command buffer
+/// waits for it and every earlier submission. The first submission adds
+/// 4 Mi words, long enough on any device to be running when the waits
+/// begin.
+#[test]
+fn polls_collect_completed_work_and_waits_cover_earlier_submissions() {
+    let Some(mut r) = Rig::open() else { return };
+    const N: u32 = 1 << 22;
+    let big = r.b.alloc(N as usize * 4).unwrap();
+    let big_b = r.b.buffers.get(big).unwrap().clone();
+    let (params, groups) = r.add_of_words(big, N);
+    let (params_small, groups_small) = r.add_of(256);
+    let [(_, one), (p, pb)] = [1, 100].map(|v| r.filled(v));
+    let record = |r: &mut Rig, binds: &[(&Buffer, Access)], params, groups| {
+        let mut cmd = r.b.gpu.command_buffer().unwrap();
+        cmd.begin(true).unwrap();
+        cmd.barrier().unwrap();
+        cmd.dispatch(&r.add, binds, &params, groups).unwrap();
+        cmd.end().unwrap();
+        cmd
+    };
+    let long = record(&mut r, &add(&big_b, &big_b, &big_b), params, groups);
+    let short = record(&mut r, &add(&one, &one, &pb), params_small, groups_small);
+    r.b.gpu.submit(&long).unwrap();
+    r.b.gpu.submit(&short).unwrap();
+    r.b.gpu.wait_for(&short).unwrap();
+    assert!(!r.b.gpu.is_pending(&long), "waiting for the later one");
+    assert!(!r.b.gpu.is_pending(&short), "waited for");
+    assert_eq!(read(&mut r.b, p), words(2));
+    // No wait: polls alone see the submission complete.
+    r.b.gpu.submit(&long).unwrap();
+    let start = std::time::Instant::now();
+    while r.b.gpu.is_pending(&long) {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "polled for 30 s: never collected"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        r.b.gpu.poll().unwrap();
+    }
+    r.b.free(big).unwrap();
 }

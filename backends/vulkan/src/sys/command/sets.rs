@@ -7,6 +7,14 @@ use super::*;
 const POOL_FIRST: u32 = 16;
 const POOL_MAX: u32 = 1024;
 
+/// The sets and storage-buffer descriptors of a command buffer's pool,
+/// given how many pools it has made before: 16 sets, doubling per pool up
+/// to 1024, each set with room for [`crate::sys::MAX_BINDINGS`] buffers.
+fn pool_capacity(made: usize) -> (u32, u32) {
+    let sets = (POOL_FIRST << made.min(6)).min(POOL_MAX);
+    (sets, sets * crate::sys::MAX_BINDINGS as u32)
+}
+
 impl Inner {
     /// One descriptor set of `layout` pointing binding i at `bindings[i]`,
     /// from this command buffer's pools (a new pool when they are full).
@@ -18,10 +26,10 @@ impl Inner {
         let d = &self.shared.device;
         let set = loop {
             if self.current_pool == self.descriptor_pools.len() {
-                let sets = (POOL_FIRST << self.descriptor_pools.len().min(6)).min(POOL_MAX);
+                let (sets, descriptors) = pool_capacity(self.descriptor_pools.len());
                 let sizes = [vk::DescriptorPoolSize::default()
                     .ty(vk::DescriptorType::STORAGE_BUFFER)
-                    .descriptor_count(sets * crate::sys::MAX_BINDINGS as u32)];
+                    .descriptor_count(descriptors)];
                 let mut info = vk::DescriptorPoolCreateInfo::default()
                     .max_sets(sets)
                     .pool_sizes(&sizes);
@@ -83,5 +91,24 @@ impl Inner {
             })
         });
         Ok(set)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pool_capacity;
+    use crate::sys::MAX_BINDINGS;
+
+    /// 16 sets, then 32, 64, … up to 1024 and no further; each set with
+    /// room for every binding a pipeline may have. (lavapipe's pools never
+    /// run out, so no device here shows a pool too small.)
+    #[test]
+    fn pools_double_from_16_sets_to_1024_with_room_for_every_binding() {
+        let sets: Vec<u32> = (0..9).map(|n| pool_capacity(n).0).collect();
+        assert_eq!(sets, [16, 32, 64, 128, 256, 512, 1024, 1024, 1024]);
+        for n in [0, 3, 6, 100] {
+            let (sets, descriptors) = pool_capacity(n);
+            assert_eq!(descriptors, sets * MAX_BINDINGS as u32, "pool {n}");
+        }
     }
 }
