@@ -481,3 +481,35 @@ fn polls_collect_completed_work_and_waits_cover_earlier_submissions() {
     }
     r.b.free(big).unwrap();
 }
+
+/// Each dispatch's descriptor set comes from the command buffer's pools of
+/// 16, 32, 64, … sets: the next pool is made when one holds its capacity,
+/// whatever the driver would still hand out (lavapipe's pools never run
+/// out), and a command buffer begun again reuses the pools it made.
+#[test]
+fn descriptor_pools_fill_to_capacity_and_are_reused() {
+    let Some(mut r) = Rig::open() else { return };
+    let (params, groups) = r.add_of(256);
+    let [(_, one), (p, pb)] = [1, 100].map(|v| r.filled(v));
+    let to_p = add(&one, &one, &pb);
+    let mut cmd = r.b.gpu.command_buffer().unwrap();
+    for round in 0..2 {
+        cmd.begin(true).unwrap();
+        let mut pools = Vec::new();
+        for _ in 0..49 {
+            cmd.barrier().unwrap();
+            cmd.dispatch(&r.add, &to_p, &params, groups).unwrap();
+            pools.push(cmd.descriptor_pools());
+        }
+        cmd.end().unwrap();
+        let at = |k: usize| pools[k - 1];
+        let want = if round == 0 { [1, 1, 2, 2, 3] } else { [3; 5] };
+        assert_eq!(
+            [at(1), at(16), at(17), at(48), at(49)],
+            want,
+            "round {round}: pools after dispatches 1, 16, 17, 48, 49"
+        );
+        run(&mut r.b, &cmd);
+        assert_eq!(read(&mut r.b, p), words(2), "round {round}");
+    }
+}

@@ -79,6 +79,10 @@ struct Inner {
     descriptor_pools: Vec<vk::DescriptorPool>,
     /// Pool sets are being allocated from; earlier ones are full.
     current_pool: usize,
+    /// Sets allocated from `current_pool` since `begin`: at the pool's
+    /// capacity (`sets::pool_capacity`) the next pool is taken, whether or
+    /// not the driver would hand out more (lavapipe's pools never run out).
+    pool_used: u32,
     state: State,
     /// Recorded for replay (SIMULTANEOUS_USE) rather than one submission.
     reusable: bool,
@@ -166,6 +170,7 @@ impl CommandBuffer {
             cmd,
             descriptor_pools: Vec::new(),
             current_pool: 0,
+            pool_used: 0,
             state: State::Initial,
             reusable: false,
             last_serial: AtomicU64::new(0),
@@ -206,6 +211,12 @@ impl CommandBuffer {
         self.0.dispatches
     }
 
+    /// Descriptor pools made so far (kept across `begin`, which resets them).
+    #[cfg(test)]
+    pub fn descriptor_pools(&self) -> usize {
+        self.0.descriptor_pools.len()
+    }
+
     /// Begin recording (after resetting it and its descriptor sets);
     /// `reusable` records for replay (SIMULTANEOUS_USE, no ONE_TIME_SUBMIT),
     /// otherwise for one submission.
@@ -226,6 +237,7 @@ impl CommandBuffer {
                 .map_err(drv("vkResetDescriptorPool"))?;
         }
         inner.current_pool = 0;
+        inner.pool_used = 0;
         inner.pipelines.clear();
         inner.buffers.clear();
         inner.queries.clear();

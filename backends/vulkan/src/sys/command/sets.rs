@@ -15,9 +15,17 @@ fn pool_capacity(made: usize) -> (u32, u32) {
     (sets, sets * crate::sys::MAX_BINDINGS as u32)
 }
 
+/// Allocate from the next pool (made when first needed): `current` is the
+/// pool's index, `used` the sets taken from it.
+fn next_pool(current: &mut usize, used: &mut u32) {
+    *current += 1;
+    *used = 0;
+}
+
 impl Inner {
     /// One descriptor set of `layout` pointing binding i at `bindings[i]`,
-    /// from this command buffer's pools (a new pool when they are full).
+    /// from this command buffer's pools (the next, made if needed, when the
+    /// current one holds its capacity or the driver says it is full).
     pub(super) fn descriptor_set(
         &mut self,
         layout: vk::DescriptorSetLayout,
@@ -43,6 +51,10 @@ impl Inner {
                     .map_err(drv("vkCreateDescriptorPool"))?;
                 self.descriptor_pools.push(pool);
             }
+            if self.pool_used == pool_capacity(self.current_pool).0 {
+                next_pool(&mut self.current_pool, &mut self.pool_used);
+                continue;
+            }
             let layouts = [layout];
             let info = vk::DescriptorSetAllocateInfo::default()
                 .descriptor_pool(self.descriptor_pools[self.current_pool])
@@ -55,7 +67,10 @@ impl Inner {
             let result =
                 unsafe { (d.fp_v1_0().allocate_descriptor_sets)(d.handle(), &info, &mut set) };
             match result {
-                vk::Result::SUCCESS if set != vk::DescriptorSet::null() => break set,
+                vk::Result::SUCCESS if set != vk::DescriptorSet::null() => {
+                    self.pool_used += 1;
+                    break set;
+                }
                 vk::Result::SUCCESS => {
                     return Err(ErrorKind::driver(
                         "vkAllocateDescriptorSets",
@@ -63,7 +78,7 @@ impl Inner {
                     ))
                 }
                 vk::Result::ERROR_OUT_OF_POOL_MEMORY | vk::Result::ERROR_FRAGMENTED_POOL => {
-                    self.current_pool += 1
+                    next_pool(&mut self.current_pool, &mut self.pool_used)
                 }
                 e => return Err(ErrorKind::driver("vkAllocateDescriptorSets", e)),
             }
