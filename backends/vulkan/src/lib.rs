@@ -117,6 +117,13 @@ pub fn open(index: usize) -> Result<Box<dyn Backend>, ErrorKind> {
 pub const REGISTRATION: seam::Registration =
     seam::Registration::new("vulkan", Some("vulkan"), device_count, open);
 
+// The allocation tests' counting global allocator (core's, shared): a
+// `GlobalAlloc` is implemented with `unsafe`; the file says why it is sound.
+#[cfg(test)]
+#[allow(unsafe_code)]
+#[path = "../../../core/tests/support/counting.rs"]
+mod counting;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -31,12 +31,25 @@ mod tests {
     use super::*;
 
     /// The slice is the items, whatever `n`, on either side of `INLINE`.
-    /// Mutations: `take(n)` → `take(n - 1)`, `>` → `>=`, `[..n]` → `[..]` → red.
+    /// Mutations: `take(n)` → `take(n - 1)`, `[..n]` → `[..]` → red.
     #[test]
     fn with_slice_is_the_items() {
         for n in 0..=INLINE + 3 {
             let want: Vec<usize> = (0..n).map(|i| 10 * i + 1).collect();
             assert_eq!(with_slice(n, |i| 10 * i + 1, |s| s.to_vec()), want);
         }
+    }
+
+    /// Up to `INLINE` items nothing is allocated (the slice is on the
+    /// stack); beyond, the items go to the heap (which the counter sees).
+    /// Mutation: `n > INLINE` → `n >= INLINE` → red at `INLINE` items.
+    #[test]
+    fn with_slice_allocates_only_beyond_inline() {
+        use crate::counting::allocations;
+        let len = |n: usize| allocations(|| assert_eq!(with_slice(n, |i| i, |s| s.len()), n));
+        for n in 0..=INLINE {
+            assert_eq!(len(n), 0, "{n} items");
+        }
+        assert!(len(INLINE + 1) > 0, "{} items", INLINE + 1);
     }
 }
