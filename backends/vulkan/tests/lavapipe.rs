@@ -481,6 +481,13 @@ fn a_rebind_records_nothing_where_update_after_bind(_dev: Device) -> Completion 
         (rebind.0, rebind.1 + 1),
         "a params update"
     );
+    // The same launch again: nothing to record, on every device.
+    b.update_launches(g, &[(0, add(z, one, 128))]).unwrap();
+    assert_eq!(
+        b.update_counts(),
+        (rebind.0 + 1, rebind.1 + 1),
+        "an update that changes nothing"
+    );
     Completion::Completed
 }
 

@@ -513,3 +513,70 @@ fn descriptor_pools_fill_to_capacity_and_are_reused() {
         assert_eq!(read(&mut r.b, p), words(2), "round {round}");
     }
 }
+
+/// A dispatch is refused, recording nothing, where its pipeline or a
+/// buffer is of another device or its workgroups pass
+/// maxComputeWorkGroupCount on any axis (exactly the limit is recorded);
+/// and a command buffer begun again is audited afresh: its first dispatch
+/// before any barrier is refused, as in a new one.
+#[test]
+fn dispatches_are_checked_and_each_recording_audited_afresh() {
+    let Some(mut r) = Rig::open() else { return };
+    let (params, groups) = r.add_of(256);
+    let [(_, one), (_, pb), (_, qb)] = [1, 100, 200].map(|v| r.filled(v));
+    let (to_p, to_q) = (add(&one, &one, &pb), add(&one, &one, &qb));
+    let mut elsewhere = Direct::new(VulkanBackend::open(0).unwrap());
+    let raw = elsewhere.alloc(1024).unwrap();
+    let foreign = elsewhere.buffers.get(raw).unwrap().clone();
+    let foreign_add = elsewhere.pipeline(OpKind::Add, DType::U32).unwrap();
+    let to_foreign = add(&one, &one, &foreign);
+    let mut cmd = r.b.gpu.command_buffer().unwrap();
+    cmd.begin(true).unwrap();
+    cmd.barrier().unwrap();
+    let e = cmd
+        .dispatch(&r.add, &to_foreign, &params, groups)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("another device"),
+        "a foreign buffer: {e}"
+    );
+    let e = cmd
+        .dispatch(&foreign_add, &to_p, &params, groups)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("another device"),
+        "a foreign pipeline: {e}"
+    );
+    let max = r.b.gpu.adapter().max_group_count;
+    for axis in 0..3 {
+        let mut g = [1u32; 3];
+        g[axis] = max[axis] + 1;
+        let e = cmd
+            .dispatch(&r.add, &to_p, &params, (g[0], g[1], g[2]))
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("maxComputeWorkGroupCount"),
+            "axis {axis}: {e}"
+        );
+    }
+    assert_eq!(cmd.dispatches(), 0, "refused dispatches are not recorded");
+    cmd.dispatch(&r.add, &to_p, &params, (max[0], max[1], max[2]))
+        .expect("exactly maxComputeWorkGroupCount");
+    cmd.end().unwrap();
+    // Begun again: no barrier yet, so a dispatch is refused (one that
+    // touches nothing the last recording's did since its barrier), as the
+    // first command.
+    cmd.begin(true).unwrap();
+    let e = cmd.dispatch(&r.add, &to_q, &params, groups).unwrap_err();
+    let e = e.to_string();
+    assert!(
+        e.contains("dispatch #1") && e.contains("before any barrier"),
+        "{e}"
+    );
+    cmd.barrier().unwrap();
+    cmd.dispatch(&r.add, &to_p, &params, groups).unwrap();
+    cmd.end().unwrap();
+    drop(cmd);
+    drop(foreign_add);
+    elsewhere.free(raw).unwrap();
+}

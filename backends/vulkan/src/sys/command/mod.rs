@@ -228,9 +228,9 @@ impl CommandBuffer {
         unsafe { d.reset_command_pool(inner.pool, vk::CommandPoolResetFlags::empty()) }
             .map_err(drv("vkResetCommandPool"))?;
         inner.state = State::Initial;
-        for &p in
-            &inner.descriptor_pools[..inner.descriptor_pools.len().min(inner.current_pool + 1)]
-        {
+        // Every pool, used or not: resetting an empty one costs nothing
+        // worth tracking which were used.
+        for &p in &inner.descriptor_pools {
             // SAFETY: the sets of these pools are used only by this command
             // buffer, which is not pending and was just reset.
             unsafe { d.reset_descriptor_pool(p, vk::DescriptorPoolResetFlags::empty()) }
