@@ -233,9 +233,8 @@ fn an_update_is_refused_whole_for_each_thing_it_cannot_patch() {
     let e = refused(&cmd, &[c!(0, &writes_input)], "an input written");
     assert!(e.contains("other bindings"), "{e}");
     // A buffer of another device (a second device opened on the same GPU).
-    let mut elsewhere = Direct::new(VulkanBackend::open(0).unwrap());
-    let raw = elsewhere.alloc(1024).unwrap();
-    let foreign = elsewhere.buffers.get(raw).unwrap().clone();
+    let mut elsewhere = Rig::open().unwrap();
+    let (_, foreign) = elsewhere.filled(0);
     let to_foreign = add(&one, &one, &foreign);
     let e = refused(&cmd, &[c!(0, &to_foreign)], "a foreign buffer");
     assert!(e.contains("another device"), "{e}");
@@ -297,7 +296,6 @@ fn an_update_is_refused_whole_for_each_thing_it_cannot_patch() {
     let e = refused(&copies, &[c!(0, &to_q)], "a copy recorded");
     assert!(e.contains("records a copy"), "{e}");
     drop((open, once, copies));
-    elsewhere.free(raw).unwrap();
 }
 
 /// An update checked before another update was applied is checked again
@@ -391,9 +389,9 @@ fn copies_are_checked_and_copy_exactly_their_range() {
     let Some(mut r) = Rig::open() else { return };
     let (p, pb) = r.filled(7);
     let (q, qb) = r.filled(0);
-    let mut elsewhere = Direct::new(VulkanBackend::open(0).unwrap());
-    let raw = elsewhere.alloc(1024).unwrap();
-    let foreign = elsewhere.buffers.get(raw).unwrap().clone();
+    // A second device opened on the same GPU.
+    let mut elsewhere = Rig::open().unwrap();
+    let (_, foreign) = elsewhere.filled(0);
     let mut cmd = r.b.gpu.command_buffer().unwrap();
     cmd.begin(false).unwrap();
     cmd.barrier().unwrap();
@@ -435,7 +433,6 @@ fn copies_are_checked_and_copy_exactly_their_range() {
     assert_eq!(&got_p[512..516], &9u32.to_le_bytes(), "p[0..4) → p[512..)");
     assert_eq!(&got_q[512..516], &9u32.to_le_bytes(), "p[512..) → q[512..)");
     assert_eq!(&got_q[..512], &[0u8; 512][..], "q before 512 untouched");
-    elsewhere.free(raw).unwrap();
 }
 
 /// The queue's timeline: a poll collects what completed (a submission
@@ -525,10 +522,9 @@ fn dispatches_are_checked_and_each_recording_audited_afresh() {
     let (params, groups) = r.add_of(256);
     let [(_, one), (_, pb), (_, qb)] = [1, 100, 200].map(|v| r.filled(v));
     let (to_p, to_q) = (add(&one, &one, &pb), add(&one, &one, &qb));
-    let mut elsewhere = Direct::new(VulkanBackend::open(0).unwrap());
-    let raw = elsewhere.alloc(1024).unwrap();
-    let foreign = elsewhere.buffers.get(raw).unwrap().clone();
-    let foreign_add = elsewhere.pipeline(OpKind::Add, DType::U32).unwrap();
+    // A second device opened on the same GPU.
+    let mut elsewhere = Rig::open().unwrap();
+    let (_, foreign) = elsewhere.filled(0);
     let to_foreign = add(&one, &one, &foreign);
     let mut cmd = r.b.gpu.command_buffer().unwrap();
     cmd.begin(true).unwrap();
@@ -541,7 +537,7 @@ fn dispatches_are_checked_and_each_recording_audited_afresh() {
         "a foreign buffer: {e}"
     );
     let e = cmd
-        .dispatch(&foreign_add, &to_p, &params, groups)
+        .dispatch(&elsewhere.add, &to_p, &params, groups)
         .unwrap_err();
     assert!(
         e.to_string().contains("another device"),
@@ -577,6 +573,4 @@ fn dispatches_are_checked_and_each_recording_audited_afresh() {
     cmd.dispatch(&r.add, &to_p, &params, groups).unwrap();
     cmd.end().unwrap();
     drop(cmd);
-    drop(foreign_add);
-    elsewhere.free(raw).unwrap();
 }
