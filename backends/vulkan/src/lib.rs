@@ -37,6 +37,9 @@
 //!   that is submitted at the next write, read, synchronize, replay, or after
 //!   256 launches. Every dispatch is preceded by a global compute/transfer
 //!   memory barrier, which also orders it after every earlier submission.
+//!   A device records its eager batches in turn from a ring of eight made
+//!   at the first launch; when the oldest is still pending, the next batch
+//!   waits for it rather than making another.
 //! - **Capture is Native.** begin/end capture record a command buffer without
 //!   ONE_TIME_SUBMIT, with the same barrier before every dispatch; a replay is
 //!   one `vkQueueSubmit` with a fence. Graph command buffers are recorded with
@@ -49,7 +52,9 @@
 //!   records, until the fence has signalled. So a freed buffer, a destroyed
 //!   graph (C8: destroy while its replay is in flight) or a replaced current
 //!   exec is dropped at once and destroyed when the last pending use
-//!   completes; a pending command buffer is never freed (`sys`).
+//!   completes; a pending command buffer is never freed (`sys`). At most
+//!   64 submissions are pending: the next waits for the oldest, so the host
+//!   runs at most that far ahead of the device.
 //! - **Validation.** `SEAM_VULKAN_VALIDATION=1|sync` turns Khronos
 //!   validation messages into failures of the call that raised them, and
 //!   every command buffer runs seam's barrier audit (docs/vulkan.md).

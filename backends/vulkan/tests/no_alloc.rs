@@ -12,6 +12,10 @@
 //! `Vec`) and keeps no binding list for a one-time batch; a batch's `end`
 //! deduplicates its buffers in place; `Gpu::submit` holds its host-access
 //! locks inline; a wait polls and blocks on the in-flight fences in place.
+//! Neither depends on how far the device lags: eager launches cycle
+//! through a ring of batches made at the first launch (waiting for the
+//! oldest rather than making another), and the queue's pending submissions
+//! are bounded, their queue and spare fences reserved at that bound.
 //! Mutations: any of those back on a `Vec` → red.
 
 // A `GlobalAlloc` can only be implemented with `unsafe`; each block says why
@@ -78,7 +82,9 @@ fn allocations_per_launch_and_replay(dev: Device) -> Completion {
             }
         }
     };
-    for _ in 0..2 {
+    // Three rounds of four batches: every batch of the eager ring (eight)
+    // has recorded its share of launches before the count.
+    for _ in 0..3 {
         eager(&dev);
         replays(&dev);
     }

@@ -5,6 +5,7 @@
 //! what it no longer needs: a freed buffer, a destroyed graph (C8), a
 //! replaced current exec.
 
+mod eager;
 mod nodes;
 mod staging;
 #[cfg(test)]
@@ -23,12 +24,6 @@ use seam::{
 use std::collections::{HashMap, VecDeque};
 use std::ffi::CString;
 
-/// Eager launches recorded before the batch is submitted on its own.
-const EAGER_BATCH: usize = 256;
-
-/// Submitted eager batches kept for reuse once they complete.
-const SPARE_BATCHES: usize = 8;
-
 /// One Vulkan device behind the seam.
 pub struct VulkanBackend {
     info: DeviceInfo,
@@ -43,7 +38,8 @@ pub struct VulkanBackend {
     staging_made: u64,
     /// The open eager batch.
     eager: Option<CommandBuffer>,
-    /// Submitted eager batches, oldest first, recorded again once completed.
+    /// The eager batches not open now, oldest submission first: each is
+    /// recorded again once its submission has completed.
     batches: VecDeque<CommandBuffer>,
     capture: Option<CommandBuffer>,
     /// The open capture's timestamps, where it is node-timed (`nodes.rs`).
@@ -213,47 +209,6 @@ impl VulkanBackend {
 
     fn buffer(&self, id: RawBuffer) -> Result<&Buffer, ErrorKind> {
         self.buffers.get(id)
-    }
-
-    // ----- submissions -----
-
-    /// Submit the open eager batch, if any.
-    fn flush(&mut self) -> Result<(), ErrorKind> {
-        let Some(mut batch) = self.eager.take() else {
-            return Ok(());
-        };
-        let submitted = batch.end().and_then(|()| self.gpu.submit(&batch)).map(drop);
-        // On failure the batch is dropped: its timestamps never happen.
-        self.timing_batch_done(submitted.is_ok());
-        submitted?;
-        if self.batches.len() < SPARE_BATCHES {
-            self.batches.push_back(batch);
-        }
-        Ok(())
-    }
-
-    /// Submit the eager batch and wait for every submission.
-    fn wait_all(&mut self) -> Result<(), ErrorKind> {
-        self.flush()?;
-        self.gpu.wait_idle()
-    }
-
-    /// The open eager batch, starting one if needed (reusing the oldest
-    /// submitted batch once it has completed).
-    fn eager(&mut self) -> Result<&mut CommandBuffer, ErrorKind> {
-        if self.eager.is_none() {
-            self.gpu.poll()?;
-            let mut batch = match self.batches.front() {
-                Some(b) if !self.gpu.is_pending(b) => self.batches.pop_front(),
-                _ => None,
-            }
-            .map_or_else(|| self.gpu.command_buffer(), Ok)?;
-            batch.begin(false)?;
-            self.eager = Some(batch);
-        }
-        self.eager
-            .as_mut()
-            .ok_or_else(|| ErrorKind::driver("eager batch", "could not start one"))
     }
 
     // ----- pipelines -----
@@ -454,7 +409,7 @@ impl Backend for VulkanBackend {
                 rec.dispatch(&pipeline, bindings, &params, groups)
             })?;
             b.node_stamp()?;
-            if b.capture.is_none() && rec_full(b.eager.as_ref()) {
+            if b.capture.is_none() && eager::rec_full(b.eager.as_ref()) {
                 b.flush()?;
             }
             Ok(())
@@ -600,11 +555,6 @@ impl VulkanBackend {
         rec.end()?;
         Ok(nodes::VkGraph { cmd: rec, nodes })
     }
-}
-
-/// Whether the eager batch has reached [`EAGER_BATCH`] launches.
-fn rec_full(batch: Option<&CommandBuffer>) -> bool {
-    batch.is_some_and(|b| b.dispatches() >= EAGER_BATCH)
 }
 
 impl Drop for VulkanBackend {

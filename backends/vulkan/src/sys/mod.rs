@@ -47,6 +47,8 @@ mod memory;
 mod validation;
 
 pub use command::{CommandBuffer, DispatchUpdate};
+#[cfg(test)]
+pub(crate) use device::MAX_IN_FLIGHT;
 pub use device::{Gpu, Pipeline, QueryPool};
 pub use instance::{Adapter, Instance};
 pub use memory::{Buffer, HOST_COHERENT};

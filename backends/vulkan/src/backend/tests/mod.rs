@@ -180,3 +180,45 @@ fn the_staging_buffer_is_reused_while_large_enough() {
     );
     b.free(buf).unwrap();
 }
+
+/// Eager launches are recorded into a fixed ring of batches made at the
+/// first launch: forty batches' worth of launches with no wait between
+/// them (a batch whose last submission is still pending is waited for)
+/// leave exactly the ring, and every launch ran, in order.
+/// Mutations (tried): the ring filled to one more or one fewer → red;
+/// a pending batch recorded again without its wait → red (a driver error,
+/// or lost increments).
+#[test]
+fn eager_launches_cycle_through_a_fixed_ring_of_batches() {
+    use seam::testing::RawCall;
+    use seam::{DType, Params};
+    let mut b = match VulkanBackend::open(0) {
+        Ok(b) => Direct::new(b),
+        Err(e) => {
+            eprintln!("no Vulkan device ({e}): skipped");
+            return;
+        }
+    };
+    assert_eq!(b.eager_batches(), 0, "before any launch");
+    let (acc, one) = (b.alloc(1024).unwrap(), b.alloc(1024).unwrap());
+    b.write(acc, 0, &words(0)).unwrap();
+    b.write(one, 0, &words(1)).unwrap();
+    let add = RawCall::whole(
+        OpKind::Add,
+        DType::U32,
+        &[acc, one, acc],
+        256,
+        Params::dims(256, 0, 0),
+    );
+    let launches = 40 * super::eager::EAGER_BATCH as u32;
+    for _ in 0..launches {
+        b.launch(&add).unwrap();
+    }
+    assert_eq!(b.eager_batches(), super::eager::EAGER_RING);
+    assert_eq!(read(&mut b, acc), words(launches));
+    assert_eq!(
+        b.eager_batches(),
+        super::eager::EAGER_RING,
+        "after the read"
+    );
+}

@@ -13,6 +13,8 @@ use seam::ops::IMMEDIATE_BYTES;
 use seam::testing::{Direct, RawCall};
 use seam::{DType, OpKind, Params, RawBuffer, RawView};
 
+mod queue;
+
 type Immediates = [u8; IMMEDIATE_BYTES];
 
 /// A device with u32 `add`'s pipeline, and the immediates and workgroups
@@ -433,50 +435,6 @@ fn copies_are_checked_and_copy_exactly_their_range() {
     assert_eq!(&got_p[512..516], &9u32.to_le_bytes(), "p[0..4) → p[512..)");
     assert_eq!(&got_q[512..516], &9u32.to_le_bytes(), "p[512..) → q[512..)");
     assert_eq!(&got_q[..512], &[0u8; 512][..], "q before 512 untouched");
-}
-
-/// The queue's timeline: a poll collects what completed (a submission
-/// stops being pending without a wait), and waiting for a command buffer
-/// waits for it and every earlier submission. The first submission adds
-/// 4 Mi words, long enough on any device to be running when the waits
-/// begin.
-#[test]
-fn polls_collect_completed_work_and_waits_cover_earlier_submissions() {
-    let Some(mut r) = Rig::open() else { return };
-    const N: u32 = 1 << 22;
-    let big = r.b.alloc(N as usize * 4).unwrap();
-    let big_b = r.b.buffers.get(big).unwrap().clone();
-    let (params, groups) = r.add_of_words(big, N);
-    let (params_small, groups_small) = r.add_of(256);
-    let [(_, one), (p, pb)] = [1, 100].map(|v| r.filled(v));
-    let record = |r: &mut Rig, binds: &[(&Buffer, Access)], params, groups| {
-        let mut cmd = r.b.gpu.command_buffer().unwrap();
-        cmd.begin(true).unwrap();
-        cmd.barrier().unwrap();
-        cmd.dispatch(&r.add, binds, &params, groups).unwrap();
-        cmd.end().unwrap();
-        cmd
-    };
-    let long = record(&mut r, &add(&big_b, &big_b, &big_b), params, groups);
-    let short = record(&mut r, &add(&one, &one, &pb), params_small, groups_small);
-    r.b.gpu.submit(&long).unwrap();
-    r.b.gpu.submit(&short).unwrap();
-    r.b.gpu.wait_for(&short).unwrap();
-    assert!(!r.b.gpu.is_pending(&long), "waiting for the later one");
-    assert!(!r.b.gpu.is_pending(&short), "waited for");
-    assert_eq!(read(&mut r.b, p), words(2));
-    // No wait: polls alone see the submission complete.
-    r.b.gpu.submit(&long).unwrap();
-    let start = std::time::Instant::now();
-    while r.b.gpu.is_pending(&long) {
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(30),
-            "polled for 30 s: never collected"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(1));
-        r.b.gpu.poll().unwrap();
-    }
-    r.b.free(big).unwrap();
 }
 
 /// Each dispatch's descriptor set comes from the command buffer's pools of

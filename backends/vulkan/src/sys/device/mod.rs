@@ -151,11 +151,16 @@ impl Drop for QueryPoolInner {
 #[derive(Clone)]
 pub struct QueryPool(pub(super) Arc<QueryPoolInner>);
 
-/// One queue submission, holding what it uses until its fence signals.
 /// Host-access locks a submission holds without allocating (more spill to
 /// a `Vec`).
 const HOST_LOCKS_INLINE: usize = 16;
 
+/// Submissions pending at once: the next waits for the oldest. The host
+/// runs at most this far ahead of the device, and the in-flight queue and
+/// the spare fences, reserved at this size, never grow.
+pub(crate) const MAX_IN_FLIGHT: usize = 64;
+
+/// One queue submission, holding what it uses until its fence signals.
 struct Submission {
     serial: u64,
     fence: vk::Fence,
@@ -219,8 +224,8 @@ impl Gpu {
                 _instance: instance,
             }),
             queue,
-            in_flight: VecDeque::new(),
-            free_fences: Vec::new(),
+            in_flight: VecDeque::with_capacity(MAX_IN_FLIGHT),
+            free_fences: Vec::with_capacity(MAX_IN_FLIGHT),
             next_serial: 1,
             layouts: Vec::new(),
         })

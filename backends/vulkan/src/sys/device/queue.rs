@@ -16,7 +16,8 @@ impl Gpu {
 
     /// Submit an executable command buffer; returns the submission's serial.
     /// The submission holds `cmd` (and so everything it uses) until it has
-    /// completed.
+    /// completed. With [`MAX_IN_FLIGHT`] submissions pending, it first waits
+    /// for the oldest.
     pub fn submit(&mut self, cmd: &CommandBuffer) -> Result<u64, ErrorKind> {
         self.poll()?;
         if !cmd.of(&self.shared) {
@@ -49,6 +50,10 @@ impl Gpu {
                 }
             }
             after.push(next);
+        }
+        if self.in_flight.len() >= MAX_IN_FLIGHT {
+            self.wait_fences(1)?;
+            self.collect_front()?;
         }
         let fence = match self.free_fences.pop() {
             Some(f) => f,
@@ -152,6 +157,13 @@ impl Gpu {
             self.collect_front()?;
         }
         Ok(())
+    }
+
+    /// How many submissions are pending (as of the last poll), and how
+    /// many the in-flight queue holds without growing.
+    #[cfg(test)]
+    pub fn pending(&self) -> (usize, usize) {
+        (self.in_flight.len(), self.in_flight.capacity())
     }
 
     /// Wait for every submission, at most [`FENCE_TIMEOUT_NS`] for each.
