@@ -234,6 +234,45 @@ mod tests {
         }
     }
 
+    /// What is added goes at the end of its section, after what the module
+    /// already has there: its own execution modes (every module sets its
+    /// workgroup size) and, in a module given an extension of its own,
+    /// that extension. Mutations: insert the modes after the entry points,
+    /// or the extension after the capabilities → red.
+    #[test]
+    fn added_instructions_end_their_sections() {
+        let own = instruction(OP_EXTENSION, &literal("SPV_KHR_storage_buffer_storage_class"));
+        for (op, words) in modules() {
+            let after_caps = instructions(words)
+                .unwrap()
+                .iter()
+                .filter(|&&(_, o, _)| o == OP_CAPABILITY)
+                .map(|&(at, _, n)| at + n)
+                .max()
+                .unwrap();
+            let with_extension = [&words[..after_caps], &own, &words[after_caps..]].concat();
+            for module in [words.to_vec(), with_extension] {
+                let patched = denorm_preserve_f32(&module).unwrap();
+                let insts = instructions(&patched).unwrap();
+                let added = |&(at, o, n): &(usize, u32, usize)| {
+                    (o == OP_CAPABILITY && patched[at + 1] == CAPABILITY_DENORM_PRESERVE)
+                        || (o == OP_EXTENSION && patched[at + 1..at + n] == literal(EXTENSION)[..])
+                        || (o == OP_EXECUTION_MODE && patched[at + 2] == MODE_DENORM_PRESERVE)
+                };
+                for (k, i) in insts.iter().enumerate().filter(|(_, i)| added(i)) {
+                    let later = insts[k + 1..].iter().filter(|j| !added(j));
+                    for &(_, o, _) in later {
+                        assert!(
+                            section(o) > section(i.1),
+                            "{op}: opcode {} added before opcode {o} of its section",
+                            i.1
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     /// The extension is added only below SPIR-V 1.4, where float controls
     /// became core: a module's version word (0x00MMmm00) read as such.
     #[test]

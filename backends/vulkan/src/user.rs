@@ -95,6 +95,26 @@ mod tests {
         ..NEG
     };
 
+    /// A loop and workgroup memory (read after every invocation wrote its
+    /// slot, behind a barrier).
+    static SUM: KernelDef = KernelDef {
+        name: "sum_f32",
+        wgsl: Some(
+            "@group(0) @binding(0) var<storage, read> x: array<f32>;\n\
+             @group(0) @binding(1) var<storage, read_write> y: array<f32>;\n\
+             var<workgroup> part: array<f32, 64>;\n\
+             @compute @workgroup_size(64)\n\
+             fn sum_f32(@builtin(global_invocation_id) g: vec3<u32>, @builtin(local_invocation_index) l: u32) {\n\
+                 var s = 0.0;\n\
+                 for (var i = 0u; i < 4u; i++) { s += x[p.o0 + i]; }\n\
+                 part[l] = s;\n\
+                 workgroupBarrier();\n\
+                 if (g.x < p.d0) { y[p.o1 + g.x] = part[63u - l]; }\n\
+             }\n",
+        ),
+        ..NEG
+    };
+
     /// The (opcode, first operand word) of every instruction of a module.
     fn instructions(words: &[u32]) -> Vec<(u32, Option<u32>)> {
         let mut out = Vec::new();
@@ -131,6 +151,37 @@ mod tests {
                 .any(|&(op, ext)| op == OP_EXT_INST && ext == Some(UMIN)),
             "pick_f32: the local array's index is not clamped"
         );
+    }
+
+    /// User kernels are written with the catalogue's options, as the module
+    /// documentation says: SPIR-V 1.0, no debug names, workgroup memory not
+    /// zeroed (naga's polyfill adds a barrier, so `sum_f32` would have two),
+    /// loops not bounded (naga's bound breaks out when `all()` of its
+    /// counter's halves are zero: `OpAll`, which no kernel here calls).
+    /// Mutations (tried): each option left
+    /// to naga's default → red, but the version, whose default is 1.0.
+    #[test]
+    fn user_kernels_take_the_catalogues_options() {
+        const OP_NAME: u32 = 5;
+        const OP_ALL: u32 = 155;
+        const OP_CONTROL_BARRIER: u32 = 224;
+        for def in [&NEG, &PICK, &SUM] {
+            let words = spirv(Kernel::new(def)).unwrap();
+            assert_eq!(words[1], 0x0001_0000, "{}: SPIR-V 1.0", def.name);
+            let mut at = 5;
+            let (mut barriers, mut names, mut alls) = (0, 0, 0);
+            while at < words.len() {
+                let (count, op) = ((words[at] >> 16) as usize, words[at] & 0xffff);
+                barriers += usize::from(op == OP_CONTROL_BARRIER);
+                names += usize::from(op == OP_NAME);
+                alls += usize::from(op == OP_ALL);
+                at += count;
+            }
+            assert_eq!(names, 0, "{}: debug names", def.name);
+            assert_eq!(alls, 0, "{}: a bounded loop", def.name);
+            let expected = usize::from(def.name == "sum_f32");
+            assert_eq!(barriers, expected, "{}: barriers", def.name);
+        }
     }
 
     /// A user kernel's module is SPIR-V with its entry point, and takes the
