@@ -241,7 +241,10 @@ mod tests {
     /// or the extension after the capabilities → red.
     #[test]
     fn added_instructions_end_their_sections() {
-        let own = instruction(OP_EXTENSION, &literal("SPV_KHR_storage_buffer_storage_class"));
+        let own = instruction(
+            OP_EXTENSION,
+            &literal("SPV_KHR_storage_buffer_storage_class"),
+        );
         for (op, words) in modules() {
             let after_caps = instructions(words)
                 .unwrap()

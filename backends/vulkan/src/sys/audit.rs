@@ -77,16 +77,16 @@ impl Audit {
         self.commands = 0;
     }
 
-    /// The audit as it stands at the start of a stretch of commands with no
-    /// barrier between them, after `commands` earlier commands: `ordered`
-    /// where a barrier precedes the stretch. The audit of a command depends
-    /// only on the accesses since the last barrier and on whether there was
-    /// one, so auditing each stretch of a command buffer from here is
-    /// auditing it whole (`CommandBuffer::check_update`).
-    pub(super) fn resume(ordered: bool, commands: usize) -> Audit {
+    /// The audit as it stands right after a barrier that follows
+    /// `commands` earlier commands. The audit of a command depends only on
+    /// the accesses since the last barrier and on whether there was one, so
+    /// auditing each stretch of a command buffer from here is auditing it
+    /// whole (`CommandBuffer::check_update`; a stretch with a dispatch
+    /// always follows a barrier).
+    pub(super) fn after_barrier(commands: usize) -> Audit {
         Audit {
             since_barrier: Vec::new(),
-            ordered,
+            ordered: true,
             commands,
         }
     }

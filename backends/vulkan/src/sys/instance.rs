@@ -181,7 +181,8 @@ impl Instance {
             };
             let Some(queue_family) = families
                 .iter()
-                .position(|f| f.queue_flags.contains(vk::QueueFlags::COMPUTE) && f.queue_count > 0)
+                // Every family has at least one queue (queueCount ≥ 1).
+                .position(|f| f.queue_flags.contains(vk::QueueFlags::COMPUTE))
             else {
                 continue;
             };
@@ -214,8 +215,7 @@ impl Instance {
                 memory,
                 max_storage_buffer_range: props.limits.max_storage_buffer_range as u64,
                 max_group_count: props.limits.max_compute_work_group_count,
-                dedicated: self.api >= vk::API_VERSION_1_1
-                    && props.api_version >= vk::API_VERSION_1_1,
+                dedicated: both_at_least(self.api, props.api_version, vk::API_VERSION_1_1),
                 max_workgroup_invocations: props.limits.max_compute_work_group_invocations,
                 max_workgroup_size: props.limits.max_compute_work_group_size,
                 timestamp_valid_bits,
@@ -261,7 +261,7 @@ impl Instance {
     /// limits that fit this backend's sets (3 storage buffers a set).
     /// `SEAM_VULKAN_UPDATE_AFTER_BIND=0` turns it off (the re-record path).
     fn update_after_bind(&self, pd: vk::PhysicalDevice, device_api: u32) -> Result<(), String> {
-        if std::env::var("SEAM_VULKAN_UPDATE_AFTER_BIND").is_ok_and(|v| v == "0") {
+        if turned_off(std::env::var_os("SEAM_VULKAN_UPDATE_AFTER_BIND")) {
             return Err("SEAM_VULKAN_UPDATE_AFTER_BIND=0".into());
         }
         if !both_at_least(self.api, device_api, vk::API_VERSION_1_2) {
@@ -338,6 +338,11 @@ impl Drop for Instance {
 /// Whether API version `v` reaches `need`.
 fn at_least(v: u32, need: u32) -> bool {
     v >= need
+}
+
+/// Whether a switch's value turns it off: `0` alone.
+fn turned_off(value: Option<std::ffi::OsString>) -> bool {
+    value.is_some_and(|v| v == "0")
 }
 
 /// Whether the instance's and the device's API versions both reach `need`.
@@ -423,6 +428,16 @@ mod tests {
         assert!(both_at_least(v13, v12, v12));
         assert!(!both_at_least(v11, v13, v12));
         assert!(!both_at_least(v13, v11, v12));
+    }
+
+    /// `SEAM_VULKAN_UPDATE_AFTER_BIND=0` turns update-after-bind off; unset
+    /// or any other value leaves it to the device.
+    #[test]
+    fn update_after_bind_is_turned_off_by_0_alone() {
+        assert!(turned_off(Some("0".into())));
+        assert!(!turned_off(Some("1".into())));
+        assert!(!turned_off(Some("".into())));
+        assert!(!turned_off(None));
     }
 
     /// The limits fit at exactly what the sets need, and not one below,

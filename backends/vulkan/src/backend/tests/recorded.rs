@@ -3,6 +3,8 @@
 //! there refuse, and that a refusal changes nothing. The suite reaches
 //! these paths only through core, which refuses most bad updates first and
 //! records a barrier before every dispatch, so each check is driven here.
+//! This file holds the updates; `recording.rs` the checks of recording
+//! itself (dispatches, copies, descriptor pools), `queue.rs` the queue.
 
 use super::{read, words};
 use crate::dispatch;
@@ -14,6 +16,7 @@ use seam::testing::{Direct, RawCall};
 use seam::{DType, OpKind, Params, RawBuffer, RawView};
 
 mod queue;
+mod recording;
 
 type Immediates = [u8; IMMEDIATE_BYTES];
 
@@ -264,6 +267,20 @@ fn an_update_is_refused_whole_for_each_thing_it_cannot_patch() {
         let to_huge = add(&one, &one, &huge);
         let e = refused(&cmd, &[c!(0, &to_huge)], "a buffer past the range");
         assert!(e.contains("maxStorageBufferRange"), "{e}");
+        // Exactly the range is taken, by an update as by a dispatch.
+        let whole =
+            r.b.gpu
+                .create_buffer(range, &[ash::vk::MemoryPropertyFlags::empty()])
+                .unwrap();
+        let to_whole = add(&one, &one, &whole);
+        cmd.check_update(&[c!(0, &to_whole)])
+            .expect("a buffer of exactly maxStorageBufferRange");
+        let mut fresh = r.b.gpu.command_buffer().unwrap();
+        fresh.begin(true).unwrap();
+        fresh.barrier().unwrap();
+        fresh
+            .dispatch(&r.add, &to_whole, &params, groups)
+            .expect("a dispatch on exactly maxStorageBufferRange");
     } else {
         eprintln!("maxStorageBufferRange {range}: that row skipped");
     }
@@ -382,153 +399,73 @@ fn an_update_applies_new_bindings_and_immediates() {
     assert_eq!(read(&mut r.b, p), words(2), "p no longer written");
 }
 
-/// A copy is refused, saying why and recording nothing, when a buffer is
-/// of another device, the range is empty or past either buffer's end, or
-/// source and destination overlap in one buffer; ranges that only touch,
-/// in one buffer or across two, are copied.
+/// Two bindings moving from two buffers onto one each move from their own
+/// buffer: after dispatch 0's a and b both become c, the command buffer
+/// still holds a for dispatch 1, which runs on it after its handle is
+/// freed. Mutation (tried): moves grouped by their new buffer alone (a's
+/// count taken twice, b's never) → red.
 #[test]
-fn copies_are_checked_and_copy_exactly_their_range() {
+fn bindings_from_two_buffers_onto_one_move_each_from_its_own() {
     let Some(mut r) = Rig::open() else { return };
-    let (p, pb) = r.filled(7);
-    let (q, qb) = r.filled(0);
-    // A second device opened on the same GPU.
-    let mut elsewhere = Rig::open().unwrap();
-    let (_, foreign) = elsewhere.filled(0);
+    let (params, groups) = r.add_of(256);
+    let [(a, ab), (_, bb), (_, cb), (_, one), (p, pb), (q, qb)] =
+        [3, 5, 7, 1, 0, 0].map(|v| r.filled(v));
     let mut cmd = r.b.gpu.command_buffer().unwrap();
-    cmd.begin(false).unwrap();
+    cmd.begin(true).unwrap();
     cmd.barrier().unwrap();
-    for (what, src, so, dst, dof, size, says) in [
-        ("foreign source", &foreign, 0, &qb, 0, 4, "another device"),
-        (
-            "foreign destination",
-            &pb,
-            0,
-            &foreign,
-            0,
-            4,
-            "another device",
-        ),
-        ("empty", &pb, 0, &qb, 0, 0, "0 bytes"),
-        ("past the source", &pb, 1020, &qb, 0, 8, "bytes from 1020"),
-        ("past the destination", &pb, 0, &qb, 1020, 8, "to 1020"),
-        ("overlap ahead", &pb, 0, &pb, 4, 8, "overlap"),
-        ("overlap behind", &pb, 4, &pb, 0, 8, "overlap"),
-    ] {
-        let e = cmd.copy(src, so, dst, dof, size).expect_err(what);
-        assert!(e.to_string().contains(says), "{what}: {e}");
-    }
-    // Touching ranges: p[0..512) → p[512..1024), then p[512..1024) →
-    // q[512..1024) (same offsets, two buffers) after a barrier.
-    let mut bytes = words(7);
-    bytes[..4].copy_from_slice(&9u32.to_le_bytes());
-    r.b.write(p, 0, &bytes[..512]).unwrap();
-    cmd.copy(&pb, 0, &pb, 512, 512).unwrap();
+    cmd.dispatch(&r.add, &add(&ab, &bb, &pb), &params, groups)
+        .unwrap();
     cmd.barrier().unwrap();
-    cmd.copy(&pb, 512, &qb, 512, 512).unwrap();
-    cmd.barrier().unwrap();
-    cmd.copy(&pb, 508, &pb, 0, 4).unwrap();
+    cmd.dispatch(&r.add, &add(&ab, &one, &qb), &params, groups)
+        .unwrap();
     cmd.end().unwrap();
+    let c_c_p = add(&cb, &cb, &pb);
+    let moved = [change(0, &r.add, &c_c_p, params, groups)];
+    let checked = cmd.check_update(&moved).unwrap();
+    cmd.update(checked).unwrap();
+    drop(ab);
+    r.b.free(a).unwrap();
     run(&mut r.b, &cmd);
-    let got_p = read(&mut r.b, p);
-    let got_q = read(&mut r.b, q);
-    assert_eq!(&got_p[..4], &7u32.to_le_bytes(), "p[508..512) → p[0..4)");
-    assert_eq!(&got_p[512..516], &9u32.to_le_bytes(), "p[0..4) → p[512..)");
-    assert_eq!(&got_q[512..516], &9u32.to_le_bytes(), "p[512..) → q[512..)");
-    assert_eq!(&got_q[..512], &[0u8; 512][..], "q before 512 untouched");
+    assert_eq!(read(&mut r.b, p), words(14), "p = c + c");
+    assert_eq!(read(&mut r.b, q), words(4), "q = a + 1, a held");
 }
 
-/// Each dispatch's descriptor set comes from the command buffer's pools of
-/// 16, 32, 64, … sets: the next pool is made when one holds its capacity,
-/// whatever the driver would still hand out (lavapipe's pools never run
-/// out), and a command buffer begun again reuses the pools it made.
+/// A timestamp between two dispatches of one stretch touches no memory: an
+/// update of that stretch is audited over the dispatches alone and taken,
+/// and the command buffer, timestamps and all, still runs. Query resets
+/// take any range inside the pool and refuse one past its end.
+/// Mutations: the audit taking a timestamp for a copy → red; the reset's
+/// range check reversed → red.
 #[test]
-fn descriptor_pools_fill_to_capacity_and_are_reused() {
+fn timestamps_in_a_stretch_and_query_ranges() {
+    use ash::vk::PipelineStageFlags;
     let Some(mut r) = Rig::open() else { return };
     let (params, groups) = r.add_of(256);
-    let [(_, one), (p, pb)] = [1, 100].map(|v| r.filled(v));
-    let to_p = add(&one, &one, &pb);
-    let mut cmd = r.b.gpu.command_buffer().unwrap();
-    for round in 0..2 {
-        cmd.begin(true).unwrap();
-        let mut pools = Vec::new();
-        for _ in 0..49 {
-            cmd.barrier().unwrap();
-            cmd.dispatch(&r.add, &to_p, &params, groups).unwrap();
-            pools.push(cmd.descriptor_pools());
-        }
-        cmd.end().unwrap();
-        let at = |k: usize| pools[k - 1];
-        let want = if round == 0 { [1, 1, 2, 2, 3] } else { [3; 5] };
-        assert_eq!(
-            [at(1), at(16), at(17), at(48), at(49)],
-            want,
-            "round {round}: pools after dispatches 1, 16, 17, 48, 49"
-        );
-        run(&mut r.b, &cmd);
-        assert_eq!(read(&mut r.b, p), words(2), "round {round}");
-    }
-}
-
-/// A dispatch is refused, recording nothing, where its pipeline or a
-/// buffer is of another device or its workgroups pass
-/// maxComputeWorkGroupCount on any axis (exactly the limit is recorded);
-/// and a command buffer begun again is audited afresh: its first dispatch
-/// before any barrier is refused, as in a new one.
-#[test]
-fn dispatches_are_checked_and_each_recording_audited_afresh() {
-    let Some(mut r) = Rig::open() else { return };
-    let (params, groups) = r.add_of(256);
-    let [(_, one), (_, pb), (_, qb)] = [1, 100, 200].map(|v| r.filled(v));
+    let [(_, one), (p, pb), (q, qb)] = [1, 100, 200].map(|v| r.filled(v));
     let (to_p, to_q) = (add(&one, &one, &pb), add(&one, &one, &qb));
-    // A second device opened on the same GPU.
-    let mut elsewhere = Rig::open().unwrap();
-    let (_, foreign) = elsewhere.filled(0);
-    let to_foreign = add(&one, &one, &foreign);
+    let pool = r.b.gpu.create_query_pool(4).unwrap();
     let mut cmd = r.b.gpu.command_buffer().unwrap();
     cmd.begin(true).unwrap();
-    cmd.barrier().unwrap();
-    let e = cmd
-        .dispatch(&r.add, &to_foreign, &params, groups)
-        .unwrap_err();
-    assert!(
-        e.to_string().contains("another device"),
-        "a foreign buffer: {e}"
-    );
-    let e = cmd
-        .dispatch(&elsewhere.add, &to_p, &params, groups)
-        .unwrap_err();
-    assert!(
-        e.to_string().contains("another device"),
-        "a foreign pipeline: {e}"
-    );
-    let max = r.b.gpu.adapter().max_group_count;
-    for axis in 0..3 {
-        let mut g = [1u32; 3];
-        g[axis] = max[axis] + 1;
-        let e = cmd
-            .dispatch(&r.add, &to_p, &params, (g[0], g[1], g[2]))
-            .unwrap_err();
-        assert!(
-            e.to_string().contains("maxComputeWorkGroupCount"),
-            "axis {axis}: {e}"
-        );
-    }
-    assert_eq!(cmd.dispatches(), 0, "refused dispatches are not recorded");
-    cmd.dispatch(&r.add, &to_p, &params, (max[0], max[1], max[2]))
-        .expect("exactly maxComputeWorkGroupCount");
-    cmd.end().unwrap();
-    // Begun again: no barrier yet, so a dispatch is refused (one that
-    // touches nothing the last recording's did since its barrier), as the
-    // first command.
-    cmd.begin(true).unwrap();
-    let e = cmd.dispatch(&r.add, &to_q, &params, groups).unwrap_err();
-    let e = e.to_string();
-    assert!(
-        e.contains("dispatch #1") && e.contains("before any barrier"),
-        "{e}"
-    );
+    let e = cmd.reset_queries(&pool, 3, 2).unwrap_err();
+    assert!(e.to_string().contains("outside the pool"), "{e}");
+    cmd.reset_queries(&pool, 0, 1).unwrap();
+    cmd.reset_queries(&pool, 1, 3).unwrap();
     cmd.barrier().unwrap();
     cmd.dispatch(&r.add, &to_p, &params, groups).unwrap();
+    cmd.write_timestamp(PipelineStageFlags::BOTTOM_OF_PIPE, &pool, 0)
+        .unwrap();
+    cmd.dispatch(&r.add, &to_q, &params, groups).unwrap();
+    cmd.write_timestamp(PipelineStageFlags::BOTTOM_OF_PIPE, &pool, 1)
+        .unwrap();
     cmd.end().unwrap();
-    drop(cmd);
+    // The two swap destinations: no alias, so taken.
+    let swapped = [
+        change(0, &r.add, &to_q, params, groups),
+        change(1, &r.add, &to_p, params, groups),
+    ];
+    let checked = cmd.check_update(&swapped).unwrap();
+    cmd.update(checked).unwrap();
+    run(&mut r.b, &cmd);
+    assert_eq!(read(&mut r.b, p), words(2));
+    assert_eq!(read(&mut r.b, q), words(2));
 }

@@ -360,7 +360,7 @@ impl Inner {
     /// Auditing only the stretches a change falls in is auditing the whole
     /// command buffer: the audit of a command depends only on the accesses
     /// since the last barrier and on whether there was one
-    /// ([`Audit::resume`]), and every stretch passed it with the bindings
+    /// ([`Audit::after_barrier`]), and every stretch passed it with the bindings
     /// it has now (at record time, where a refused command is not logged,
     /// or at the update that last changed it; a refused update changes
     /// nothing).
@@ -379,18 +379,20 @@ impl Inner {
             .iter()
             .filter(|r| matches!(r, Recorded::Dispatch(_)))
             .count();
-        if start > 0 && dispatches == 1 {
-            // One dispatch right after a barrier, as every launch of a graph
-            // is (`VulkanBackend::launch` records a barrier before each
-            // dispatch): `Audit::barrier` leaves no access since the barrier
-            // and the audit ordered, and `Audit::command` refuses only an
-            // access before any barrier or one conflicting with an earlier
-            // access since the last barrier, so the dispatch passes whatever
-            // it binds. Nothing to run.
+        // The stretch starts after a barrier: every dispatch was audited when
+        // it was recorded, and `Audit::command` refuses one before any
+        // barrier.
+        if dispatches == 1 {
+            // One dispatch alone, as every launch of a graph is
+            // (`VulkanBackend::launch` records a barrier before each
+            // dispatch): `Audit::barrier` leaves no access since the barrier,
+            // and `Audit::command` refuses only an access conflicting with an
+            // earlier one since the last barrier, so the dispatch passes
+            // whatever it binds. Nothing to run.
             return Ok(end);
         }
         let first = self.dispatch_at.partition_point(|&p| p < start);
-        let mut audit = Audit::resume(start > 0, first);
+        let mut audit = Audit::after_barrier(first);
         let mut next = changes.iter().peekable();
         let in_stretch = self.log[start..end].iter().filter_map(|r| match r {
             Recorded::Dispatch(d) => Some(Ok(d)),
