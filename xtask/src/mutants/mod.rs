@@ -237,9 +237,10 @@ const CHOSEN: &str = "chosen.txt";
 const MERGED: &str = "merged.json";
 
 pub fn run(o: &Options) -> Result<(), String> {
-    let program = match o.from {
-        Some(_) => PathBuf::new(),
-        None => cargo_mutants()?,
+    let program = if runs_mutants(o) {
+        cargo_mutants()?
+    } else {
+        PathBuf::new()
     };
     let summaries = drive(o, &program)?;
     if o.record {
@@ -248,6 +249,12 @@ pub fn run(o: &Options) -> Result<(), String> {
         eprintln!("wrote {RESULTS}");
     }
     verdict(o, &summaries)
+}
+
+/// Whether a run starts cargo-mutants: all but one that only reads a
+/// campaign's output (`--from` without `--rerun-missed`).
+fn runs_mutants(o: &Options) -> bool {
+    o.from.is_none() || o.rerun_missed
 }
 
 /// A run's verdict: every group's ([`GroupSummary::verdict`]); the score

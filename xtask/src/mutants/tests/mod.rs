@@ -559,3 +559,16 @@ fn a_group_judged_elsewhere_runs_its_own_baseline_first() {
         "no mutant ran after the failed baseline"
     );
 }
+
+/// Only a run that reads a campaign's output and runs nothing again goes
+/// without cargo-mutants; `--from` with `--rerun-missed` runs the missed.
+#[test]
+fn reading_a_campaign_alone_needs_no_cargo_mutants() {
+    let fake = Fake::new("runs-mutants");
+    let mut o = fake.options("vulkan");
+    assert!(runs_mutants(&o), "a campaign");
+    o.from = Some("elsewhere".into());
+    assert!(!runs_mutants(&o), "--from alone");
+    o.rerun_missed = true;
+    assert!(runs_mutants(&o), "--from --rerun-missed");
+}
