@@ -142,9 +142,26 @@ mod tests {
         assert_eq!(names.len(), regs.len(), "two registrations share a name");
     }
 
-    /// A backend left out of the build is missing with the feature to add.
-    /// Mutation: drop the not-compiled-in loop in `discover` → red (in a
-    /// build without every feature, as `cargo test -p seam-backends` is).
+    /// A backend is compiled in exactly when its registration is there, and
+    /// the registration found by name carries that name. Mutations:
+    /// `compiled_in` always true or false, `registration` never found or
+    /// found by another name → red.
+    #[test]
+    fn a_backend_is_compiled_in_when_registered() {
+        assert!(compiled_in("cpu"));
+        assert_eq!(registration("cpu").map(|r| r.name), Some("cpu"));
+        for reg in registrations() {
+            assert_eq!(registration(reg.name).map(|r| r.name), Some(reg.name));
+        }
+        assert!(!compiled_in("no such backend"));
+        assert!(registration("no such backend").is_none());
+    }
+
+    /// A backend left out of the build is missing with the feature to add;
+    /// one compiled in is never said to be left out. Mutation: drop the
+    /// not-compiled-in loop in `discover` → red (in a build without every
+    /// feature, as `cargo test -p seam-backends` is); report every backend
+    /// as left out → red.
     #[test]
     fn left_out_backends_say_which_feature_adds_them() {
         let d = discover();
@@ -157,6 +174,13 @@ mod tests {
                     "{backend}: {reason}"
                 );
             }
+        }
+        for m in &d.missing {
+            assert!(
+                !(compiled_in(m.backend) && m.reason.contains("not compiled in")),
+                "{}: compiled in, said to be left out",
+                m.backend
+            );
         }
         assert!(d.devices.iter().any(|s| s.id == "cpu:0"));
     }
