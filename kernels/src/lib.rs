@@ -91,18 +91,6 @@ pub fn spirv(op: OpKind) -> Option<&'static [u32]> {
         .map(|(_, words)| *words)
 }
 
-/// Ops that have a source in `lang`.
-pub fn available(lang: Language) -> Vec<OpKind> {
-    OpKind::ALL
-        .into_iter()
-        .filter(|op| {
-            SOURCES
-                .iter()
-                .any(|(l, n, _)| *l == lang && *n == op.name())
-        })
-        .collect()
-}
-
 /// The kernel variant an (op, dtype) pair runs. Variants are shared where the
 /// bits are the same: fill and copy only care about element width, and
 /// wrapping integer add/mul give the same bits for i32 and u32.
@@ -142,9 +130,51 @@ mod tests {
         }
     }
 
+    /// A user kernel's source is its definition's, after the language's
+    /// prelude; a language the definition has no source in has none.
+    /// Mutation: user kernels looked up in the catalogue's sources → red.
+    #[test]
+    fn a_user_kernels_source_is_its_definitions() {
+        use seam::kernel::{Kernel, KernelDef};
+        use seam::ops::{Access, Binding};
+        use seam::{DType, Params, Tolerance};
+        fn extents(p: &Params, out: &mut [u64]) {
+            out.fill(p.d0 as u64);
+        }
+        fn grid(p: &Params) -> [u32; 3] {
+            [p.d0.div_ceil(64).max(1), 1, 1]
+        }
+        const BODY: &str = "@group(0) @binding(0) var<storage, read_write> y: array<f32>;\n\
+             @compute @workgroup_size(64)\n\
+             fn zero_f32(@builtin(global_invocation_id) g: vec3<u32>) {\n\
+                 if (g.x < p.d0) { y[p.o0 + g.x] = 0.0; }\n\
+             }\n";
+        static ZERO: KernelDef = KernelDef {
+            name: "zero_f32",
+            bindings: &[Binding::fixed("y", Access::Write, DType::F32)],
+            reads: &[],
+            extents,
+            workgroup_size: [64, 1, 1],
+            grid,
+            check: None,
+            allows_aliasing: true,
+            tolerance: Tolerance::BitExact,
+            wgsl: Some(BODY),
+            cuda: None,
+            cpu: None,
+            samples: &[],
+        };
+        let op = OpKind::User(Kernel::new(&ZERO));
+        assert_eq!(
+            source(op, Language::Wgsl),
+            Some(format!("{WGSL_PARAMS}\n{BODY}"))
+        );
+        assert_eq!(source(op, Language::CudaC), None);
+    }
+
     #[test]
     fn every_wgsl_entry_point_named_by_variant_exists() {
-        for op in available(Language::Wgsl) {
+        for op in OpKind::ALL {
             let src = source(op, Language::Wgsl).unwrap();
             for dtype in op.dtypes() {
                 let ep = entry_point(op, *dtype);
