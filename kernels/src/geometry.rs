@@ -311,6 +311,28 @@ mod tests {
         assert!(grid(17, [4, 4]).is_err());
     }
 
+    /// A user kernel's grid is its definition's, refused where either
+    /// edge passes the device's (exactly the limit is taken), and never
+    /// laid out again. Mutations: the x or y check dropped, or refusing
+    /// exactly the limit → red.
+    #[test]
+    fn a_user_kernels_grid_is_its_own_within_the_limits() {
+        let op = OpKind::User(seam::kernel::Kernel::new(&crate::tests::user::ZERO));
+        let at = |d0, d1| dispatch_of(&launch(op, DType::F32, d0, d1), [64, 1, 1], [4, 4]);
+        assert_eq!(at(4, 4), Ok([4, 4, 1]));
+        assert_eq!(at(3, 1), Ok([3, 1, 1]));
+        for (d0, d1) in [(5, 1), (1, 5), (5, 5)] {
+            let e = at(d0, d1).unwrap_err();
+            assert_eq!(e.max, [4, 4], "{d0}×{d1}");
+            assert_eq!(e.groups, u64::from(d0 * d1), "{d0}×{d1}");
+        }
+        let e = GridTooLarge {
+            groups: 25,
+            max: [4, 4],
+        };
+        assert_eq!(e.to_string(), "25 workgroups exceed the device's 4×4 grid");
+    }
+
     #[test]
     fn grid_keeps_within_each_axis_and_the_edge() {
         // A device limit above the edge is clamped to it; each axis has its own.

@@ -130,26 +130,25 @@ mod tests {
         }
     }
 
-    /// A user kernel's source is its definition's, after the language's
-    /// prelude; a language the definition has no source in has none.
-    /// Mutation: user kernels looked up in the catalogue's sources → red.
-    #[test]
-    fn a_user_kernels_source_is_its_definitions() {
-        use seam::kernel::{Kernel, KernelDef};
+    /// A user kernel for the crate's tests: one write binding, its grid
+    /// `(d0, d1)` workgroups.
+    pub(crate) mod user {
+        use seam::kernel::KernelDef;
         use seam::ops::{Access, Binding};
         use seam::{DType, Params, Tolerance};
         fn extents(p: &Params, out: &mut [u64]) {
             out.fill(p.d0 as u64);
         }
         fn grid(p: &Params) -> [u32; 3] {
-            [p.d0.div_ceil(64).max(1), 1, 1]
+            [p.d0, p.d1, 1]
         }
-        const BODY: &str = "@group(0) @binding(0) var<storage, read_write> y: array<f32>;\n\
+        pub(crate) const BODY: &str =
+            "@group(0) @binding(0) var<storage, read_write> y: array<f32>;\n\
              @compute @workgroup_size(64)\n\
              fn zero_f32(@builtin(global_invocation_id) g: vec3<u32>) {\n\
                  if (g.x < p.d0) { y[p.o0 + g.x] = 0.0; }\n\
              }\n";
-        static ZERO: KernelDef = KernelDef {
+        pub(crate) static ZERO: KernelDef = KernelDef {
             name: "zero_f32",
             bindings: &[Binding::fixed("y", Access::Write, DType::F32)],
             reads: &[],
@@ -164,12 +163,21 @@ mod tests {
             cpu: None,
             samples: &[],
         };
-        let op = OpKind::User(Kernel::new(&ZERO));
+    }
+
+    /// A user kernel's source is its definition's, after the language's
+    /// prelude (none where the definition has none), and its entry point
+    /// is its name. Mutations: user kernels looked up in the catalogue's
+    /// sources, or named as a catalogue variant → red.
+    #[test]
+    fn a_user_kernels_source_is_its_definitions() {
+        let op = OpKind::User(seam::kernel::Kernel::new(&user::ZERO));
         assert_eq!(
             source(op, Language::Wgsl),
-            Some(format!("{WGSL_PARAMS}\n{BODY}"))
+            Some(format!("{WGSL_PARAMS}\n{}", user::BODY))
         );
         assert_eq!(source(op, Language::CudaC), None);
+        assert_eq!(entry_point(op, DType::F32), "zero_f32");
     }
 
     #[test]

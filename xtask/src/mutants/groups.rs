@@ -221,7 +221,9 @@ pub const GROUPS: &[Group] = &[
         sampled: Some((&["kernels/src/**"], 150)),
         exclude: &[],
         test_packages: &["seam-conformance", "seam-kernels"],
-        test_args: &["--tests", "--", "vulkan:0::", "kernels"],
+        // `tests::` lets the crate's own unit tests through the suite's
+        // filters (`tests::…`, `geometry::tests::…`).
+        test_args: &["--tests", "--", "vulkan:0::", "kernels", "tests::"],
         env: VALIDATED,
         judged_by: "the suite on lavapipe's vulkan:0, validated, and the kernels crate's own tests",
         timeout_s: 300,
