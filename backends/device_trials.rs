@@ -1,6 +1,7 @@
 // Shared by the backends' own device tests (`#[path]`-included): each test
 // is a libtest-mimic trial that opens its device, or is *ignored* with the
-// reason it could not be opened — never a pass on a machine without one.
+// reason it could not be opened — never a pass on a machine without one —
+// or fails where `SEAM_REQUIRE_DEVICES` names the device.
 
 use libtest_mimic::{Arguments, Completion, Trial};
 
@@ -13,7 +14,7 @@ pub type Body<D> = fn(D) -> Completion;
 /// names its own (so `cargo test -- vulkan:0::` selects both); exits the
 /// process. Several filters are taken as libtest takes them.
 pub fn run<D: 'static>(
-    device: &str,
+    device: &'static str,
     host: &[(&'static str, fn())],
     open: fn() -> Result<D, String>,
     tests: &[(&'static str, Body<D>)],
@@ -28,11 +29,14 @@ pub fn run<D: 'static>(
     });
     let trials = host
         .chain(tests.iter().map(|&(name, body)| {
-            Trial::ignorable_test(format!("{device}::{name}"), move || {
-                Ok(match open() {
-                    Ok(dev) => body(dev),
-                    Err(why) => Completion::ignored_with(why),
-                })
+            Trial::ignorable_test(format!("{device}::{name}"), move || match open() {
+                Ok(dev) => Ok(body(dev)),
+                Err(why) if seam::testing::is_required(device) => Err(format!(
+                    "{} requires {device}, but it did not open: {why}",
+                    seam::testing::REQUIRE_ENV
+                )
+                .into()),
+                Err(why) => Ok(Completion::ignored_with(why)),
             })
         }))
         .collect::<Vec<Trial>>();

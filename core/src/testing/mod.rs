@@ -15,9 +15,11 @@
 
 mod direct;
 mod filters;
+mod required;
 mod rng;
 pub use direct::{Direct, RawCall};
 pub use filters::{apply_filters, filtered_in, split_filters};
+pub use required::{is_required, parse_required, required_devices, REQUIRE_ENV};
 pub use rng::Rng;
 
 use crate::backend::ResourceCounts;

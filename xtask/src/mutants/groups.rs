@@ -54,7 +54,13 @@ const LAVAPIPE_SUITE_VULKAN: &[&str] = &[
 /// (its library's test harness: host checks and device trials, all named
 /// `wgpu:0::…`).
 const LAVAPIPE_SUITE_WGPU: &[&str] = &["--lib", "--test", "conformance", "--", "wgpu:0::"];
-const VALIDATED: &[(&str, &str)] = &[("SEAM_VULKAN_VALIDATION", "sync")];
+/// lavapipe's Vulkan device required (`SEAM_REQUIRE_DEVICES`): a mutant
+/// that hides it from discovery fails the trials instead of leaving them
+/// ignored, which would pass.
+const VALIDATED: &[(&str, &str)] = &[
+    ("SEAM_VULKAN_VALIDATION", "sync"),
+    ("SEAM_REQUIRE_DEVICES", "vulkan:0"),
+];
 
 pub const GROUPS: &[Group] = &[
     Group {
@@ -120,7 +126,7 @@ pub const GROUPS: &[Group] = &[
             "conformance/src/merge.rs",
             "conformance/src/matrix.rs",
             "conformance/src/junit.rs",
-            "conformance/src/runner.rs",
+            "conformance/src/runner/mod.rs",
             "conformance/src/harness.rs",
             "conformance/src/bin/**",
         ],
@@ -194,6 +200,7 @@ pub const GROUPS: &[Group] = &[
         env: &[
             ("SEAM_VULKAN_VALIDATION", "sync"),
             ("SEAM_VULKAN_STAGING", "1"),
+            ("SEAM_REQUIRE_DEVICES", "vulkan:0"),
         ],
         judged_by: "the suite on lavapipe's vulkan:0 on the staging path, validated, and the Vulkan backend's unit and device tests",
         timeout_s: 300,
@@ -210,7 +217,11 @@ pub const GROUPS: &[Group] = &[
         exclude: &[],
         test_packages: &["seam-conformance", "seam-wgpu"],
         test_args: LAVAPIPE_SUITE_WGPU,
-        env: &[("SEAM_WGPU_VALIDATION", "1"), ("WGPU_VALIDATION", "1")],
+        env: &[
+            ("SEAM_WGPU_VALIDATION", "1"),
+            ("WGPU_VALIDATION", "1"),
+            ("SEAM_REQUIRE_DEVICES", "wgpu:0"),
+        ],
         judged_by: "the suite on lavapipe's wgpu:0 under validation, and the wgpu backend's own tests",
         timeout_s: 300,
     },

@@ -33,10 +33,12 @@ impl Filter {
 #[derive(Clone)]
 pub enum Target {
     Device(Arc<DeviceSlot>),
-    /// The backend is compiled in (or known) but has no device here.
+    /// The backend is compiled in (or known) but has no device here; a
+    /// `required` device (`SEAM_REQUIRE_DEVICES`) fails its trials.
     Missing {
         backend: &'static str,
         reason: String,
+        required: bool,
     },
 }
 
@@ -96,19 +98,12 @@ pub fn plan(filter: &Filter) -> Plan {
 /// (`seam_backends::discover`) or any others
 /// (`seam_backends::discover_in(&[&MY_BACKEND])`).
 pub fn plan_in(filter: &Filter, found: Discovery) -> Plan {
+    let known: Vec<&'static str> = (found.devices.iter().map(|s| s.backend))
+        .chain(found.missing.iter().map(|m| m.backend))
+        .collect();
     let mut trials = Vec::new();
     let mut devices = Vec::new();
-    // Every case once, then every per-kernel case once per user kernel.
-    let cases: Vec<(&'static Case, Option<&'static seam::KernelDef>)> = crate::cases::ALL
-        .iter()
-        .map(|c| (c, None))
-        .chain(
-            crate::cases::KERNEL_CASES
-                .iter()
-                .flat_map(|c| crate::kernels().iter().map(move |k| (c, Some(*k)))),
-        )
-        .filter(|(c, _)| filter.case(c.name))
-        .collect();
+    let cases = planned_cases(filter);
     for slot in found
         .devices
         .into_iter()
@@ -177,16 +172,83 @@ pub fn plan_in(filter: &Filter, found: Discovery) -> Plan {
                     target: Target::Missing {
                         backend: m.backend,
                         reason: m.reason.clone(),
+                        required: false,
                     },
                     kernel,
                 });
             }
         }
     }
-    Plan {
+    let mut plan = Plan {
         trials,
         devices,
         missing,
+    };
+    let required = seam::testing::required_devices();
+    require(&mut plan, filter, &cases, &known, &required);
+    plan
+}
+
+/// A case and, for a per-kernel case, its user kernel.
+type Planned = (&'static Case, Option<&'static seam::KernelDef>);
+
+/// The cases `filter` selects: every case once, then every per-kernel
+/// case once per user kernel.
+fn planned_cases(filter: &Filter) -> Vec<Planned> {
+    crate::cases::ALL
+        .iter()
+        .map(|c| (c, None))
+        .chain(
+            crate::cases::KERNEL_CASES
+                .iter()
+                .flat_map(|c| crate::kernels().iter().map(move |k| (c, Some(*k)))),
+        )
+        .filter(|(c, _)| filter.case(c.name))
+        .collect()
+}
+
+/// Failing trials, named as the device's own would be, for each device of
+/// `required` that the filter selects and discovery did not find (one
+/// that failed to open fails its trials already).
+fn require(
+    plan: &mut Plan,
+    filter: &Filter,
+    cases: &[Planned],
+    known: &[&'static str],
+    required: &[String],
+) {
+    for id in required {
+        let backend_name = id.split(':').next().unwrap_or(id);
+        let selected = filter.backend(backend_name)
+            && (filter.devices.is_empty() || filter.devices.contains(id));
+        if !selected || plan.devices.iter().any(|d| &d.id == id) {
+            continue;
+        }
+        let reason = plan.unavailable(id).unwrap_or_default();
+        // Trials name their backend statically: discovery's name where it
+        // knows the backend, else the id's (leaked once per run).
+        let backend: &'static str = known
+            .iter()
+            .copied()
+            .find(|n| *n == backend_name)
+            .unwrap_or_else(|| Box::leak(backend_name.to_string().into_boxed_str()));
+        for &(case, kernel) in cases {
+            for &mode in case.modes {
+                plan.trials.push(Trial {
+                    name: trial_name(id, case, kernel, mode),
+                    device: id.clone(),
+                    backend,
+                    case,
+                    mode,
+                    target: Target::Missing {
+                        backend,
+                        reason: reason.clone(),
+                        required: true,
+                    },
+                    kernel,
+                });
+            }
+        }
     }
 }
 
@@ -242,13 +304,26 @@ pub fn run(trial: &Trial) -> Outcome {
 pub fn run_with(trial: &Trial, opts: RunOptions) -> Outcome {
     let start = Instant::now();
     let slot = match &trial.target {
-        Target::Missing { backend, reason } => {
+        Target::Missing {
+            backend,
+            reason,
+            required,
+        } => {
+            let verdict = if *required {
+                Verdict::Failed(format!(
+                    "{} requires {}, but {reason}",
+                    seam::testing::REQUIRE_ENV,
+                    trial.device
+                ))
+            } else {
+                Verdict::Ignored(format!("no {backend} device: {reason}"))
+            };
             return Outcome {
-                verdict: Verdict::Ignored(format!("no {backend} device: {reason}")),
+                verdict,
                 duration: start.elapsed(),
                 digest: None,
                 trace: None,
-            }
+            };
         }
         Target::Device(slot) => slot.clone(),
     };
@@ -443,142 +518,4 @@ pub fn record(trial: &Trial, out: Outcome) -> TrialRecord {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The reference check runs the whole suite on cpu:0, and only there.
-    #[test]
-    fn the_reference_suite_is_every_case_on_cpu_0() {
-        let cpu = plan(&Filter {
-            backends: vec!["cpu".into()],
-            ..Default::default()
-        });
-        assert!(cpu.trials.len() >= 78, "{}", cpu.trials.len());
-        assert!(cpu.trials.iter().all(|t| t.device == "cpu:0"));
-        assert_eq!(assert_reference_suite_passes(), cpu.trials.len());
-    }
-
-    /// A record's duration is the outcome's, in milliseconds.
-    #[test]
-    fn a_record_keeps_the_duration_in_milliseconds() {
-        let p = plan(&Filter {
-            backends: vec!["cpu".into()],
-            cases: vec!["c6_nested_begin_refused".into()],
-            devices: vec![],
-        });
-        let out = Outcome {
-            verdict: Verdict::Passed,
-            duration: Duration::from_millis(1500),
-            digest: Some(0xab),
-            trace: None,
-        };
-        let r = record(&p.trials[0], out);
-        assert_eq!(r.duration_ms, 1500.0);
-        assert_eq!(r.digest.as_deref(), Some("00000000000000ab"));
-        assert_eq!(r.name, "cpu:0::c6_nested_begin_refused");
-    }
-
-    fn open_uncapturing(_: usize) -> Result<Box<dyn seam::Backend>, seam::ErrorKind> {
-        Ok(Box::new(seam::testing::NullBackend::new(
-            seam::CaptureSupport::Unsupported("this test device records nothing".into()),
-        )))
-    }
-    static UNCAPTURING: seam::Registration =
-        seam::Registration::new("nocap", None, || Ok(1), open_uncapturing);
-
-    /// On a device that cannot capture, a case's captured trial is ignored
-    /// with the device's reason and its eager trial runs (here on a backend
-    /// that computes nothing, so it fails: what matters is that it ran).
-    /// Mutation: `mode == Mode::Captured` → `!=` → red.
-    #[test]
-    fn only_captured_trials_need_capture() {
-        let found = seam_backends::Discovery {
-            devices: vec![seam_backends::DeviceSlot::new(&UNCAPTURING, 0)],
-            missing: vec![],
-        };
-        let p = plan_in(
-            &Filter {
-                cases: vec!["c11_known_values".into()],
-                ..Default::default()
-            },
-            found,
-        );
-        let by_mode = |m: Mode| {
-            let t = p.trials.iter().find(|t| t.mode == m).expect("a trial");
-            run(t).verdict
-        };
-        match by_mode(Mode::Captured) {
-            Verdict::Ignored(why) => assert!(why.contains("records nothing"), "{why}"),
-            v => panic!("captured: {v:?}"),
-        }
-        let eager = by_mode(Mode::Eager);
-        assert!(!matches!(eager, Verdict::Ignored(_)), "eager: {eager:?}");
-    }
-
-    /// A kernel trial on a device without the kernel's source is ignored,
-    /// naming it; a kernel whose source does not compile fails. The CPU
-    /// runs a kernel's Rust: the first has none (only WGSL), the second
-    /// has Rust and broken WGSL (checked on every device). Mutations: the
-    /// `KernelSourceMissing` guard in `run_with` → `true` / `false` → red.
-    #[test]
-    fn a_missing_kernel_source_ignores_and_a_broken_one_fails() {
-        use seam::kernel::{Field, KernelDef};
-        use seam::ops::{Access, Binding};
-        use seam::{DType, Params, Tolerance};
-        fn extents(p: &Params, out: &mut [u64]) {
-            out.fill(p.d0 as u64);
-        }
-        fn grid(p: &Params) -> [u32; 3] {
-            [p.d0.div_ceil(64).max(1), 1, 1]
-        }
-        static NO_CPU: KernelDef = KernelDef {
-            name: "seam_no_cpu",
-            bindings: &[Binding::fixed("y", Access::Write, DType::F32)],
-            reads: &[Field::D0],
-            extents,
-            workgroup_size: [64, 1, 1],
-            grid,
-            check: None,
-            allows_aliasing: false,
-            tolerance: Tolerance::BitExact,
-            wgsl: Some(
-                "@group(0) @binding(0) var<storage, read_write> y: array<f32>;\n\
-                 @compute @workgroup_size(64)\n\
-                 fn seam_no_cpu(@builtin(global_invocation_id) g: vec3<u32>) {\n\
-                     if (g.x < p.d0) { y[p.o0 + g.x] = 1.0; }\n\
-                 }\n",
-            ),
-            cuda: None,
-            cpu: None,
-            samples: &[Params::dims(4, 0, 0)],
-        };
-        fn noop(_: &Params, _: &mut [Vec<u8>]) {}
-        static BROKEN_WGSL: KernelDef = KernelDef {
-            name: "seam_broken_wgsl",
-            wgsl: Some("this is not WGSL"),
-            cpu: Some(noop),
-            ..NO_CPU
-        };
-        let p = plan(&Filter {
-            backends: vec!["cpu".into()],
-            cases: vec!["c1_replay_reexecutes".into()],
-            ..Default::default()
-        });
-        let base = p.trials.first().expect("a cpu trial").clone();
-        let case = crate::cases::KERNEL_CASES.first().expect("a kernel case");
-        let with = |def: &'static KernelDef| Trial {
-            name: format!("cpu:0::{}::{}", case.name, def.name),
-            case,
-            kernel: Some(def),
-            ..base.clone()
-        };
-        match run(&with(&NO_CPU)).verdict {
-            Verdict::Ignored(why) => assert!(why.contains("seam_no_cpu"), "{why}"),
-            v => panic!("no source: {v:?}"),
-        }
-        match run(&with(&BROKEN_WGSL)).verdict {
-            Verdict::Failed(why) => assert!(why.contains("seam_broken_wgsl"), "{why}"),
-            v => panic!("broken source: {v:?}"),
-        }
-    }
-}
+mod tests;

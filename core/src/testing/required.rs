@@ -1,0 +1,44 @@
+//! Devices a run requires: `SEAM_REQUIRE_DEVICES=vulkan:0,wgpu:0`. A
+//! required device that is missing, or fails to open, fails its trials
+//! instead of leaving them ignored. For a machine known to have the device
+//! (CI with lavapipe, a GPU runner) a lost device is then a red run, not a
+//! quiet one; mutation testing needs it too, since a mutant that hides the
+//! device from discovery would otherwise pass as "no device here".
+
+/// The variable naming the required devices, comma-separated.
+pub const REQUIRE_ENV: &str = "SEAM_REQUIRE_DEVICES";
+
+/// The device ids `list` names (comma-separated, spaces around an id
+/// ignored, empty entries skipped).
+pub fn parse_required(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// The devices [`REQUIRE_ENV`] names in this process's environment.
+pub fn required_devices() -> Vec<String> {
+    parse_required(&std::env::var(REQUIRE_ENV).unwrap_or_default())
+}
+
+/// Whether [`REQUIRE_ENV`] names `device` (`backend:index`).
+pub fn is_required(device: &str) -> bool {
+    required_devices().iter().any(|d| d == device)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_required;
+
+    #[test]
+    fn required_list_is_split_on_commas_and_trimmed() {
+        assert_eq!(
+            parse_required(" vulkan:0, wgpu:0,,cpu:0 "),
+            ["vulkan:0", "wgpu:0", "cpu:0"]
+        );
+        assert!(parse_required("").is_empty());
+        assert!(parse_required(" , ").is_empty());
+    }
+}
