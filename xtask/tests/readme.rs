@@ -187,7 +187,8 @@ fn the_main_job_filters_reports_and_traces_every_replay_on_every_device() {
         let (submitted, slices) = (replays("i"), replays("X"));
         assert!(submitted > 0, "{device}: no replay in the trace");
         // A backend that does not time the device says so on every device
-        // track (the wgpu backend today); its replays are host events only.
+        // track (wgpu on an adapter without timestamps inside passes); its
+        // replays are host events only.
         let tracks: Vec<&str> = events
             .iter()
             .filter(|e| e["pid"] == pid && e["ph"] == "M" && e["name"] == "thread_name")
@@ -208,11 +209,12 @@ fn the_main_job_filters_reports_and_traces_every_replay_on_every_device() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `SEAM_NODE_TIMING=1 cargo xtask conformance --backend cpu,vulkan --case
-/// c1_dependent --trace t.json`: inside every replay slice of each device
-/// that times nodes, a `node` slice per launch, on the same track and
-/// within the replay's slice; the run prints the table of the nodes that
-/// took the most time. (Vulkan where lavapipe is installed, as in CI.)
+/// `SEAM_NODE_TIMING=1 cargo xtask conformance --backend cpu,vulkan,wgpu
+/// --case c1_dependent --trace t.json`: inside every replay slice of each
+/// device that times nodes, a `node` slice per launch, on the same track
+/// and within the replay's slice; the run prints the table of the nodes
+/// that took the most time. (Vulkan and wgpu where lavapipe is installed,
+/// as in CI.)
 #[test]
 fn node_timing_puts_a_slice_per_launch_inside_every_replay() {
     let dir = scratch("node-timing");
@@ -224,7 +226,7 @@ fn node_timing_puts_a_slice_per_launch_inside_every_replay() {
             "conformance",
             "--debug",
             "--backend",
-            "cpu,vulkan",
+            "cpu,vulkan,wgpu",
             "--case",
             "c1_dependent",
             "--trace",
@@ -281,6 +283,62 @@ fn node_timing_puts_a_slice_per_launch_inside_every_replay() {
         assert!(
             nodes.iter().any(|(p, t, ..)| p == pid && t == tid),
             "a device track with replays and no node slices"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `SEAM_REQUIRE_DEVICES=hip:0 cargo xtask conformance --backend hip
+/// --case c1_replay_reexecutes`: no HIP device here (CI has none), so the
+/// trial that would be ignored fails, the run fails, and the verdict names
+/// the variable and the device.
+#[test]
+fn a_required_device_that_is_missing_fails_the_run() {
+    let dir = scratch("require");
+    let json = dir.join("r.json");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .current_dir(root())
+        .args([
+            "xtask",
+            "conformance",
+            "--debug",
+            "--backend",
+            "hip",
+            "--case",
+            "c1_replay_reexecutes",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .env("SEAM_REQUIRE_DEVICES", "hip:0")
+        .output()
+        .expect("cargo runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !out.status.success(),
+        "a missing required device passed:\n{stdout}"
+    );
+    let report = read_json(&json);
+    let failed: Vec<String> = report["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| {
+            t["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("hip:0::c1_replay_reexecutes")
+        })
+        .map(|t| format!("{} {}", t["verdict"], t["detail"]))
+        .collect();
+    assert!(
+        !failed.is_empty(),
+        "no hip:0 trial in the report:\n{stdout}"
+    );
+    for v in &failed {
+        assert!(
+            v.starts_with("\"failed\"") && v.contains("SEAM_REQUIRE_DEVICES requires hip:0"),
+            "{v}"
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -345,6 +403,9 @@ fn an_outside_crate_certifies_its_backend_and_writes_the_reports() {
         &[
             ("SEAM_CONFORMANCE_REPORT", dir.to_str().unwrap()),
             ("CARGO_TARGET_DIR", target.to_str().unwrap()),
+            // Its own discovery finds its own devices only: what this run
+            // requires (CI: cpu:0 and lavapipe's) is not its to find.
+            ("SEAM_REQUIRE_DEVICES", ""),
         ],
     );
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -4,15 +4,16 @@
 use crate::dispatch;
 use crate::gpu::Gpu;
 use crate::kernels::Kernels;
-use crate::replay::{encode, replay_pieces, Dispatch, Graph};
+use crate::replay::{encode, replay_pieces, Dispatch, Graph, Stamps};
 use seam::table::{Buffers, Graphs};
 use seam::{
-    Backend, CaptureSupport, DType, DeviceInfo, ErrorKind, Launch, OpKind, RawBuffer, RawGraph,
-    ReplayTarget, ResourceCounts,
+    Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, Launch, NodeTiming, OpKind,
+    RawBuffer, RawGraph, ReplayTarget, ResourceCounts,
 };
 use std::collections::HashMap;
 
 mod host;
+pub(crate) mod timing;
 
 /// Eager launches batched before the batch is submitted on its own.
 pub(crate) const EAGER_BATCH: usize = 256;
@@ -43,9 +44,13 @@ pub struct WgpuBackend {
     pending: Vec<Dispatch>,
     /// Dispatches recorded since begin_capture.
     recording: Option<Vec<Dispatch>>,
+    /// The capture under way is node-timed (node timing was on at its start).
+    recording_nodes: bool,
     /// The current graph's dispatches and each handle's.
     graphs: Graphs<Graph>,
     staging: Option<wgpu::Buffer>,
+    /// Device and node timing (`timing.rs`).
+    timing: timing::Timing,
     /// Last: drops after every wgpu object of the device (`gpu.rs`).
     _teardown: crate::gpu::Teardown,
 }
@@ -53,8 +58,16 @@ pub struct WgpuBackend {
 impl WgpuBackend {
     /// Open `wgpu:<index>` on `adapter`.
     pub fn open(index: usize, adapter: &wgpu::Adapter) -> Result<WgpuBackend, ErrorKind> {
+        WgpuBackend::open_with(index, adapter, Gpu::request(adapter)?)
+    }
+
+    /// Open `wgpu:<index>` on `adapter`, whose device is `gpu`.
+    pub(crate) fn open_with(
+        index: usize,
+        adapter: &wgpu::Adapter,
+        gpu: Gpu,
+    ) -> Result<WgpuBackend, ErrorKind> {
         let a = adapter.get_info();
-        let gpu = Gpu::request(adapter)?;
         let driver = match (a.driver.is_empty(), a.driver_info.is_empty()) {
             (false, false) => format!("{} {}", a.driver, a.driver_info),
             (false, true) => a.driver.clone(),
@@ -76,8 +89,10 @@ impl WgpuBackend {
             bind_groups: HashMap::new(),
             pending: Vec::new(),
             recording: None,
+            recording_nodes: false,
             graphs: Graphs::new(),
             staging: None,
+            timing: timing::Timing::default(),
             _teardown: teardown,
         })
     }
@@ -85,6 +100,14 @@ impl WgpuBackend {
     #[cfg(test)]
     pub(crate) fn bind_group_count(&self) -> usize {
         self.bind_groups.len()
+    }
+
+    /// Validate from now on, as `SEAM_WGPU_VALIDATION=1` would have: calls
+    /// fail on a message, and so does the teardown.
+    #[cfg(test)]
+    pub(crate) fn validate_from_now(&mut self) {
+        self.gpu.validating = true;
+        self._teardown = self.gpu.teardown(&self.info.name);
     }
 
     fn buf(&self, buffer: RawBuffer) -> Result<&Buf, ErrorKind> {
@@ -159,31 +182,64 @@ impl WgpuBackend {
     }
 
     /// Encode the pending eager batch, then `then` (a graph's dispatches),
-    /// into one command buffer and submit it. Nothing to do: no submission.
+    /// into one command buffer and submit it, with the stamps timing asks
+    /// for. Nothing to do: no submission. The stamps of a submission that
+    /// fails are lost (`timing.rs`).
     fn submit(&mut self, then: Option<ReplayTarget>) -> Result<(), ErrorKind> {
+        let out = self.encode_and_submit(then);
+        match out {
+            Ok(()) => self.timing.sent(),
+            Err(_) => self.timing.lost(),
+        }
+        out
+    }
+
+    fn encode_and_submit(&mut self, then: Option<ReplayTarget>) -> Result<(), ErrorKind> {
         let graph = match then {
             None => None,
             Some(target) => Some(self.graphs.target(target)?),
         };
         let steps = graph.map_or(&[][..], |g| &g.steps[..]);
-        if self.pending.is_empty() && steps.is_empty() {
+        if self.pending.is_empty() && self.timing.in_batch.is_empty() && steps.is_empty() {
             return Ok(());
         }
+        // A traced replay of a node-timed graph: a stamp before its first
+        // launch and one after each.
+        let nodes = match (graph, self.timing.bracket) {
+            (Some(g), Some(tag)) if g.node_timed && self.timing.on && !steps.is_empty() => {
+                Some((tag, self.timing.stamps(&self.gpu, steps.len() as u32 + 1)?))
+            }
+            _ => None,
+        };
+        let piece_stamps = |start: usize| nodes.map(|(_, q)| (q + start as u32, start == 0));
         // The batch leaves `pending` even if encoding fails: its error is
         // reported once. Its allocation is kept for the next batch.
         let mut batch = std::mem::take(&mut self.pending);
-        let mut pieces = replay_pieces(steps.len()).map(|r| &steps[r]);
-        let first = pieces.next().unwrap_or(&[]);
-        let commands = encode(&self.gpu, &batch, first);
+        let mut pieces = replay_pieces(steps.len()).map(|r| (r.start, &steps[r]));
+        let (start, first) = pieces.next().unwrap_or((0, &[]));
+        let stamps = Stamps {
+            sets: &self.timing.sets,
+            batch: &self.timing.in_batch,
+            nodes: piece_stamps(start),
+        };
+        let commands = encode(&self.gpu, &batch, first, &stamps);
         batch.clear();
         self.pending = batch;
         let commands = commands?;
         self.gpu
             .checked("wgpu::Queue::submit", || self.gpu.queue.submit([commands]))?;
-        for piece in pieces {
-            let commands = encode(&self.gpu, &[], piece)?;
+        for (start, piece) in pieces {
+            let stamps = Stamps {
+                sets: &self.timing.sets,
+                batch: &[],
+                nodes: piece_stamps(start),
+            };
+            let commands = encode(&self.gpu, &[], piece, &stamps)?;
             self.gpu
                 .checked("wgpu::Queue::submit", || self.gpu.queue.submit([commands]))?;
+        }
+        if let Some((tag, first)) = nodes {
+            self.timing.replayed(tag, first, steps.len() as u32);
         }
         Ok(())
     }
@@ -327,19 +383,23 @@ impl Backend for WgpuBackend {
 
     fn begin_capture(&mut self) -> Result<(), ErrorKind> {
         self.recording = Some(Vec::new());
+        self.recording_nodes = self.timing.nodes_on;
         Ok(())
     }
 
     fn end_capture_into_current(&mut self) -> Result<(), ErrorKind> {
         let dispatches = self.recording.take().ok_or(ErrorKind::NotCapturing)?;
         // The old exec's handles drop here; replays of it in flight keep what they use (C8).
-        self.graphs.set_current(Graph::new(dispatches));
+        self.graphs
+            .set_current(Graph::new(dispatches, self.recording_nodes));
         Ok(())
     }
 
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
         let dispatches = self.recording.take().ok_or(ErrorKind::NotCapturing)?;
-        Ok(self.graphs.insert(Graph::new(dispatches)))
+        Ok(self
+            .graphs
+            .insert(Graph::new(dispatches, self.recording_nodes)))
     }
 
     unsafe fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
@@ -363,5 +423,50 @@ impl Backend for WgpuBackend {
             graphs: self.graphs.len(),
             bytes: self.buffers.bytes(),
         }
+    }
+
+    /// Timestamps inside compute passes (`timing.rs`).
+    fn device_timing(&self) -> Result<(), String> {
+        self.timing_support()
+    }
+
+    fn set_device_timing(&mut self, on: bool) -> Result<(), ErrorKind> {
+        if on {
+            self.timing_support()
+                .map_err(|reason| ErrorKind::Unavailable { reason })?;
+        }
+        self.timing.on = on;
+        Ok(())
+    }
+
+    fn begin_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
+        self.timing.bracket = Some(tag);
+        self.mark(tag, true)
+    }
+
+    fn end_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
+        self.timing.bracket = None;
+        self.mark(tag, false)
+    }
+
+    fn take_device_spans(&mut self) -> Result<Vec<DeviceSpan>, ErrorKind> {
+        self.take_spans()
+    }
+
+    /// A stamp before a node-timed graph's first dispatch and after each.
+    fn node_timing(&self) -> NodeTiming {
+        match self.timing_support() {
+            Ok(()) => NodeTiming::Native,
+            Err(why) => NodeTiming::Unavailable(why),
+        }
+    }
+
+    fn set_node_timing(&mut self, on: bool) -> Result<(), ErrorKind> {
+        if on {
+            self.timing_support()
+                .map_err(|reason| ErrorKind::Unavailable { reason })?;
+        }
+        self.timing.nodes_on = on;
+        Ok(())
     }
 }

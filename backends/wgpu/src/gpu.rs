@@ -11,6 +11,11 @@ use std::time::Duration;
 /// How long any wait for the device may take before it is an error.
 pub const WAIT_LIMIT: Duration = Duration::from_secs(20);
 
+/// What device and node timing need: timestamp queries, written inside
+/// compute passes (where every dispatch of an eager batch or a replay is).
+pub const TIMESTAMPS: wgpu::Features =
+    wgpu::Features::TIMESTAMP_QUERY.union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES);
+
 /// Errors no scope caught (wgpu would otherwise panic in its default handler).
 type Uncaptured = Arc<Mutex<Vec<String>>>;
 
@@ -62,14 +67,23 @@ impl Drop for Teardown {
 }
 
 impl Gpu {
-    /// Request a device with immediates (push constants) and the adapter's own limits.
+    /// Request a device with immediates (push constants), the adapter's
+    /// own limits, and [`TIMESTAMPS`] where the adapter has both.
     pub fn request(adapter: &wgpu::Adapter) -> Result<Gpu, ErrorKind> {
-        let limits = adapter.limits();
+        Gpu::request_with(adapter, adapter.limits())
+    }
+
+    /// [`Gpu::request`] with `limits` (at most the adapter's): tests hold
+    /// the backend to limits lower than the adapter's.
+    pub fn request_with(adapter: &wgpu::Adapter, limits: wgpu::Limits) -> Result<Gpu, ErrorKind> {
+        let mut features = wgpu::Features::IMMEDIATES;
+        if adapter.features().contains(TIMESTAMPS) {
+            features |= TIMESTAMPS;
+        }
         let desc = wgpu::DeviceDescriptor {
             label: Some("seam"),
-            required_features: wgpu::Features::IMMEDIATES,
+            required_features: features,
             required_limits: limits.clone(),
-            memory_hints: wgpu::MemoryHints::Performance,
             ..Default::default()
         };
         let (device, queue) = pollster::block_on(adapter.request_device(&desc))

@@ -152,14 +152,6 @@ fn compile_error(op: OpKind, e: ErrorKind) -> ErrorKind {
     }
 }
 
-/// The entry point an (op, dtype) launch runs: a user kernel's is its name.
-fn entry_point(op: OpKind, dtype: DType) -> String {
-    match op {
-        OpKind::User(k) => k.name().to_string(),
-        _ => seam_kernels::entry_point(op, dtype),
-    }
-}
-
 impl Kernels {
     #[cfg(test)]
     pub fn pipeline_count(&self) -> usize {
@@ -184,7 +176,7 @@ impl Kernels {
         if let Some(p) = self.by_dtype.get(&(op, dtype)) {
             return Ok(p.clone());
         }
-        let entry = entry_point(op, dtype);
+        let entry = seam_kernels::entry_point(op, dtype);
         if let Some(p) = self.pipelines.get(&(op, entry.clone())) {
             let p = p.clone();
             self.by_dtype.insert((op, dtype), p.clone());
@@ -228,5 +220,44 @@ pub(crate) mod tests {
                 .expect("an output");
             assert!(!b[out], "{op}: output bound read-only");
         }
+    }
+
+    /// Only group 0's storage bindings count, and they must be numbered
+    /// 0..n with n the signature's length: a gap or a wrong count is
+    /// refused. Mutations: the group guard → `true`, `||` → `&&` → red.
+    pub fn reflection_takes_group_0_numbered_from_0() {
+        let decl = |group: u32, binding: u32, access: &str| {
+            format!("@group({group}) @binding({binding}) var<storage, {access}> b{group}_{binding}: array<u32>;\n")
+        };
+        let body = "@compute @workgroup_size(1)\nfn main() {}\n";
+        let add = OpKind::Add; // a, b → out
+        let src = [
+            decl(0, 0, "read"),
+            decl(0, 1, "read"),
+            decl(0, 2, "read_write"),
+            decl(1, 0, "read"),
+        ]
+        .concat()
+            + body;
+        assert_eq!(
+            storage_bindings(add, &src).expect("group 1 is not the op's"),
+            [true, true, false]
+        );
+        let gap = [
+            decl(0, 0, "read"),
+            decl(0, 2, "read"),
+            decl(0, 3, "read_write"),
+        ]
+        .concat()
+            + body;
+        assert!(
+            storage_bindings(add, &gap).is_err(),
+            "bindings 0, 2, 3 taken"
+        );
+        let short = [decl(0, 0, "read"), decl(0, 1, "read_write")].concat() + body;
+        assert!(
+            storage_bindings(add, &short).is_err(),
+            "two bindings taken for three"
+        );
     }
 }

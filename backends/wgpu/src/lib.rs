@@ -51,6 +51,10 @@
 //!   `ErrorKind::Driver` naming the call; an uncaptured-error handler
 //!   collects anything else (never the default handler, which panics).
 //!   Waits are bounded (20 s), then an error naming `wgpu::Device::poll`.
+//! - **Timing.** Where the adapter has timestamp queries inside passes,
+//!   the device times itself: markers around each traced replay and eager
+//!   launch, and a stamp after each launch of a node-timed graph's traced
+//!   replay, all written inside the compute passes (`backend/timing.rs`).
 //! - **Validation.** `SEAM_WGPU_VALIDATION=1` turns on the backend's
 //!   validation layer and collects what wgpu-hal only logs: a message fails
 //!   the call that raised it and the device's teardown (`validation.rs`,
@@ -120,22 +124,31 @@ fn enumerate(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {
 
 /// Why `adapter` cannot run seam's kernels, if it cannot.
 fn unusable(adapter: &wgpu::Adapter) -> Option<String> {
-    if !adapter.features().contains(wgpu::Features::IMMEDIATES) {
+    unusable_with(
+        adapter.features(),
+        adapter.limits().max_immediate_size,
+        adapter.get_downlevel_capabilities().flags,
+    )
+}
+
+/// Why an adapter with `features`, `max_immediate_size` and downlevel
+/// `flags` cannot run seam's kernels, if it cannot.
+fn unusable_with(
+    features: wgpu::Features,
+    max_immediate_size: u32,
+    flags: wgpu::DownlevelFlags,
+) -> Option<String> {
+    if !features.contains(wgpu::Features::IMMEDIATES) {
         return Some(
             "lacks wgpu::Features::IMMEDIATES (push constants for the Params block)".into(),
         );
     }
-    let max = adapter.limits().max_immediate_size;
-    if max < IMMEDIATE_BYTES {
+    if max_immediate_size < IMMEDIATE_BYTES {
         return Some(format!(
-            "max_immediate_size is {max} bytes, the immediate block (Params and view offsets) needs {IMMEDIATE_BYTES}"
+            "max_immediate_size is {max_immediate_size} bytes, the immediate block (Params and view offsets) needs {IMMEDIATE_BYTES}"
         ));
     }
-    let downlevel = adapter.get_downlevel_capabilities();
-    if !downlevel
-        .flags
-        .contains(wgpu::DownlevelFlags::COMPUTE_SHADERS)
-    {
+    if !flags.contains(wgpu::DownlevelFlags::COMPUTE_SHADERS) {
         return Some("no compute shaders".into());
     }
     None
@@ -195,10 +208,4 @@ pub fn open(index: usize) -> Result<Box<dyn Backend>, ErrorKind> {
 /// The wgpu backend's description of itself (`seam::registration`).
 pub const REGISTRATION: seam::Registration =
     seam::Registration::new("wgpu", Some("wgpu"), device_count, open)
-        .with_capture(&[seam::CaptureKind::Emulated])
-        .with_timing(seam::DeclaredTiming::Untimed(
-            "wgpu's timestamp queries are not wired in: replays are timed on the host only",
-        ))
-        .with_node_timing(seam::DeclaredNodeTiming::Unavailable(
-            "wgpu's timestamp queries are not wired in: no device span inside a replay either",
-        ));
+        .with_capture(&[seam::CaptureKind::Emulated]);

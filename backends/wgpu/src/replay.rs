@@ -37,6 +37,32 @@ pub(crate) fn replay_pieces(len: usize) -> impl Iterator<Item = std::ops::Range<
         Some(piece)
     })
 }
+/// Timestamp queries per query set (wgpu's largest set); stamp `q` of a
+/// timing cycle is query `q % QUERIES_PER_SET` of set `q / QUERIES_PER_SET`.
+pub(crate) const QUERIES_PER_SET: u32 = wgpu::QUERY_SET_MAX_QUERIES;
+
+/// The timestamps one command buffer writes inside its pass
+/// (`backend/timing.rs` says what they measure); none where timing is
+/// off.
+pub(crate) struct Stamps<'a> {
+    /// The device's query sets.
+    pub(crate) sets: &'a [wgpu::QuerySet],
+    /// Markers in the eager batch: (how many of its dispatches come
+    /// before the marker, stamp), in batch order.
+    pub(crate) batch: &'a [(usize, u32)],
+    /// Node stamps of the steps: `Some((q, lead))` writes stamp `q + 1 + i`
+    /// after step `i` of the piece and, where `lead` (the graph's first
+    /// piece), stamp `q` before its first step.
+    pub(crate) nodes: Option<(u32, bool)>,
+}
+
+impl Stamps<'_> {
+    fn write(&self, pass: &mut wgpu::ComputePass<'_>, stamp: u32) {
+        let set = &self.sets[(stamp / QUERIES_PER_SET) as usize];
+        pass.write_timestamp(set, stamp % QUERIES_PER_SET);
+    }
+}
+
 /// The immediate block a kernel receives (`Launch::immediates`).
 pub(crate) type Immediates = [u8; seam::ops::IMMEDIATE_BYTES];
 
@@ -99,10 +125,12 @@ impl Sets {
 /// into one pass; nothing is resolved, created or compared at replay time.
 pub(crate) struct Graph {
     pub(crate) steps: Vec<Step>,
+    /// Captured with node timing on: a traced replay stamps every step.
+    pub(crate) node_timed: bool,
 }
 
 impl Graph {
-    pub(crate) fn new(dispatches: Vec<Dispatch>) -> Graph {
+    pub(crate) fn new(dispatches: Vec<Dispatch>, node_timed: bool) -> Graph {
         let mut steps: Vec<Step> = Vec::with_capacity(dispatches.len());
         for dispatch in dispatches {
             let sets = Sets::after(
@@ -118,12 +146,57 @@ impl Graph {
             );
             steps.push(Step { dispatch, sets });
         }
-        Graph { steps }
+        Graph { steps, node_timed }
+    }
+}
+
+/// One thing a pass holds: a stamp, dispatch `k` of the eager batch, or
+/// step `i` of the graph's piece.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Slot {
+    Stamp(u32),
+    Batch(usize),
+    Step(usize),
+}
+
+/// The order of a pass of `batch` eager dispatches and `steps` steps of a
+/// piece, with `marks` ([`Stamps::batch`]) and `nodes` ([`Stamps::nodes`]):
+/// each marker before the batch dispatch it was placed ahead of (after the
+/// batch where it was placed last), then the lead node stamp, then each
+/// step followed by its node stamp.
+pub(crate) fn order(
+    marks: &[(usize, u32)],
+    nodes: Option<(u32, bool)>,
+    batch: usize,
+    steps: usize,
+    mut each: impl FnMut(Slot),
+) {
+    let mut marks = marks.iter().peekable();
+    for k in 0..batch {
+        while let Some(&(_, stamp)) = marks.next_if(|&&(at, _)| at <= k) {
+            each(Slot::Stamp(stamp));
+        }
+        each(Slot::Batch(k));
+    }
+    for &(_, stamp) in marks {
+        each(Slot::Stamp(stamp));
+    }
+    if let Some((stamp, true)) = nodes {
+        if steps > 0 {
+            each(Slot::Stamp(stamp));
+        }
+    }
+    for i in 0..steps {
+        each(Slot::Step(i));
+        if let Some((stamp, _)) = nodes {
+            each(Slot::Stamp(stamp + 1 + i as u32));
+        }
     }
 }
 
 /// Encode the eager `batch`, then `steps` (a graph's, or a piece of them),
-/// in order, into one compute pass of one command buffer. wgpu puts a
+/// in order, into one compute pass of one command buffer, with the
+/// timestamps `stamps` places between them. wgpu puts a
 /// barrier between dependent dispatches. An eager dispatch sets all of its
 /// state; a step sets what its `Sets` say, except the first, which sets all
 /// (a new pass starts with nothing bound, and what the batch left bound
@@ -134,6 +207,7 @@ pub(crate) fn encode(
     gpu: &Gpu,
     batch: &[Dispatch],
     steps: &[Step],
+    stamps: &Stamps<'_>,
 ) -> Result<wgpu::CommandBuffer, ErrorKind> {
     let mut encoder = gpu
         .device
@@ -145,33 +219,86 @@ pub(crate) fn encode(
             label: None,
             timestamp_writes: None,
         });
-        for d in batch {
-            pass.set_pipeline(&d.pipeline);
-            pass.set_bind_group(0, &d.bind_group, &[]);
-            pass.set_immediates(0, &d.immediates);
-            pass.dispatch_workgroups(d.groups.0, d.groups.1, d.groups.2);
-        }
-        for (i, s) in steps.iter().enumerate() {
-            let d = &s.dispatch;
-            let sets = if i == 0 { Sets::ALL } else { s.sets };
-            if sets.pipeline {
-                pass.set_pipeline(&d.pipeline);
-            }
-            if sets.bind_group {
-                pass.set_bind_group(0, &d.bind_group, &[]);
-            }
-            if sets.immediates {
-                pass.set_immediates(0, &d.immediates);
-            }
-            pass.dispatch_workgroups(d.groups.0, d.groups.1, d.groups.2);
-        }
+        let (batch_len, steps_len) = (batch.len(), steps.len());
+        order(
+            stamps.batch,
+            stamps.nodes,
+            batch_len,
+            steps_len,
+            |slot| match slot {
+                Slot::Stamp(stamp) => stamps.write(&mut pass, stamp),
+                Slot::Batch(k) => {
+                    let d = &batch[k];
+                    pass.set_pipeline(&d.pipeline);
+                    pass.set_bind_group(0, &d.bind_group, &[]);
+                    pass.set_immediates(0, &d.immediates);
+                    pass.dispatch_workgroups(d.groups.0, d.groups.1, d.groups.2);
+                }
+                Slot::Step(i) => {
+                    let s = &steps[i];
+                    let d = &s.dispatch;
+                    let sets = if i == 0 { Sets::ALL } else { s.sets };
+                    if sets.pipeline {
+                        pass.set_pipeline(&d.pipeline);
+                    }
+                    if sets.bind_group {
+                        pass.set_bind_group(0, &d.bind_group, &[]);
+                    }
+                    if sets.immediates {
+                        pass.set_immediates(0, &d.immediates);
+                    }
+                    pass.dispatch_workgroups(d.groups.0, d.groups.1, d.groups.2);
+                }
+            },
+        );
     }
     gpu.checked("wgpu::CommandEncoder::finish", || encoder.finish())
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::{replay_pieces, Sets, REPLAY_CHUNK, REPLAY_FIRST};
+    use super::{order, replay_pieces, Sets, Slot, REPLAY_CHUNK, REPLAY_FIRST};
+
+    /// Stamps sit where they were placed: a marker placed when the batch
+    /// held `k` dispatches comes before dispatch `k` and after the ones
+    /// before it (several at one place keep their order; one placed at the
+    /// batch's end comes after all of it, before the graph); a node-timed
+    /// piece has its lead stamp (the first piece only) before its first
+    /// step and stamp `q + 1 + i` after step `i`; without timing the pass
+    /// holds only dispatches. Mutations: a marker after its dispatch
+    /// (`at <= k` → `at < k`), the lead stamp in every piece or in none,
+    /// a node stamp off by one, stamps for an empty piece → red.
+    pub fn pass_order_puts_stamps_where_they_were_placed() {
+        use Slot::{Batch as B, Stamp as T, Step as S};
+        let run = |marks: &[(usize, u32)], nodes, batch, steps| {
+            let mut out = Vec::new();
+            order(marks, nodes, batch, steps, |s| out.push(s));
+            out
+        };
+        assert_eq!(run(&[], None, 2, 2), [B(0), B(1), S(0), S(1)]);
+        // An eager launch bracketed between two others; a replay's begin
+        // marker at the batch's end.
+        assert_eq!(
+            run(&[(1, 0), (2, 1), (3, 2)], None, 3, 1),
+            [B(0), T(0), B(1), T(1), B(2), T(2), S(0)]
+        );
+        // The end marker of the replay before, then two markers at once.
+        assert_eq!(
+            run(&[(0, 4), (1, 5), (1, 6)], None, 2, 0),
+            [T(4), B(0), T(5), T(6), B(1)]
+        );
+        // A node-timed replay's first piece, after its begin marker.
+        assert_eq!(
+            run(&[(0, 7)], Some((8, true)), 0, 3),
+            [T(7), T(8), S(0), T(9), S(1), T(10), S(2), T(11)]
+        );
+        // A later piece: stamps go on from where its first step's start is.
+        assert_eq!(
+            run(&[], Some((24, false)), 0, 2),
+            [S(0), T(25), S(1), T(26)]
+        );
+        assert_eq!(run(&[], Some((3, true)), 1, 0), [B(0)]);
+    }
 
     /// A replay's pieces cover every step once, in order: 16, 32, 64, 128,
     /// then 256 at most. Mutations: the size not doubled (`size * 2` →

@@ -153,6 +153,20 @@ pub fn install() -> Result<(), String> {
         .clone()
 }
 
+/// The instance flags of a validated instance: `VALIDATION` forced on.
+/// `DEBUG` (on in debug builds) makes naga write WGSL debug info into the
+/// SPIR-V: `OpSource` language 10 (WGSL), which the spirv-val inside
+/// Debian's layer (1.3.239) refuses ("Invalid source language operand: 10",
+/// UNASSIGNED-CoreValidation-Shader-InconsistentSpirv) on every pipeline;
+/// so it is off unless `WGPU_DEBUG` asks for it (`debug_asked`).
+fn validated_flags(flags: wgpu::InstanceFlags, debug_asked: bool) -> wgpu::InstanceFlags {
+    let mut flags = flags | wgpu::InstanceFlags::VALIDATION;
+    if !debug_asked {
+        flags.remove(wgpu::InstanceFlags::DEBUG);
+    }
+    flags
+}
+
 /// Create the instance with validation collected: the collector is
 /// installed first (wgpu-hal picks the messenger's severities from
 /// `log::max_level()` when the instance is created), `VALIDATION` is forced
@@ -160,15 +174,7 @@ pub fn install() -> Result<(), String> {
 /// loader raised while creating the instance are an error too.
 pub fn instance(mut desc: wgpu::InstanceDescriptor) -> Result<wgpu::Instance, String> {
     install()?;
-    desc.flags |= wgpu::InstanceFlags::VALIDATION;
-    // `DEBUG` (on in debug builds) makes naga write WGSL debug info into the
-    // SPIR-V: `OpSource` language 10 (WGSL), which the spirv-val inside
-    // Debian's layer (1.3.239) refuses ("Invalid source language operand:
-    // 10", UNASSIGNED-CoreValidation-Shader-InconsistentSpirv) on every
-    // pipeline. Off unless `WGPU_DEBUG` asks for it.
-    if std::env::var_os("WGPU_DEBUG").is_none() {
-        desc.flags.remove(wgpu::InstanceFlags::DEBUG);
-    }
+    desc.flags = validated_flags(desc.flags, std::env::var_os("WGPU_DEBUG").is_some());
     // Debug while the instance is created, so the "layer missing" line is
     // seen; the messenger then also carries verbose and info messages,
     // which `log` drops below Warn.
@@ -216,6 +222,58 @@ pub(crate) mod tests {
 
     pub fn message_kinds_are_read_from_the_callback_format() {
         check(kinds())
+    }
+
+    /// A validated instance has `VALIDATION` whatever it was given, keeps
+    /// the other flags, and `DEBUG` only where asked. Mutations: `|` →
+    /// `&`, the `DEBUG` removal dropped or made unconditional → red.
+    pub fn validated_instances_validate_without_debug_info() {
+        use wgpu::InstanceFlags as F;
+        assert_eq!(validated_flags(F::empty(), false), F::VALIDATION);
+        assert_eq!(
+            validated_flags(F::DEBUG | F::GPU_BASED_VALIDATION, false),
+            F::VALIDATION | F::GPU_BASED_VALIDATION
+        );
+        assert_eq!(validated_flags(F::DEBUG, true), F::VALIDATION | F::DEBUG);
+    }
+
+    /// The line wgpu-hal logs at Debug when the layer is missing is seen;
+    /// another Debug line, or that text at Info, is not. Mutations: `&&`
+    /// → `||`, `==` → `!=` in `Collector::log` → red.
+    pub fn collector_sees_a_missing_layer() {
+        use std::sync::atomic::Ordering::SeqCst;
+        // The instance is made first: it is the one reader of the flag.
+        let _ = crate::instance();
+        install().expect("no other logger in this process");
+        let level = log::max_level();
+        log::set_max_level(log::LevelFilter::Trace);
+        let t = "wgpu_hal::vulkan::instance";
+        LAYER_MISSING_SEEN.store(false, SeqCst);
+        log::debug!(target: t, "Instance::new: layer VK_LAYER_x found");
+        log::info!(target: t, "{LAYER_MISSING} VK_LAYER_KHRONOS_validation");
+        let before = LAYER_MISSING_SEEN.load(SeqCst);
+        log::debug!(target: t, "{LAYER_MISSING} VK_LAYER_KHRONOS_validation");
+        let after = LAYER_MISSING_SEEN.swap(false, SeqCst);
+        log::set_max_level(level);
+        let _ = take();
+        assert!(!before, "seen in another line");
+        assert!(after, "not seen in wgpu-hal's line");
+    }
+
+    /// What wgpu-hal logs reaches the collector through `log`: its
+    /// messenger's validation messages are kept, another crate's are not.
+    /// Mutations: `Collector::log` → `()`, `enabled` → `false` → red.
+    pub fn collector_takes_what_wgpu_hal_logs() {
+        install().expect("no other logger in this process");
+        let _ = take();
+        log::error!(target: "wgpu_hal::vulkan::instance", "{VUID}");
+        log::error!(target: "wgpu_core::device", "{VUID}");
+        let got = take();
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].starts_with("Validation Error: [ VUID-vkCmdDispatch-None-02697 ]"),
+            "{got:?}"
+        );
     }
 
     fn check(r: Result<(), String>) {

@@ -1,12 +1,11 @@
 //! Host reads of device buffers: a word-aligned range copied into a
 //! `MAP_READ` staging buffer (reused between reads, in chunks of at most
-//! `STAGING_MAX`), mapped with a bounded wait and copied out.
+//! `STAGING_MAX`), mapped once the copy has finished (a bounded wait) and
+//! copied out.
 
 use super::{WgpuBackend, STAGING_MAX};
-use crate::gpu::WAIT_LIMIT;
 use seam::{ErrorKind, RawBuffer};
 use std::sync::mpsc;
-use std::time::Instant;
 
 impl WgpuBackend {
     /// Copy `len` bytes at `start` (both word-aligned) of `src` back to the host.
@@ -54,40 +53,32 @@ impl WgpuBackend {
         let index = self
             .gpu
             .checked("wgpu::Queue::submit", || self.gpu.queue.submit([commands]))?;
+        self.map_read(staging, chunk, index)
+    }
+
+    /// Map the first `len` bytes of the `MAP_READ` buffer `staging` once
+    /// submission `index` (which writes them) has finished (a bounded
+    /// wait), and copy them out; the buffer is unmapped again.
+    pub(super) fn map_read(
+        &self,
+        staging: &wgpu::Buffer,
+        len: u64,
+        index: wgpu::SubmissionIndex,
+    ) -> Result<Vec<u8>, ErrorKind> {
         let (tx, rx) = mpsc::channel();
-        let slice = staging.slice(0..chunk);
+        let slice = staging.slice(0..len);
         slice.map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
+        // Waiting for the submission polls the device, and that poll runs
+        // the map callbacks of what it finished: the result is here now.
         self.gpu.wait(Some(index))?;
-        let deadline = Instant::now() + WAIT_LIMIT;
-        let mapped = loop {
-            match rx.try_recv() {
-                Ok(r) => break r,
-                Err(mpsc::TryRecvError::Disconnected) => {
-                    return Err(ErrorKind::driver(
-                        "wgpu::BufferSlice::map_async",
-                        "the map callback was dropped without being called",
-                    ))
-                }
-                Err(mpsc::TryRecvError::Empty) if Instant::now() > deadline => {
-                    return Err(ErrorKind::driver(
-                        "wgpu::BufferSlice::map_async",
-                        format!(
-                            "the buffer was not mapped within {} s",
-                            WAIT_LIMIT.as_secs()
-                        ),
-                    ))
-                }
-                Err(mpsc::TryRecvError::Empty) => {
-                    self.gpu
-                        .device
-                        .poll(wgpu::PollType::Poll)
-                        .map_err(|e| ErrorKind::driver("wgpu::Device::poll", e))?;
-                    std::thread::yield_now();
-                }
-            }
-        };
+        let mapped = rx.try_recv().map_err(|e| {
+            ErrorKind::driver(
+                "wgpu::BufferSlice::map_async",
+                format!("no map result once its submission finished ({e})"),
+            )
+        })?;
         mapped.map_err(|e| ErrorKind::driver("wgpu::BufferSlice::map_async", e))?;
         let bytes = {
             let view = slice

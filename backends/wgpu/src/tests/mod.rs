@@ -13,10 +13,13 @@ use seam::{
     ops, Backend, DType, Device, ErrorKind, OpKind, Params, RawBuffer, RawView, ReplayTarget,
 };
 
-#[path = "../../device_trials.rs"]
+#[path = "../../../device_trials.rs"]
 mod device_trials;
-#[path = "../../view_trials.rs"]
+#[path = "../../../view_trials.rs"]
 mod view_trials;
+
+mod guards;
+mod timing;
 
 pub fn main() {
     use crate::{dispatch, kernels, replay, validation};
@@ -26,6 +29,10 @@ pub fn main() {
             (
                 "replay::replay_steps_set_only_what_changes",
                 replay::tests::replay_steps_set_only_what_changes,
+            ),
+            (
+                "replay::pass_order_puts_stamps_where_they_were_placed",
+                replay::tests::pass_order_puts_stamps_where_they_were_placed,
             ),
             (
                 "replay::replay_pieces_cover_the_graph_in_order_and_grow",
@@ -42,6 +49,38 @@ pub fn main() {
             (
                 "kernels::every_op_reflects_one_binding_per_signature_entry",
                 kernels::tests::every_op_reflects_one_binding_per_signature_entry,
+            ),
+            (
+                "timing::spans_pair_markers_and_tile_nodes",
+                crate::backend::timing::tests::spans_pair_markers_and_tile_nodes,
+            ),
+            (
+                "timing::timing_needs_timestamps_inside_passes",
+                crate::backend::timing::tests::timing_needs_timestamps_inside_passes,
+            ),
+            (
+                "timing::lost_submission_drops_what_used_its_stamps",
+                crate::backend::timing::tests::lost_submission_drops_what_used_its_stamps,
+            ),
+            (
+                "kernels::reflection_takes_group_0_numbered_from_0",
+                kernels::tests::reflection_takes_group_0_numbered_from_0,
+            ),
+            (
+                "adapters_without_immediates_or_compute_are_skipped",
+                guards::adapters_without_immediates_or_compute_are_skipped,
+            ),
+            (
+                "validation::validated_instances_validate_without_debug_info",
+                validation::tests::validated_instances_validate_without_debug_info,
+            ),
+            (
+                "validation::collector_sees_a_missing_layer",
+                validation::tests::collector_sees_a_missing_layer,
+            ),
+            (
+                "validation::collector_takes_what_wgpu_hal_logs",
+                validation::tests::collector_takes_what_wgpu_hal_logs,
             ),
             (
                 "validation::collector_keeps_validation_messages_on_their_thread",
@@ -81,6 +120,34 @@ pub fn main() {
             (
                 "destroy_while_replay_in_flight_completes",
                 destroy_while_replay_in_flight_completes,
+            ),
+            (
+                "limits_below_the_adapters_are_held",
+                guards::limits_below_the_adapters_are_held,
+            ),
+            (
+                "bind_groups_are_kept_per_buffer_set",
+                guards::bind_groups_are_kept_per_buffer_set,
+            ),
+            (
+                "user_kernel_wgpu_refuses_is_a_compile_error",
+                guards::user_kernel_wgpu_refuses_is_a_compile_error,
+            ),
+            (
+                "errors_outside_a_call_fail_the_next_one",
+                guards::errors_outside_a_call_fail_the_next_one,
+            ),
+            (
+                "validation_is_on_exactly_when_asked",
+                guards::validation_is_on_exactly_when_asked,
+            ),
+            (
+                "teardown_fails_on_a_message_a_call_returned",
+                guards::teardown_fails_on_a_message_a_call_returned,
+            ),
+            (
+                "node_spans_tile_long_replays_across_query_sets",
+                timing::node_spans_tile_long_replays_across_query_sets,
             ),
             ("catalogue_ops_on_odd_views_keep_neighbours", |b| {
                 view_trials::catalogue_ops_on_odd_views_keep_neighbours(&Device::new(Box::new(
