@@ -237,6 +237,39 @@ pub(crate) mod tests {
         assert_eq!(validated_flags(F::DEBUG, true), F::VALIDATION | F::DEBUG);
     }
 
+    /// Validation is off unless `SEAM_WGPU_VALIDATION=1` asks: checked
+    /// again in a child process of this test binary with the variable
+    /// unset, then set to `0`. Mutation: `requested` → `true` → red.
+    pub fn validation_is_off_unless_asked() {
+        const CHILD: &str = "SEAM_WGPU_TEST_VALIDATION_CHILD";
+        if std::env::var_os(CHILD).is_some() {
+            let value = std::env::var(ENV);
+            assert!(!requested(), "validation requested with {ENV} = {value:?}");
+            return;
+        }
+        for value in [None, Some("0")] {
+            let mut child = std::process::Command::new(std::env::current_exe().expect("this test"));
+            child
+                .args([
+                    "--exact",
+                    "wgpu:0::validation::validation_is_off_unless_asked",
+                ])
+                .env(CHILD, "1");
+            match value {
+                None => child.env_remove(ENV),
+                Some(v) => child.env(ENV, v),
+            };
+            let out = child.output().expect("the child runs");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && stdout.contains("1 passed"),
+                "{ENV} = {value:?}: {}\n{stdout}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+
     /// The line wgpu-hal logs at Debug when the layer is missing is seen;
     /// another Debug line, or that text at Info, is not. Mutations: `&&`
     /// → `||`, `==` → `!=` in `Collector::log` → red.

@@ -30,7 +30,23 @@ pub fn is_required(device: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_required;
+    use super::{is_required, parse_required, required_devices, REQUIRE_ENV};
+
+    /// The devices required are what the environment names, each one
+    /// required and nothing else (CI names cpu:0 and lavapipe's devices;
+    /// where it names none, none is required). Mutations:
+    /// `required_devices` → `vec![]` / another list, `is_required` →
+    /// `true` / `false` → red where the variable names a device.
+    #[test]
+    fn required_devices_are_the_environments() {
+        let named = parse_required(&std::env::var(REQUIRE_ENV).unwrap_or_default());
+        assert_eq!(required_devices(), named);
+        for d in &named {
+            assert!(is_required(d), "{d}");
+        }
+        assert!(!is_required("seam-no-such-backend:99"));
+        assert!(!is_required(""));
+    }
 
     #[test]
     fn required_list_is_split_on_commas_and_trimmed() {

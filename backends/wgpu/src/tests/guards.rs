@@ -200,7 +200,8 @@ pub fn teardown_fails_on_a_message_a_call_returned(b: Direct<WgpuBackend>) -> Co
 
 /// The device validates exactly where `SEAM_WGPU_VALIDATION=1` asks (the
 /// mutation judge and CI's validated pass run with it). Mutations:
-/// `requested` → `false`, `==` → `!=` in it → red where it is asked.
+/// `requested` → `false`, `==` → `!=` in it → red where it is asked
+/// (`true`: `validation::validation_is_off_unless_asked`).
 pub fn validation_is_on_exactly_when_asked(b: Direct<WgpuBackend>) -> Completion {
     let asked = std::env::var(crate::validation::ENV).as_deref() == Ok("1");
     assert_eq!(b.gpu.validating, asked);

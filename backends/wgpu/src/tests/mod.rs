@@ -75,6 +75,10 @@ pub fn main() {
                 validation::tests::validated_instances_validate_without_debug_info,
             ),
             (
+                "validation::validation_is_off_unless_asked",
+                validation::tests::validation_is_off_unless_asked,
+            ),
+            (
                 "validation::collector_sees_a_missing_layer",
                 validation::tests::collector_sees_a_missing_layer,
             ),
