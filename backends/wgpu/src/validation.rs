@@ -226,10 +226,11 @@ pub(crate) mod tests {
 
     /// A validated instance has `VALIDATION` whatever it was given, keeps
     /// the other flags, and `DEBUG` only where asked. Mutations: `|` →
-    /// `&`, the `DEBUG` removal dropped or made unconditional → red.
+    /// `&` / `^`, the `DEBUG` removal dropped or made unconditional → red.
     pub fn validated_instances_validate_without_debug_info() {
         use wgpu::InstanceFlags as F;
         assert_eq!(validated_flags(F::empty(), false), F::VALIDATION);
+        assert_eq!(validated_flags(F::VALIDATION, false), F::VALIDATION);
         assert_eq!(
             validated_flags(F::DEBUG | F::GPU_BASED_VALIDATION, false),
             F::VALIDATION | F::GPU_BASED_VALIDATION

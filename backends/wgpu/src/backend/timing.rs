@@ -149,16 +149,10 @@ impl WgpuBackend {
             return Ok(Vec::new());
         }
         let ticks = self.read_stamps(used)?;
-        let period = f64::from(self.gpu.queue.get_timestamp_period());
-        let ns = |stamp: u32| -> u64 {
-            let t = ticks[stamp as usize];
-            if period == 1.0 {
-                t
-            } else {
-                (t as f64 * period).round() as u64
-            }
-        };
-        Ok(spans(&marks, &replays, ns))
+        let period = self.gpu.queue.get_timestamp_period();
+        Ok(spans(&marks, &replays, |stamp| {
+            to_ns(ticks[stamp as usize], period)
+        }))
     }
 
     /// The ticks of stamps `0..used`, once every submission writing them
@@ -209,6 +203,17 @@ impl WgpuBackend {
     }
 }
 
+/// `ticks` of a clock that ticks every `period` nanoseconds, in
+/// nanoseconds. A period of exactly 1 (lavapipe's, NVIDIA's) keeps every
+/// tick exact; others go through `f64`, exact below 2^53 ticks.
+fn to_ns(ticks: u64, period: f32) -> u64 {
+    if period == 1.0 {
+        ticks
+    } else {
+        (ticks as f64 * f64::from(period)).round() as u64
+    }
+}
+
 /// Whether a device with `features` has what timing needs
 /// ([`TIMESTAMPS`]); `Err` names what it lacks.
 fn timestamps_in(features: wgpu::Features) -> Result<(), String> {
@@ -250,9 +255,75 @@ fn spans(marks: &[Mark], replays: &[Replay], ns: impl Fn(u32) -> u64) -> Vec<Dev
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::{spans, timestamps_in, Mark, Replay, Timing, TIMESTAMPS};
-    use seam::DeviceSpan;
+    use super::{spans, timestamps_in, to_ns, Mark, Replay, Timing, TIMESTAMPS};
+    use crate::backend::WgpuBackend;
+    use crate::replay::QUERIES_PER_SET;
+    use libtest_mimic::Completion;
+    use seam::testing::{Direct, RawCall};
+    use seam::{Backend, DType, DeviceSpan, OpKind, Params, RawView, ReplayTarget};
     use wgpu::Features as F;
+
+    /// Ticks become nanoseconds: exactly where a tick is a nanosecond
+    /// (past 2^53 too), scaled and rounded otherwise. Mutations: the exact
+    /// case taken for every period (`==` → `!=`), `*` → `+` / `/` → red.
+    pub fn ticks_become_nanoseconds() {
+        let big = (1u64 << 60) + 1;
+        assert_eq!(to_ns(big, 1.0), big);
+        assert_eq!(to_ns(1_000, 1.0), 1_000);
+        assert_eq!(to_ns(1_000, 41.666_668), 41_667);
+        assert_eq!(to_ns(3, 0.5), 2);
+        assert_eq!(to_ns(0, 41.666_668), 0);
+    }
+
+    /// A traced replay of a node-timed graph of 3 launches numbers 6
+    /// stamps: its begin marker, 4 node stamps, its end marker; taking the
+    /// spans gives its span and 3 node spans and starts the numbering
+    /// again. Query sets are made as stamps need them: one for exactly
+    /// 4,096, a second for one more. Mutations: the node stamps numbered
+    /// one short (`+ 1` → `- 1` / `* 1`), a set made early (`<` → `<=`),
+    /// the sets' capacity miscounted (`*` → `+` / `/`) → red.
+    pub fn stamps_are_numbered_once_each(mut b: Direct<WgpuBackend>) -> Completion {
+        let buf = b.alloc(64).expect("alloc");
+        let add = RawCall {
+            op: OpKind::Add,
+            dtype: DType::U32,
+            buffers: [buf, buf, buf].map(|r| RawView::whole(r, 16)).into(),
+            params: Params {
+                d0: 16,
+                ..Default::default()
+            },
+        };
+        b.set_device_timing(true).expect("timing");
+        b.set_node_timing(true).expect("node timing");
+        b.begin_capture().expect("capture");
+        for _ in 0..3 {
+            b.launch(&add).expect("launch");
+        }
+        let g = b.end_capture_graph().expect("end");
+        b.begin_timed(1).expect("begin");
+        b.replay(ReplayTarget::Graph(g)).expect("replay");
+        assert_eq!(b.timing.next, 5, "a begin marker and 4 node stamps");
+        b.end_timed(1).expect("end");
+        assert_eq!(b.timing.next, 6);
+        let spans = b.take_device_spans().expect("spans");
+        assert_eq!(spans.iter().filter(|s| s.nodes.is_none()).count(), 1);
+        assert_eq!(spans.iter().filter(|s| s.nodes.is_some()).count(), 3);
+        assert_eq!(b.timing.next, 0, "a new cycle");
+        let mut t = Timing::default();
+        assert_eq!(t.stamps(&b.gpu, QUERIES_PER_SET).expect("stamps"), 0);
+        assert_eq!(t.sets.len(), 1, "4,096 stamps fill one set");
+        assert_eq!(t.stamps(&b.gpu, 1).expect("stamps"), QUERIES_PER_SET);
+        assert_eq!(t.sets.len(), 2, "one more needs a second");
+        assert_eq!(
+            t.stamps(&b.gpu, 2 * QUERIES_PER_SET - 1).expect("stamps"),
+            QUERIES_PER_SET + 1
+        );
+        assert_eq!(t.sets.len(), 3);
+        b.set_device_timing(false).expect("timing off");
+        b.destroy_graph(g).expect("destroy");
+        b.free(buf).expect("free");
+        Completion::Completed
+    }
 
     /// Timing needs both timestamp features, and names the one missing.
     /// Mutations: `timestamps_in` → `Ok(())`, `-` → `&` (the features

@@ -55,6 +55,10 @@ pub fn main() {
                 crate::backend::timing::tests::spans_pair_markers_and_tile_nodes,
             ),
             (
+                "timing::ticks_become_nanoseconds",
+                crate::backend::timing::tests::ticks_become_nanoseconds,
+            ),
+            (
                 "timing::timing_needs_timestamps_inside_passes",
                 crate::backend::timing::tests::timing_needs_timestamps_inside_passes,
             ),
@@ -148,6 +152,10 @@ pub fn main() {
             (
                 "teardown_fails_on_a_message_a_call_returned",
                 guards::teardown_fails_on_a_message_a_call_returned,
+            ),
+            (
+                "timing::stamps_are_numbered_once_each",
+                crate::backend::timing::tests::stamps_are_numbered_once_each,
             ),
             (
                 "node_spans_tile_long_replays_across_query_sets",

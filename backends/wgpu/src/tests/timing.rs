@@ -10,8 +10,9 @@ use seam::{ops, Device};
 /// between replays, past the first query set (15 replays: over 4,096
 /// stamps): every replay has its own span and 300 node spans, launch `i`
 /// ending exactly where launch `i + 1` starts, all inside the replay's
-/// span; every eager launch has its span, between the replays around it;
-/// and the work is all done. Mutations: the query set of a stamp taken as
+/// span; every eager launch has its span, between the replays around it,
+/// each span lasting a while and starting after the one before; and the
+/// work is all done. Mutations: the query set of a stamp taken as
 /// the first one (`stamp / QUERIES_PER_SET` → 0), a piece's stamps
 /// numbered from the graph's start (`q + start` → `q`), the node record
 /// dropped → red.
@@ -51,10 +52,18 @@ pub fn node_spans_tile_long_replays_across_query_sets(b: Direct<WgpuBackend>) ->
         "replays and eager launches"
     );
     assert_eq!(log.node_spans.len(), REPLAYS * LAUNCHES);
-    let mut last_end = 0;
+    // Real device times: each span takes time (its work does), and each
+    // starts after the one before it ended, later than it started.
+    let mut last = None;
     for w in &log.device_spans {
-        assert!(w.start_ns >= last_end && w.end_ns >= w.start_ns, "{w:?}");
-        last_end = w.end_ns;
+        assert!(w.end_ns > w.start_ns, "{w:?}");
+        if let Some((start, end)) = last {
+            assert!(
+                w.start_ns >= end && w.start_ns > start,
+                "{w:?} after {last:?}"
+            );
+        }
+        last = Some((w.start_ns, w.end_ns));
     }
     for tag in replays {
         let whole = log
