@@ -162,8 +162,8 @@ pub(crate) enum Slot {
 /// The order of a pass of `batch` eager dispatches and `steps` steps of a
 /// piece, with `marks` ([`Stamps::batch`]) and `nodes` ([`Stamps::nodes`]):
 /// each marker before the batch dispatch it was placed ahead of (after the
-/// batch where it was placed last), then the lead node stamp, then each
-/// step followed by its node stamp.
+/// whole batch where no dispatch follows it), then the first piece's
+/// opening node stamp, then each step followed by its node stamp.
 pub(crate) fn order(
     marks: &[(usize, u32)],
     nodes: Option<(u32, bool)>,
@@ -266,7 +266,8 @@ pub(crate) mod tests {
     /// piece has its lead stamp (the first piece only) before its first
     /// step and stamp `q + 1 + i` after step `i`; without timing the pass
     /// holds only dispatches. Mutations: a marker after its dispatch
-    /// (`at <= k` → `at < k`), the lead stamp in every piece or in none,
+    /// (`at <= k` → `at < k`), the opening stamp written for later pieces
+    /// too or for no piece,
     /// a node stamp off by one, stamps for an empty piece → red.
     pub fn pass_order_puts_stamps_where_they_were_placed() {
         use Slot::{Batch as B, Stamp as T, Step as S};
