@@ -196,3 +196,54 @@ pub struct TraceLog {
     #[serde(default)]
     pub node_timing_unavailable: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nodes_events(trace: &mut Trace) -> Vec<Option<u64>> {
+        trace
+            .take()
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                EventKind::Nodes { graph, .. } => Some(graph),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn one_node() -> Vec<NodeDesc> {
+        vec![NodeDesc {
+            op: "add".into(),
+            bindings: vec!["b0".into()],
+        }]
+    }
+
+    #[test]
+    fn a_graph_is_described_once_until_the_log_is_taken_or_it_changes() {
+        let mut trace = Trace::new();
+        // Off: nothing recorded, and nothing remembered that would keep the
+        // first traced replay from describing its graph.
+        trace.describe(Some(1), one_node);
+        assert!(trace.take().is_empty());
+        trace.set_enabled(true);
+        trace.describe(Some(1), one_node);
+        trace.describe(Some(1), one_node);
+        trace.describe(None, one_node);
+        trace.describe(Some(1), one_node);
+        trace.describe(None, one_node);
+        assert_eq!(nodes_events(&mut trace), vec![Some(1), None]);
+        // A taken log no longer holds the description: the next replay
+        // describes again.
+        trace.describe(Some(1), one_node);
+        trace.describe(Some(1), one_node);
+        assert_eq!(nodes_events(&mut trace), vec![Some(1)]);
+        // A changed graph is described again; the others are not.
+        trace.describe(Some(1), one_node);
+        trace.describe(Some(2), one_node);
+        trace.forget(Some(1));
+        trace.describe(Some(1), one_node);
+        trace.describe(Some(2), one_node);
+        assert_eq!(nodes_events(&mut trace), vec![Some(1), Some(2), Some(1)]);
+    }
+}
