@@ -1,0 +1,238 @@
+//! `seam-llama`: a Llama-architecture model (llama2.c checkpoint) through
+//! seam, on one device or every device found.
+//!
+//! - `seam-llama check --model M --reference R [--device D]`: teacher-force
+//!   the reference's tokens, eagerly and from one captured graph, and
+//!   compare every logit it lists; exits non-zero past the tolerance.
+//! - `seam-llama generate --model M --tokens N [--device D] [--eager]`:
+//!   greedy tokens from BOS, and tokens per second.
+
+use clap::{Parser, Subcommand};
+use seam::Device;
+use seam_example_llama::check::{argmax, TOLERANCE};
+use seam_example_llama::{check, reference, Error, Llama, Mode, Model};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(name = "seam-llama", about = "A Llama-architecture model through seam")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Compare the model's logits with a reference's, on each device.
+    Check {
+        /// The llama2.c checkpoint.
+        #[arg(long)]
+        model: PathBuf,
+        /// The reference: `pos input next id:logit …` per line.
+        #[arg(long)]
+        reference: PathBuf,
+        /// A device id (`cpu:0`, `vulkan:0`, …); default: every device found.
+        #[arg(long)]
+        device: Option<String>,
+        /// Only the first N steps of the reference.
+        #[arg(long)]
+        steps: Option<usize>,
+    },
+    /// Decode greedily from BOS and time it.
+    Generate {
+        #[arg(long)]
+        model: PathBuf,
+        /// Tokens to generate (at most the model's seq_len).
+        #[arg(long, default_value_t = 64)]
+        tokens: u32,
+        #[arg(long)]
+        device: Option<String>,
+        /// Launch by launch instead of replaying the captured step.
+        #[arg(long)]
+        eager: bool,
+    },
+}
+
+/// BOS in llama2.c's tokenizer.
+const BOS: u32 = 1;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Check {
+            model,
+            reference,
+            device,
+            steps,
+        } => run_check(&model, &reference, device.as_deref(), steps),
+        Command::Generate {
+            model,
+            tokens,
+            device,
+            eager,
+        } => run_generate(&model, tokens, device.as_deref(), eager),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("seam-llama: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load(path: &Path) -> Result<Model, Error> {
+    let t = Instant::now();
+    let model = Model::load(path)?;
+    let c = &model.config;
+    eprintln!(
+        "loaded {}: dim {}, hidden {}, {} layers, {} heads ({} kv), vocab {}, seq_len {} ({:.1} ms)",
+        path.display(),
+        c.dim,
+        c.hidden_dim,
+        c.n_layers,
+        c.n_heads,
+        c.n_kv_heads,
+        c.vocab_size,
+        c.seq_len,
+        t.elapsed().as_secs_f64() * 1e3
+    );
+    Ok(model)
+}
+
+/// The devices asked for: one by id, or every device found (those that
+/// fail to open are listed and left out).
+fn devices(want: Option<&str>) -> Result<Vec<Device>, Error> {
+    let found = seam_backends::discover();
+    if let Some(id) = want {
+        let Some(slot) = found.devices.iter().find(|s| s.id == id) else {
+            let ids: Vec<&str> = found.devices.iter().map(|s| s.id.as_str()).collect();
+            let missing: Vec<String> = found
+                .missing
+                .iter()
+                .map(|m| format!("{}: {}", m.backend, m.reason))
+                .collect();
+            return Err(Error::Input(format!(
+                "no device {id}; found {}{}",
+                ids.join(", "),
+                if missing.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (not found: {})", missing.join("; "))
+                }
+            )));
+        };
+        return Ok(vec![slot.device()?]);
+    }
+    for m in &found.missing {
+        eprintln!("{}: skipped: {}", m.backend, m.reason);
+    }
+    let mut out = Vec::new();
+    for slot in &found.devices {
+        match slot.device() {
+            Ok(d) => out.push(d),
+            Err(e) => eprintln!("{}: skipped: does not open: {e}", slot.id),
+        }
+    }
+    Ok(out)
+}
+
+fn run_check(
+    model: &Path,
+    refs: &Path,
+    device: Option<&str>,
+    steps: Option<usize>,
+) -> Result<ExitCode, Error> {
+    let model = load(model)?;
+    let mut refs = reference::load(refs)?;
+    refs.truncate(steps.unwrap_or(usize::MAX).max(1));
+    if refs.len() > model.config.seq_len as usize {
+        return Err(Error::Input(format!(
+            "the reference has {} steps; the model takes {} positions",
+            refs.len(),
+            model.config.seq_len
+        )));
+    }
+    let devs = devices(device)?;
+    let (mut ok, mut failed) = (0, 0);
+    for dev in &devs {
+        let id = dev.info().id();
+        let t = Instant::now();
+        let n = refs.len();
+        let report = check(dev, &model, &refs, |mode, i| {
+            if (i + 1) % 64 == 0 && i + 1 < n {
+                eprintln!("{id}: {mode:?} {}/{n}", i + 1);
+            }
+        });
+        match report {
+            Ok(r) => {
+                println!(
+                    "check on {id}: {} ({:.1} s)",
+                    r.describe(),
+                    t.elapsed().as_secs_f64()
+                );
+                if r.passed() {
+                    ok += 1;
+                } else {
+                    failed += 1;
+                    for f in &r.failures {
+                        eprintln!("{id}: {f}");
+                    }
+                }
+            }
+            Err(e) => {
+                println!("check on {id}: FAILED: {e}");
+                failed += 1;
+            }
+        }
+    }
+    println!("check: {ok} devices within {TOLERANCE:e} of the reference, {failed} not");
+    Ok(if failed > 0 || ok == 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn run_generate(
+    model: &Path,
+    tokens: u32,
+    device: Option<&str>,
+    eager: bool,
+) -> Result<ExitCode, Error> {
+    let model = load(model)?;
+    if tokens == 0 || tokens > model.config.seq_len {
+        return Err(Error::Input(format!(
+            "--tokens {tokens}: the model takes 1 to {} positions",
+            model.config.seq_len
+        )));
+    }
+    let mode = if eager { Mode::Eager } else { Mode::Captured };
+    for dev in devices(device)? {
+        let id = dev.info().id();
+        let mut llama = Llama::new(&dev, &model, tokens)?;
+        let mut token = BOS;
+        let mut out = Vec::with_capacity(tokens as usize);
+        // The first step captures (or compiles); it is timed apart.
+        let t0 = Instant::now();
+        let mut first = 0.0;
+        for i in 0..tokens {
+            token = argmax(&llama.step(token, mode)?);
+            out.push(token);
+            if i == 0 {
+                first = t0.elapsed().as_secs_f64();
+            }
+        }
+        let rest = t0.elapsed().as_secs_f64() - first;
+        let ids: Vec<String> = out.iter().map(u32::to_string).collect();
+        println!("generate on {id} ({mode:?}): {}", ids.join(" "));
+        println!(
+            "generate on {id} ({mode:?}): first token {:.1} ms, then {:.0} tokens/s over {} tokens",
+            first * 1e3,
+            (tokens.saturating_sub(1)) as f64 / rest.max(1e-9),
+            tokens.saturating_sub(1)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,125 @@
+//! The attention kernel's CPU implementation against plain f64 math, its
+//! parameter checks, and its WGSL against naga.
+
+use seam::Params;
+use seam_example_llama::attention::{attention_cpu, params, ATTENTION};
+
+fn bytes(v: &[f32]) -> Vec<u8> {
+    bytemuck::cast_slice(v).to_vec()
+}
+
+fn f32s(b: &[u8]) -> Vec<f32> {
+    bytemuck::pod_collect_to_vec(b)
+}
+
+fn values(n: usize, seed: f32) -> Vec<f32> {
+    (0..n)
+        .map(|i| ((i as f32 + seed) * 0.37).sin() * 2.0)
+        .collect()
+}
+
+/// Softmax-weighted values per query head, query head `h` reading kv head
+/// `h / (heads / kv_heads)`, positions past `n` never read.
+#[test]
+fn attention_matches_f64() {
+    for (heads, kv, hs, n) in [
+        (8u32, 4u32, 8u32, 3u32),
+        (6, 2, 70, 130),
+        (1, 1, 1, 1),
+        (4, 4, 5, 65),
+    ] {
+        let kv_dim = (kv * hs) as usize;
+        let slots = n as usize + 2;
+        let q = values((heads * hs) as usize, 1.0);
+        let mut kc = values(slots * kv_dim, 2.0);
+        let mut vc = values(slots * kv_dim, 3.0);
+        // Positions past n hold poison: reading them changes the result.
+        for x in kc[n as usize * kv_dim..]
+            .iter_mut()
+            .chain(&mut vc[n as usize * kv_dim..])
+        {
+            *x = 1e6;
+        }
+        let p = params(heads, kv, hs, n);
+        let mut b = vec![
+            bytes(&q),
+            bytes(&kc),
+            bytes(&vc),
+            vec![0; (heads * n) as usize * 4],
+            vec![0; (heads * hs) as usize * 4],
+        ];
+        attention_cpu(&p, &mut b);
+        let out = f32s(&b[4]);
+        let (hs, n) = (hs as usize, n as usize);
+        for h in 0..heads as usize {
+            let g = h / (heads / kv) as usize;
+            let scores: Vec<f64> = (0..n)
+                .map(|t| {
+                    (0..hs)
+                        .map(|j| q[h * hs + j] as f64 * kc[t * kv_dim + g * hs + j] as f64)
+                        .sum::<f64>()
+                        / (hs as f64).sqrt()
+                })
+                .collect();
+            let mx = scores.iter().cloned().fold(f64::MIN, f64::max);
+            let e: Vec<f64> = scores.iter().map(|s| (s - mx).exp()).collect();
+            let total: f64 = e.iter().sum();
+            for d in 0..hs {
+                let want: f64 = (0..n)
+                    .map(|t| e[t] / total * vc[t * kv_dim + g * hs + d] as f64)
+                    .sum();
+                let got = out[h * hs + d] as f64;
+                assert!(
+                    (got - want).abs() <= 1e-5 + 1e-5 * want.abs(),
+                    "heads {heads}/{kv}, hs {hs}, n {n}: out[{h}, {d}] = {got}, f64 {want}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_params_are_refused_by_name() {
+    let check = ATTENTION.check.unwrap();
+    assert!(check(&params(8, 4, 8, 1)).is_ok());
+    assert_eq!(check(&params(0, 1, 8, 1)).unwrap_err().name, "heads");
+    assert_eq!(check(&params(70_000, 1, 8, 1)).unwrap_err().name, "heads");
+    assert_eq!(check(&params(8, 3, 8, 1)).unwrap_err().name, "kv_heads");
+    assert_eq!(check(&params(8, 0, 8, 1)).unwrap_err().name, "kv_heads");
+    assert_eq!(check(&params(8, 4, 0, 1)).unwrap_err().name, "head_size");
+    assert_eq!(check(&params(8, 4, 8, 0)).unwrap_err().name, "n");
+    let nan = Params {
+        s0: f32::NAN,
+        ..params(8, 4, 8, 1)
+    };
+    assert_eq!(check(&nan).unwrap_err().name, "scale");
+    ATTENTION.well_formed().unwrap();
+    for p in ATTENTION.samples {
+        check(p).unwrap();
+    }
+}
+
+/// The WGSL source validates with the prelude and declares its entry
+/// point with the definition's workgroup size.
+#[test]
+fn wgsl_source_validates() {
+    let src = format!(
+        "{}\n{}",
+        seam::kernel::WGSL_PRELUDE,
+        ATTENTION.wgsl.unwrap()
+    );
+    let module =
+        naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("{}", e.emit_to_string(&src)));
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::all(),
+    )
+    .validate(&module)
+    .unwrap_or_else(|e| panic!("{}", e.emit_to_string(&src)));
+    let ep = module
+        .entry_points
+        .iter()
+        .find(|e| e.name == ATTENTION.name)
+        .unwrap();
+    assert_eq!(ep.workgroup_size, ATTENTION.workgroup_size);
+}

@@ -1,0 +1,214 @@
+//! The checkpoint reader and the reference parser on good and bad input,
+//! and the decode loop on the CPU reference device with random weights:
+//! captured equals eager, bad requests are refused, and the check fails
+//! where the logits are wrong.
+
+use seam::Device;
+use seam_example_llama::reference::{self, Step};
+use seam_example_llama::{check, Config, Error, Llama, Mode, Model};
+
+fn cpu() -> Device {
+    Device::new(Box::new(seam_backends::CpuBackend::new(0)))
+}
+
+/// A small model with every shape distinct: 2 layers, dim 24, 6 heads of
+/// 4 over 3 kv heads, hidden 40, vocab 30, 9 positions.
+fn small(own_classifier: bool) -> Config {
+    Config {
+        dim: 24,
+        hidden_dim: 40,
+        n_layers: 2,
+        n_heads: 6,
+        n_kv_heads: 3,
+        vocab_size: 30,
+        seq_len: 9,
+        own_classifier,
+    }
+}
+
+#[test]
+fn a_checkpoint_reads_back_what_was_written() {
+    for own in [false, true] {
+        let m = Model::random(small(own), 5);
+        let back = Model::parse("m.bin", &m.to_bytes()).unwrap();
+        assert_eq!(back, m);
+        assert_eq!(back.weights.wcls == back.weights.token_embedding, !own);
+    }
+}
+
+/// Every malformed file is refused naming the field and its byte offset.
+#[test]
+fn malformed_checkpoints_name_the_field_and_offset() {
+    let good = Model::random(small(false), 5).to_bytes();
+    let err = |bytes: &[u8]| Model::parse("m.bin", bytes).unwrap_err();
+    let e = err(&good[..10]);
+    assert_eq!((e.field, e.offset), ("n_layers", 8), "{e}");
+    let mut b = good.clone();
+    b[12..16].copy_from_slice(&5i32.to_le_bytes());
+    assert_eq!(err(&b).field, "n_heads", "dim 24 over 5 heads");
+    let mut b = good.clone();
+    b[16..20].copy_from_slice(&4i32.to_le_bytes());
+    assert_eq!(err(&b).field, "n_kv_heads", "4 does not divide 6");
+    let mut b = good.clone();
+    b[4..8].copy_from_slice(&0i32.to_le_bytes());
+    assert_eq!((err(&b).field, err(&b).offset), ("hidden_dim", 4));
+    let mut b = good.clone();
+    b[20..24].copy_from_slice(&0i32.to_le_bytes());
+    assert_eq!(err(&b).field, "vocab_size");
+    // Cut inside wq: the embedding (30 × 24) and rms_att (2 × 24) precede it.
+    let wq = 28 + 4 * (30 * 24 + 2 * 24);
+    let e = err(&good[..wq + 100]);
+    assert_eq!((e.field, e.offset), ("wq", wq as u64), "{e}");
+    assert!(e.to_string().contains("m.bin: `wq` at byte offset"), "{e}");
+    let mut b = good.clone();
+    b.extend_from_slice(&[0; 8]);
+    let e = err(&b);
+    assert_eq!(
+        (e.field, e.offset),
+        ("end of file", good.len() as u64),
+        "{e}"
+    );
+    let mut b = good.clone();
+    b[wq + 8..wq + 12].copy_from_slice(&f32::NAN.to_le_bytes());
+    let e = err(&b);
+    assert_eq!((e.field, e.offset), ("wq", wq as u64 + 8), "{e}");
+    // A negative vocab_size promises a classifier the file lacks.
+    let mut b = good.clone();
+    b[20..24].copy_from_slice(&(-30i32).to_le_bytes());
+    assert_eq!(err(&b).field, "wcls");
+}
+
+#[test]
+fn malformed_references_name_the_line() {
+    let line = |s: &str| reference::parse("r.txt", s).unwrap_err().to_string();
+    assert!(line("0 1 5 5:2.0 3:1.0\n1 5 x 3:1.0").contains("r.txt: line 2: `next_token` is `x`"));
+    assert!(line("0 1 5 5:1.0 3:2.0").contains("not listed largest first"));
+    assert!(line("0 1 5 3:2.0").contains("next_token 5 is not the largest"));
+    assert!(line("1 1 5 5:2.0").contains("position 1 where 0 was expected"));
+    assert!(line("0 1 5").contains("no logits listed"));
+    assert!(line("0 1 5 5:nan").contains("`5:nan` is not `id:logit`"));
+    assert!(line("").contains("no steps"));
+    let ok = reference::parse("r.txt", "0 1 5 5:2.5 3:1.0\n\n1 5 3 3:1.0\n").unwrap();
+    assert_eq!(ok.len(), 2);
+    assert_eq!(ok[0].margin(), 1.5);
+    assert_eq!(ok[1].margin(), f32::INFINITY);
+}
+
+/// Replayed steps (one capture, then updates) equal eager steps bit for
+/// bit on the CPU, with and without a classifier of its own, and a second
+/// pass over the same positions (the cache overwritten) repeats the first.
+#[test]
+fn captured_steps_equal_eager_steps() {
+    for own in [false, true] {
+        let m = Model::random(small(own), 11);
+        let (a, b) = (cpu(), cpu());
+        let mut eager = Llama::new(&a, &m, 9).unwrap();
+        let mut replayed = Llama::new(&b, &m, 9).unwrap();
+        let tokens = [1u32, 7, 7, 29, 0, 13, 2, 2, 21];
+        let mut first = Vec::new();
+        for &t in &tokens {
+            let e = eager.step(t, Mode::Eager).unwrap();
+            assert_eq!(e, replayed.step(t, Mode::Captured).unwrap(), "token {t}");
+            first.push(e);
+        }
+        // 8 moves of 5 launches a layer, the embedding copy on 6 of them.
+        assert_eq!(replayed.updates(), 8 * 5 * 2 + 6);
+        replayed.reset();
+        for (i, &t) in tokens.iter().enumerate() {
+            assert_eq!(
+                replayed.step(t, Mode::Captured).unwrap(),
+                first[i],
+                "again {i}"
+            );
+        }
+        // A different history gives different logits at the same position.
+        eager.reset();
+        eager.step(3, Mode::Eager).unwrap();
+        assert_ne!(eager.step(7, Mode::Eager).unwrap(), first[1]);
+    }
+}
+
+#[test]
+fn requests_past_the_model_are_refused() {
+    let m = Model::random(small(false), 3);
+    let dev = cpu();
+    let mut l = Llama::new(&dev, &m, 2).unwrap();
+    let e = l.step(30, Mode::Captured).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("cpu:0: token 30 is past the vocabulary (30 tokens)"),
+        "{e}"
+    );
+    l.step(1, Mode::Captured).unwrap();
+    l.step(1, Mode::Eager).unwrap();
+    let e = l.step(1, Mode::Captured).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("position 2 is past the KV cache's 2 slots"),
+        "{e}"
+    );
+    for slots in [0, 10] {
+        assert!(matches!(Llama::new(&dev, &m, slots), Err(Error::Input(_))));
+    }
+}
+
+/// The reference a model gives itself, teacher-forced: its own eager
+/// logits, the top 4 of each step.
+fn own_reference(m: &Model, tokens: &[u32]) -> Vec<Step> {
+    let dev = cpu();
+    let mut l = Llama::new(&dev, m, tokens.len() as u32).unwrap();
+    tokens
+        .iter()
+        .enumerate()
+        .map(|(pos, &t)| {
+            let logits = l.step(t, Mode::Eager).unwrap();
+            let mut top: Vec<(u32, f32)> = logits
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (i as u32, *v))
+                .collect();
+            top.sort_by(|a, b| b.1.total_cmp(&a.1));
+            top.truncate(4);
+            Step {
+                pos: pos as u32,
+                input: t,
+                next: top[0].0,
+                top,
+            }
+        })
+        .collect()
+}
+
+/// The check passes its own logits and fails a logit moved past the
+/// tolerance, a wrong argmax, and a reference fed another token.
+#[test]
+fn the_check_fails_wrong_logits() {
+    let m = Model::random(small(false), 21);
+    let tokens = [1u32, 4, 9, 9, 16, 25];
+    let refs = own_reference(&m, &tokens);
+    let r = check(&cpu(), &m, &refs, |_, _| {}).unwrap();
+    assert!(r.passed(), "{}", r.describe());
+    assert_eq!(
+        (r.steps, r.logits, r.max_rel, r.eager_vs_captured),
+        (6, 24, 0.0, 0.0)
+    );
+    let mut moved = refs.clone();
+    let (tok, v) = moved[3].top[2];
+    moved[3].top[2] = (tok, v + 3e-4 * v.abs().max(1.0));
+    let r = check(&cpu(), &m, &moved, |_, _| {}).unwrap();
+    assert!(
+        !r.passed() && r.failures[0].contains("position 3"),
+        "{:?}",
+        r.failures
+    );
+    let mut fed = refs.clone();
+    fed[2].input = 10;
+    let r = check(&cpu(), &m, &fed, |_, _| {}).unwrap();
+    assert!(!r.passed(), "{}", r.describe());
+    let mut past = refs.clone();
+    past[1].top[3].0 = 30;
+    assert!(matches!(
+        check(&cpu(), &m, &past, |_, _| {}),
+        Err(Error::Reference(_))
+    ));
+}
