@@ -14,6 +14,7 @@
 //! commands.
 
 pub mod attention;
+pub mod bench;
 pub mod check;
 pub mod model;
 pub mod reference;
@@ -21,7 +22,7 @@ pub mod step;
 
 pub use check::{check, Report};
 pub use model::{Config, LoadError, Model};
-pub use step::{Llama, Mode};
+pub use step::{Llama, Mode, Timings};
 
 use std::fmt;
 

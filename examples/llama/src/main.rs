@@ -9,6 +9,7 @@
 
 use clap::{Parser, Subcommand};
 use seam::Device;
+use seam_example_llama::bench::{self, spread, BOS};
 use seam_example_llama::check::{argmax, TOLERANCE};
 use seam_example_llama::{check, reference, Error, Llama, Mode, Model};
 use std::path::{Path, PathBuf};
@@ -39,6 +40,25 @@ enum Command {
         #[arg(long)]
         steps: Option<usize>,
     },
+    /// Time greedy decoding per device, eager and captured in alternating
+    /// rounds, with where each token's host time goes.
+    Bench {
+        /// A llama2.c checkpoint…
+        #[arg(long, conflicts_with = "shape", required_unless_present = "shape")]
+        model: Option<PathBuf>,
+        /// …or a known shape with random weights (`smollm2-135m`, `stories260k`).
+        #[arg(long)]
+        shape: Option<String>,
+        #[arg(long, default_value_t = 128)]
+        tokens: u32,
+        #[arg(long, default_value_t = 5)]
+        rounds: u32,
+        #[arg(long)]
+        device: Option<String>,
+        /// Append one CSV row per round to this file.
+        #[arg(long)]
+        csv: Option<PathBuf>,
+    },
     /// Decode greedily from BOS and time it.
     Generate {
         #[arg(long)]
@@ -53,9 +73,6 @@ enum Command {
         eager: bool,
     },
 }
-
-/// BOS in llama2.c's tokenizer.
-const BOS: u32 = 1;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -72,6 +89,21 @@ fn main() -> ExitCode {
             device,
             eager,
         } => run_generate(&model, tokens, device.as_deref(), eager),
+        Command::Bench {
+            model,
+            shape,
+            tokens,
+            rounds,
+            device,
+            csv,
+        } => run_bench(
+            model.as_deref(),
+            shape.as_deref(),
+            tokens,
+            rounds,
+            device.as_deref(),
+            csv.as_deref(),
+        ),
     };
     match result {
         Ok(code) => code,
@@ -236,3 +268,102 @@ fn run_generate(
     }
     Ok(ExitCode::SUCCESS)
 }
+
+fn run_bench(
+    model: Option<&Path>,
+    shape: Option<&str>,
+    tokens: u32,
+    rounds: u32,
+    device: Option<&str>,
+    csv: Option<&Path>,
+) -> Result<ExitCode, Error> {
+    let (model, name) = match (model, shape) {
+        (Some(path), _) => (
+            load(path)?,
+            path.file_stem()
+                .map_or("model".into(), |s| s.to_string_lossy().into_owned()),
+        ),
+        (None, Some(s)) => {
+            let cfg = bench::shape(s).ok_or_else(|| {
+                Error::Input(format!(
+                    "--shape {s}: known shapes are {}",
+                    bench::SHAPES.join(", ")
+                ))
+            })?;
+            let t = Instant::now();
+            let m = Model::random(cfg, 0x5EA4);
+            eprintln!(
+                "{s}: random weights made in {:.1} s",
+                t.elapsed().as_secs_f64()
+            );
+            (m, format!("{s}-random"))
+        }
+        (None, None) => return Err(Error::Input("give --model or --shape".into())),
+    };
+    if tokens == 0 || tokens > model.config.seq_len || rounds == 0 {
+        return Err(Error::Input(format!(
+            "--tokens {tokens} --rounds {rounds}: the model takes 1 to {} positions, and a round is needed",
+            model.config.seq_len
+        )));
+    }
+    let mut rows = String::new();
+    for dev in devices(device)? {
+        let id = dev.info().id();
+        let result = bench::bench(&dev, &model, tokens, rounds)?;
+        let of = |mode: Mode| -> Vec<&bench::Round> {
+            result.iter().filter(|r| r.mode == mode).collect()
+        };
+        for mode in [Mode::Eager, Mode::Captured] {
+            let r = of(mode);
+            let (med, lo, hi) = spread(&r.iter().map(|r| r.tokens_per_s).collect::<Vec<_>>());
+            let part =
+                |f: fn(&bench::Round) -> f64| spread(&r.iter().map(|x| f(x)).collect::<Vec<_>>()).0;
+            println!(
+                "bench {name} on {id} {mode:?}: {med:.0} tokens/s ({lo:.0}–{hi:.0} over {rounds} rounds of {tokens}); \
+                 per token: update {:.1} µs, submit {:.1} µs, read {:.1} µs",
+                part(|x| x.update_us),
+                part(|x| x.submit_us),
+                part(|x| x.read_us)
+            );
+            for (i, x) in r.iter().enumerate() {
+                rows.push_str(&format!(
+                    "seam,{id},{name},{},{tokens},{i},{:.2},{:.2},{:.2},{:.2}\n",
+                    match mode {
+                        Mode::Eager => "eager",
+                        Mode::Captured => "captured",
+                    },
+                    x.tokens_per_s,
+                    x.update_us,
+                    x.submit_us,
+                    x.read_us
+                ));
+            }
+        }
+        let ratios: Vec<f64> = of(Mode::Captured)
+            .iter()
+            .zip(of(Mode::Eager))
+            .map(|(c, e)| c.tokens_per_s / e.tokens_per_s)
+            .collect();
+        let (med, lo, hi) = spread(&ratios);
+        println!(
+            "bench {name} on {id}: captured ÷ eager {med:.2}× ({lo:.2}–{hi:.2}, round by round)"
+        );
+    }
+    if let Some(path) = csv {
+        use std::io::Write;
+        let fresh = !path.exists();
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| Error::Input(format!("{}: cannot be written: {e}", path.display())))?;
+        let header = if fresh { CSV_HEADER } else { "" };
+        write!(f, "{header}{rows}")
+            .map_err(|e| Error::Input(format!("{}: cannot be written: {e}", path.display())))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The bench's CSV columns (the PyTorch arm writes the same).
+const CSV_HEADER: &str =
+    "arm,device,model,mode,tokens,round,tokens_per_s,update_us,submit_us,read_us\n";

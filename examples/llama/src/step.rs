@@ -7,6 +7,7 @@ use crate::model::{Config, Model, EPS, THETA};
 use crate::Error;
 use seam::{ops, Buffer, BufferId, Change, DType, Device, Graph, OpCall, OpKind, View};
 use seam_example_decode::kernels::{rope_freqs, ADD_RMS_NORM, ROPE};
+use std::time::{Duration, Instant};
 
 /// How a step runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,6 +16,19 @@ pub enum Mode {
     Eager,
     /// Replay of the one captured graph, updated to the position and token.
     Captured,
+}
+
+/// Host time spent per part of the steps run so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Timings {
+    pub steps: u32,
+    /// Moving the graph: the launches at the new position and token, their
+    /// differences from the graph's, and `Device::update` (0 when eager).
+    pub update: Duration,
+    /// Eager launches, or the graph's replay: submitting the work.
+    pub submit: Duration,
+    /// Reading the logits back (the wait for the step's work included).
+    pub read: Duration,
 }
 
 /// Every buffer of the model on the device.
@@ -63,6 +77,7 @@ pub struct Llama {
     graph: Option<(Graph, u32, u32)>,
     pos: u32,
     updates: usize,
+    timings: Timings,
 }
 
 impl Llama {
@@ -124,6 +139,7 @@ impl Llama {
             graph: None,
             pos: 0,
             updates: 0,
+            timings: Timings::default(),
         })
     }
 
@@ -285,6 +301,11 @@ impl Llama {
         self.updates
     }
 
+    /// Where the host time of the steps so far went.
+    pub fn timings(&self) -> Timings {
+        self.timings
+    }
+
     /// Forget every position: the next step feeds position 0 (the cache's
     /// old slots are overwritten before they are read).
     pub fn reset(&mut self) {
@@ -308,14 +329,20 @@ impl Llama {
         }
         match mode {
             Mode::Eager => {
+                let t = Instant::now();
                 for call in self.launches(self.pos, token) {
                     self.dev.launch(&call)?;
                 }
+                self.timings.submit += t.elapsed();
             }
             Mode::Captured => self.replay(token)?,
         }
         self.pos += 1;
-        Ok(self.b.logits.read()?)
+        let t = Instant::now();
+        let logits = self.b.logits.read()?;
+        self.timings.read += t.elapsed();
+        self.timings.steps += 1;
+        Ok(logits)
     }
 
     /// Capture the step (once) and replay it, updated to the position and
@@ -323,6 +350,7 @@ impl Llama {
     /// replaced in one `update_launches`.
     fn replay(&mut self, token: u32) -> Result<(), Error> {
         let pos = self.pos;
+        let t = Instant::now();
         let (graph, at_pos, at_token) = match self.graph.take() {
             Some(g) => g,
             None => (self.capture(pos, token)?, pos, token),
@@ -341,7 +369,13 @@ impl Llama {
             self.dev.update(&graph, &Change::launches(&changes))?;
             self.updates += changes.len();
         }
+        let t = {
+            let now = Instant::now();
+            self.timings.update += now - t;
+            now
+        };
         graph.replay()?;
+        self.timings.submit += t.elapsed();
         self.graph = Some((graph, pos, token));
         Ok(())
     }
