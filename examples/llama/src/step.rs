@@ -31,7 +31,10 @@ pub struct Timings {
     pub read: Duration,
 }
 
-/// Every buffer of the model on the device.
+/// Every buffer of the model on the device. The projections are held
+/// transposed, `in × out` per layer (the file's are `out × in`), so that
+/// each is a GEMM with m = 1, `x[1 × in] · w[in × out]`: the catalogue's
+/// GEMV shape.
 struct Buffers {
     emb: Buffer<f32>,
     rms_att: Buffer<f32>,
@@ -44,8 +47,8 @@ struct Buffers {
     w2: Buffer<f32>,
     w3: Buffer<f32>,
     rms_final: Buffer<f32>,
-    /// `None`: the classifier is the embedding.
-    wcls: Option<Buffer<f32>>,
+    /// The classifier, `[dim, vocab]`.
+    wcls: Buffer<f32>,
     freqs: Buffer<f32>,
     /// The residual stream, `dim`.
     resid: Buffer<f32>,
@@ -97,24 +100,25 @@ impl Llama {
         }
         let w = &model.weights;
         let up = |v: &[f32]| dev.buffer_from(v);
+        let (d, kv, hid) = (cfg.dim, cfg.kv_dim(), cfg.hidden_dim);
+        let up_t = |v: &[f32], layers: u32, rows: u32, cols: u32| {
+            dev.buffer_from(&transposed(v, layers, rows as usize, cols as usize))
+        };
         let zeros = |n: u32| dev.buffer_from(&vec![0f32; n as usize]);
         let cache = cfg.n_layers * max_pos * cfg.kv_dim();
         let b = Buffers {
             emb: up(&w.token_embedding)?,
             rms_att: up(&w.rms_att)?,
-            wq: up(&w.wq)?,
-            wk: up(&w.wk)?,
-            wv: up(&w.wv)?,
-            wo: up(&w.wo)?,
+            wq: up_t(&w.wq, cfg.n_layers, d, d)?,
+            wk: up_t(&w.wk, cfg.n_layers, kv, d)?,
+            wv: up_t(&w.wv, cfg.n_layers, kv, d)?,
+            wo: up_t(&w.wo, cfg.n_layers, d, d)?,
             rms_ffn: up(&w.rms_ffn)?,
-            w1: up(&w.w1)?,
-            w2: up(&w.w2)?,
-            w3: up(&w.w3)?,
+            w1: up_t(&w.w1, cfg.n_layers, hid, d)?,
+            w2: up_t(&w.w2, cfg.n_layers, d, hid)?,
+            w3: up_t(&w.w3, cfg.n_layers, hid, d)?,
             rms_final: up(&w.rms_final)?,
-            wcls: match cfg.own_classifier {
-                true => Some(up(&w.wcls)?),
-                false => None,
-            },
+            wcls: up_t(&w.wcls, 1, cfg.vocab_size, d)?,
             freqs: up(&rope_freqs(cfg.head_size(), THETA))?,
             resid: zeros(cfg.dim)?,
             hn: zeros(cfg.dim)?,
@@ -174,6 +178,8 @@ impl Llama {
                 seam::Params::dims(heads, c.head_size(), pos),
             )
         };
+        // `y[1 × n] = x[1 × k] · w[k × n]`.
+        let proj = |x: BufferId, w: View, y: View, n: u32, k: u32| ops::gemm(x, w, y, 1, n, k);
         let (dim, kvd, hidden) = (c.dim, c.kv_dim(), c.hidden_dim);
         let mut v = vec![
             ops::copy(at(b.emb.id(), token as usize * d, d), b.resid.id(), dim),
@@ -196,28 +202,25 @@ impl Llama {
                 at(b.vc.id(), cache + pos as usize * kv, kv),
             );
             v.extend([
-                ops::gemm(
-                    at(b.wq.id(), l * d * d, d * d),
+                proj(
                     b.hn.id(),
-                    b.q.id(),
+                    at(b.wq.id(), l * d * d, d * d),
+                    whole(b.q.id()),
                     dim,
-                    1,
                     dim,
                 ),
-                ops::gemm(
-                    at(b.wk.id(), l * kv * d, kv * d),
+                proj(
                     b.hn.id(),
+                    at(b.wk.id(), l * kv * d, kv * d),
                     k_slot,
                     kvd,
-                    1,
                     dim,
                 ),
-                ops::gemm(
-                    at(b.wv.id(), l * kv * d, kv * d),
+                proj(
                     b.hn.id(),
+                    at(b.wv.id(), l * kv * d, kv * d),
                     v_slot,
                     kvd,
-                    1,
                     dim,
                 ),
                 rope(whole(b.q.id()), c.n_heads),
@@ -233,51 +236,45 @@ impl Llama {
                     ],
                     attention::params(c.n_heads, c.n_kv_heads, c.head_size(), pos + 1),
                 ),
-                ops::gemm(
-                    at(b.wo.id(), l * d * d, d * d),
+                proj(
                     b.attn.id(),
-                    b.o.id(),
+                    at(b.wo.id(), l * d * d, d * d),
+                    whole(b.o.id()),
                     dim,
-                    1,
                     dim,
                 ),
                 fused(b.o.id(), at(b.rms_ffn.id(), l * d, d)),
-                ops::gemm(
-                    at(b.w1.id(), l * hid * d, hid * d),
+                proj(
                     b.hn.id(),
-                    b.h1.id(),
+                    at(b.w1.id(), l * hid * d, hid * d),
+                    whole(b.h1.id()),
                     hidden,
-                    1,
                     dim,
                 ),
-                ops::gemm(
-                    at(b.w3.id(), l * hid * d, hid * d),
+                proj(
                     b.hn.id(),
-                    b.h3.id(),
+                    at(b.w3.id(), l * hid * d, hid * d),
+                    whole(b.h3.id()),
                     hidden,
-                    1,
                     dim,
                 ),
                 ops::silu(b.h1.id(), b.silu.id(), hidden),
                 ops::mul(b.silu.id(), b.h3.id(), b.gate.id(), hidden),
-                ops::gemm(
-                    at(b.w2.id(), l * d * hid, d * hid),
+                proj(
                     b.gate.id(),
-                    b.ffn.id(),
+                    at(b.w2.id(), l * d * hid, d * hid),
+                    whole(b.ffn.id()),
                     dim,
-                    1,
                     hidden,
                 ),
             ]);
         }
-        let cls = b.wcls.as_ref().unwrap_or(&b.emb).id();
         v.push(fused(b.ffn.id(), whole(b.rms_final.id())));
-        v.push(ops::gemm(
-            cls,
+        v.push(proj(
             b.hn.id(),
-            b.logits.id(),
+            whole(b.wcls.id()),
+            whole(b.logits.id()),
             c.vocab_size,
-            1,
             dim,
         ));
         v
@@ -397,4 +394,21 @@ impl Llama {
         }
         Ok(scope.end_graph()?)
     }
+}
+
+/// `layers` matrices of `rows × cols`, each transposed to `cols × rows`.
+fn transposed(w: &[f32], layers: u32, rows: usize, cols: usize) -> Vec<f32> {
+    let mut out = vec![0f32; w.len()];
+    for (src, dst) in w
+        .chunks_exact(rows * cols)
+        .zip(out.chunks_exact_mut(rows * cols))
+        .take(layers as usize)
+    {
+        for r in 0..rows {
+            for (c, v) in src[r * cols..][..cols].iter().enumerate() {
+                dst[c * rows + r] = *v;
+            }
+        }
+    }
+    out
 }
