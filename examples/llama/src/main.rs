@@ -33,7 +33,7 @@ enum Command {
         /// The reference: `pos input next id:logit …` per line.
         #[arg(long)]
         reference: PathBuf,
-        /// A device id (`cpu:0`, `vulkan:0`, …); default: every device found.
+        /// Device ids (`cpu:0`, `vulkan:0,wgpu:0`, …); default: every device found.
         #[arg(long)]
         device: Option<String>,
         /// Only the first N steps of the reference.
@@ -133,29 +133,12 @@ fn load(path: &Path) -> Result<Model, Error> {
     Ok(model)
 }
 
-/// The devices asked for: one by id, or every device found (those that
-/// fail to open are listed and left out).
+/// The devices asked for: by id (comma-separated), or every device found
+/// (those that fail to open are listed and left out).
 fn devices(want: Option<&str>) -> Result<Vec<Device>, Error> {
     let found = seam_backends::discover();
-    if let Some(id) = want {
-        let Some(slot) = found.devices.iter().find(|s| s.id == id) else {
-            let ids: Vec<&str> = found.devices.iter().map(|s| s.id.as_str()).collect();
-            let missing: Vec<String> = found
-                .missing
-                .iter()
-                .map(|m| format!("{}: {}", m.backend, m.reason))
-                .collect();
-            return Err(Error::Input(format!(
-                "no device {id}; found {}{}",
-                ids.join(", "),
-                if missing.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (not found: {})", missing.join("; "))
-                }
-            )));
-        };
-        return Ok(vec![slot.device()?]);
+    if let Some(list) = want {
+        return list.split(',').map(|id| one(&found, id.trim())).collect();
     }
     for m in &found.missing {
         eprintln!("{}: skipped: {}", m.backend, m.reason);
@@ -168,6 +151,28 @@ fn devices(want: Option<&str>) -> Result<Vec<Device>, Error> {
         }
     }
     Ok(out)
+}
+
+/// Device `id` of `found`, or why it is not there.
+fn one(found: &seam_backends::Discovery, id: &str) -> Result<Device, Error> {
+    let Some(slot) = found.devices.iter().find(|s| s.id == id) else {
+        let ids: Vec<&str> = found.devices.iter().map(|s| s.id.as_str()).collect();
+        let missing: Vec<String> = found
+            .missing
+            .iter()
+            .map(|m| format!("{}: {}", m.backend, m.reason))
+            .collect();
+        return Err(Error::Input(format!(
+            "no device {id}; found {}{}",
+            ids.join(", "),
+            if missing.is_empty() {
+                String::new()
+            } else {
+                format!(" (not found: {})", missing.join("; "))
+            }
+        )));
+    };
+    Ok(slot.device()?)
 }
 
 fn run_check(

@@ -55,6 +55,9 @@ struct Buffers {
     /// The normed residual, `dim`.
     hn: Buffer<f32>,
     q: Buffer<f32>,
+    /// The new position's key and value, `kv_dim`.
+    k: Buffer<f32>,
+    v: Buffer<f32>,
     /// Keys and values, `[layers, max_pos, kv_dim]`.
     kc: Buffer<f32>,
     vc: Buffer<f32>,
@@ -123,6 +126,8 @@ impl Llama {
             resid: zeros(cfg.dim)?,
             hn: zeros(cfg.dim)?,
             q: zeros(cfg.dim)?,
+            k: zeros(kv)?,
+            v: zeros(kv)?,
             kc: zeros(cache)?,
             vc: zeros(cache)?,
             att: zeros(cfg.n_heads * max_pos)?,
@@ -149,15 +154,19 @@ impl Llama {
 
     /// The step that feeds `token` at position `pos`, in launch order: the
     /// embedding row copied into the residual and normed, then per layer
-    /// the Q, K and V projections (K and V straight into the cache slot
-    /// `pos`, through views), RoPE on Q and on the cached K, attention over
-    /// positions `0..=pos`, the output projection and the residual add fused
-    /// with the FFN's norm, the SwiGLU FFN (W1, W3, silu, product, W2), and
-    /// the next residual add fused with the next norm; last the classifier.
+    /// the Q, K and V projections, RoPE on Q (in place) and on K written
+    /// into the cache slot `pos` through a view, V copied into its slot,
+    /// attention over positions `0..=pos`, the output projection and the
+    /// residual add fused with the FFN's norm, the SwiGLU FFN (W1, W3, silu,
+    /// product, W2), and the next residual add fused with the next norm;
+    /// last the classifier.
     ///
-    /// What changes with `pos`: per layer the K and V writes' views, both
-    /// RoPEs' position (and the cached K's view) and attention's `n`; with
-    /// `token`: the embedding copy's view. `5 · layers + 1` launches at most.
+    /// What changes with `pos`: per layer both RoPEs' position, the K
+    /// RoPE's and the V copy's slot views, and attention's `n`; with
+    /// `token`: the embedding copy's view. `4 · layers + 1` launches at
+    /// most, none of them a GEMM: a backend that cannot patch a vendor
+    /// library's node in place (cuBLAS on CUDA) would otherwise record the
+    /// graph anew on every token.
     pub fn launches(&self, pos: u32, token: u32) -> Vec<OpCall> {
         let (b, c) = (&self.b, &self.cfg);
         let (d, kv, hid) = (c.dim as usize, c.kv_dim() as usize, c.hidden_dim as usize);
@@ -171,10 +180,10 @@ impl Llama {
                 seam::Params::dims(1, c.dim, 0).with_scalars(EPS, 0.0),
             )
         };
-        let rope = |v: View, heads: u32| {
+        let rope = |x: View, y: View, heads: u32| {
             ops::user(
                 &ROPE,
-                &[v, whole(b.freqs.id()), v],
+                &[x, whole(b.freqs.id()), y],
                 seam::Params::dims(heads, c.head_size(), pos),
             )
         };
@@ -212,19 +221,20 @@ impl Llama {
                 proj(
                     b.hn.id(),
                     at(b.wk.id(), l * kv * d, kv * d),
-                    k_slot,
+                    whole(b.k.id()),
                     kvd,
                     dim,
                 ),
                 proj(
                     b.hn.id(),
                     at(b.wv.id(), l * kv * d, kv * d),
-                    v_slot,
+                    whole(b.v.id()),
                     kvd,
                     dim,
                 ),
-                rope(whole(b.q.id()), c.n_heads),
-                rope(k_slot, c.n_kv_heads),
+                rope(whole(b.q.id()), whole(b.q.id()), c.n_heads),
+                rope(whole(b.k.id()), k_slot, c.n_kv_heads),
+                ops::copy(b.v.id(), v_slot, kvd),
                 ops::user(
                     &ATTENTION,
                     &[
