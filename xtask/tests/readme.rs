@@ -8,7 +8,11 @@
 //!   times the device, and every replay as a host event on every device;
 //! - `cargo xtask report merge` over that report;
 //! - certification from an outside crate (`outside/queue-backend`, its own
-//!   workspace) with `SEAM_CONFORMANCE_REPORT`.
+//!   workspace) with `SEAM_CONFORMANCE_REPORT`;
+//! - "Run a model": `seam-llama check` and `generate` with the README's
+//!   flags, on a small random model and its own reference written here (the
+//!   real model's check is examples/llama/tests/stories.rs), in a debug
+//!   build like the main job.
 //!
 //! The main job runs with `--debug` (the README's flag for a debug build):
 //! a release build of every backend is minutes of CI for no other check.
@@ -83,6 +87,8 @@ fn readme_documents_what_this_file_runs() {
         "SEAM_CONFORMANCE_REPORT=target/seam cargo test --test conformance",
         "report.json, report.xml (JUnit), report.md",
         "seam_conformance::harness::certify(&[&my_backend::REGISTRATION]);",
+        "cargo run -p seam-example-llama --release -- check --model stories260K.bin --reference reference.txt",
+        "cargo run -p seam-example-llama --release -- generate --model stories260K.bin --tokens 64",
     ] {
         assert!(
             text.contains(claim),
@@ -425,5 +431,97 @@ fn an_outside_crate_certifies_its_backend_and_writes_the_reports() {
             .unwrap_or_else(|e| panic!("{f} was not written: {e}"));
         assert!(text.contains("c1_replay_reexecutes"), "{f}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `seam-llama check --model M --reference R` and `seam-llama generate
+/// --model M --tokens N` as README.md writes them (every device found): a
+/// model's own reference passes on each device, the same reference with
+/// one logit moved by 1 % fails the run, and generation prints the tokens
+/// of the greedy path the reference took.
+#[test]
+fn the_model_commands_check_and_generate_on_every_device() {
+    use seam_example_llama::{reference, Config, Model};
+    let dir = scratch("llama");
+    let cfg = Config {
+        dim: 32,
+        hidden_dim: 48,
+        n_layers: 2,
+        n_heads: 4,
+        n_kv_heads: 2,
+        vocab_size: 40,
+        seq_len: 16,
+        own_classifier: false,
+    };
+    let model = Model::random(cfg, 7);
+    std::fs::write(dir.join("stories260K.bin"), model.to_bytes()).unwrap();
+    // The greedy path from BOS, teacher-forced: its inputs are its choices.
+    let mut tokens = vec![1u32];
+    for _ in 0..7 {
+        let steps = reference::own(&model, &tokens, 1).unwrap();
+        tokens.push(steps.last().unwrap().next);
+    }
+    let steps = reference::own(&model, &tokens, 8).unwrap();
+    std::fs::write(dir.join("reference.txt"), reference::format(&steps)).unwrap();
+    let run = |args: &[&str]| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        Command::new(cargo)
+            .current_dir(&dir)
+            .args(["run", "--quiet", "--manifest-path"])
+            .arg(root().join("Cargo.toml"))
+            .args(["-p", "seam-example-llama", "--"])
+            .args(args)
+            .output()
+            .expect("cargo runs")
+    };
+    let check = [
+        "check",
+        "--model",
+        "stories260K.bin",
+        "--reference",
+        "reference.txt",
+    ];
+    let out = run(&check);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("check on cpu:0: 8 steps, 64 logits") && stdout.contains(" 0 not"),
+        "{stdout}"
+    );
+    for line in stdout.lines().filter(|l| l.starts_with("check on ")) {
+        assert!(
+            line.contains("eager = captured bit for bit") && line.contains(", ok ("),
+            "{line}"
+        );
+    }
+    let mut moved = steps.clone();
+    moved[5].top[1].1 *= 1.01;
+    std::fs::write(dir.join("reference.txt"), reference::format(&moved)).unwrap();
+    let out = run(&check);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "a moved logit passed:\n{stdout}");
+    assert!(
+        stdout.contains("check on cpu:0: 8 steps") && stdout.contains("FAILED: position 5"),
+        "{stdout}"
+    );
+    let out = run(&["generate", "--model", "stories260K.bin", "--tokens", "8"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path: Vec<String> = tokens[1..].iter().map(u32::to_string).collect();
+    let want = format!(
+        "generate on cpu:0 (Captured): {} {}",
+        path.join(" "),
+        steps[7].next
+    );
+    assert!(stdout.contains(&want), "{want}\nnot in:\n{stdout}");
+    assert!(stdout.contains("tokens/s over 7 tokens"), "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -93,3 +93,42 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Step>, Error> {
     }
     Ok(steps)
 }
+
+/// The steps as a reference file's text (what [`parse`] reads back).
+pub fn format(steps: &[Step]) -> String {
+    let mut out = String::new();
+    for s in steps {
+        out.push_str(&std::format!("{} {} {}", s.pos, s.input, s.next));
+        for (id, v) in &s.top {
+            out.push_str(&std::format!(" {id}:{v:.6}"));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The reference a model gives itself on the CPU reference device: its
+/// eager logits for `tokens` fed from position 0, the `top` largest of each
+/// step (for checking another device, or a reference file of one's own).
+pub fn own(model: &crate::Model, tokens: &[u32], top: usize) -> Result<Vec<Step>, Error> {
+    let dev = seam::Device::new(Box::new(seam_backends::CpuBackend::new(0)));
+    let mut l = crate::Llama::new(&dev, model, tokens.len() as u32)?;
+    let mut steps = Vec::with_capacity(tokens.len());
+    for (pos, &t) in tokens.iter().enumerate() {
+        let logits = l.step(t, crate::Mode::Eager)?;
+        let mut best: Vec<(u32, f32)> = logits
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i as u32, *v))
+            .collect();
+        best.sort_by(|a, b| b.1.total_cmp(&a.1));
+        best.truncate(top.max(1));
+        steps.push(Step {
+            pos: pos as u32,
+            input: t,
+            next: best[0].0,
+            top: best,
+        });
+    }
+    Ok(steps)
+}

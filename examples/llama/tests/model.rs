@@ -4,7 +4,7 @@
 //! where the logits are wrong.
 
 use seam::Device;
-use seam_example_llama::reference::{self, Step};
+use seam_example_llama::reference;
 use seam_example_llama::{check, Config, Error, Llama, Mode, Model};
 
 fn cpu() -> Device {
@@ -177,40 +177,19 @@ fn requests_past_the_model_are_refused() {
     }
 }
 
-/// The reference a model gives itself, teacher-forced: its own eager
-/// logits, the top 4 of each step.
-fn own_reference(m: &Model, tokens: &[u32]) -> Vec<Step> {
-    let dev = cpu();
-    let mut l = Llama::new(&dev, m, tokens.len() as u32).unwrap();
-    tokens
-        .iter()
-        .enumerate()
-        .map(|(pos, &t)| {
-            let logits = l.step(t, Mode::Eager).unwrap();
-            let mut top: Vec<(u32, f32)> = logits
-                .iter()
-                .enumerate()
-                .map(|(i, v)| (i as u32, *v))
-                .collect();
-            top.sort_by(|a, b| b.1.total_cmp(&a.1));
-            top.truncate(4);
-            Step {
-                pos: pos as u32,
-                input: t,
-                next: top[0].0,
-                top,
-            }
-        })
-        .collect()
-}
-
 /// The check passes its own logits and fails a logit moved past the
 /// tolerance, a wrong argmax, and a reference fed another token.
 #[test]
 fn the_check_fails_wrong_logits() {
     let m = Model::random(small(false), 21);
     let tokens = [1u32, 4, 9, 9, 16, 25];
-    let refs = own_reference(&m, &tokens);
+    let refs = reference::own(&m, &tokens, 4).unwrap();
+    // Written and read back, at 6 decimals: still within the tolerance.
+    let text = reference::format(&refs);
+    let back = reference::parse("own.txt", &text).unwrap();
+    assert_eq!(back.len(), refs.len());
+    let r = check(&cpu(), &m, &back, |_, _| {}).unwrap();
+    assert!(r.passed() && r.max_rel < 1e-6, "{}", r.describe());
     let r = check(&cpu(), &m, &refs, |_, _| {}).unwrap();
     assert!(r.passed(), "{}", r.describe());
     assert_eq!(
