@@ -2,7 +2,9 @@
 // (d0 = heads, d1 = head_size, d2 = n positions, bits = kv_heads, s0 = the
 // score scale). The same order as attention.wgsl and the Rust
 // implementation: one block of 64 per head, a shared-memory tree for the max
-// and the sum, each output element summed over the positions in order.
+// and the sum, then each output element summed over 64 / head_size slices of
+// the positions and the slices added in order (head_size ≤ 64), or over
+// every position in order (larger heads).
 
 extern "C" __global__ void attention_f32(const float* q, const float* kc, const float* vc, float* att, float* out, Params p) {
     __shared__ float red[64];
@@ -45,9 +47,26 @@ extern "C" __global__ void attention_f32(const float* q, const float* kc, const 
         __syncthreads();
     }
     float total = red[0];
-    for (unsigned long long d = i; d < hs; d += 64) {
+    __syncthreads();
+    if (hs <= 64) {
+        unsigned long long slices = 64 / hs;
         float acc = 0.0f;
-        for (unsigned long long t = 0; t < n; ++t) acc = __fadd_rn(acc, __fmul_rn(a[t], vc[t * kv_dim + g * hs + d]));
-        out[h * hs + d] = __fdiv_rn(acc, total);
+        if (i < slices * hs) {
+            unsigned long long d = i % hs;
+            for (unsigned long long t = i / hs; t < n; t += slices) acc = __fadd_rn(acc, __fmul_rn(a[t], vc[t * kv_dim + g * hs + d]));
+        }
+        red[i] = acc;
+        __syncthreads();
+        if (i < hs) {
+            float sum = 0.0f;
+            for (unsigned long long s = 0; s < slices; ++s) sum = __fadd_rn(sum, red[s * hs + i]);
+            out[h * hs + i] = __fdiv_rn(sum, total);
+        }
+    } else {
+        for (unsigned long long d = i; d < hs; d += 64) {
+            float acc = 0.0f;
+            for (unsigned long long t = 0; t < n; ++t) acc = __fadd_rn(acc, __fmul_rn(a[t], vc[t * kv_dim + g * hs + d]));
+            out[h * hs + d] = __fdiv_rn(acc, total);
+        }
     }
 }

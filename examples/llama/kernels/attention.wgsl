@@ -6,9 +6,12 @@
 // att [heads × n], scratch (the scores, then the unnormalised weights);
 // out [heads × head_size].
 // One workgroup of 64 per head: invocation i takes positions i, i + 64, …,
-// a shared-memory tree reduces the max and then the sum of exponentials,
-// and invocation i sums output elements i, i + 64, … over every position in
-// order. The Rust implementation reproduces this order.
+// a shared-memory tree reduces the max and then the sum of exponentials.
+// Then, where head_size ≤ 64, the positions are cut into S = 64 / head_size
+// slices (t ≡ s mod S), invocation s · head_size + d sums element d over
+// slice s in order, and the S sums are added in slice order; a larger head
+// has invocation i sum elements i, i + 64, … over every position in order.
+// The Rust implementation reproduces this order.
 @group(0) @binding(0) var<storage, read> q: array<f32>;
 @group(0) @binding(1) var<storage, read> kc: array<f32>;
 @group(0) @binding(2) var<storage, read> vc: array<f32>;
@@ -63,13 +66,36 @@ fn attention_f32(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation
         workgroupBarrier();
     }
     let total = red[0];
-    // Every invocation's weights in `att` are visible to the others.
+    // Every invocation has read the total and its weights in `att` are
+    // visible to the others before `red` is used again.
     storageBarrier();
-    for (var d = i; d < hs; d = d + 64u) {
+    if (hs <= 64u) {
+        // 64 / hs slices of the positions, one output element per
+        // invocation of a slice; then the slices' sums added in order.
+        let slices = 64u / hs;
         var acc = 0.0;
-        for (var t = 0u; t < n; t = t + 1u) {
-            acc = acc + att[ao + t] * vc[p.o2 + t * kv_dim + g * hs + d];
+        if (i < slices * hs) {
+            let d = i % hs;
+            for (var t = i / hs; t < n; t = t + slices) {
+                acc = acc + att[ao + t] * vc[p.o2 + t * kv_dim + g * hs + d];
+            }
         }
-        out[p.o4 + h * hs + d] = acc / total;
+        red[i] = acc;
+        workgroupBarrier();
+        if (i < hs) {
+            var sum = 0.0;
+            for (var s = 0u; s < slices; s = s + 1u) {
+                sum = sum + red[s * hs + i];
+            }
+            out[p.o4 + h * hs + i] = sum / total;
+        }
+    } else {
+        for (var d = i; d < hs; d = d + 64u) {
+            var acc = 0.0;
+            for (var t = 0u; t < n; t = t + 1u) {
+                acc = acc + att[ao + t] * vc[p.o2 + t * kv_dim + g * hs + d];
+            }
+            out[p.o4 + h * hs + d] = acc / total;
+        }
     }
 }

@@ -110,12 +110,16 @@ pub fn attention_cpu(p: &Params, b: &mut [Vec<u8>]) {
             lanes[t % WG] += *s;
         }
         let total = tree(lanes, |x, y| x + y);
+        // Slices of the positions (t ≡ s mod slices), summed in slice order.
+        let slices = if hs <= WG { WG / hs } else { 1 };
         for (d, o) in out[h * hs..][..hs].iter_mut().enumerate() {
-            let acc = a
-                .iter()
-                .enumerate()
-                .fold(0f32, |acc, (t, w)| acc + w * vc[t * kv_dim + g * hs + d]);
-            *o = acc / total;
+            let sum = (0..slices).fold(0f32, |sum, s| {
+                let part = (s..a.len())
+                    .step_by(slices)
+                    .fold(0f32, |acc, t| acc + a[t] * vc[t * kv_dim + g * hs + d]);
+                sum + part
+            });
+            *o = sum / total;
         }
     }
     store(&mut b[3], &att);
