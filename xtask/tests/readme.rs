@@ -452,6 +452,8 @@ fn the_model_commands_check_and_generate_on_every_device() {
         vocab_size: 40,
         seq_len: 16,
         own_classifier: false,
+        eps: 1e-5,
+        rope_theta: 10_000.0,
     };
     let model = Model::random(cfg, 7);
     std::fs::write(dir.join("stories260K.bin"), model.to_bytes()).unwrap();

@@ -16,7 +16,7 @@ pub const BOS: u32 = 1;
 pub fn shape(name: &str) -> Option<Config> {
     match name {
         // SmolLM2-135M: 30 layers of 576, 9 heads of 64 over 3 kv heads,
-        // SwiGLU of 1536, vocabulary 49152, tied embeddings.
+        // SwiGLU of 1536, vocabulary 49152, tied embeddings, RoPE base 1e5.
         "smollm2-135m" => Some(Config {
             dim: 576,
             hidden_dim: 1536,
@@ -26,6 +26,8 @@ pub fn shape(name: &str) -> Option<Config> {
             vocab_size: 49152,
             seq_len: 2048,
             own_classifier: false,
+            eps: 1e-5,
+            rope_theta: 100_000.0,
         }),
         // stories260K's shape.
         "stories260k" => Some(Config {
@@ -37,6 +39,8 @@ pub fn shape(name: &str) -> Option<Config> {
             vocab_size: 512,
             seq_len: 512,
             own_classifier: false,
+            eps: crate::model::EPS,
+            rope_theta: crate::model::THETA,
         }),
         _ => None,
     }

@@ -16,6 +16,7 @@
 pub mod attention;
 pub mod bench;
 pub mod check;
+pub mod gguf;
 pub mod model;
 pub mod reference;
 pub mod step;

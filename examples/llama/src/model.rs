@@ -15,7 +15,7 @@ use std::fmt;
 use std::path::Path;
 
 /// The model's shape, as its header gives it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Config {
     pub dim: u32,
     pub hidden_dim: u32,
@@ -28,11 +28,15 @@ pub struct Config {
     /// Whether the classifier has its own weights (a negative vocab_size in
     /// the header) rather than the embedding's.
     pub own_classifier: bool,
+    /// RMSNorm's epsilon.
+    pub eps: f32,
+    /// RoPE's base: `freq[i] = rope_theta^(-2i / head_size)`.
+    pub rope_theta: f64,
 }
 
 /// RMSNorm's epsilon in llama2.c's models.
 pub const EPS: f32 = 1e-5;
-/// RoPE's base.
+/// RoPE's base in llama2.c's models.
 pub const THETA: f64 = 10_000.0;
 
 impl Config {
@@ -114,7 +118,8 @@ pub struct LoadError {
     pub file: String,
     /// Byte offset of the field (or of the first byte past the expected end).
     pub offset: u64,
-    pub field: &'static str,
+    /// The header field, array, GGUF key or tensor.
+    pub field: String,
     pub reason: String,
 }
 
@@ -141,24 +146,28 @@ const HEADER: [&str; 7] = [
 ];
 
 impl Model {
-    /// Read a llama2.c checkpoint.
+    /// Read a model file: GGUF ([`crate::gguf`]) where it starts with
+    /// `GGUF`, else a llama2.c checkpoint.
     pub fn load(path: &Path) -> Result<Model, LoadError> {
         let file = path.display().to_string();
         let bytes = std::fs::read(path).map_err(|e| LoadError {
             file: file.clone(),
             offset: 0,
-            field: "file",
+            field: "file".into(),
             reason: format!("cannot be read: {e}"),
         })?;
-        Model::parse(&file, &bytes)
+        match bytes.starts_with(crate::gguf::MAGIC) {
+            true => crate::gguf::parse(&file, &bytes),
+            false => Model::parse(&file, &bytes),
+        }
     }
 
-    /// Parse a checkpoint's bytes (`file` names it in errors).
+    /// Parse a llama2.c checkpoint's bytes (`file` names it in errors).
     pub fn parse(file: &str, bytes: &[u8]) -> Result<Model, LoadError> {
-        let err = |offset: usize, field: &'static str, reason: String| LoadError {
+        let err = |offset: usize, field: &str, reason: String| LoadError {
             file: file.to_string(),
             offset: offset as u64,
-            field,
+            field: field.to_string(),
             reason,
         };
         let mut h = [0i32; 7];
@@ -196,6 +205,8 @@ impl Model {
             vocab_size: h[5].unsigned_abs(),
             seq_len,
             own_classifier: h[5] < 0,
+            eps: EPS,
+            rope_theta: THETA,
         };
         if !dim.is_multiple_of(n_heads) || !config.head_size().is_multiple_of(2) {
             return Err(err(

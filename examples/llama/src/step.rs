@@ -3,7 +3,7 @@
 //! position (and token to token) by graph updates.
 
 use crate::attention::{self, ATTENTION};
-use crate::model::{Config, Model, EPS, THETA};
+use crate::model::{Config, Model};
 use crate::Error;
 use seam::{ops, Buffer, BufferId, Change, DType, Device, Graph, OpCall, OpKind, View};
 use seam_example_decode::kernels::{rope_freqs, ADD_RMS_NORM, ROPE};
@@ -122,7 +122,7 @@ impl Llama {
             w3: up_t(&w.w3, cfg.n_layers, hid, d)?,
             rms_final: up(&w.rms_final)?,
             wcls: up_t(&w.wcls, 1, cfg.vocab_size, d)?,
-            freqs: up(&rope_freqs(cfg.head_size(), THETA))?,
+            freqs: up(&rope_freqs(cfg.head_size(), cfg.rope_theta))?,
             resid: zeros(cfg.dim)?,
             hn: zeros(cfg.dim)?,
             q: zeros(cfg.dim)?,
@@ -177,7 +177,7 @@ impl Llama {
             ops::user(
                 &ADD_RMS_NORM,
                 &[whole(x), whole(b.resid.id()), w, whole(b.hn.id())],
-                seam::Params::dims(1, c.dim, 0).with_scalars(EPS, 0.0),
+                seam::Params::dims(1, c.dim, 0).with_scalars(c.eps, 0.0),
             )
         };
         let rope = |x: View, y: View, heads: u32| {
@@ -198,7 +198,7 @@ impl Llama {
                 b.hn.id(),
                 1,
                 dim,
-                EPS,
+                c.eps,
             ),
         ];
         for l in 0..c.n_layers as usize {

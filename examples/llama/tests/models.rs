@@ -1,0 +1,143 @@
+//! Trained models against the logits of implementations not written here,
+//! on every device found: one trial per device and model, teacher-forcing
+//! every step of the reference eagerly and from one captured graph.
+//!
+//! - `stories260k_agrees_with_llama2c`: stories260K (llama2.c checkpoint)
+//!   against llama2.c's `run.c`, 256 steps. Its folder: `SEAM_STORIES260K`,
+//!   else `../shared/models/stories260K` beside the checkout.
+//! - `smollm2_135m_agrees_with_transformers`: SmolLM2-135M-Instruct (Q4_1
+//!   GGUF) against Hugging Face transformers on the CPU, 32 steps
+//!   (`reference/`). The file: `SEAM_SMOLLM2` (`fetch-smollm2.sh` fetches
+//!   it); minutes a device in a debug build, so only where asked for.
+//!
+//! A trial is *ignored* with the reason where its model is not at hand or
+//! the device does not open, and fails where `SEAM_REQUIRE_DEVICES` names
+//! the device.
+
+use libtest_mimic::{Arguments, Completion, Trial};
+use seam_example_llama::{check, reference, Model};
+use std::path::PathBuf;
+
+/// A model, its reference, and where to find them.
+struct Case {
+    name: &'static str,
+    /// The model file and the reference, or why they are not at hand.
+    files: fn() -> Result<(PathBuf, PathBuf), String>,
+}
+
+fn stories() -> Result<(PathBuf, PathBuf), String> {
+    let dir = match std::env::var_os("SEAM_STORIES260K") {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/models/stories260K")
+        }
+    };
+    let (model, refs) = (
+        dir.join("stories260K.bin"),
+        dir.join("reference-greedy-from-bos.txt"),
+    );
+    match model.exists() && refs.exists() {
+        true => Ok((model, refs)),
+        false => Err(format!(
+            "stories260K not found in {} (set SEAM_STORIES260K to its folder)",
+            dir.display()
+        )),
+    }
+}
+
+fn smollm2() -> Result<(PathBuf, PathBuf), String> {
+    let refs = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("reference/smollm2-135m-q4_1-greedy-from-bos.txt");
+    match std::env::var_os("SEAM_SMOLLM2").map(PathBuf::from) {
+        Some(model) if model.exists() => Ok((model, refs)),
+        Some(model) => Err(format!("SEAM_SMOLLM2: {} does not exist", model.display())),
+        None => Err("set SEAM_SMOLLM2 to SmolLM2-135M-Instruct.Q4_1.gguf (examples/llama/fetch-smollm2.sh fetches it)".into()),
+    }
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "stories260k_agrees_with_llama2c",
+        files: stories,
+    },
+    Case {
+        name: "smollm2_135m_agrees_with_transformers",
+        files: smollm2,
+    },
+];
+
+fn run(case: &Case, id: &str) -> Result<Completion, String> {
+    let (model, refs) = match (case.files)() {
+        Ok(files) => files,
+        Err(why) => return Ok(Completion::ignored_with(why)),
+    };
+    let found = seam_backends::discover();
+    let dev = match found
+        .devices
+        .iter()
+        .find(|s| s.id == id)
+        .map(|s| s.device())
+    {
+        Some(Ok(dev)) => dev,
+        other => {
+            let why = match other {
+                Some(Err(e)) => format!("did not open: {e}"),
+                _ => "not found".to_string(),
+            };
+            if seam::testing::is_required(id) {
+                return Err(format!(
+                    "{} requires {id}, but it {why}",
+                    seam::testing::REQUIRE_ENV
+                ));
+            }
+            return Ok(Completion::ignored_with(why));
+        }
+    };
+    let model = Model::load(&model).map_err(|e| e.to_string())?;
+    let refs = reference::load(&refs).map_err(|e| e.to_string())?;
+    let r = check(&dev, &model, &refs, |_, _| {}).map_err(|e| e.to_string())?;
+    eprintln!("{} on {id}: {}", case.name, r.describe());
+    if !r.passed() {
+        return Err(format!("{id}: {}", r.failures.join("; ")));
+    }
+    // Every step after the first moves both RoPEs, the V copy and attention
+    // in each layer, and the embedding copy unless the token repeats: at
+    // least 4 launches a layer.
+    let least = (refs.len() - 1) * 4 * model.config.n_layers as usize;
+    if r.updates < least || r.argmax_checked < refs.len() / 2 {
+        return Err(format!(
+            "{id}: {} launches updated (at least {least} expected), {} argmaxes checked",
+            r.updates, r.argmax_checked
+        ));
+    }
+    Ok(Completion::Completed)
+}
+
+fn main() {
+    let (rest, filters) = seam::testing::split_filters(std::env::args());
+    let mut args = Arguments::from_iter(rest);
+    let mut ids: Vec<String> = seam_backends::discover()
+        .devices
+        .iter()
+        .map(|s| s.id.clone())
+        .collect();
+    for want in seam::testing::required_devices() {
+        if !ids.contains(&want) {
+            ids.push(want);
+        }
+    }
+    let trials: Vec<Trial> = ids
+        .iter()
+        .flat_map(|id| {
+            CASES.iter().map(move |case| {
+                let id = id.clone();
+                Trial::ignorable_test(format!("{id}::{}", case.name), move || {
+                    run(case, &id).map_err(Into::into)
+                })
+            })
+        })
+        .collect();
+    let (one, trials) = seam::testing::apply_filters(&filters, args.exact, trials, Trial::name);
+    args.filter = one;
+    libtest_mimic::run(&args, trials).exit()
+}
