@@ -37,6 +37,10 @@ pub struct Adapter {
     pub(super) of: vk::Instance,
     pub name: String,
     pub driver: String,
+    /// The API versions of the instance and of the device
+    /// (`VkPhysicalDeviceProperties::apiVersion`): what gates the 1.1 and
+    /// 1.2 queries below.
+    pub api: (u32, u32),
     pub device_type: vk::PhysicalDeviceType,
     pub queue_family: u32,
     pub memory: vk::PhysicalDeviceMemoryProperties,
@@ -210,6 +214,7 @@ impl Instance {
                 of: self.instance.handle(),
                 name,
                 driver,
+                api: (self.api, props.api_version),
                 device_type: props.device_type,
                 queue_family: queue_family as u32,
                 memory,

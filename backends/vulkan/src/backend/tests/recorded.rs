@@ -36,7 +36,7 @@ impl Rig {
         let mut b = match VulkanBackend::open(0) {
             Ok(b) => Direct::new(b),
             Err(e) => {
-                eprintln!("no Vulkan device ({e}): skipped");
+                super::skipped(e);
                 return None;
             }
         };
