@@ -238,5 +238,91 @@ pub fn parse(file: &str, bytes: &[u8]) -> Result<Model, LoadError> {
     Ok(Model {
         config,
         weights: Weights { wcls, ..weights },
+        vocab: Vocab::from_metadata(&meta),
     })
+}
+
+/// Each token's bytes, as a GGUF tokenizer spells them: byte-level BPE
+/// (`gpt2`: every byte written as one printable character, GPT-2's
+/// `bytes_to_unicode`) or SentencePiece (`llama`: `▁` for a space, `<0xAB>`
+/// for a raw byte).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Vocab {
+    tokens: Vec<Vec<u8>>,
+}
+
+impl Vocab {
+    /// The vocabulary of `tokenizer.ggml.tokens`, where the tokenizer
+    /// model is one this reader spells (`gpt2`, `llama`).
+    pub fn from_metadata(meta: &gguf_rs_lib::format::metadata::Metadata) -> Option<Vocab> {
+        use gguf_rs_lib::format::metadata::MetadataValue;
+        let model = meta.get_string("tokenizer.ggml.model")?;
+        let Some(MetadataValue::Array(list)) = meta.get("tokenizer.ggml.tokens") else {
+            return None;
+        };
+        let words: Vec<&str> = list.iter().map(|v| v.as_str()).collect::<Option<_>>()?;
+        Vocab::new(model, &words)
+    }
+
+    /// The vocabulary of `words` spelled by tokenizer `model`.
+    pub fn new(model: &str, words: &[&str]) -> Option<Vocab> {
+        let tokens = match model {
+            "gpt2" => {
+                let back = byte_of_char();
+                words
+                    .iter()
+                    .map(|w| w.chars().map(|c| back(c).unwrap_or(b'?')).collect())
+                    .collect()
+            }
+            "llama" => words.iter().map(|w| sentencepiece(w)).collect(),
+            _ => return None,
+        };
+        Some(Vocab { tokens })
+    }
+
+    /// The text of `ids` (bytes that are not UTF-8 shown as U+FFFD; an id
+    /// past the vocabulary as `<id>`).
+    pub fn text(&self, ids: &[u32]) -> String {
+        let mut bytes = Vec::new();
+        for &id in ids {
+            match self.tokens.get(id as usize) {
+                Some(t) => bytes.extend_from_slice(t),
+                None => bytes.extend(format!("<{id}>").bytes()),
+            }
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+/// GPT-2's `bytes_to_unicode`, inverted: the printable bytes `!`..=`~`,
+/// `¡`..=`¬` and `®`..=`ÿ` stand for themselves; the other bytes, in
+/// order, for U+0100 onwards.
+fn byte_of_char() -> impl Fn(char) -> Option<u8> {
+    let printable = |b: u8| matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
+    let mut table = std::collections::HashMap::new();
+    let mut next = 0u32;
+    for b in 0..=255u8 {
+        let c = match printable(b) {
+            true => char::from(b),
+            false => {
+                next += 1;
+                char::from_u32(255 + next).expect("U+0100 onwards")
+            }
+        };
+        table.insert(c, b);
+    }
+    move |c| table.get(&c).copied()
+}
+
+/// A SentencePiece piece's bytes.
+fn sentencepiece(piece: &str) -> Vec<u8> {
+    let hex = piece
+        .strip_prefix("<0x")
+        .and_then(|h| h.strip_suffix('>'))
+        .filter(|h| h.len() == 2)
+        .and_then(|h| u8::from_str_radix(h, 16).ok());
+    match hex {
+        Some(b) => vec![b],
+        None => piece.replace('\u{2581}', " ").into_bytes(),
+    }
 }

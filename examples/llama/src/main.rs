@@ -264,6 +264,12 @@ fn run_generate(
         let rest = t0.elapsed().as_secs_f64() - first;
         let ids: Vec<String> = out.iter().map(u32::to_string).collect();
         println!("generate on {id} ({mode:?}): {}", ids.join(" "));
+        if let Some(vocab) = &model.vocab {
+            println!(
+                "generate on {id} ({mode:?}) as text: {:?}",
+                vocab.text(&out)
+            );
+        }
         println!(
             "generate on {id} ({mode:?}): first token {:.1} ms, then {:.0} tokens/s over {} tokens",
             first * 1e3,

@@ -109,6 +109,9 @@ pub struct Weights {
 pub struct Model {
     pub config: Config,
     pub weights: Weights,
+    /// Each token's text, where the file carries a vocabulary (GGUF does;
+    /// a llama2.c checkpoint does not).
+    pub vocab: Option<crate::gguf::Vocab>,
 }
 
 /// Why a checkpoint could not be read: the file, and the byte offset and
@@ -284,7 +287,11 @@ impl Model {
             },
             token_embedding,
         };
-        Ok(Model { config, weights })
+        Ok(Model {
+            config,
+            weights,
+            vocab: None,
+        })
     }
 
     /// The checkpoint's bytes (the inverse of [`Model::parse`]; the RoPE
@@ -367,6 +374,10 @@ impl Model {
             },
             token_embedding,
         };
-        Model { config, weights }
+        Model {
+            config,
+            weights,
+            vocab: None,
+        }
     }
 }

@@ -164,3 +164,16 @@ fn malformed_gguf_files_name_the_key_or_tensor() {
         assert!(!e.reason.is_empty(), "{e}");
     }
 }
+
+/// Token text as each tokenizer spells it: GPT-2's byte-level characters
+/// (`Ġ` a space, `Ċ` a newline) and SentencePiece's `▁` and `<0xAB>`.
+#[test]
+fn a_vocabulary_spells_its_tokens() {
+    use seam_example_llama::gguf::Vocab;
+    let gpt2 = Vocab::new("gpt2", &["Hello", "Ġworld", "Ċ", "Ã©"]).unwrap();
+    assert_eq!(gpt2.text(&[0, 1, 2, 3]), "Hello world\né");
+    assert_eq!(gpt2.text(&[9]), "<9>");
+    let sp = Vocab::new("llama", &["▁Hello", "<0x0A>", "é", "<0xZZ>"]).unwrap();
+    assert_eq!(sp.text(&[0, 1, 2, 3]), " Hello\né<0xZZ>");
+    assert!(Vocab::new("bert", &["x"]).is_none());
+}
