@@ -131,32 +131,6 @@ pub fn parse(file: &str, bytes: &[u8]) -> Result<Model, LoadError> {
     };
     let rope_theta = float("rope.freq_base", 10_000.0)?;
     let eps = float("attention.layer_norm_rms_epsilon", 1e-5)? as f32;
-    if !dim.is_multiple_of(n_heads) || !(dim / n_heads).is_multiple_of(2) {
-        return Err(err(
-            0,
-            "llama.attention.head_count",
-            format!("dim {dim} is not an even head size times {n_heads} heads"),
-        ));
-    }
-    if n_kv_heads > n_heads || !n_heads.is_multiple_of(n_kv_heads) {
-        return Err(err(
-            0,
-            "llama.attention.head_count_kv",
-            format!("{n_kv_heads} does not divide the {n_heads} heads"),
-        ));
-    }
-    if let Some(rot) = meta.get_u64("llama.rope.dimension_count") {
-        if rot != (dim / n_heads) as u64 {
-            return Err(err(
-                0,
-                "llama.rope.dimension_count",
-                format!(
-                    "{rot}: RoPE over part of a head of {} is not supported",
-                    dim / n_heads
-                ),
-            ));
-        }
-    }
     let base = r.tensor_data_offset();
     let vocab_size = r
         .get_tensor_info("token_embd.weight")
@@ -183,6 +157,23 @@ pub fn parse(file: &str, bytes: &[u8]) -> Result<Model, LoadError> {
         eps,
         rope_theta,
     };
+    match config.heads_fit() {
+        Err((false, why)) => return Err(err(0, "llama.attention.head_count", why)),
+        Err((true, why)) => return Err(err(0, "llama.attention.head_count_kv", why)),
+        Ok(()) => {}
+    }
+    if let Some(rot) = meta.get_u64("llama.rope.dimension_count") {
+        if rot != (dim / n_heads) as u64 {
+            return Err(err(
+                0,
+                "llama.rope.dimension_count",
+                format!(
+                    "{rot}: RoPE over part of a head of {} is not supported",
+                    dim / n_heads
+                ),
+            ));
+        }
+    }
     // One tensor, checked against its expected shape (inner dimension
     // first) and dequantised.
     let mut tensor = |name: &str, shape: &[u32]| -> Result<Vec<f32>, LoadError> {

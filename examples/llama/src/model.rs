@@ -44,6 +44,23 @@ impl Config {
         self.dim / self.n_heads
     }
 
+    /// Whether the heads fit the width: `Err((false, why))` where `dim` is
+    /// not an even head size times `n_heads`, `Err((true, why))` where
+    /// `n_kv_heads` does not divide the heads (the readers name the field).
+    pub fn heads_fit(&self) -> Result<(), (bool, String)> {
+        let (dim, h, kv) = (self.dim, self.n_heads, self.n_kv_heads);
+        if h == 0 || !dim.is_multiple_of(h) || !(dim / h).is_multiple_of(2) {
+            return Err((
+                false,
+                format!("dim {dim} is not an even head size times {h} heads"),
+            ));
+        }
+        if kv == 0 || kv > h || !h.is_multiple_of(kv) {
+            return Err((true, format!("{kv} does not divide the {h} heads")));
+        }
+        Ok(())
+    }
+
     /// Width of the keys and values of one position: `dim · kv_heads / heads`.
     pub fn kv_dim(&self) -> u32 {
         self.head_size() * self.n_kv_heads
@@ -211,19 +228,10 @@ impl Model {
             eps: EPS,
             rope_theta: THETA,
         };
-        if !dim.is_multiple_of(n_heads) || !config.head_size().is_multiple_of(2) {
-            return Err(err(
-                12,
-                "n_heads",
-                format!("dim {dim} is not an even head size times {n_heads} heads"),
-            ));
-        }
-        if n_kv_heads > n_heads || !n_heads.is_multiple_of(n_kv_heads) {
-            return Err(err(
-                16,
-                "n_kv_heads",
-                format!("{n_kv_heads} does not divide the {n_heads} heads"),
-            ));
+        match config.heads_fit() {
+            Err((false, why)) => return Err(err(12, "n_heads", why)),
+            Err((true, why)) => return Err(err(16, "n_kv_heads", why)),
+            Ok(()) => {}
         }
         let mut arrays: Vec<Vec<f32>> = Vec::new();
         let mut at = 28usize;
