@@ -253,33 +253,18 @@ fn conformance(
     if let Some(dir) = root().join(json).parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     }
-    let cargo = cargo();
     let json = root().join(json).display().to_string();
     let backends = backend.join(",");
     let cases = case.join(",");
-    let mut args = vec![
-        "run",
-        "--quiet",
-        "-p",
-        "seam-conformance",
-        "--bin",
-        "seam-conformance",
-    ];
+    let mut build = Vec::new();
     if !debug {
-        args.push("--release");
+        build.push("--release");
     }
     if let Some(f) = out.features {
-        args.extend(["--features", f]);
+        build.extend(["--features", f]);
     }
-    args.extend([
-        "--",
-        "--json",
-        &json,
-        "--junit",
-        &junit,
-        "--markdown",
-        &markdown,
-    ]);
+    let exe = build_bin("seam-conformance", "seam-conformance", &build)?;
+    let mut args = vec!["--json", &json, "--junit", &junit, "--markdown", &markdown];
     if !backends.is_empty() {
         args.extend(["--backend", &backends]);
     }
@@ -303,7 +288,49 @@ fn conformance(
         .iter()
         .map(|c| ("SEAM_GIT_COMMIT", c.as_str()))
         .collect();
-    run(&cargo, &args, &env)
+    run(&exe.display().to_string(), &args, &env)
+}
+
+/// Build binary `bin` of `package` (`extra`: profile and feature flags)
+/// and return the executable's path. `workspace-hack` is built beside it,
+/// so its dependencies get the features the README's test command gives
+/// them and that build is reused (workspace-hack/Cargo.toml says why).
+fn build_bin(package: &str, bin: &str, extra: &[&str]) -> Result<PathBuf, String> {
+    let mut args = vec![
+        "build",
+        "--quiet",
+        "-p",
+        package,
+        "-p",
+        "workspace-hack",
+        "--bin",
+        bin,
+        "--message-format",
+        "json-render-diagnostics",
+    ];
+    args.extend(extra);
+    let line = format!("cargo {}", args.join(" "));
+    eprintln!("$ {line}");
+    let out = Command::new(cargo())
+        .args(&args)
+        .current_dir(root())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("`{line}` could not start: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("`{line}` failed ({})", out.status));
+    }
+    executable(&String::from_utf8_lossy(&out.stdout), bin)
+        .ok_or_else(|| format!("`{line}` named no executable `{bin}`"))
+}
+
+/// The path of executable `bin` in cargo's JSON messages.
+fn executable(messages: &str, bin: &str) -> Option<PathBuf> {
+    messages
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == bin)
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
 }
 
 /// `git rev-parse HEAD` of the checkout at `dir`, if it is one.
@@ -420,5 +447,36 @@ fn main() -> ExitCode {
             eprintln!("xtask: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The executable is read from the artifact of the named binary only:
+    /// not from a library's artifact, not from another binary's.
+    #[test]
+    fn the_executable_is_the_named_binarys() {
+        let messages = [
+            r#"{"reason":"compiler-artifact","target":{"name":"seam-conformance","kind":["lib"]},"executable":null}"#,
+            r#"{"reason":"compiler-artifact","target":{"name":"other","kind":["bin"]},"executable":"/t/debug/other"}"#,
+            r#"{"reason":"build-finished","success":true}"#,
+            "not json",
+            r#"{"reason":"compiler-artifact","target":{"name":"seam-conformance","kind":["bin"]},"executable":"/t/debug/seam-conformance"}"#,
+        ]
+        .join("\n");
+        assert_eq!(
+            executable(&messages, "seam-conformance"),
+            Some(PathBuf::from("/t/debug/seam-conformance"))
+        );
+        assert_eq!(
+            executable(&messages, "other"),
+            Some(PathBuf::from("/t/debug/other"))
+        );
+        assert_eq!(executable(&messages, "missing"), None);
+        let compiler_message =
+            r#"{"reason":"compiler-message","target":{"name":"x"},"executable":"/t/x"}"#;
+        assert_eq!(executable(compiler_message, "x"), None);
     }
 }

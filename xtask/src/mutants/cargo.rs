@@ -23,6 +23,12 @@ pub(super) fn cargo_mutants() -> Result<PathBuf, String> {
                 &crate::cargo(),
                 &[
                     "install",
+                    // Unoptimised: it only lists mutants and runs cargo, so
+                    // the build is what costs. On a 2-core machine
+                    // (2026-12-03) the release install took 122 s and this
+                    // one 63 s; listing the workspace's 3,112 mutants took
+                    // 3.7 s instead of 0.8.
+                    "--debug",
                     "--locked",
                     "cargo-mutants",
                     "--version",

@@ -1,0 +1,2 @@
+//! Empty: this crate exists for the features it asks of its dependencies
+//! (its manifest says why).
