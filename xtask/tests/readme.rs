@@ -11,7 +11,7 @@
 //!   workspace) with `SEAM_CONFORMANCE_REPORT`;
 //! - "Run a model": `seam-llama check` and `generate` with the README's
 //!   flags, on a small random model and its own reference written here (the
-//!   real model's check is examples/llama/tests/stories.rs), in a debug
+//!   real model's check is examples/llama/tests/models.rs), in a debug
 //!   build like the main job.
 //!
 //! The main job runs with `--debug` (the README's flag for a debug build):

@@ -3,8 +3,7 @@
 //! every step of the reference eagerly and from one captured graph.
 //!
 //! - `stories260k_agrees_with_llama2c`: stories260K (llama2.c checkpoint)
-//!   against llama2.c's `run.c`, 256 steps. Its folder: `SEAM_STORIES260K`,
-//!   else `../shared/models/stories260K` beside the checkout.
+//!   against llama2.c's `run.c`, 256 steps. Its folder: `SEAM_STORIES260K`.
 //! - `smollm2_135m_agrees_with_transformers`: SmolLM2-135M-Instruct (Q4_1
 //!   GGUF) against Hugging Face transformers on the CPU, 32 steps
 //!   (`reference/`). The file: `SEAM_SMOLLM2` (`fetch-smollm2.sh` fetches
@@ -26,11 +25,8 @@ struct Case {
 }
 
 fn stories() -> Result<(PathBuf, PathBuf), String> {
-    let dir = match std::env::var_os("SEAM_STORIES260K") {
-        Some(dir) => PathBuf::from(dir),
-        None => {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/models/stories260K")
-        }
+    let Some(dir) = std::env::var_os("SEAM_STORIES260K").map(PathBuf::from) else {
+        return Err("set SEAM_STORIES260K to the folder holding stories260K.bin and reference-greedy-from-bos.txt".into());
     };
     let (model, refs) = (
         dir.join("stories260K.bin"),
