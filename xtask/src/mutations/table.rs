@@ -7,6 +7,7 @@ use super::Mutation;
 const CPU: &str = "backends/cpu/src/lib.rs";
 const REF: &str = "backends/cpu/src/reference.rs";
 const DEV: &str = "core/src/device/mod.rs";
+const MEM: &str = "core/src/device/memory.rs";
 const CAP: &str = "core/src/device/capture.rs";
 const STATE: &str = "core/src/device/state.rs";
 const HANDLES: &str = "core/src/device/handles.rs";
@@ -52,7 +53,7 @@ pub const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         case: "c2_partial_write_seen_by_next_replay",
-        file: DEV,
+        file: MEM,
         find: "            st.write_raw(meta, offset, bytes, call)",
         replace: "            st.write_raw(meta, 0, bytes, call)",
         what: "Device::write ignores the element offset",
@@ -94,21 +95,21 @@ pub const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         case: "c5_alloc_inside_capture_refused",
-        file: DEV,
+        file: MEM,
         find: "            if st.capture.is_some() {\n                return Err(ErrorKind::AllocInCapture);",
         replace: "            if false {\n                return Err(ErrorKind::AllocInCapture);",
         what: "core no longer refuses alloc inside a capture",
     },
     Mutation {
         case: "c5_free_inside_capture_refused",
-        file: DEV,
+        file: MEM,
         find: "            if st.capture.is_some() {\n                return Err(ErrorKind::FreeInCapture);",
         replace: "            if false {\n                return Err(ErrorKind::FreeInCapture);",
         what: "core no longer refuses free inside a capture",
     },
     Mutation {
         case: "c5_dropped_buffer_deferred_until_safe",
-        file: DEV,
+        file: MEM,
         find: "            b.released = true;\n        }\n        st.sweep();",
         replace: "            b.released = true;\n        }\n        if let Some(meta) = st.buffers.get(&id).map(|b| b.meta) {\n            let _ = st.free_raw(meta);\n            st.buffers.remove(&id);\n        }",
         what: "a dropped buffer is freed at once, even inside a capture or while a graph reads it",
@@ -290,7 +291,7 @@ pub const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         case: "c12_bad_memory_calls_refused",
-        file: DEV,
+        file: MEM,
         find: "            if !users.is_empty() {",
         replace: "            if false && !users.is_empty() {",
         what: "a buffer a live graph reads can be freed",

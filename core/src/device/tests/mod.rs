@@ -2,6 +2,7 @@
 use super::*;
 use crate::backend::CaptureSupport;
 use crate::testing::NullBackend;
+use crate::validate;
 
 mod kernels;
 
