@@ -1,16 +1,16 @@
 //! The CUDA backend is seam-streamgraph's `StreamBackend` over the `sys`
-//! stream (driver calls) and [`CudaToolchain`] (NVRTC kernels, GEMM through
-//! cuBLAS): the buffer table, launches, capture, replay, destroy, device
+//! stream (driver calls), [`Nvrtc`] (its kernels) and [`Cublas`] (its
+//! GEMMs): the buffer table, launches, capture, replay, destroy, device
 //! timing and teardown are the code the HIP backend runs. Safe Rust only.
 
 use crate::compile::{self, Target};
 use crate::sys::{self, Blas, Function, Stream};
 use seam::{DeviceInfo, ErrorKind, OpKind};
-use seam_streamgraph::{OnceMap, SharedKernels, StreamBackend, Toolchain, VendorLaunch};
+use seam_streamgraph::{Compiler, OnceMap, SharedKernels, StreamBackend, VendorBlas, VendorLaunch};
 use std::sync::Arc;
 
 /// One CUDA device behind the seam.
-pub type CudaBackend = StreamBackend<Stream, CudaToolchain>;
+pub type CudaBackend = StreamBackend<Stream, Nvrtc, Cublas>;
 
 /// cuBLAS workspace: NVIDIA's recommended size for Hopper. Set once at
 /// prepare so a captured GEMM never allocates (C7).
@@ -40,22 +40,27 @@ impl GemmRoute {
     }
 }
 
-/// NVRTC for the device's architecture, and cuBLAS for GEMM.
-pub struct CudaToolchain {
+/// NVRTC for the device's architecture.
+pub struct Nvrtc {
     target: Target,
-    gemm_route: GemmRoute,
-    /// Created at prepare (or the first eager GEMM), never while capturing.
-    blas: Option<Blas>,
 }
 
-impl CudaToolchain {
+/// cuBLAS for GEMM, unless `SEAM_CUDA_GEMM=kernel` sends GEMM to the NVRTC
+/// kernel ([`GemmRoute`]).
+pub struct Cublas {
+    route: GemmRoute,
+    /// Created at prepare (or the first eager GEMM), never while capturing.
+    handle: Option<Blas>,
+}
+
+impl Cublas {
     /// Where this backend's GEMMs go.
     pub fn gemm_route(&self) -> GemmRoute {
-        self.gemm_route
+        self.route
     }
 }
 
-impl Toolchain<Stream> for CudaToolchain {
+impl Compiler<Stream> for Nvrtc {
     fn image(&self, op: OpKind) -> Result<Arc<Vec<u8>>, ErrorKind> {
         compile::image(&self.target, op, op.dtypes()[0])
     }
@@ -67,28 +72,26 @@ impl Toolchain<Stream> for CudaToolchain {
     fn subnormals(&self) -> seam::Subnormals {
         self.target.subnormals()
     }
+}
 
-    fn vendor_routes(&self, op: OpKind) -> bool {
-        op == OpKind::Gemm && self.gemm_route == GemmRoute::Cublas
+impl VendorBlas<Stream> for Cublas {
+    fn routes(&self, op: OpKind) -> bool {
+        op == OpKind::Gemm && self.route == GemmRoute::Cublas
     }
 
-    fn vendor_ready(&self) -> bool {
-        self.blas.is_some()
+    fn ready(&self) -> bool {
+        self.handle.is_some()
     }
 
-    fn prepare_vendor(&mut self, stream: &Stream) -> Result<(), ErrorKind> {
-        if self.blas.is_none() {
-            self.blas = Some(Blas::new(stream, CUBLAS_WORKSPACE_BYTES)?);
+    fn prepare(&mut self, stream: &Stream) -> Result<(), ErrorKind> {
+        if self.handle.is_none() {
+            self.handle = Some(Blas::new(stream, CUBLAS_WORKSPACE_BYTES)?);
         }
         Ok(())
     }
 
-    fn launch_vendor(
-        &self,
-        stream: &Stream,
-        l: &VendorLaunch<'_, Stream>,
-    ) -> Result<(), ErrorKind> {
-        self.blas
+    fn launch(&self, stream: &Stream, l: &VendorLaunch<'_, Stream>) -> Result<(), ErrorKind> {
+        self.handle
             .as_ref()
             .ok_or_else(|| ErrorKind::driver("cublasCreate", "no handle: not prepared"))?
             .gemm_row_major(stream, l)
@@ -114,12 +117,11 @@ pub fn open(index: usize) -> Result<CudaBackend, ErrorKind> {
         name,
         driver: driver_string(cc, &target)?,
     };
-    let toolchain = CudaToolchain {
-        target,
-        gemm_route: GemmRoute::from_env(),
-        blas: None,
+    let blas = Cublas {
+        route: GemmRoute::from_env(),
+        handle: None,
     };
-    Ok(StreamBackend::new(info, stream, toolchain))
+    Ok(StreamBackend::new(info, stream, Nvrtc { target }, blas))
 }
 
 /// `CUDA 13.0 (NVIDIA 580.95.05), NVRTC 13.0, sm_90`.

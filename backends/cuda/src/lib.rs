@@ -20,7 +20,7 @@ mod compile;
 #[allow(unsafe_code)]
 mod sys;
 
-pub use backend::{CudaBackend, CudaToolchain, GemmRoute};
+pub use backend::{Cublas, CudaBackend, GemmRoute, Nvrtc};
 
 use seam::{Backend, ErrorKind};
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -1,5 +1,5 @@
 //! The HIP backend is seam-streamgraph's `StreamBackend` over the `sys`
-//! stream (HIP calls) and [`HipToolchain`] (hipRTC kernels; GEMM by the
+//! stream (HIP calls) and [`Hiprtc`] (hipRTC kernels; GEMM by the
 //! gemm.cu kernel: Debian's ROCm has no hipBLAS). The buffer table,
 //! launches, capture, replay, destroy, device timing and teardown are the
 //! code the CUDA backend runs. Safe Rust only.
@@ -8,11 +8,11 @@ use crate::compile;
 use crate::profile;
 use crate::sys::{self, Function, Stream};
 use seam::{DeviceInfo, ErrorKind, OpKind};
-use seam_streamgraph::{OnceMap, SharedKernels, StreamBackend, Toolchain};
+use seam_streamgraph::{Compiler, NoBlas, OnceMap, SharedKernels, StreamBackend};
 use std::sync::Arc;
 
 /// One HIP device behind the seam.
-pub type HipBackend = StreamBackend<Stream, HipToolchain>;
+pub type HipBackend = StreamBackend<Stream, Hiprtc, NoBlas>;
 
 /// Code objects loaded once per process per device, kept for backends
 /// opened later (the conformance suite opens one per trial).
@@ -21,11 +21,11 @@ static LOADED: SharedKernels<Function> = OnceMap::new();
 /// hipRTC for the device's gfx architecture. Every op, GEMM included, is a
 /// kernel: preparing is loading its module (no vendor handle or workspace
 /// to create, C7).
-pub struct HipToolchain {
+pub struct Hiprtc {
     arch: String,
 }
 
-impl Toolchain<Stream> for HipToolchain {
+impl Compiler<Stream> for Hiprtc {
     fn image(&self, op: OpKind) -> Result<Arc<Vec<u8>>, ErrorKind> {
         compile::image(&self.arch, op)
     }
@@ -65,7 +65,7 @@ pub fn open(index: usize) -> Result<HipBackend, ErrorKind> {
         name,
         driver: driver_string(&arch)?,
     };
-    Ok(StreamBackend::new(info, stream, HipToolchain { arch }))
+    Ok(StreamBackend::new(info, stream, Hiprtc { arch }, NoBlas))
 }
 
 /// `ROCm runtime 5.2.21153 (driver 50221153), hipRTC 5.2, gfx90a`.

@@ -36,7 +36,7 @@ pub use rocm::*;
 
 #[cfg(feature = "rocm")]
 mod rocm {
-    pub use crate::backend::{HipBackend, HipToolchain};
+    pub use crate::backend::{HipBackend, Hiprtc};
     use crate::{compile, profile, sys};
     use seam::{Backend, ErrorKind, OpKind};
     use std::sync::OnceLock;

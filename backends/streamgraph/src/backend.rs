@@ -2,7 +2,7 @@
 //! non-blocking stream per backend, kernels from the vendor's runtime
 //! compiler, loaded once; an op the vendor's BLAS serves goes there.
 
-use crate::driver::{OpKernels, StreamDriver, Toolchain};
+use crate::driver::{Compiler, NoBlas, OpKernels, StreamDriver, VendorBlas};
 use crate::graphs::{LaunchNode, StreamGraphs};
 use crate::launch::{KernelLaunch, VendorLaunch};
 use crate::tables::KernelTable;
@@ -17,9 +17,9 @@ use seam::{
 /// One device behind the seam.
 ///
 /// Fields drop in declaration order, after `Drop` has released the graphs,
-/// events and buffers: kernels and the toolchain's vendor handles before the
-/// driver (the stream, then the CUDA context).
-pub struct StreamBackend<D: StreamDriver, T: Toolchain<D>> {
+/// events and buffers: kernels, the compiler and the vendor BLAS's handles
+/// before the driver (the stream, then the CUDA context).
+pub struct StreamBackend<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D> = NoBlas> {
     info: DeviceInfo,
     /// Capture state, the current exec and the handles.
     graphs: StreamGraphs<D>,
@@ -32,13 +32,16 @@ pub struct StreamBackend<D: StreamDriver, T: Toolchain<D>> {
     kernels: KernelTable<D::Function>,
     /// Live buffers and their bytes (`ResourceCounts::bytes`).
     buffers: Buffers<D::Memory>,
-    toolchain: T,
+    compiler: C,
+    blas: B,
     driver: D,
 }
 
-impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
-    /// `driver` owns the device's stream (made current already).
-    pub fn new(info: DeviceInfo, driver: D, toolchain: T) -> Self {
+impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
+    /// `driver` owns the device's stream (made current already); `compiler`
+    /// makes its kernels and `blas` takes the ops it routes ([`NoBlas`]:
+    /// none).
+    pub fn new(info: DeviceInfo, driver: D, compiler: C, blas: B) -> Self {
         StreamBackend {
             info,
             graphs: StreamGraphs::new(),
@@ -47,13 +50,15 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
             bracket: None,
             kernels: KernelTable::new(),
             buffers: Buffers::new(),
-            toolchain,
+            compiler,
+            blas,
             driver,
         }
     }
 
-    pub fn toolchain(&self) -> &T {
-        &self.toolchain
+    /// The vendor BLAS (where GEMMs go, for one).
+    pub fn blas(&self) -> &B {
+        &self.blas
     }
 
     /// Load `op`'s module (compiling it once per process) and look up every
@@ -66,7 +71,7 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
         {
             return Ok(());
         }
-        let (d, t) = (&self.driver, &self.toolchain);
+        let (d, t) = (&self.driver, &self.compiler);
         let fs = match t.shared_kernels() {
             Some(shared) => {
                 shared.get_or_try_insert((self.info.index, op), || load_op(d, t, op))?
@@ -100,7 +105,7 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
     }
 
     fn launch_vendor(&mut self, l: &Launch) -> Result<(), ErrorKind> {
-        if !self.toolchain.vendor_ready() {
+        if !self.blas.ready() {
             // Creating the handle and workspace allocates: not inside a
             // capture. Fail loudly before touching the stream (C7).
             if self.graphs.is_capturing() {
@@ -109,10 +114,10 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
                     dtype: l.dtype,
                 });
             }
-            self.toolchain.prepare_vendor(&self.driver)?;
+            self.blas.prepare(&self.driver)?;
         }
         let launch = VendorLaunch::new(&self.driver, l, self.bindings(l)?)?;
-        self.toolchain.launch_vendor(&self.driver, &launch)
+        self.blas.launch(&self.driver, &launch)
     }
 
     /// Keep a launch the open capture just recorded, in capture order,
@@ -172,7 +177,7 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
                     ))
                 }
             };
-            if self.toolchain.vendor_routes(l.op) {
+            if self.blas.routes(l.op) {
                 return Err(ErrorKind::driver(
                     set_params(),
                     format!("launch {index} ({}) now goes to the vendor library", l.op),
@@ -211,9 +216,9 @@ impl<D: StreamDriver, T: Toolchain<D>> StreamBackend<D, T> {
 }
 
 /// Compile (once per process) and load `op`'s module; every entry point.
-fn load_op<D: StreamDriver, T: Toolchain<D>>(
+fn load_op<D: StreamDriver, C: Compiler<D>>(
     d: &D,
-    t: &T,
+    t: &C,
     op: OpKind,
 ) -> Result<OpKernels<D::Function>, ErrorKind> {
     let image = t.image(op)?;
@@ -225,14 +230,15 @@ fn load_op<D: StreamDriver, T: Toolchain<D>>(
 }
 
 #[allow(unsafe_code)] // the trait's `unsafe fn`s (the trust boundary, seam::Backend)
-impl<D, T> Backend for StreamBackend<D, T>
+impl<D, C, B> Backend for StreamBackend<D, C, B>
 where
     D: StreamDriver,
     D::Graph: Send,
     D::Exec: Send,
     D::Event: Send,
     D::Node: Send,
-    T: Toolchain<D>,
+    C: Compiler<D>,
+    B: VendorBlas<D>,
 {
     fn info(&self) -> &DeviceInfo {
         &self.info
@@ -242,9 +248,9 @@ where
         CaptureSupport::Native
     }
 
-    /// As the toolchain compiled the kernels (NVRTC, hipRTC options).
+    /// As the compiler compiled the kernels (NVRTC, hipRTC options).
     fn subnormals(&self) -> seam::Subnormals {
-        self.toolchain.subnormals()
+        self.compiler.subnormals()
     }
 
     fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
@@ -284,7 +290,7 @@ where
 
     unsafe fn launch(&mut self, l: &Launch) -> Result<(), ErrorKind> {
         self.driver.select()?;
-        if self.toolchain.vendor_routes(l.op) {
+        if self.blas.routes(l.op) {
             self.launch_vendor(l)?;
             self.note_captured(LaunchNode::Vendor);
             return Ok(());
@@ -318,11 +324,11 @@ where
     fn prepare(&mut self, ops: &[(OpKind, DType)]) -> Result<(), ErrorKind> {
         self.driver.select()?;
         for &(op, _) in ops {
-            if !self.toolchain.vendor_routes(op) {
+            if !self.blas.routes(op) {
                 self.load_kernels(op)?;
-            } else if !self.toolchain.vendor_ready() {
+            } else if !self.blas.ready() {
                 // The vendor handle and workspace, so a captured call allocates nothing (C7).
-                self.toolchain.prepare_vendor(&self.driver)?;
+                self.blas.prepare(&self.driver)?;
             }
         }
         Ok(())
@@ -334,7 +340,7 @@ where
         // capture: loading allocates (cuModuleLoadData, hipModuleLoadData),
         // so recording a kernel never loads or allocates anything.
         for op in OpKind::ALL {
-            if !self.toolchain.vendor_routes(op) {
+            if !self.blas.routes(op) {
                 self.load_kernels(op)?;
             }
         }
@@ -475,7 +481,7 @@ where
     }
 }
 
-impl<D: StreamDriver, T: Toolchain<D>> Drop for StreamBackend<D, T> {
+impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> Drop for StreamBackend<D, C, B> {
     fn drop(&mut self) {
         // Handles are released with the device current and the stream idle:
         // an open capture is aborted, every exec goes before its graph, then

@@ -2,7 +2,7 @@
 //! launches, module loading and teardown, the paths HIP shares with CUDA,
 //! checked without a GPU.
 
-use crate::fake::{Call, FakeDriver, FakeToolchain};
+use crate::fake::{Call, FakeBackend, FakeCompiler, FakeDriver};
 use crate::StreamBackend;
 use seam::testing::{Direct, RawCall};
 use seam::{
@@ -10,7 +10,7 @@ use seam::{
     ResourceCounts,
 };
 
-pub(crate) type Fake = Direct<StreamBackend<FakeDriver, FakeToolchain>>;
+pub(crate) type Fake = Direct<FakeBackend>;
 
 /// The stream backend over the fake driver, driven directly (what core
 /// guarantees it, checked by `Direct`), and the driver's observer.
@@ -427,23 +427,18 @@ fn timed_work_comes_back_as_one_span_per_tag() {
     assert!(b.device_timing().is_err(), "no events, no device timing");
 }
 
-/// A toolchain with no vendor library (HIP's: no hipBLAS) relies on the
-/// trait's defaults: nothing routes to a vendor, nothing to prepare, a
-/// vendor call refused by name, kernels loaded per backend, so GEMM runs
-/// its kernel. Mutations of each default → red.
+/// With no vendor library ([`crate::NoBlas`], HIP's: no hipBLAS) and a
+/// compiler that keeps the trait's defaults: nothing routes to a vendor,
+/// nothing to prepare, a vendor call refused by op and dtype, kernels
+/// loaded per backend, so GEMM runs its kernel. Mutations of each → red.
 #[test]
-fn a_toolchain_without_a_vendor_library_runs_every_op_as_a_kernel() {
-    struct Plain(FakeToolchain);
-    impl crate::Toolchain<FakeDriver> for Plain {
-        fn image(&self, op: OpKind) -> Result<std::sync::Arc<Vec<u8>>, ErrorKind> {
-            self.0.image(op)
-        }
-    }
-    use crate::{StreamDriver as _, Toolchain as _};
+fn a_backend_without_a_vendor_library_runs_every_op_as_a_kernel() {
+    use crate::{Compiler as _, NoBlas, StreamDriver as _, VendorBlas};
     let d = FakeDriver::new();
     let observer = d.observer();
-    let plain = Plain(FakeToolchain::new(&d, true));
-    assert!(!plain.vendor_routes(OpKind::Gemm) && plain.vendor_ready());
+    let plain = FakeCompiler::new(&d);
+    assert!(!VendorBlas::<FakeDriver>::routes(&NoBlas, OpKind::Gemm));
+    assert!(VendorBlas::<FakeDriver>::ready(&NoBlas));
     assert!(plain.shared_kernels().is_none());
     let info = seam::DeviceInfo {
         backend: "fake".into(),
@@ -451,7 +446,7 @@ fn a_toolchain_without_a_vendor_library_runs_every_op_as_a_kernel() {
         name: "plain".into(),
         driver: "none".into(),
     };
-    let mut b = Direct::new(StreamBackend::new(info, d, plain));
+    let mut b = Direct::new(StreamBackend::new(info, d, plain, NoBlas));
     let [x, y, z] = [(); 3].map(|()| b.alloc(16).unwrap());
     let call = gemm(x, y, z);
     b.launch(&call).unwrap();
@@ -468,8 +463,9 @@ fn a_toolchain_without_a_vendor_library_runs_every_op_as_a_kernel() {
     let other = FakeDriver::new();
     let mem: Vec<_> = (0..3).map(|_| other.alloc(1 << 22).unwrap()).collect();
     let vendor = crate::VendorLaunch::new(&other, &lowered, mem.iter().collect()).unwrap();
+    assert_eq!(NoBlas.prepare(&other), Ok(()));
     assert_eq!(
-        Plain(FakeToolchain::new(&other, false)).launch_vendor(&other, &vendor),
+        NoBlas.launch(&other, &vendor),
         Err(ErrorKind::OpUnsupported {
             op: OpKind::Gemm,
             dtype: DType::F32

@@ -2,7 +2,8 @@
 //! calls that differ between CUDA and HIP ([`GraphDriver`], [`StreamDriver`],
 //! implemented by each backend's `sys` stream type, whose method bodies are
 //! the FFI calls) and what each vendor brings on top of its driver
-//! ([`Toolchain`]: kernel compilation and an optional vendor BLAS).
+//! ([`Compiler`]: kernel compilation; [`VendorBlas`]: a vendor BLAS, or
+//! [`NoBlas`]).
 //!
 //! Handles are owned values; `destroy_*` and `free` consume them. Real
 //! drivers also release on `Drop`, but the shared logic always releases
@@ -156,11 +157,12 @@ pub type OpKernels<F> = Vec<(DType, F)>;
 /// Loaded kernels by (device ordinal, op), kept for the process.
 pub type SharedKernels<F> = OnceMap<(usize, OpKind), OpKernels<F>>;
 
-/// What a vendor brings besides its driver: compiled kernel images and,
-/// where it has one, a vendor BLAS. Implemented outside the `sys` layers.
-pub trait Toolchain<D: StreamDriver>: Send {
+/// A vendor's kernel compiler (NVRTC, hipRTC): the compiled images of the
+/// catalogue's kernels for this device. Implemented outside the `sys`
+/// layers.
+pub trait Compiler<D: StreamDriver>: Send {
     /// The compiled image of `op`'s kernels for this device (compiled once
-    /// per process per architecture; the toolchain caches it).
+    /// per process per architecture; the compiler caches it).
     fn image(&self, op: OpKind) -> Result<Arc<Vec<u8>>, ErrorKind>;
     /// Functions loaded once per process per (device, op): the modules stay
     /// loaded (CUDA: in the retained primary context) for backends opened
@@ -171,25 +173,42 @@ pub trait Toolchain<D: StreamDriver>: Send {
     /// What its kernels promise for f32 subnormals (C11), from the options
     /// it compiles them with. The default promises nothing.
     fn subnormals(&self) -> seam::Subnormals {
-        seam::Subnormals::MayFlush("the toolchain declares nothing about f32 subnormals".into())
+        seam::Subnormals::MayFlush("the compiler declares nothing about f32 subnormals".into())
     }
+}
 
-    // --- vendor BLAS (optional) ---
+/// A vendor BLAS (cuBLAS) that takes some ops instead of a kernel.
+/// Implemented outside the `sys` layers; [`NoBlas`] where the vendor has
+/// none.
+pub trait VendorBlas<D: StreamDriver>: Send {
     /// Whether `op` goes to the vendor library instead of a kernel.
-    fn vendor_routes(&self, _op: OpKind) -> bool {
+    fn routes(&self, op: OpKind) -> bool;
+    /// Whether the library's handle and workspace exist.
+    fn ready(&self) -> bool;
+    /// Create the handle and its workspace. This allocates: the backend
+    /// never calls it while capturing (C7).
+    fn prepare(&mut self, driver: &D) -> Result<(), ErrorKind>;
+    /// Queue `launch` through the library on the driver's stream.
+    fn launch(&self, driver: &D, launch: &VendorLaunch<'_, D>) -> Result<(), ErrorKind>;
+}
+
+/// No vendor BLAS (HIP: no hipBLAS): every op, GEMM included, runs as a
+/// kernel, there is nothing to prepare, and a vendor launch is refused by
+/// op and dtype.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoBlas;
+
+impl<D: StreamDriver> VendorBlas<D> for NoBlas {
+    fn routes(&self, _op: OpKind) -> bool {
         false
     }
-    /// Whether the vendor library's handle and workspace exist.
-    fn vendor_ready(&self) -> bool {
+    fn ready(&self) -> bool {
         true
     }
-    /// Create the vendor handle and its workspace. This allocates: the
-    /// backend never calls it while capturing (C7).
-    fn prepare_vendor(&mut self, _driver: &D) -> Result<(), ErrorKind> {
+    fn prepare(&mut self, _driver: &D) -> Result<(), ErrorKind> {
         Ok(())
     }
-    /// Queue `launch` through the vendor library on the driver's stream.
-    fn launch_vendor(&self, _driver: &D, launch: &VendorLaunch<'_, D>) -> Result<(), ErrorKind> {
+    fn launch(&self, _driver: &D, launch: &VendorLaunch<'_, D>) -> Result<(), ErrorKind> {
         Err(ErrorKind::OpUnsupported {
             op: launch.op(),
             dtype: launch.dtype(),

@@ -3,7 +3,8 @@
 //! destroy, device timing, teardown), written once over the driver calls
 //! that differ ([`GraphDriver`], [`StreamDriver`]: `cuStreamBeginCapture` vs
 //! `hipStreamBeginCapture`, 3- vs 5-argument instantiate, ...) and what each
-//! vendor adds ([`Toolchain`]: NVRTC or hipRTC, cuBLAS). Because both
+//! vendor adds ([`Compiler`]: NVRTC or hipRTC; [`VendorBlas`]: cuBLAS, or
+//! [`NoBlas`]). Because both
 //! backends run this code, "HIP mirrors CUDA call for call" is a property of
 //! one crate, tested here against a recording fake driver, without a GPU.
 //!
@@ -16,7 +17,7 @@
 //! - [`rtc`]: runtime-compiler inputs and logs, and driver error results;
 //! - [`backend`]: the `seam::Backend` impl and teardown order;
 //! - `fake` (feature `fake`, on in this crate's own tests): a recording
-//!   fake driver and toolchain, for tests, shipped by no backend.
+//!   fake driver, compiler and BLAS, for tests, shipped by no backend.
 //!
 //! No `unsafe` block runs here: each backend's `sys` layer implements the
 //! driver traits, and the `unsafe fn`s of `seam::Backend` are implemented by
@@ -40,7 +41,9 @@ pub mod timing;
 pub use backend::StreamBackend;
 
 pub use cache::OnceMap;
-pub use driver::{GraphDriver, OpKernels, SharedKernels, StreamDriver, Toolchain};
+pub use driver::{
+    Compiler, GraphDriver, NoBlas, OpKernels, SharedKernels, StreamDriver, VendorBlas,
+};
 pub use graphs::{Captured, LaunchNode, StreamGraphs};
 pub use launch::{check_range, ArgPointers, Dims, KernelArgs, KernelLaunch, VendorLaunch};
 pub use rtc::{compile_error, driver_result, RtcInput};

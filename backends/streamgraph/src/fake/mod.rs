@@ -18,7 +18,7 @@
 mod graph;
 mod stream;
 
-pub use stream::FakeToolchain;
+pub use stream::{FakeBlas, FakeCompiler};
 
 use crate::driver::GraphDriver;
 use crate::launch::Dims;
@@ -66,7 +66,7 @@ pub enum Call {
         offset: usize,
         len: usize,
     },
-    /// The toolchain compiled (or handed out its cached image of) an op.
+    /// The compiler compiled (or handed out its cached image of) an op.
     Image(OpKind),
     LoadModule(u32),
     Function {
@@ -224,20 +224,26 @@ impl FakeFunction {
     }
 }
 
+/// The stream backend over the fake driver, compiler and BLAS.
+pub type FakeBackend = crate::StreamBackend<FakeDriver, FakeCompiler, FakeBlas>;
+
 /// A `StreamBackend` over a fresh fake (cuBLAS-like vendor GEMM where
 /// `vendor_gemm`), and an observer of the fake's state: the one setup the
 /// backend's unit tests, the allocation test and the host profile share.
-pub fn backend(vendor_gemm: bool) -> (crate::StreamBackend<FakeDriver, FakeToolchain>, FakeDriver) {
+pub fn backend(vendor_gemm: bool) -> (FakeBackend, FakeDriver) {
     let d = FakeDriver::new();
     let observer = d.observer();
-    let t = FakeToolchain::new(&d, vendor_gemm);
+    let c = FakeCompiler::new(&d);
     let info = seam::DeviceInfo {
         backend: "fake".into(),
         index: 0,
         name: "recording fake".into(),
         driver: "none".into(),
     };
-    (crate::StreamBackend::new(info, d, t), observer)
+    (
+        crate::StreamBackend::new(info, d, c, FakeBlas::new(vendor_gemm)),
+        observer,
+    )
 }
 
 impl FakeDriver {

@@ -1,8 +1,8 @@
 //! The fake's stream calls (memory, modules, kernel launches) and the fake
-//! toolchain (compiler and vendor BLAS).
+//! compiler and vendor BLAS.
 
 use super::*;
-use crate::driver::{StreamDriver, Toolchain};
+use crate::driver::{Compiler, StreamDriver, VendorBlas};
 use crate::launch::{check_range, KernelLaunch, VendorLaunch};
 
 impl StreamDriver for FakeDriver {
@@ -181,50 +181,58 @@ impl FakeDriver {
     }
 }
 
-/// The fake compiler and, with `vendor_gemm`, a fake vendor BLAS for GEMM.
-pub struct FakeToolchain {
+/// The fake compiler: an op's image is its name.
+pub struct FakeCompiler {
     driver: FakeDriver,
-    vendor_gemm: bool,
-    vendor_ready: bool,
 }
 
-impl FakeToolchain {
+impl FakeCompiler {
     /// Logs into `driver`'s log.
-    pub fn new(driver: &FakeDriver, vendor_gemm: bool) -> Self {
-        FakeToolchain {
+    pub fn new(driver: &FakeDriver) -> Self {
+        FakeCompiler {
             driver: driver.observer(),
-            vendor_gemm,
-            vendor_ready: false,
         }
     }
 }
 
-impl Toolchain<FakeDriver> for FakeToolchain {
+impl Compiler<FakeDriver> for FakeCompiler {
     fn image(&self, op: OpKind) -> Result<Arc<Vec<u8>>, ErrorKind> {
         self.driver.step(Call::Image(op), "image")?;
         Ok(Arc::new(op.name().as_bytes().to_vec()))
     }
+}
 
-    fn vendor_routes(&self, op: OpKind) -> bool {
-        self.vendor_gemm && op == OpKind::Gemm
+/// A fake vendor BLAS that takes GEMM (like cuBLAS) where `gemm`, and
+/// nothing otherwise.
+pub struct FakeBlas {
+    gemm: bool,
+    ready: bool,
+}
+
+impl FakeBlas {
+    /// Routes GEMM to itself where `gemm`.
+    pub fn new(gemm: bool) -> Self {
+        FakeBlas { gemm, ready: false }
+    }
+}
+
+impl VendorBlas<FakeDriver> for FakeBlas {
+    fn routes(&self, op: OpKind) -> bool {
+        self.gemm && op == OpKind::Gemm
     }
 
-    fn vendor_ready(&self) -> bool {
-        self.vendor_ready
+    fn ready(&self) -> bool {
+        self.ready
     }
 
-    fn prepare_vendor(&mut self, d: &FakeDriver) -> Result<(), ErrorKind> {
+    fn prepare(&mut self, d: &FakeDriver) -> Result<(), ErrorKind> {
         d.step(Call::VendorPrepare, "vendor_prepare")?;
         d.flag_if_capturing(|| "vendor handle created".into());
-        self.vendor_ready = true;
+        self.ready = true;
         Ok(())
     }
 
-    fn launch_vendor(
-        &self,
-        d: &FakeDriver,
-        l: &VendorLaunch<'_, FakeDriver>,
-    ) -> Result<(), ErrorKind> {
+    fn launch(&self, d: &FakeDriver, l: &VendorLaunch<'_, FakeDriver>) -> Result<(), ErrorKind> {
         d.step(Call::VendorLaunch(l.op()), "vendor_launch")?;
         d.queue_kernel(|| FakeKernel::named(format!("vendor_{}", l.op().name()), false));
         Ok(())
