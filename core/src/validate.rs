@@ -3,8 +3,8 @@
 
 use crate::dtype::DType;
 use crate::error::ErrorKind;
-use crate::kernel::{Field, MAX_BINDINGS, MAX_GRID_EDGE};
-use crate::ops::{Access, Launch, OpCall, OpKind, Params, RawView, Role, View};
+use crate::kernel::{Field, KernelDef, MAX_BINDINGS, MAX_GRID_EDGE};
+use crate::ops::{Access, Binding, Launch, OpCall, OpKind, Params, RawView, Role, View};
 use crate::{BufferId, RawBuffer};
 
 /// Largest element count a single launch may address: GPU kernels index with u32.
@@ -21,12 +21,40 @@ pub struct BufferMeta {
     pub len: usize,
 }
 
+/// What the checks of one launch read of its op, derived once per launch
+/// and handed to each: its bindings, the element types it accepts, whether
+/// it may run in place and, for a user kernel, its definition.
+#[derive(Clone, Copy)]
+struct Shape {
+    op: OpKind,
+    bindings: &'static [Binding],
+    dtypes: &'static [DType],
+    in_place: bool,
+    user: Option<&'static KernelDef>,
+}
+
+impl Shape {
+    fn of(op: OpKind) -> Shape {
+        Shape {
+            op,
+            bindings: op.signature(),
+            dtypes: op.dtypes(),
+            in_place: op.allows_aliasing(),
+            user: op.user().map(|k| k.def()),
+        }
+    }
+}
+
 /// Elements each binding needs, in signature order (the first
 /// `signature().len()` entries; the rest are 0).
 pub(crate) fn needed(op: OpKind, p: &Params) -> [u64; MAX_BINDINGS] {
+    needs(&Shape::of(op), p)
+}
+
+fn needs(shape: &Shape, p: &Params) -> [u64; MAX_BINDINGS] {
     let (d0, d1, d2) = (p.d0 as u64, p.d1 as u64, p.d2 as u64);
     let mut out = [0; MAX_BINDINGS];
-    let catalogue: [u64; 3] = match op {
+    let catalogue: [u64; 3] = match shape.op {
         OpKind::Fill => [d0, 0, 0],
         OpKind::Copy | OpKind::ScaleAdd | OpKind::Silu => [d0, d0, 0],
         OpKind::Add | OpKind::Mul => [d0, d0, d0],
@@ -45,14 +73,14 @@ pub(crate) fn needed(op: OpKind, p: &Params) -> [u64; MAX_BINDINGS] {
 
 /// The dims an op uses, with their names, for zero-size checks: the first
 /// of the returned count are used. A user kernel's are its grid's axes.
-fn dims(op: OpKind, p: &Params) -> ([(&'static str, u32); 3], usize) {
-    match op {
+fn dims(shape: &Shape, p: &Params) -> ([(&'static str, u32); 3], usize) {
+    if let Some(def) = shape.user {
+        let [x, y, z] = (def.grid)(p);
+        return ([("grid x", x), ("grid y", y), ("grid z", z)], 3);
+    }
+    match shape.op {
         OpKind::RmsNorm | OpKind::Softmax => ([("rows", p.d0), ("cols", p.d1), ("", 0)], 2),
         OpKind::Gemm => ([("m", p.d0), ("n", p.d1), ("k", p.d2)], 3),
-        OpKind::User(k) => {
-            let [x, y, z] = (k.def().grid)(p);
-            ([("grid x", x), ("grid y", y), ("grid z", z)], 3)
-        }
         _ => ([("n", p.d0), ("", 0), ("", 0)], 1),
     }
 }
@@ -64,12 +92,13 @@ fn touched(view: &View, need: u64) -> (u64, u64) {
 
 /// The element type of binding 0, once every binding's type (`dtype_of`,
 /// in signature order) is one the op accepts there.
-fn check_dtypes(op: OpKind, dtype_of: impl Fn(usize) -> DType) -> Result<DType, ErrorKind> {
+fn check_dtypes(shape: &Shape, dtype_of: impl Fn(usize) -> DType) -> Result<DType, ErrorKind> {
+    let op = shape.op;
     let dtype = dtype_of(0);
-    if !op.dtypes().contains(&dtype) {
+    if !shape.dtypes.contains(&dtype) {
         return Err(ErrorKind::UnsupportedDtype { op, dtype });
     }
-    for (i, binding) in op.signature().iter().enumerate() {
+    for (i, binding) in shape.bindings.iter().enumerate() {
         let expected = match binding.role {
             Role::Input => dtype,
             Role::Fixed(d) => d,
@@ -93,15 +122,14 @@ fn check_dtypes(op: OpKind, dtype_of: impl Fn(usize) -> DType) -> Result<DType, 
 /// into its buffer with `view_len[i]` elements from there, holds what the
 /// op indexes. The elements each binding needs.
 fn check_extents(
-    op: OpKind,
+    shape: &Shape,
     dtype: DType,
     p: &Params,
     offsets: &[u64; MAX_BINDINGS],
     view_len: &[u64; MAX_BINDINGS],
 ) -> Result<[u64; MAX_BINDINGS], ErrorKind> {
-    let sig = op.signature();
-    if let OpKind::User(k) = op {
-        let def = k.def();
+    let (op, sig) = (shape.op, shape.bindings);
+    if let Some(def) = shape.user {
         for f in Field::ALL {
             if !def.reads.contains(&f) && !f.is_zero(p) {
                 return Err(ErrorKind::InvalidParam {
@@ -120,13 +148,13 @@ fn check_extents(
         }
     }
 
-    let (dims, used) = dims(op, p);
+    let (dims, used) = dims(shape, p);
     for &(what, d) in &dims[..used] {
         if d == 0 {
             return Err(ErrorKind::ZeroSize { what });
         }
     }
-    if op.user().is_some() {
+    if shape.user.is_some() {
         for &(what, d) in &dims[..used] {
             if d > MAX_GRID_EDGE {
                 return Err(ErrorKind::TooLarge {
@@ -136,7 +164,7 @@ fn check_extents(
             }
         }
     }
-    let needs = needed(op, p);
+    let needs = needs(shape, p);
     for ((binding, &need), &offset) in sig.iter().zip(&needs).zip(offsets) {
         if need > MAX_ELEMENTS || offset + need > MAX_ELEMENTS {
             return Err(ErrorKind::TooLarge {
@@ -189,8 +217,8 @@ fn check_extents(
 /// rule, about results and not memory, is core's alone), and the launch's
 /// dtype must be the one its bindings make it. Allocates nothing.
 pub fn check_launch(l: &Launch, bytes: impl Fn(usize) -> usize) -> Result<(), ErrorKind> {
-    let op = l.op;
-    let sig = op.signature();
+    let shape = Shape::of(l.op);
+    let (op, sig) = (shape.op, shape.bindings);
     if l.buffers.len() != sig.len() {
         return Err(ErrorKind::ArityMismatch {
             op,
@@ -202,7 +230,7 @@ pub fn check_launch(l: &Launch, bytes: impl Fn(usize) -> usize) -> Result<(), Er
         Role::Fixed(d) => d,
         Role::Input => l.dtype,
     };
-    let dtype = check_dtypes(op, dtype_of)?;
+    let dtype = check_dtypes(&shape, dtype_of)?;
     let mut offsets = [0u64; MAX_BINDINGS];
     let mut view_len = [0u64; MAX_BINDINGS];
     for (i, (binding, view)) in sig.iter().zip(l.buffers.iter()).enumerate() {
@@ -236,7 +264,7 @@ pub fn check_launch(l: &Launch, bytes: impl Fn(usize) -> usize) -> Result<(), Er
         offsets[i] = offset;
         view_len[i] = buffer_len - offset;
     }
-    check_extents(op, dtype, &l.params, &offsets, &view_len)?;
+    check_extents(&shape, dtype, &l.params, &offsets, &view_len)?;
     if dtype != l.dtype {
         return Err(ErrorKind::UnsupportedDtype { op, dtype: l.dtype });
     }
@@ -244,13 +272,19 @@ pub fn check_launch(l: &Launch, bytes: impl Fn(usize) -> usize) -> Result<(), Er
 }
 
 /// Check `call` against the live buffers and lower it to a backend [`Launch`].
-/// Nothing is queued when this fails.
+/// Nothing is queued when this fails. `read_only`: the bindings (bit `i`
+/// for binding `i`) a user kernel's WGSL declares `var<storage, read>`; no
+/// buffer bound to one of them may also be bound to a binding it does not
+/// (in place, or over disjoint ranges alike): WebGPU refuses a buffer used
+/// read-only and read-write in one dispatch, so it is refused here, on
+/// every device, and the contract is one. 0 for a catalogue op.
 pub(crate) fn lower(
     call: &OpCall,
+    read_only: u8,
     lookup: impl Fn(BufferId) -> Result<BufferMeta, ErrorKind>,
 ) -> Result<Launch, ErrorKind> {
-    let op = call.op;
-    let sig = op.signature();
+    let shape = Shape::of(call.op);
+    let (op, sig) = (shape.op, shape.bindings);
     if call.buffers.len() != sig.len() {
         return Err(ErrorKind::ArityMismatch {
             op,
@@ -268,7 +302,7 @@ pub(crate) fn lower(
     let metas = &held[..sig.len()];
     let meta_of = |i: usize| metas[i].expect("looked up above");
 
-    let dtype = check_dtypes(op, |i| meta_of(i).dtype)?;
+    let dtype = check_dtypes(&shape, |i| meta_of(i).dtype)?;
 
     // Each view lies inside its buffer; its length is what the op may use.
     let mut offsets = [0u64; MAX_BINDINGS];
@@ -289,7 +323,7 @@ pub(crate) fn lower(
         offsets[i] = offset;
         view_len[i] = len.unwrap_or(buffer_len - offset);
     }
-    let needs = check_extents(op, dtype, &call.params, &offsets, &view_len)?;
+    let needs = check_extents(&shape, dtype, &call.params, &offsets, &view_len)?;
 
     // A written range may share elements with another binding's only where
     // the op runs in place, and then only as the very same range (element i
@@ -311,7 +345,7 @@ pub(crate) fn lower(
                 continue;
             }
             let same = ws == os && o.access == Access::Read;
-            if same && op.allows_aliasing() {
+            if same && shape.in_place {
                 continue;
             }
             return Err(if same || (ws == os && we == oe) {
@@ -327,6 +361,24 @@ pub(crate) fn lower(
                     other: o.name,
                 }
             });
+        }
+    }
+
+    if let Some(def) = shape.user {
+        for (ri, r) in sig.iter().enumerate() {
+            if read_only & (1 << ri) == 0 {
+                continue;
+            }
+            let shared = sig.iter().enumerate().find(|&(oi, _)| {
+                read_only & (1 << oi) == 0 && call.buffers[oi].buffer == call.buffers[ri].buffer
+            });
+            if let Some((_, other)) = shared {
+                return Err(ErrorKind::ReadOnlyShared {
+                    kernel: def.name,
+                    read_only: r.name,
+                    other: other.name,
+                });
+            }
         }
     }
 
@@ -468,7 +520,7 @@ mod tests {
                                         len: bytes(i) / d.size(),
                                     })
                                 };
-                                let want = lower(&call, meta).and_then(|l| match l.dtype {
+                                let want = lower(&call, 0, meta).and_then(|l| match l.dtype {
                                     d if d == dtype => Ok(()),
                                     _ => Err(ErrorKind::UnsupportedDtype { op, dtype }),
                                 });

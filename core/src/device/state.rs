@@ -116,39 +116,18 @@ impl State {
     }
 
     /// Check `call` against the live buffers and lower it (C12): the rules
-    /// of `validate::lower`, and for a user kernel, that no buffer is bound
-    /// both to a binding its WGSL declares `var<storage, read>` and to one
-    /// it declares `read_write` (in place, or over disjoint ranges alike):
-    /// WebGPU refuses a buffer used read-only and read-write in one
-    /// dispatch, so it is refused here, on every device, and the contract
-    /// is one.
+    /// of `validate::lower`, a user kernel's with the bindings its WGSL
+    /// declares read-only (found when it was registered here).
     pub(super) fn lower(&self, call: &OpCall) -> Result<Launch, ErrorKind> {
-        let launch = crate::validate::lower(call, |id| self.live_meta(id))?;
-        if let OpKind::User(k) = call.op {
-            let read_only = self
+        let read_only = match call.op {
+            OpKind::User(k) => self
                 .kernels
                 .iter()
                 .find(|(x, _)| *x == k)
-                .map_or(0, |(_, r)| *r);
-            let sig = call.op.signature();
-            let views = &call.buffers;
-            for (ri, r) in sig.iter().enumerate() {
-                if read_only & (1 << ri) == 0 {
-                    continue;
-                }
-                let shared = sig.iter().enumerate().find(|&(oi, _)| {
-                    read_only & (1 << oi) == 0 && views[oi].buffer == views[ri].buffer
-                });
-                if let Some((_, other)) = shared {
-                    return Err(ErrorKind::ReadOnlyShared {
-                        kernel: k.name(),
-                        read_only: r.name,
-                        other: other.name,
-                    });
-                }
-            }
-        }
-        Ok(launch)
+                .map_or(0, |(_, r)| *r),
+            _ => 0,
+        };
+        crate::validate::lower(call, read_only, |id| self.live_meta(id))
     }
 
     pub(super) fn new(backend: Box<dyn Backend>, device: Arc<str>) -> State {
