@@ -33,9 +33,9 @@ pub fn set_kernels(kernels: &'static [&'static seam::KernelDef]) {
 }
 
 /// The user kernels of this run ([`set_kernels`]); by default seam's own
-/// example kernels (examples/decode: RoPE and a fused residual-add-rms_norm).
+/// ([`seam_kernels::user::ALL`]: RoPE and a fused residual-add-rms_norm).
 pub fn kernels() -> &'static [&'static seam::KernelDef] {
-    KERNELS.get_or_init(|| seam_example_decode::kernels::ALL)
+    KERNELS.get_or_init(|| seam_kernels::user::ALL)
 }
 
 use seam::{Device, ErrorKind};

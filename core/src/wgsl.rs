@@ -498,7 +498,7 @@ mod tests {
     }
 
     /// Which bindings a kernel's WGSL declares `read` is what core holds
-    /// a launch's buffers to (`ReadOnlyShared`, `State::lower`).
+    /// a launch's buffers to (`ReadOnlyShared`, `validate::lower`).
     #[test]
     fn read_only_bindings_are_reported() {
         let m = compile(Kernel::new(&ALIASED_READ_ONLY)).unwrap();

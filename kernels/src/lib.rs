@@ -13,10 +13,16 @@
 //! Entry points are named `<op>_<variant>`; [`entry_point`] gives the
 //! variant for each op and element type, the same for every language.
 //! [`geometry`] says how many workgroups a WGSL launch needs.
+//!
+//! [`user`] holds two kernels written as a user writes one (RoPE and a fused
+//! residual-add + rms_norm, `seam::kernel::KernelDef`s with WGSL, CUDA C and
+//! a CPU oracle): the ones the conformance suite certifies by default and
+//! the examples decode with.
 
 use seam::{DType, OpKind};
 
 pub mod geometry;
+pub mod user;
 
 /// A kernel language.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -64,8 +70,8 @@ pub fn source(op: OpKind, lang: Language) -> Option<String> {
 }
 
 /// The error for a kernel `lang` has no source of: a user kernel without
-/// one is [`ErrorKind::KernelSourceMissing`]; a catalogue op without one,
-/// [`ErrorKind::OpUnsupported`].
+/// one is [`ErrorKind::KernelSourceMissing`](seam::ErrorKind::KernelSourceMissing); a catalogue op without one,
+/// [`ErrorKind::OpUnsupported`](seam::ErrorKind::OpUnsupported).
 pub fn missing_source(op: OpKind, lang: Language) -> seam::ErrorKind {
     match op {
         OpKind::User(k) => seam::ErrorKind::KernelSourceMissing {

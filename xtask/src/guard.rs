@@ -227,7 +227,7 @@ fn hip_rows(cargo: &str) -> Vec<String> {
     }
     for arch in HIP_ARCHS {
         eprintln!(
-            "seam-guard: hip device code: every kernel (catalogue and the decode example's user kernels) through hipRTC for {arch}"
+            "seam-guard: hip device code: every kernel (catalogue and the suite's user kernels, seam_kernels::user) through hipRTC for {arch}"
         );
         let args = [
             "run",

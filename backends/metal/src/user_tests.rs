@@ -71,34 +71,6 @@ def!(
     )
 );
 
-// The decode example's two kernels, with the example's signatures
-// (examples/decode/src/kernels.rs); conformance runs them on a device.
-def!(
-    ROPE,
-    "rope_f32",
-    &[
-        Binding::fixed("x", R, F),
-        Binding::fixed("freq", R, F),
-        Binding::fixed("y", W, F),
-    ],
-    [64, 1, 1],
-    Some(include_str!("../../../examples/decode/kernels/rope.wgsl"))
-);
-def!(
-    ADD_RMS_NORM,
-    "add_rms_norm_f32",
-    &[
-        Binding::fixed("x", R, F),
-        Binding::fixed("r", W, F),
-        Binding::fixed("w", R, F),
-        Binding::fixed("out", W, F),
-    ],
-    [256, 1, 1],
-    Some(include_str!(
-        "../../../examples/decode/kernels/add_rms_norm.wgsl"
-    ))
-);
-
 // `main` is reserved in MSL: naga renames the function.
 def!(
     MAIN,
@@ -194,12 +166,12 @@ fn user_kernels_are_bounds_checked() {
 
 #[test]
 fn the_example_kernels_lower_with_their_threadgroup_memory() {
-    let rope = msl(Kernel::new(&ROPE)).unwrap();
+    let rope = msl(Kernel::new(&seam_kernels::user::ROPE)).unwrap();
     assert_eq!(rope.entry_point.threads, [64, 1, 1]);
     assert!(rope.entry_point.threadgroup_memory.is_empty());
     assert_eq!(rope.sizes, [0, 1, 2]);
 
-    let norm = msl(Kernel::new(&ADD_RMS_NORM)).unwrap();
+    let norm = msl(Kernel::new(&seam_kernels::user::ADD_RMS_NORM)).unwrap();
     assert_eq!(norm.entry_point.threads, [256, 1, 1]);
     // `var<workgroup> scratch: array<f32, 256>`: one argument of 1024 bytes.
     assert_eq!(norm.entry_point.threadgroup_memory, [1024]);

@@ -1,5 +1,5 @@
 //! Cases over user kernels (`seam::kernel`), written once and run once per
-//! kernel of the run (`crate::kernels()`: seam's example kernels, or the
+//! kernel of the run (`crate::kernels()`: seam's own, `seam_kernels::user`, or the
 //! ones an engine passes to `harness::certify_with`). Every input comes
 //! from the kernel's own definition: its signature, `extents`, `reads`
 //! and `samples`; the oracle is its `cpu` implementation, run by the CPU
@@ -351,8 +351,8 @@ pub const C4_USER_KERNEL_EAGER_AND_CAPTURED_IDENTICAL: Case = Case {
 /// Mutations: drop the view bounds check in `seam::validate::lower`
 /// (`if offset > buffer_len || …` → `if false`) → red on cpu:0 ("view
 /// past the end of binding …: expected ViewOutOfRange, but it succeeded");
-/// skip the `ReadOnlyShared` check in `State::lower` → red on cpu:0 for
-/// both example kernels.
+/// skip the `ReadOnlyShared` check in `seam::validate::lower` → red on
+/// cpu:0 for both of seam's user kernels.
 pub const C12_USER_KERNEL_BAD_LAUNCHES_REFUSED: Case = Case {
     name: "c12_user_kernel_bad_launches_refused",
     rule: Rule::C12,

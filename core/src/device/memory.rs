@@ -45,7 +45,7 @@ impl Device {
     /// Free a buffer now, or say why not: refused inside a capture (C5) and
     /// while a graph, the current graph or the open capture reads it (it
     /// would be a use-after-free on replay). For "free it once legal", what
-    /// an owned [`Buffer`] does on drop, see [`LowLevel::release_buffer`](crate::LowLevel::release_buffer).
+    /// an owned [`Buffer`](super::Buffer) does on drop, see [`LowLevel::release_buffer`](crate::LowLevel::release_buffer).
     pub fn free(&self, id: BufferId) -> Result<()> {
         self.with("free", |st| {
             if st.capture.is_some() {

@@ -1,11 +1,11 @@
 //! The example's check: a device's captured-and-updated decode steps
 //! against the same steps run eagerly on the CPU reference device.
 
-use crate::kernels::{ADD_RMS_NORM, ROPE};
 use crate::step::{input, kv_initial, Config, DecodeStep, Rng, Weights};
 use seam::kernel::KernelDef;
 use seam::ops::Access;
 use seam::{ops, Device, ErrorKind, Params, Tolerance, View};
+use seam_kernels::user::{ADD_RMS_NORM, ROPE};
 
 /// How closely a step's output and the KV cache must agree with the CPU
 /// reference. Each slot of the cache is `rope(hn · wk)` (a 300-term f32

@@ -1,8 +1,8 @@
 //! # seam-example-decode
 //!
 //! One decode step of a toy attention block, the way an inference engine
-//! runs it through seam: two of the engine's own kernels ([`kernels::ROPE`]
-//! and [`kernels::ADD_RMS_NORM`]) registered as user kernels next to the
+//! runs it through seam: two kernels of its own kind ([`seam_kernels::user::ROPE`]
+//! and [`seam_kernels::user::ADD_RMS_NORM`]) registered as user kernels next to the
 //! catalogue's GEMM, copy, scale_add, softmax and silu; a KV cache written
 //! one slot per step through a view; the whole step captured **once**, then
 //! moved to each next position by one graph update per step
@@ -15,7 +15,6 @@
 //! --release` does that on every device found.
 
 pub mod check;
-pub mod kernels;
 pub mod step;
 
 pub use check::{check_device, Outcome, STEP_TOLERANCE};

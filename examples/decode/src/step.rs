@@ -2,8 +2,8 @@
 //! on one device, as a list of launches; run eagerly, or captured once and
 //! moved from position to position by graph updates (C13).
 
-use crate::kernels::{rope_freqs, ADD_RMS_NORM, ROPE};
 use seam::{ops, Buffer, Change, Device, Graph, OpCall, Result};
+use seam_kernels::user::{rope_freqs, ADD_RMS_NORM, ROPE};
 
 /// The model's shape.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -6,7 +6,7 @@ use crate::attention::{self, ATTENTION};
 use crate::model::{Config, Model};
 use crate::Error;
 use seam::{ops, Buffer, BufferId, Change, DType, Device, Graph, OpCall, OpKind, View};
-use seam_example_decode::kernels::{rope_freqs, ADD_RMS_NORM, ROPE};
+use seam_kernels::user::{rope_freqs, ADD_RMS_NORM, ROPE};
 use std::time::{Duration, Instant};
 
 /// How a step runs.

@@ -1,6 +1,6 @@
 //! Compile every seam kernel with hipRTC for one AMD architecture, no GPU
-//! needed: `hip-kernel-check gfx90a`. Every catalogue op, then the decode
-//! example's user kernels (`seam_example_decode::kernels::ALL`), each through
+//! needed: `hip-kernel-check gfx90a`. Every catalogue op, then the user
+//! kernels the suite certifies (`seam_kernels::user::ALL`), each through
 //! `seam_hip::compile_kernel`, the backend's own path (a user kernel's CUDA C
 //! with the prelude, `seam_kernels::source`). Exits 0 when every kernel
 //! compiled, 1 when one failed (its hipRTC log is printed), 2 on bad usage.
@@ -8,20 +8,19 @@
 //! runtime that crashes on an architecture (ROCm 5.2 on gfx1200) cannot take
 //! the guard down.
 //!
-//! It lives in xtask, not seam-hip, because the example depends on
-//! seam-backends, which depends on seam-hip: seam-hip cannot depend on the
-//! example without a cycle. Build it with `--features rocm` (links
-//! libamdhip64, decision D9).
+//! It lives in xtask, beside the seam guard that runs it, so seam-hip ships
+//! no tool of CI's. Build it with `--features rocm` (links libamdhip64,
+//! decision D9).
 
 use seam::{Kernel, OpKind};
 use std::process::ExitCode;
 
-/// What is compiled: the catalogue, then the example's user kernels.
+/// What is compiled: the catalogue, then the suite's user kernels.
 fn kernels() -> Vec<OpKind> {
     OpKind::ALL
         .into_iter()
         .chain(
-            seam_example_decode::kernels::ALL
+            seam_kernels::user::ALL
                 .iter()
                 .map(|&def| OpKind::User(Kernel::new(def))),
         )

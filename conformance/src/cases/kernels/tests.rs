@@ -1,5 +1,5 @@
 //! The cases over two small kernels of their own on the CPU reference
-//! (seam's example kernels run in the suite itself).
+//! (seam's own user kernels run in the suite itself).
 use super::*;
 use crate::report::Verdict;
 use crate::runner::{self, Filter, Trial};

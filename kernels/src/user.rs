@@ -1,6 +1,10 @@
-//! The decode step's two user kernels, each as WGSL, CUDA C and Rust (the
-//! CPU backend runs the Rust, and so it is the oracle every other device is
-//! compared with, C11). The GPU sources live in `kernels/`.
+//! Two user kernels an LLM decode step uses, each as WGSL, CUDA C and Rust
+//! (the CPU backend runs the Rust, and so it is the oracle every other
+//! device is compared with, C11): what the conformance suite certifies by
+//! default (`seam_conformance::harness::certify` runs its user-kernel cases
+//! over [`ALL`]) and what the examples decode with. They are written
+//! against seam's public user-kernel API ([`KernelDef`]) like any user's
+//! kernel. The GPU sources live in `kernels/user/`.
 //!
 //! - [`ROPE`]: rotary position embedding, `x[heads × head_dim]` at position
 //!   `pos`, pair `(2i, 2i + 1)` of each head rotated by `pos · freq[i]`
@@ -161,10 +165,10 @@ pub static ROPE: KernelDef = KernelDef {
         rel: 1e-5,
         abs: 1e-5,
     },
-    wgsl: Some(include_str!("../kernels/rope.wgsl")),
+    wgsl: Some(include_str!("../user/rope.wgsl")),
     // SAFETY: rope.cu indexes `x` and `y` below heads × head_dim and `freq`
     // below head_dim / 2 (`rope_extents`), and writes only `y`.
-    cuda: Some(unsafe { CudaSource::trusted(include_str!("../kernels/rope.cu")) }),
+    cuda: Some(unsafe { CudaSource::trusted(include_str!("../user/rope.cu")) }),
     cpu: Some(rope_cpu),
     samples: &[
         Params::dims(1, 2, 0),
@@ -276,11 +280,11 @@ pub static ADD_RMS_NORM: KernelDef = KernelDef {
         rel: 1e-5,
         abs: 1e-6,
     },
-    wgsl: Some(include_str!("../kernels/add_rms_norm.wgsl")),
+    wgsl: Some(include_str!("../user/add_rms_norm.wgsl")),
     // SAFETY: add_rms_norm.cu indexes each binding below the extents of
     // `norm_extents` (rows × cols, cols for the weight) and writes only the
     // bindings it declares written.
-    cuda: Some(unsafe { CudaSource::trusted(include_str!("../kernels/add_rms_norm.cu")) }),
+    cuda: Some(unsafe { CudaSource::trusted(include_str!("../user/add_rms_norm.cu")) }),
     cpu: Some(add_rms_norm_cpu),
     samples: &[
         Params::dims(1, 300, 0).with_scalars(1e-5, 0.0),
@@ -291,5 +295,8 @@ pub static ADD_RMS_NORM: KernelDef = KernelDef {
 };
 
 /// Both kernels, as `seam_conformance::harness::certify_with` takes them
-/// (seam's own suite certifies these).
+/// (seam's own suite certifies these by default).
 pub static ALL: &[&KernelDef] = &[&ROPE, &ADD_RMS_NORM];
+
+#[cfg(test)]
+mod tests;

@@ -1,11 +1,9 @@
 //! The user kernels' CPU implementations against plain f64 math, their
 //! parameter checks, and their WGSL against naga.
 
+use super::{add_rms_norm_cpu, rope_cpu, rope_freqs, sincos, ADD_RMS_NORM, ROPE, ROPE_MAX_POS};
 use seam::kernel::KernelDef;
 use seam::Params;
-use seam_example_decode::kernels::{
-    add_rms_norm_cpu, rope_cpu, rope_freqs, sincos, ADD_RMS_NORM, ROPE, ROPE_MAX_POS,
-};
 
 fn bytes(v: &[f32]) -> Vec<u8> {
     bytemuck::cast_slice(v).to_vec()
