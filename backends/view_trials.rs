@@ -98,28 +98,6 @@ fn run_case(dev: &Device, c: &Case, captured: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
     after.into_iter().zip(before).collect()
 }
 
-/// Elements of `d` in `b`, as f64 (integers by value).
-pub fn decode(d: DType, b: &[u8]) -> Vec<f64> {
-    match d {
-        DType::F32 => b
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64)
-            .collect(),
-        DType::F16 => b
-            .chunks_exact(2)
-            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f64())
-            .collect(),
-        DType::Bf16 => b
-            .chunks_exact(2)
-            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f64())
-            .collect(),
-        _ => b
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes(c.try_into().unwrap()) as f64)
-            .collect(),
-    }
-}
-
 /// Catalogue ops over views at odd offsets (and 16-bit views of both
 /// parities), eager and captured: every byte outside each view keeps its
 /// value, inputs are not changed at all, and the view agrees with the CPU
@@ -335,24 +313,8 @@ pub fn catalogue_ops_on_odd_views_keep_neighbours(dev: &Device) {
                     continue;
                 }
                 let (g, w) = (&after[lo..hi], &cpu_after[lo..hi]);
-                match c.op.tolerance(c.dtype) {
-                    Tolerance::BitExact => {
-                        if let Some(i) = g.iter().zip(w).position(|(a, b)| a != b) {
-                            failures.push(format!(
-                                "{at}: binding {k}: view byte {i} differs from the CPU"
-                            ));
-                        }
-                    }
-                    Tolerance::Relative { rel, abs } => {
-                        for (i, (a, b)) in decode(d, g).iter().zip(decode(d, w)).enumerate() {
-                            if (a - b).abs() > abs as f64 + rel as f64 * b.abs() || a.is_nan() {
-                                failures.push(format!(
-                                    "{at}: binding {k}: element {i}: {a} vs CPU {b}"
-                                ));
-                                break;
-                            }
-                        }
-                    }
+                if let Err(e) = seam::testing::compare(d, c.op.tolerance(c.dtype), g, w) {
+                    failures.push(format!("{at}: binding {k}, against the CPU: {e}"));
                 }
             }
         }

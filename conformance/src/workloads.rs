@@ -2,7 +2,7 @@
 //! buffer holds the result. Shared by C4 (eager vs captured) and C11 (every
 //! device vs the CPU reference), so both compare exactly the same work.
 
-use seam::{ops, BufferId, DType, Device, OpCall, OpKind, Tolerance};
+use seam::{ops, BufferId, DType, Device, OpCall, OpKind};
 
 /// Every (op, dtype) pair of the catalogue.
 pub fn all_pairs() -> Vec<(OpKind, DType)> {
@@ -12,7 +12,7 @@ pub fn all_pairs() -> Vec<(OpKind, DType)> {
         .collect()
 }
 
-pub use seam::testing::Rng;
+pub use seam::testing::{compare, decode, element, Rng};
 
 /// Buffers allocated and filled for one workload, and its launch.
 pub struct Prepared {
@@ -130,125 +130,4 @@ pub fn prepare_at(
         output,
         output_dtype,
     })
-}
-
-/// Decode bytes of `dtype` into f64 for tolerance comparison.
-fn decode(dtype: DType, bytes: &[u8]) -> Vec<f64> {
-    match dtype {
-        DType::F32 => bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)
-            .collect(),
-        DType::F16 => bytes
-            .chunks_exact(2)
-            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f64())
-            .collect(),
-        DType::Bf16 => bytes
-            .chunks_exact(2)
-            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f64())
-            .collect(),
-        DType::I32 | DType::U32 => bytes
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)
-            .collect(),
-    }
-}
-
-/// One element of `dtype` as a person reads it: its value and its bits
-/// (`1.5 (0x3fc00000)`, `-3 (0xfffffffd)`).
-pub fn element(dtype: DType, bytes: &[u8]) -> String {
-    match dtype {
-        DType::F32 => {
-            let b = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-            format!("{:e} ({b:#010x})", f32::from_bits(b))
-        }
-        DType::F16 => {
-            let b = u16::from_le_bytes([bytes[0], bytes[1]]);
-            format!("{} ({b:#06x})", half::f16::from_bits(b))
-        }
-        DType::Bf16 => {
-            let b = u16::from_le_bytes([bytes[0], bytes[1]]);
-            format!("{} ({b:#06x})", half::bf16::from_bits(b))
-        }
-        DType::I32 => {
-            let b = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-            format!("{} ({b:#010x})", b as i32)
-        }
-        DType::U32 => {
-            let b = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-            format!("{b} ({b:#010x})")
-        }
-    }
-}
-
-/// How many mismatches a failure lists before it only counts them.
-const LISTED: usize = 3;
-
-/// Compare `got` with the reference `want` under `tol`. A failure says how
-/// many elements differ and lists the first few, each with its index, its
-/// value and bits, and the reference's.
-pub fn compare(dtype: DType, tol: Tolerance, got: &[u8], want: &[u8]) -> Result<(), String> {
-    if got.len() != want.len() {
-        return Err(format!("length {} != reference {}", got.len(), want.len()));
-    }
-    let size = dtype.size();
-    let total = got.len() / size;
-    let report = |bad: Vec<(usize, String)>| -> Result<(), String> {
-        if bad.is_empty() {
-            return Ok(());
-        }
-        let first: Vec<String> = bad.iter().take(LISTED).map(|(_, m)| m.clone()).collect();
-        Err(format!(
-            "{} of {total} elements differ; {}",
-            bad.len(),
-            first.join("; ")
-        ))
-    };
-    match tol {
-        Tolerance::BitExact => {
-            let bad = got
-                .chunks_exact(size)
-                .zip(want.chunks_exact(size))
-                .enumerate()
-                .filter(|(_, (a, b))| a != b)
-                .map(|(e, (a, b))| {
-                    (
-                        e,
-                        format!(
-                            "bit-exact mismatch at element {e}: {} != reference {}",
-                            element(dtype, a),
-                            element(dtype, b)
-                        ),
-                    )
-                })
-                .collect();
-            report(bad)
-        }
-        Tolerance::Relative { rel, abs } => {
-            let (g, w) = (decode(dtype, got), decode(dtype, want));
-            let bad = g
-                .iter()
-                .zip(&w)
-                .enumerate()
-                .filter_map(|(i, (a, b))| {
-                    let bound = abs as f64 + rel as f64 * b.abs();
-                    // Written so that a NaN on either side fails the comparison.
-                    let within = (a - b).abs() <= bound;
-                    let at = |x: &[u8]| element(dtype, &x[i * size..(i + 1) * size]);
-                    (!within).then(|| {
-                        (
-                            i,
-                            format!(
-                                "element {i}: {} vs reference {} (|diff| {:e} > bound {bound:e})",
-                                at(got),
-                                at(want),
-                                (a - b).abs()
-                            ),
-                        )
-                    })
-                })
-                .collect();
-            report(bad)
-        }
-    }
 }

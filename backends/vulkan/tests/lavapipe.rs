@@ -8,7 +8,7 @@
 
 use libtest_mimic::Completion;
 use seam::testing::Rng;
-use seam::{ops, Change, DType, Device, OpCall, OpKind, Tolerance};
+use seam::{ops, Change, DType, Device, OpCall, OpKind};
 
 #[path = "../../device_trials.rs"]
 mod device_trials;
@@ -137,22 +137,7 @@ fn compare(op: OpKind, dtype: DType, got: &[u8], want: &[u8]) -> Result<(), Stri
     } else {
         dtype
     };
-    let dec = |b: &[u8]| view_trials::decode(out, b);
-    match op.tolerance(dtype) {
-        Tolerance::BitExact => match got.iter().zip(want).position(|(a, b)| a != b) {
-            None => Ok(()),
-            Some(i) => Err(format!("byte {i} differs")),
-        },
-        Tolerance::Relative { rel, abs } => {
-            for (i, (a, b)) in dec(got).iter().zip(dec(want)).enumerate() {
-                let within = (a - b).abs() <= abs as f64 + rel as f64 * b.abs();
-                if !within {
-                    return Err(format!("element {i}: {a} vs {b}"));
-                }
-            }
-            Ok(())
-        }
-    }
+    seam::testing::compare(out, op.tolerance(dtype), got, want)
 }
 
 fn every_op_matches_the_cpu_eager_and_captured(dev: Device) -> Completion {

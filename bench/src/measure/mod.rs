@@ -121,17 +121,10 @@ pub(crate) fn submit(dev: &Device, calls: &[OpCall]) -> seam::Result<()> {
     Ok(())
 }
 
-/// Deterministic pseudo-random floats in [lo, hi) (xorshift; never zeros).
+/// Deterministic pseudo-random floats in [lo, hi) (`seam::testing::Rng`).
 pub fn randoms(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            lo + (hi - lo) * ((x >> 40) & 0xFF_FFFF) as f32 / 16_777_216.0
-        })
-        .collect()
+    let mut rng = seam::testing::Rng::new(seed);
+    (0..n).map(|_| lo + (hi - lo) * rng.next_unit()).collect()
 }
 
 fn leak(s: &str) -> &'static str {

@@ -12,11 +12,16 @@
 //! - [`split_filters`] and [`filtered_in`]: libtest's filters for test
 //!   binaries of their own (`harness = false`), several of them as libtest
 //!   takes them.
+//! - [`Rng`] and [`compare`]: the one random generator and the one
+//!   tolerance comparer (C11) of seam's tests, suite, examples and
+//!   benchmark.
 
+mod compare;
 mod direct;
 mod filters;
 mod required;
 mod rng;
+pub use compare::{compare, decode, element};
 pub use direct::{Direct, RawCall};
 pub use filters::{apply_filters, filtered_in, split_filters};
 pub use required::{is_required, parse_required, required_devices, REQUIRE_ENV};

@@ -1,5 +1,7 @@
-//! The one random generator of seam's tests, suite and tools: xorshift,
-//! seeded, the same values on every machine.
+//! The one random generator of seam's tests, suite, examples and
+//! benchmark: xorshift, seeded, the same values on every machine. (xtask's
+//! mutant sampler keeps its own generator: a recorded campaign names a
+//! seed, and the seed must keep meaning the same sample.)
 
 use crate::DType;
 
@@ -20,9 +22,14 @@ impl Rng {
         (self.0 >> 16) as u32
     }
 
+    /// Uniform in [0, 1), on a 2^-24 grid (every value an exact f32).
+    pub fn next_unit(&mut self) -> f32 {
+        (self.next_u32() >> 8) as f32 / (1u32 << 24) as f32
+    }
+
     /// Uniform in [-range, range), on a 2^-12 grid so f16/bf16 hold it well.
     pub fn next_f32(&mut self, range: f32) -> f32 {
-        let unit = (self.next_u32() >> 8) as f32 / (1u32 << 24) as f32;
+        let unit = self.next_unit();
         (((unit * 2.0 - 1.0) * range) * 4096.0).round() / 4096.0
     }
 

@@ -1,10 +1,11 @@
 //! The example's check: a device's captured-and-updated decode steps
 //! against the same steps run eagerly on the CPU reference device.
 
-use crate::step::{input, kv_initial, Config, DecodeStep, Rng, Weights};
+use crate::step::{input, kv_initial, randoms, Config, DecodeStep, Weights};
 use seam::kernel::KernelDef;
 use seam::ops::Access;
-use seam::{ops, Device, ErrorKind, Params, Tolerance, View};
+use seam::testing::Rng;
+use seam::{ops, DType, Device, ErrorKind, Params, Tolerance, View};
 use seam_kernels::user::{ADD_RMS_NORM, ROPE};
 
 /// How closely a step's output and the KV cache must agree with the CPU
@@ -105,18 +106,14 @@ pub fn compare(got: &[f32], want: &[f32], tol: Tolerance, what: &str) -> Result<
             want.len()
         ));
     }
-    let mut max = 0f32;
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        let ok = match tol {
-            Tolerance::BitExact => g.to_bits() == w.to_bits(),
-            Tolerance::Relative { rel, abs } => (g - w).abs() <= abs + rel * w.abs(),
-        };
-        if !ok {
-            return Err(format!("{what}[{i}]: {g} where the reference has {w}"));
-        }
-        max = max.max((g - w).abs());
-    }
-    Ok(max)
+    let bytes = |v: &[f32]| bytemuck::cast_slice::<f32, u8>(v).to_vec();
+    seam::testing::compare(DType::F32, tol, &bytes(got), &bytes(want))
+        .map_err(|e| format!("{what}: {e}"))?;
+    Ok(got
+        .iter()
+        .zip(want)
+        .map(|(g, w)| (g - w).abs())
+        .fold(0.0, f32::max))
 }
 
 /// The KV cache after `steps` steps agrees with the reference's in the
@@ -164,7 +161,7 @@ fn sample_inputs(def: &KernelDef, p: &Params, seed: u64) -> Vec<Vec<f32>> {
     (def.extents)(p, &mut need);
     let mut rng = Rng::new(seed);
     need.iter()
-        .map(|&n| rng.vec(n as usize + 2 * GUARD, 2.0))
+        .map(|&n| randoms(&mut rng, n as usize + 2 * GUARD, 2.0))
         .collect()
 }
 

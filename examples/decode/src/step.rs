@@ -2,6 +2,7 @@
 //! on one device, as a list of launches; run eagerly, or captured once and
 //! moved from position to position by graph updates (C13).
 
+use seam::testing::Rng;
 use seam::{ops, Buffer, Change, Device, Graph, OpCall, Result};
 use seam_kernels::user::{rope_freqs, ADD_RMS_NORM, ROPE};
 
@@ -35,25 +36,11 @@ impl Config {
     }
 }
 
-/// A deterministic stream of values in [-1, 1) (xorshift64*).
-pub(crate) struct Rng(u64);
-
-impl Rng {
-    pub(crate) fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn next(&mut self) -> f32 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        let bits = self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40;
-        bits as f32 / (1u64 << 23) as f32 - 1.0
-    }
-
-    pub(crate) fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
-        (0..n).map(|_| self.next() * scale).collect()
-    }
+/// `n` values in [-scale, scale) from `rng`.
+pub(crate) fn randoms(rng: &mut Rng, n: usize, scale: f32) -> Vec<f32> {
+    (0..n)
+        .map(|_| (rng.next_unit() * 2.0 - 1.0) * scale)
+        .collect()
 }
 
 /// The model's weights (deterministic from a seed).
@@ -75,10 +62,13 @@ impl Weights {
         let mut rng = Rng::new(seed);
         let scale = 1.0 / (dim as f32).sqrt();
         Weights {
-            norm: (0..dim).map(|_| 1.0 + 0.25 * rng.next()).collect(),
-            wq: rng.vec(dim * dim, scale),
-            wk: rng.vec(dim * dim, scale),
-            wo: rng.vec(dim * dim, scale),
+            norm: randoms(&mut rng, dim, 0.25)
+                .iter()
+                .map(|v| 1.0 + v)
+                .collect(),
+            wq: randoms(&mut rng, dim * dim, scale),
+            wk: randoms(&mut rng, dim * dim, scale),
+            wo: randoms(&mut rng, dim * dim, scale),
             freqs: rope_freqs(cfg.head_dim, cfg.theta),
         }
     }
@@ -86,7 +76,11 @@ impl Weights {
 
 /// The token embedding step `step` feeds in (deterministic).
 pub fn input(cfg: &Config, step: u32) -> Vec<f32> {
-    Rng::new(0xDEC0_0000 + step as u64).vec(cfg.dim() as usize, 1.0)
+    randoms(
+        &mut Rng::new(0xDEC0_0000 + step as u64),
+        cfg.dim() as usize,
+        1.0,
+    )
 }
 
 /// What the KV cache holds before any step: element `i` is `4096 + i`

@@ -350,13 +350,8 @@ impl Model {
     /// A model of shape `config` with random weights (deterministic from
     /// `seed`): for tests and for timing a shape whose file is not at hand.
     pub fn random(config: Config, seed: u64) -> Model {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        let mut next = move || {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            (s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        };
+        let mut rng = seam::testing::Rng::new(seed);
+        let mut next = move || rng.next_unit() * 2.0 - 1.0;
         let mut vec = |n: u32, scale: f32, base: f32| -> Vec<f32> {
             (0..n).map(|_| base + scale * next()).collect()
         };
