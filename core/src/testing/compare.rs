@@ -166,6 +166,12 @@ mod tests {
         );
         let e = compare(DType::F32, rel, &f32s(&[4.01, 0.0]), &f32s(&[2.0, 0.0])).unwrap_err();
         assert!(e.starts_with("1 of 2 elements differ; element 0: "), "{e}");
+        // A mismatch past element 0 prints that element's own values.
+        let e = compare(DType::F32, rel, &f32s(&[2.0, 9.0]), &f32s(&[2.0, 2.0])).unwrap_err();
+        assert!(
+            e.contains("element 1: 9e0 (0x41100000) vs reference 2e0 (0x40000000)"),
+            "{e}"
+        );
         for (g, w) in [(f32::NAN, 1.0), (1.0, f32::NAN)] {
             assert!(compare(DType::F32, rel, &f32s(&[g]), &f32s(&[w])).is_err());
         }
