@@ -80,6 +80,24 @@ fn main() {
     for (name, triple) in &targets {
         writeln!(out, "    ({name:?}, {triple:?}),").unwrap();
     }
+    out.push_str("];\n\n");
+    // `portable`: the backends every machine builds, which the other
+    // crates turn on by default (each forwards this one feature).
+    let portable: Vec<&str> = features
+        .get("portable")
+        .and_then(toml::Value::as_array)
+        .expect("seam-backends' [features] has `portable`")
+        .iter()
+        .filter_map(toml::Value::as_str)
+        .collect();
+    out.push_str(
+        "/// The features of the `portable` set: the backends every machine\n\
+         /// builds, on by default in the suite, the examples and the tools.\n\
+         pub const PORTABLE: &[&str] = &[\n",
+    );
+    for feature in &portable {
+        writeln!(out, "    {feature:?},").unwrap();
+    }
     out.push_str("];\n");
     let dest = std::path::Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR")).join("known.rs");
     std::fs::write(dest, out).expect("writing known.rs");

@@ -79,7 +79,7 @@ pub fn discover() -> Discovery {
         if !compiled_in(backend) {
             d.missing.push(Missing {
                 backend,
-                reason: format!("not compiled in: build with `--features {feature}`"),
+                reason: format!("not compiled in: build with `--features seam-backends/{feature}`"),
             });
         }
     }
@@ -120,6 +120,26 @@ pub fn compiled_in(backend: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every backend is in the `portable` set the other crates turn on,
+    /// except HIP, which links libamdhip64 at build time (docs/decisions.md
+    /// D9); the set names only known backends. A backend added without its
+    /// name in `portable` → red.
+    #[test]
+    fn every_backend_but_hip_is_portable() {
+        let left_out: Vec<&str> = KNOWN[1..]
+            .iter()
+            .filter(|(_, f)| !PORTABLE.contains(f))
+            .map(|(n, _)| *n)
+            .collect();
+        assert_eq!(left_out, ["hip"], "backends outside `portable`");
+        for f in PORTABLE {
+            assert!(
+                KNOWN.iter().any(|(_, k)| k == f),
+                "`portable` names {f}, which is no backend's feature"
+            );
+        }
+    }
 
     /// Each compiled-in registration is the one its feature line names, and
     /// says so: name = crate suffix, feature = the feature. Mutation: a
@@ -170,7 +190,7 @@ mod tests {
                 let m = d.missing.iter().find(|m| m.backend == backend);
                 let reason = m.map(|m| m.reason.as_str()).unwrap_or("");
                 assert!(
-                    reason.contains(&format!("--features {feature}")),
+                    reason.contains(&format!("--features seam-backends/{feature}")),
                     "{backend}: {reason}"
                 );
             }

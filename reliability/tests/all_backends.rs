@@ -1,7 +1,7 @@
 //! The model and the fault sweep over every device `seam_backends::discover()`
-//! finds (build with `--features vulkan,cuda,wgpu` to include GPU backends).
-//! Ignored by default: `cargo test -p seam-reliability --features vulkan
-//! --test all_backends -- --ignored --nocapture`. `SEAM_MODEL_CASES` sets the
+//! finds (build with `--features portable` to include GPU backends).
+//! Ignored by default: `cargo test -p seam-reliability --features
+//! seam-backends/vulkan --test all_backends -- --ignored --nocapture`. `SEAM_MODEL_CASES` sets the
 //! sequences per device (default 500: opening a GPU device per sequence is slow).
 
 use seam_reliability::faults::sweep_all;
