@@ -32,7 +32,8 @@
 //!   changed sets (`vkUpdateDescriptorSets`) and, where push constants change
 //!   or the device cannot update a bound set, records the command buffer
 //!   again from its own log with the same sets; the barrier audit is run
-//!   again over the new bindings first (docs/vulkan.md).
+//!   again over the new bindings first, and over the commands as they are
+//!   recorded again (docs/vulkan.md).
 //! - **Eager launches** are recorded into one command buffer (ONE_TIME_SUBMIT)
 //!   that is submitted at the next write, read, synchronize, replay, or after
 //!   256 launches. Every dispatch is preceded by a global compute/transfer
@@ -57,7 +58,8 @@
 //!   runs at most that far ahead of the device.
 //! - **Validation.** `SEAM_VULKAN_VALIDATION=1|sync` turns Khronos
 //!   validation messages into failures of the call that raised them, and
-//!   every command buffer runs seam's barrier audit (docs/vulkan.md).
+//!   every command buffer runs seam's barrier audit, which judges each
+//!   barrier's stage and access masks as recorded (docs/vulkan.md).
 //! - **Waits** poll the fences (`vkGetFenceStatus`) for a spin budget, 50 µs
 //!   by default or `SEAM_VULKAN_SPIN_US` (0: always block), then block in
 //!   `vkWaitForFences` (`wait.rs`, docs/vulkan.md). They are bounded: a

@@ -1,30 +1,158 @@
 //! seam's own barrier audit. Synchronization validation (layer 1.3.239)
 //! reports no hazard for dependent compute dispatches with every barrier
-//! removed (tried on lavapipe and the H200's NVIDIA driver, 2026-12-01), so each command buffer checks its own
-//! commands as they are recorded: two commands that touch the same buffer,
-//! at least one of them writing, must have a barrier between them, and a
-//! command buffer's first access must follow a barrier (which orders it
-//! after every earlier submission to the queue). It costs one scan of the
-//! accesses since the last barrier per command — nothing, when every
-//! dispatch follows a barrier — so it is always on.
+//! removed, nor with a barrier whose access masks leave the shader's reads
+//! out (tried on lavapipe and on an H200's NVIDIA driver 580.159.04,
+//! 2026-12-01 and 2026-12-03), so each command buffer checks its own
+//! commands as they are recorded, by Vulkan's rules for a pipeline barrier:
+//!
+//! - two commands that touch the same buffer, at least one of them writing,
+//!   must have a barrier between them whose stage scopes hold the earlier
+//!   command's stage (first scope) and the later's (second scope); where the
+//!   earlier one writes, its access masks must also hold the earlier write
+//!   (made available) and the later access (made visible);
+//! - a command buffer's first access of each kind must follow a barrier that
+//!   orders it so after a write of either stage in an earlier submission;
+//! - every write must be made visible to the host by a barrier before the
+//!   command buffer ends (second scope: HOST stage, HOST_READ access).
+//!
+//! A dispatch is a compute-shader access (SHADER_READ / SHADER_WRITE), a
+//! copy a transfer (TRANSFER_READ / TRANSFER_WRITE). The barrier's masks come
+//! from the same [`Scope`] the command is recorded with, and the audit is
+//! told of a barrier where `vkCmdPipelineBarrier` is called, so a mask that
+//! loses a bit, or a barrier that is not recorded, is refused at the first
+//! command it fails to order. It costs
+//! one scan of the accesses since the last barrier per command — nothing,
+//! when every dispatch follows a barrier — so it is always on.
 
+use ash::vk;
 use std::fmt;
 
-/// Accesses since the last barrier, and whether one was recorded at all.
-#[derive(Debug, Default)]
-pub(super) struct Audit {
-    /// (buffer, writes, command number) of every access since the last barrier.
-    since_barrier: Vec<(u64, bool, usize)>,
-    /// A barrier has been recorded in this command buffer.
-    ordered: bool,
-    /// Commands checked so far; the next is number `commands + 1`.
-    commands: usize,
+/// A pipeline barrier's two synchronisation scopes, as recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Scope {
+    pub src_stages: vk::PipelineStageFlags,
+    pub dst_stages: vk::PipelineStageFlags,
+    pub src_access: vk::AccessFlags,
+    pub dst_access: vk::AccessFlags,
 }
 
-/// Two accesses to one buffer with no barrier between them.
+/// What a command is, for its stage and access flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Command {
+    /// `vkCmdDispatch`: the compute-shader stage.
+    Dispatch,
+    /// `vkCmdCopyBuffer`: the transfer stage.
+    Copy,
+}
+
+impl Command {
+    const ALL: [Command; 2] = [Command::Dispatch, Command::Copy];
+
+    fn name(self) -> &'static str {
+        match self {
+            Command::Dispatch => "dispatch",
+            Command::Copy => "copy",
+        }
+    }
+
+    fn stage(self) -> vk::PipelineStageFlags {
+        match self {
+            Command::Dispatch => vk::PipelineStageFlags::COMPUTE_SHADER,
+            Command::Copy => vk::PipelineStageFlags::TRANSFER,
+        }
+    }
+
+    fn access(self, writes: bool) -> vk::AccessFlags {
+        match (self, writes) {
+            (Command::Dispatch, false) => vk::AccessFlags::SHADER_READ,
+            (Command::Dispatch, true) => vk::AccessFlags::SHADER_WRITE,
+            (Command::Copy, false) => vk::AccessFlags::TRANSFER_READ,
+            (Command::Copy, true) => vk::AccessFlags::TRANSFER_WRITE,
+        }
+    }
+
+    /// This command's bit among a later access's four kinds.
+    fn kind(self, writes: bool) -> u8 {
+        1 << (2 * self as u8 + writes as u8)
+    }
+}
+
+/// Every later kind: dispatch and copy, reading and writing.
+const ALL_KINDS: u8 = 0b1111;
+/// The later kinds that conflict with an earlier read: the writes.
+const WRITE_KINDS: u8 = 0b1010;
+
+impl Scope {
+    /// The later kinds this barrier orders after an earlier access by
+    /// `earlier` (`writes`: a write, which also needs its memory made
+    /// available and visible; a read needs the execution dependency alone).
+    fn orders(&self, earlier: Command, writes: bool) -> u8 {
+        if !self.src_stages.contains(earlier.stage()) {
+            return 0;
+        }
+        if writes && !self.src_access.contains(earlier.access(true)) {
+            return 0;
+        }
+        let mut kinds = 0;
+        for later in Command::ALL {
+            for w in [false, true] {
+                let visible = !writes || self.dst_access.contains(later.access(w));
+                if self.dst_stages.contains(later.stage()) && visible {
+                    kinds |= later.kind(w);
+                }
+            }
+        }
+        kinds
+    }
+
+    /// The later kinds ordered after a write of either stage: what a
+    /// barrier orders after every earlier submission to the queue.
+    fn orders_any_write(&self) -> u8 {
+        Command::ALL
+            .iter()
+            .fold(ALL_KINDS, |k, &c| k & self.orders(c, true))
+    }
+
+    /// Whether it makes a write by `earlier` visible to the host.
+    fn shows_host(&self, earlier: Command) -> bool {
+        self.src_stages.contains(earlier.stage())
+            && self.src_access.contains(earlier.access(true))
+            && self.dst_stages.contains(vk::PipelineStageFlags::HOST)
+            && self.dst_access.contains(vk::AccessFlags::HOST_READ)
+    }
+}
+
+/// One access not yet ordered before every later access it conflicts with.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    buffer: u64,
+    writes: bool,
+    number: usize,
+    command: Command,
+    /// The later kinds a barrier since has ordered it before.
+    ordered: u8,
+}
+
+/// Accesses since the last barrier, and what the barriers so far order.
+#[derive(Debug, Default)]
+pub(super) struct Audit {
+    /// Accesses some later kind may still conflict with.
+    pending: Vec<Pending>,
+    /// The later kinds ordered after earlier submissions (a barrier that
+    /// orders them after a write of either stage has been recorded).
+    ordered: u8,
+    /// Commands checked so far; the next is number `commands + 1`.
+    commands: usize,
+    /// The last write of each command kind (buffer, command number) not yet
+    /// made visible to the host.
+    last_write: [Option<(u64, usize)>; 2],
+}
+
+/// Two accesses to one buffer with no barrier ordering them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hazard {
-    /// What the later command is (`dispatch`, `copy`).
+    /// What the later access is (`dispatch`, `copy`, or `host` for the host's
+    /// read after the command buffer).
     pub command: &'static str,
     /// Its number in the command buffer, from 1.
     pub number: usize,
@@ -40,9 +168,14 @@ impl fmt::Display for Hazard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let access = |w: bool| if w { "writes" } else { "reads" };
         match self.earlier {
+            _ if self.command == "host" => write!(
+                f,
+                "barrier audit: command #{} writes buffer {:#x} and no barrier before the end makes the write visible to the host",
+                self.number, self.buffer
+            ),
             None => write!(
                 f,
-                "barrier audit: {} #{} {} buffer {:#x} before any barrier, unordered with earlier submissions",
+                "barrier audit: {} #{} {} buffer {:#x} before any barrier that orders it after earlier submissions",
                 self.command,
                 self.number,
                 access(self.writes),
@@ -56,7 +189,7 @@ impl fmt::Display for Hazard {
                 };
                 write!(
                     f,
-                    "barrier audit: {} #{} {} buffer {:#x}, which command #{n} {} with no barrier between them ({kind})",
+                    "barrier audit: {} #{} {} buffer {:#x}, which command #{n} {} with no barrier between them that orders the two ({kind})",
                     self.command,
                     self.number,
                     access(self.writes),
@@ -72,76 +205,128 @@ impl Audit {
     /// Back to a fresh audit (a command buffer recorded again), keeping the
     /// list's allocation.
     pub(super) fn reset(&mut self) {
-        self.since_barrier.clear();
-        self.ordered = false;
+        self.pending.clear();
+        self.ordered = 0;
         self.commands = 0;
+        self.last_write = [None; 2];
     }
 
-    /// The audit as it stands right after a barrier that follows
-    /// `commands` earlier commands. The audit of a command depends only on
-    /// the accesses since the last barrier and on whether there was one, so
-    /// auditing each stretch of a command buffer from here is auditing it
-    /// whole (`CommandBuffer::check_update`; a stretch with a dispatch
-    /// always follows a barrier).
-    pub(super) fn after_barrier(commands: usize) -> Audit {
+    /// The audit as it stands right after a barrier of `scope` that follows
+    /// `commands` earlier commands, where every earlier access was ordered
+    /// (the record-time audit passed them). The audit of a command depends
+    /// only on the accesses since the last barrier and on what the barriers
+    /// order, so auditing each stretch of a command buffer from here is
+    /// auditing it whole (`CommandBuffer::check_update`; a stretch with a
+    /// dispatch always follows a barrier).
+    pub(super) fn after_barrier(commands: usize, scope: &Scope) -> Audit {
         Audit {
-            since_barrier: Vec::new(),
-            ordered: true,
+            ordered: scope.orders_any_write(),
             commands,
+            ..Audit::default()
         }
     }
 
-    /// A global memory barrier: it orders every later access after every
-    /// earlier one, here and in earlier submissions.
-    pub(super) fn barrier(&mut self) {
-        self.since_barrier.clear();
-        self.ordered = true;
+    /// A pipeline barrier of `scope`: it orders every later access of the
+    /// kinds it covers after the earlier accesses it covers, here and in
+    /// earlier submissions, and may make the writes so far visible to the
+    /// host.
+    pub(super) fn barrier(&mut self, scope: &Scope) {
+        self.pending.retain_mut(|p| {
+            p.ordered |= scope.orders(p.command, p.writes);
+            let needed = if p.writes { ALL_KINDS } else { WRITE_KINDS };
+            p.ordered & needed != needed
+        });
+        self.ordered |= scope.orders_any_write();
+        for c in Command::ALL {
+            if scope.shows_host(c) {
+                self.last_write[c as usize] = None;
+            }
+        }
     }
 
     /// Check a command's accesses (buffer, writes) and record them.
     pub(super) fn command(
         &mut self,
-        command: &'static str,
+        command: Command,
         accesses: &[(u64, bool)],
     ) -> Result<(), Hazard> {
         let number = self.commands + 1;
         for &(buffer, writes) in accesses {
             let hazard = |earlier| Hazard {
-                command,
+                command: command.name(),
                 number,
                 earlier,
                 writes,
                 buffer,
             };
-            if !self.ordered {
+            let kind = command.kind(writes);
+            if self.ordered & kind == 0 {
                 return Err(hazard(None));
             }
-            if let Some(&(_, w, n)) = self
-                .since_barrier
+            if let Some(p) = self
+                .pending
                 .iter()
-                .find(|&&(b, w, _)| b == buffer && (w || writes))
+                .find(|p| p.buffer == buffer && (p.writes || writes) && p.ordered & kind == 0)
             {
-                return Err(hazard(Some((n, w))));
+                return Err(hazard(Some((p.number, p.writes))));
             }
         }
         self.commands = number;
-        self.since_barrier
-            .extend(accesses.iter().map(|&(b, w)| (b, w, number)));
+        for &(buffer, writes) in accesses {
+            self.pending.push(Pending {
+                buffer,
+                writes,
+                number,
+                command,
+                ordered: 0,
+            });
+            if writes {
+                self.last_write[command as usize] = Some((buffer, number));
+            }
+        }
         Ok(())
+    }
+
+    /// The command buffer ends: every write recorded must have been made
+    /// visible to the host by a barrier since (the one `cmd_end` records).
+    pub(super) fn end(&self) -> Result<(), Hazard> {
+        match self.last_write.iter().flatten().next() {
+            Some(&(buffer, number)) => Err(Hazard {
+                command: "host",
+                number,
+                earlier: Some((number, true)),
+                writes: false,
+                buffer,
+            }),
+            None => Ok(()),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vk::AccessFlags as A;
+    use vk::PipelineStageFlags as S;
+    use Command::{Copy, Dispatch};
 
-    const A: u64 = 0xa;
+    const A_: u64 = 0xa;
     const B: u64 = 0xb;
     const OUT: u64 = 0xc;
 
+    /// Orders every compute or transfer access after every other.
+    fn full() -> Scope {
+        Scope {
+            src_stages: S::COMPUTE_SHADER | S::TRANSFER,
+            dst_stages: S::COMPUTE_SHADER | S::TRANSFER,
+            src_access: A::SHADER_WRITE | A::TRANSFER_WRITE,
+            dst_access: A::SHADER_READ | A::SHADER_WRITE | A::TRANSFER_READ | A::TRANSFER_WRITE,
+        }
+    }
+
     fn after_barrier() -> Audit {
         let mut a = Audit::default();
-        a.barrier();
+        a.barrier(&full());
         a
     }
 
@@ -149,20 +334,18 @@ mod tests {
     fn a_barrier_before_every_dependent_dispatch_passes() {
         let mut a = after_barrier();
         for _ in 0..3 {
-            a.command("dispatch", &[(A, false), (OUT, true)]).unwrap();
-            a.barrier();
-            a.command("dispatch", &[(OUT, false), (B, true)]).unwrap();
-            a.barrier();
+            a.command(Dispatch, &[(A_, false), (OUT, true)]).unwrap();
+            a.barrier(&full());
+            a.command(Dispatch, &[(OUT, false), (B, true)]).unwrap();
+            a.barrier(&full());
         }
     }
 
     #[test]
     fn read_after_write_without_a_barrier_is_a_hazard() {
         let mut a = after_barrier();
-        a.command("dispatch", &[(A, false), (OUT, true)]).unwrap();
-        let h = a
-            .command("dispatch", &[(OUT, false), (B, true)])
-            .unwrap_err();
+        a.command(Dispatch, &[(A_, false), (OUT, true)]).unwrap();
+        let h = a.command(Dispatch, &[(OUT, false), (B, true)]).unwrap_err();
         assert_eq!(h.earlier, Some((1, true)));
         assert_eq!((h.number, h.writes, h.buffer), (2, false, OUT));
         let text = h.to_string();
@@ -175,32 +358,33 @@ mod tests {
     #[test]
     fn write_after_read_and_write_after_write_are_hazards() {
         let mut a = after_barrier();
-        a.command("dispatch", &[(A, false), (OUT, true)]).unwrap();
-        let war = a.command("copy", &[(B, false), (A, true)]).unwrap_err();
+        a.command(Dispatch, &[(A_, false), (OUT, true)]).unwrap();
+        let war = a.command(Copy, &[(B, false), (A_, true)]).unwrap_err();
         assert!(war.to_string().contains("write after read"), "{war}");
-        let waw = a.command("dispatch", &[(OUT, true)]).unwrap_err();
+        assert_eq!(war.command, "copy");
+        let waw = a.command(Dispatch, &[(OUT, true)]).unwrap_err();
         assert!(waw.to_string().contains("write after write"), "{waw}");
     }
 
     #[test]
     fn reads_of_one_buffer_need_no_barrier() {
         let mut a = after_barrier();
-        a.command("dispatch", &[(A, false), (OUT, true)]).unwrap();
-        a.command("dispatch", &[(A, false), (B, true)]).unwrap();
+        a.command(Dispatch, &[(A_, false), (OUT, true)]).unwrap();
+        a.command(Dispatch, &[(A_, false), (B, true)]).unwrap();
     }
 
     #[test]
     fn one_command_may_read_and_write_one_buffer() {
         // `add(a, dst, dst)`: each invocation reads, then writes, its element.
         let mut a = after_barrier();
-        a.command("dispatch", &[(A, false), (OUT, false), (OUT, true)])
+        a.command(Dispatch, &[(A_, false), (OUT, false), (OUT, true)])
             .unwrap();
     }
 
     #[test]
     fn the_first_access_must_follow_a_barrier() {
         let mut a = Audit::default();
-        let h = a.command("dispatch", &[(A, false)]).unwrap_err();
+        let h = a.command(Dispatch, &[(A_, false)]).unwrap_err();
         assert_eq!(h.earlier, None);
         assert!(h.to_string().contains("before any barrier"), "{h}");
     }
@@ -208,14 +392,218 @@ mod tests {
     #[test]
     fn a_refused_command_is_not_recorded() {
         let mut a = after_barrier();
-        a.command("dispatch", &[(OUT, true)]).unwrap();
-        a.command("dispatch", &[(OUT, false)]).unwrap_err();
-        a.barrier();
+        a.command(Dispatch, &[(OUT, true)]).unwrap();
+        a.command(Dispatch, &[(OUT, false)]).unwrap_err();
+        a.barrier(&full());
         // Numbering continues from the last recorded command.
         let h = {
-            a.command("dispatch", &[(OUT, true)]).unwrap();
-            a.command("dispatch", &[(OUT, true)]).unwrap_err()
+            a.command(Dispatch, &[(OUT, true)]).unwrap();
+            a.command(Dispatch, &[(OUT, true)]).unwrap_err()
         };
         assert_eq!((h.number, h.earlier), (3, Some((2, true))));
+    }
+
+    /// Each bit of `full()` dropped in turn: the write it leaves unordered
+    /// (or, for a destination bit, the later access it leaves out) is a
+    /// hazard, and every other pair stays ordered.
+    #[test]
+    fn a_barrier_orders_only_what_its_masks_hold() {
+        // (earlier command, later command, later writes) of a dependent pair
+        // through one buffer: the earlier always writes.
+        let pairs = [
+            (Dispatch, Dispatch, false),
+            (Dispatch, Dispatch, true),
+            (Dispatch, Copy, false),
+            (Copy, Dispatch, false),
+            (Copy, Copy, true),
+        ];
+        let ordered = |scope: &Scope, (e, l, w): (Command, Command, bool)| {
+            let mut a = after_barrier();
+            a.command(e, &[(OUT, true)]).unwrap();
+            a.barrier(scope);
+            a.command(l, &[(OUT, w)]).is_ok()
+        };
+        let f = full();
+        for pair in pairs {
+            assert!(ordered(&f, pair), "{pair:?}");
+        }
+        let (e, l, w) = (Dispatch, Dispatch, false);
+        let without = |s: Scope| ordered(&s, (e, l, w));
+        assert!(!without(Scope {
+            src_stages: S::TRANSFER,
+            ..f
+        }));
+        assert!(!without(Scope {
+            dst_stages: S::TRANSFER,
+            ..f
+        }));
+        assert!(!without(Scope {
+            src_access: A::TRANSFER_WRITE,
+            ..f
+        }));
+        let no_read = A::SHADER_WRITE | A::TRANSFER_READ | A::TRANSFER_WRITE;
+        assert!(!without(Scope {
+            dst_access: no_read,
+            ..f
+        }));
+        // The shader's read is made visible, the copy's is not.
+        let s = Scope {
+            dst_access: A::SHADER_READ | A::SHADER_WRITE,
+            ..f
+        };
+        assert!(ordered(&s, (Dispatch, Dispatch, false)));
+        assert!(!ordered(&s, (Dispatch, Copy, false)));
+        assert!(!ordered(&s, (Copy, Copy, true)));
+        let h = {
+            let mut a = after_barrier();
+            a.command(Dispatch, &[(OUT, true)]).unwrap();
+            a.barrier(&Scope {
+                dst_access: no_read,
+                ..f
+            });
+            a.command(Dispatch, &[(OUT, false)]).unwrap_err()
+        };
+        assert!(h.to_string().contains("read after write"), "{h}");
+    }
+
+    #[test]
+    fn write_after_read_needs_only_the_execution_dependency() {
+        let exec_only = Scope {
+            src_access: A::empty(),
+            dst_access: A::empty(),
+            ..full()
+        };
+        let mut a = after_barrier();
+        a.command(Dispatch, &[(A_, false), (OUT, true)]).unwrap();
+        a.barrier(&exec_only);
+        // The read of A is ordered before the copy's write.
+        a.command(Copy, &[(B, false), (A_, true)]).unwrap();
+        // The write of OUT is not made visible to a later read.
+        let h = a.command(Dispatch, &[(OUT, false)]).unwrap_err();
+        assert_eq!(h.earlier, Some((1, true)));
+    }
+
+    #[test]
+    fn two_partial_barriers_together_order_what_each_orders() {
+        let reads = Scope {
+            dst_access: A::SHADER_READ | A::TRANSFER_READ,
+            ..full()
+        };
+        let writes = Scope {
+            dst_access: A::SHADER_WRITE | A::TRANSFER_WRITE,
+            ..full()
+        };
+        let mut a = after_barrier();
+        a.command(Dispatch, &[(OUT, true)]).unwrap();
+        a.barrier(&reads);
+        assert_eq!(a.pending.len(), 1, "a write is still pending for writers");
+        a.barrier(&writes);
+        assert!(a.pending.is_empty());
+        a.command(Copy, &[(OUT, true)]).unwrap();
+    }
+
+    #[test]
+    fn the_first_access_of_a_kind_needs_a_barrier_ordering_that_kind() {
+        let mut a = Audit::default();
+        a.barrier(&Scope {
+            dst_stages: S::COMPUTE_SHADER,
+            ..full()
+        });
+        a.command(Dispatch, &[(A_, false), (OUT, true)]).unwrap();
+        let h = a.command(Copy, &[(B, false)]).unwrap_err();
+        assert_eq!((h.command, h.earlier), ("copy", None));
+        // After a barrier missing a write's source access, nothing is
+        // ordered after earlier submissions.
+        let mut a = Audit::default();
+        a.barrier(&Scope {
+            src_access: A::SHADER_WRITE,
+            ..full()
+        });
+        assert_eq!(
+            a.command(Dispatch, &[(A_, false)]).unwrap_err().earlier,
+            None
+        );
+        let fresh = Audit::after_barrier(4, &full());
+        assert_eq!((fresh.ordered, fresh.commands), (ALL_KINDS, 4));
+    }
+
+    #[test]
+    fn every_write_must_be_visible_to_the_host_at_the_end() {
+        let host = Scope {
+            src_stages: S::COMPUTE_SHADER | S::TRANSFER,
+            dst_stages: S::HOST,
+            src_access: A::SHADER_WRITE | A::TRANSFER_WRITE,
+            dst_access: A::HOST_READ,
+        };
+        let program = || {
+            let mut a = after_barrier();
+            a.command(Dispatch, &[(A_, false)]).unwrap();
+            // Reads alone: nothing to make visible.
+            a.end().unwrap();
+            a.command(Dispatch, &[(OUT, true)]).unwrap();
+            a.barrier(&full());
+            a.command(Copy, &[(OUT, false), (B, true)]).unwrap();
+            a
+        };
+        let mut a = program();
+        a.barrier(&host);
+        a.end().unwrap();
+        // A write after the host barrier is not shown by it.
+        a.command(Dispatch, &[(A_, true)]).unwrap();
+        let h = a.end().unwrap_err();
+        assert_eq!((h.command, h.number, h.buffer), ("host", 4, A_));
+        assert!(h.to_string().contains("visible to the host"), "{h}");
+        for (broken, number) in [
+            (
+                Scope {
+                    src_stages: S::TRANSFER,
+                    ..host
+                },
+                2,
+            ),
+            (
+                Scope {
+                    src_stages: S::COMPUTE_SHADER,
+                    ..host
+                },
+                3,
+            ),
+            (
+                Scope {
+                    src_access: A::TRANSFER_WRITE,
+                    ..host
+                },
+                2,
+            ),
+            (
+                Scope {
+                    src_access: A::SHADER_WRITE,
+                    ..host
+                },
+                3,
+            ),
+            (
+                Scope {
+                    dst_stages: S::COMPUTE_SHADER,
+                    ..host
+                },
+                2,
+            ),
+            (
+                Scope {
+                    dst_access: A::SHADER_READ,
+                    ..host
+                },
+                2,
+            ),
+        ] {
+            let mut a = program();
+            a.barrier(&broken);
+            let h = a.end().unwrap_err();
+            assert_eq!((h.command, h.number), ("host", number), "{broken:?}");
+        }
+        let mut a = program();
+        a.reset();
+        a.end().unwrap();
     }
 }

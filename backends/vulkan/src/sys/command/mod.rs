@@ -12,7 +12,7 @@ mod update;
 
 pub use update::DispatchUpdate;
 
-use super::audit::Audit;
+use super::audit::{Audit, Command};
 use super::device::{Pipeline, QueryPool, Shared};
 use super::memory::Buffer;
 use super::{drv, PUSH_CONSTANT_BYTES};
@@ -94,8 +94,10 @@ struct Inner {
     pipelines: Vec<Pipeline>,
     buffers: Held,
     queries: Vec<(QueryPool, Vec<QueryOp>)>,
-    /// seam's barrier audit of the commands being recorded (`audit.rs`);
-    /// reset at `end` (an update audits the commands it changes anew).
+    /// seam's barrier audit of the commands being recorded (`audit.rs`):
+    /// told of every dispatch and copy before it is recorded and of every
+    /// barrier where it is; reset at `begin` and at `end` (an update checks
+    /// the stretches it changes, a re-recording audits the log anew).
     audit: Audit,
     /// Reusable only: every barrier and dispatch in record order (the
     /// dispatches' own descriptor sets), for `rebind`.
@@ -281,7 +283,6 @@ impl CommandBuffer {
     /// visible to every later compute or transfer access.
     pub fn barrier(&mut self) -> Result<(), ErrorKind> {
         let inner = self.recording("vkCmdPipelineBarrier")?;
-        inner.audit.barrier();
         if inner.reusable {
             inner.log.push(Recorded::Barrier);
         }
@@ -351,7 +352,7 @@ impl CommandBuffer {
             )
         };
         crate::stack::with_slice(bindings.len(), access, |accesses| {
-            inner.audit.command("dispatch", accesses)
+            inner.audit.command(Command::Dispatch, accesses)
         })
         .map_err(|h| ErrorKind::driver(CALL, h))?;
         let set = inner.descriptor_set(layout.set_layout, bindings)?;
@@ -421,7 +422,7 @@ impl CommandBuffer {
         inner
             .audit
             .command(
-                "copy",
+                Command::Copy,
                 &[
                     (vk::Handle::as_raw(src.handle()), false),
                     (vk::Handle::as_raw(dst.handle()), true),

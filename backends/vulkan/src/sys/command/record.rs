@@ -1,39 +1,69 @@
 //! The raw recording commands behind `CommandBuffer`'s calls: the global
 //! barrier, a dispatch (pipeline, descriptor set, push constants) and the
 //! end of recording. Each is a `vkCmd*` on a command buffer in the
-//! recording state.
+//! recording state. The two barriers' scopes are defined once, here, and
+//! every barrier recorded is told to the barrier audit (`audit.rs`) with
+//! the scope it was recorded with.
 
 use super::*;
+use crate::sys::audit::Scope;
+
+/// The global barrier's scopes: every earlier compute or transfer write
+/// made visible to every later compute or transfer access.
+pub(super) fn global() -> Scope {
+    let stages = vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER;
+    Scope {
+        src_stages: stages,
+        dst_stages: stages,
+        src_access: vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE,
+        dst_access: vk::AccessFlags::SHADER_READ
+            | vk::AccessFlags::SHADER_WRITE
+            | vk::AccessFlags::TRANSFER_READ
+            | vk::AccessFlags::TRANSFER_WRITE,
+    }
+}
+
+/// The scopes of the barrier that ends a command buffer: every compute or
+/// transfer write made visible to the host's reads.
+pub(super) fn host() -> Scope {
+    Scope {
+        src_stages: vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER,
+        dst_stages: vk::PipelineStageFlags::HOST,
+        src_access: vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE,
+        dst_access: vk::AccessFlags::HOST_READ,
+    }
+}
 
 impl Inner {
-    /// Record the global compute/transfer barrier (`CommandBuffer::barrier`).
-    pub(super) fn cmd_barrier(&self) {
+    /// Record a pipeline barrier of `scope` with one global memory barrier,
+    /// and tell the audit.
+    fn cmd_pipeline_barrier(&mut self, scope: &Scope) {
         debug_assert_eq!(self.state, State::Recording);
-        let stages = vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER;
-        let barrier = [vk::MemoryBarrier::default()
-            .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
-            .dst_access_mask(
-                vk::AccessFlags::SHADER_READ
-                    | vk::AccessFlags::SHADER_WRITE
-                    | vk::AccessFlags::TRANSFER_READ
-                    | vk::AccessFlags::TRANSFER_WRITE,
-            )];
         if self.state != State::Recording {
             return;
         }
+        let barrier = [vk::MemoryBarrier::default()
+            .src_access_mask(scope.src_access)
+            .dst_access_mask(scope.dst_access)];
+        self.audit.barrier(scope);
         // SAFETY: the command buffer is recording (checked), outside a
         // render pass.
         unsafe {
             self.shared.device.cmd_pipeline_barrier(
                 self.cmd,
-                stages,
-                stages,
+                scope.src_stages,
+                scope.dst_stages,
                 vk::DependencyFlags::empty(),
                 &barrier,
                 &[],
                 &[],
             )
         };
+    }
+
+    /// Record the global compute/transfer barrier (`CommandBuffer::barrier`).
+    pub(super) fn cmd_barrier(&mut self) {
+        self.cmd_pipeline_barrier(&global());
     }
 
     /// Record `d`: bind its pipeline and set, push its parameters, dispatch.
@@ -75,7 +105,8 @@ impl Inner {
     }
 
     /// Record the barrier that makes every write visible to the host, and
-    /// end recording.
+    /// end recording; refused where the audit finds a write the host would
+    /// not see.
     pub(super) fn cmd_end(&mut self) -> Result<(), ErrorKind> {
         if self.state != State::Recording {
             return Err(ErrorKind::driver(
@@ -83,26 +114,42 @@ impl Inner {
                 "the command buffer is not recording",
             ));
         }
+        self.cmd_pipeline_barrier(&host());
+        self.audit
+            .end()
+            .map_err(|h| ErrorKind::driver("vkEndCommandBuffer", h))?;
         let d = &self.shared.device;
-        let barrier = [vk::MemoryBarrier::default()
-            .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
-            .dst_access_mask(vk::AccessFlags::HOST_READ)];
-        // SAFETY: the command buffer is recording (checked), outside a
-        // render pass.
-        unsafe {
-            d.cmd_pipeline_barrier(
-                self.cmd,
-                vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER,
-                vk::PipelineStageFlags::HOST,
-                vk::DependencyFlags::empty(),
-                &barrier,
-                &[],
-                &[],
-            )
-        };
         // SAFETY: the command buffer is recording (checked).
         unsafe { d.end_command_buffer(self.cmd) }.map_err(drv("vkEndCommandBuffer"))?;
         self.state = State::Executable;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{global, host};
+    use crate::sys::audit::{Audit, Command};
+
+    /// The barriers as recorded pass the audit's rules: after `global()`
+    /// every access of either command follows every earlier write or read
+    /// of one buffer, and `host()` shows every write to the host.
+    #[test]
+    fn the_recorded_barriers_order_every_dependent_pair() {
+        let commands = [Command::Dispatch, Command::Copy];
+        for earlier in commands {
+            for later in commands {
+                for (ew, lw) in [(true, false), (true, true), (false, true)] {
+                    let mut a = Audit::default();
+                    a.barrier(&global());
+                    a.command(earlier, &[(1, ew)]).unwrap();
+                    a.barrier(&global());
+                    a.command(later, &[(1, lw)])
+                        .unwrap_or_else(|h| panic!("{earlier:?} then {later:?}: {h}"));
+                    a.barrier(&host());
+                    a.end().unwrap();
+                }
+            }
+        }
     }
 }

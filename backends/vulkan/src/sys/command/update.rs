@@ -276,10 +276,36 @@ impl Inner {
         // just reset) and its pool is used only here.
         unsafe { d.begin_command_buffer(self.cmd, &info) }.map_err(drv("vkBeginCommandBuffer"))?;
         self.state = State::Recording;
-        for r in &self.log {
+        // Audited anew as it is recorded: `check_update` audited the
+        // changed stretches; this sees the commands actually recorded.
+        self.audit.reset();
+        let log = std::mem::take(&mut self.log);
+        let recorded = self.record_log(&log);
+        self.log = log;
+        recorded?;
+        let ended = self.cmd_end();
+        self.audit.reset();
+        ended
+    }
+
+    /// Record `log`'s commands, each dispatch audited before it.
+    fn record_log(&mut self, log: &[Recorded]) -> Result<(), ErrorKind> {
+        for r in log {
             match r {
                 Recorded::Barrier => self.cmd_barrier(),
-                Recorded::Dispatch(d) => self.cmd_dispatch(d),
+                Recorded::Dispatch(d) => {
+                    let access = |i: usize| {
+                        (
+                            vk::Handle::as_raw(d.bindings[i].0.handle()),
+                            d.bindings[i].1,
+                        )
+                    };
+                    crate::stack::with_slice(d.bindings.len(), access, |a| {
+                        self.audit.command(Command::Dispatch, a)
+                    })
+                    .map_err(|h| ErrorKind::driver("vkCmdDispatch", h))?;
+                    self.cmd_dispatch(d)
+                }
                 Recorded::Query(pool, cmd) => self.cmd_query(pool, *cmd),
                 Recorded::Other => {
                     return Err(ErrorKind::driver(
@@ -289,7 +315,7 @@ impl Inner {
                 }
             }
         }
-        self.cmd_end()
+        Ok(())
     }
 
     /// See [`CommandBuffer::check_update`].
@@ -392,7 +418,7 @@ impl Inner {
             return Ok(end);
         }
         let first = self.dispatch_at.partition_point(|&p| p < start);
-        let mut audit = Audit::after_barrier(first);
+        let mut audit = Audit::after_barrier(first, &super::record::global());
         let mut next = changes.iter().peekable();
         let in_stretch = self.log[start..end].iter().filter_map(|r| match r {
             Recorded::Dispatch(d) => Some(Ok(d)),
@@ -411,13 +437,13 @@ impl Inner {
                         (raw(b), a == seam::ops::Access::Write)
                     };
                     crate::stack::with_slice(c.bindings.len(), access, |a| {
-                        audit.command("dispatch", a)
+                        audit.command(Command::Dispatch, a)
                     })
                 }
                 None => {
                     let access = |i: usize| (raw(&d.bindings[i].0), d.bindings[i].1);
                     crate::stack::with_slice(d.bindings.len(), access, |a| {
-                        audit.command("dispatch", a)
+                        audit.command(Command::Dispatch, a)
                     })
                 }
             };
