@@ -64,6 +64,12 @@ pub fn run(found: Discovery) -> ! {
     let (rest, filters) = seam::testing::split_filters(std::env::args());
     let mut args = Arguments::from_iter(rest);
     let plan = runner::plan_in(&Filter::default(), found);
+    if !plan.problems.is_empty() {
+        for p in &plan.problems {
+            eprintln!("seam-conformance: {p}");
+        }
+        std::process::exit(2);
+    }
     let records: Arc<Mutex<Vec<TrialRecord>>> = Arc::default();
     let trials = plan
         .trials

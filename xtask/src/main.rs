@@ -44,6 +44,9 @@ enum Cmd {
         /// Only cases whose name contains this (comma-separated).
         #[arg(long, value_delimiter = ',')]
         case: Vec<String>,
+        /// Only these device ids, e.g. `vulkan:0` (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        device: Vec<String>,
         /// Where to write the JSON report.
         #[arg(long, default_value = "target/conformance/report.json")]
         json: PathBuf,
@@ -204,6 +207,20 @@ pub fn find_root(start: &Path) -> Option<PathBuf> {
 
 /// Run a command in the workspace root, echoing it; Ok if it exited 0.
 pub fn run(program: &str, args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
+    let (line, status) = run_status(program, args, env)?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`{line}` failed ({status})"))
+    }
+}
+
+/// Run a command in the workspace root, echoing it: its line and status.
+fn run_status(
+    program: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Result<(String, std::process::ExitStatus), String> {
     let line = format!("{program} {}", args.join(" "));
     eprintln!("$ {line}");
     let start = Instant::now();
@@ -214,11 +231,7 @@ pub fn run(program: &str, args: &[&str], env: &[(&str, &str)]) -> Result<(), Str
         .status()
         .map_err(|e| format!("`{line}` could not start: {e}"))?;
     eprintln!("  ({:.1} s)", start.elapsed().as_secs_f64());
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("`{line}` failed ({status})"))
-    }
+    Ok((line, status))
 }
 
 fn cargo() -> String {
@@ -236,6 +249,7 @@ struct Outputs<'a> {
 fn conformance(
     backend: &[String],
     case: &[String],
+    device: &[String],
     out: Outputs<'_>,
     debug: bool,
     verbose: bool,
@@ -256,6 +270,7 @@ fn conformance(
     let json = root().join(json).display().to_string();
     let backends = backend.join(",");
     let cases = case.join(",");
+    let devices = device.join(",");
     let mut build = Vec::new();
     if !debug {
         build.push("--release");
@@ -270,6 +285,9 @@ fn conformance(
     }
     if !cases.is_empty() {
         args.extend(["--case", &cases]);
+    }
+    if !devices.is_empty() {
+        args.extend(["--device", &devices]);
     }
     if verbose {
         args.push("--verbose");
@@ -288,7 +306,15 @@ fn conformance(
         .iter()
         .map(|c| ("SEAM_GIT_COMMIT", c.as_str()))
         .collect();
-    run(&exe.display().to_string(), &args, &env)
+    let (line, status) = run_status(&exe.display().to_string(), &args, &env)?;
+    match status.code() {
+        Some(0) => Ok(()),
+        // The suite refused its filter or a report path before any trial
+        // ran, and said why: the same status, so a script tells a refusal
+        // from failed trials.
+        Some(2) => std::process::exit(2),
+        _ => Err(format!("`{line}` failed ({status})")),
+    }
 }
 
 /// Build binary `bin` of `package` (`extra`: profile and feature flags)
@@ -357,6 +383,7 @@ fn main() -> ExitCode {
         Cmd::Conformance {
             backend,
             case,
+            device,
             json,
             junit,
             markdown,
@@ -367,6 +394,7 @@ fn main() -> ExitCode {
         } => conformance(
             &backend,
             &case,
+            &device,
             Outputs {
                 json: &json,
                 junit: junit.as_deref(),

@@ -80,6 +80,7 @@ fn readme_documents_what_this_file_runs() {
         "--backend",
         "cpu,cuda",
         "--case c1_",
+        "is refused before any trial runs, with exit status 2",
         "--trace out.json",
         "SEAM_NODE_TIMING=1",
         "target/conformance/report.{json,xml,md}",
@@ -348,6 +349,45 @@ fn a_required_device_that_is_missing_fails_the_run() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// "A filter that selects nothing … is refused before any trial runs":
+/// a misspelt backend, a `--case` no case name contains and a `--device`
+/// the `--backend` leaves out each exit 2 naming what is wrong, and no
+/// trial runs. (A report path with no folder: the binary's own test;
+/// xtask makes the JSON report's folder.)
+#[test]
+fn a_filter_that_selects_nothing_is_refused() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    for (args, says) in [
+        (
+            &["--backend", "vulkn"][..],
+            "--backend vulkn: no such backend (known: ",
+        ),
+        (
+            &["--case", "c1_no_such_case"][..],
+            "--case c1_no_such_case: no case name contains it",
+        ),
+        (
+            &["--backend", "cpu", "--device", "vulkan:0"][..],
+            "--device vulkan:0: its backend is not among --backend cpu",
+        ),
+    ] {
+        let out = Command::new(&cargo)
+            .current_dir(root())
+            .args(["xtask", "conformance", "--debug"])
+            .args(args)
+            .output()
+            .expect("cargo runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}:\n{stdout}\n{stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(
+            !stdout.contains("conformance: "),
+            "{args:?} ran trials: {stdout}"
+        );
+    }
 }
 
 /// `cargo xtask report merge <report>`: the matrix in Markdown and HTML,

@@ -65,6 +65,25 @@ fn main() -> ExitCode {
         devices: args.device.clone(),
     };
     let plan = runner::plan(&filter);
+    // A filter that selects nothing, or a report that could not be
+    // written, is refused before any trial runs.
+    let unwritable = [
+        &args.json,
+        &args.junit,
+        &args.markdown,
+        &args.trace,
+        &args.trace_logs,
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(|p| unwritable(p));
+    let problems: Vec<String> = plan.problems.iter().cloned().chain(unwritable).collect();
+    if !problems.is_empty() {
+        for p in &problems {
+            eprintln!("seam-conformance: {p}");
+        }
+        return ExitCode::from(2);
+    }
     if args.list {
         for t in &plan.trials {
             println!("{}", t.name);
@@ -231,6 +250,27 @@ fn main() -> ExitCode {
     }
 }
 
+/// Why a report cannot be written at `path`, checked before the run: its
+/// folder does not exist, or the path is a folder.
+fn unwritable(path: &std::path::Path) -> Option<String> {
+    if path.is_dir() {
+        return Some(format!("{}: is a folder, not a file", path.display()));
+    }
+    let folder = match path.parent() {
+        Some(f) if !f.as_os_str().is_empty() => f,
+        _ => std::path::Path::new("."),
+    };
+    if folder.is_dir() {
+        None
+    } else {
+        Some(format!(
+            "{}: no folder {} to write it in",
+            path.display(),
+            folder.display()
+        ))
+    }
+}
+
 fn detail(v: &Verdict) -> String {
     match v {
         Verdict::Passed => String::new(),
@@ -289,5 +329,27 @@ fn print_matrix(report: &Report) {
             print!(" {:>12}", cells.get(d).copied().unwrap_or("-"));
         }
         println!();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unwritable;
+    use std::path::Path;
+
+    /// A report path whose folder does not exist, or that is a folder, is
+    /// refused; a file in an existing folder (or the current one) is not.
+    #[test]
+    fn a_report_needs_an_existing_folder() {
+        let tmp = std::env::temp_dir();
+        assert_eq!(unwritable(&tmp.join("seam-report.json")), None);
+        assert_eq!(unwritable(Path::new("report.json")), None);
+        let why = unwritable(&tmp.join("no-such-seam-folder/r.json")).expect("refused");
+        assert!(
+            why.contains("no folder") && why.contains("no-such-seam-folder"),
+            "{why}"
+        );
+        let why = unwritable(&tmp).expect("refused");
+        assert!(why.contains("is a folder"), "{why}");
     }
 }

@@ -60,6 +60,11 @@ pub struct Plan {
     pub trials: Vec<Trial>,
     pub devices: Vec<DeviceRecord>,
     pub missing: Vec<MissingRecord>,
+    /// What in the filter selects nothing (a backend no build knows, a case
+    /// name no case contains, a device of a backend the filter leaves out,
+    /// a filter that plans no trial): a run of such a plan would pass
+    /// while checking less than asked, so the binary refuses it.
+    pub problems: Vec<String>,
 }
 
 impl Plan {
@@ -183,10 +188,52 @@ pub fn plan_in(filter: &Filter, found: Discovery) -> Plan {
         trials,
         devices,
         missing,
+        problems: Vec::new(),
     };
     let required = seam::testing::required_devices();
-    require(&mut plan, filter, &cases, &known, &required);
+    plan.problems = problems(filter, &known);
+    absent(&mut plan, filter, &cases, &known, &required);
+    if plan.trials.is_empty() && plan.problems.is_empty() {
+        plan.problems.push("the selection plans no trial".into());
+    }
     plan
+}
+
+/// What in `filter` names nothing `known` (the backends discovery knows) and
+/// the suite's cases hold.
+fn problems(filter: &Filter, known: &[&'static str]) -> Vec<String> {
+    let mut names: Vec<&str> = known.to_vec();
+    names.dedup();
+    let mut out = Vec::new();
+    for b in &filter.backends {
+        if !names.contains(&b.as_str()) {
+            out.push(format!(
+                "--backend {b}: no such backend (known: {})",
+                names.join(", ")
+            ));
+        }
+    }
+    for c in &filter.cases {
+        let all = crate::cases::ALL.iter().chain(crate::cases::KERNEL_CASES);
+        if !all.clone().any(|case| case.name.contains(c.as_str())) {
+            out.push(format!("--case {c}: no case name contains it"));
+        }
+    }
+    for id in &filter.devices {
+        let backend = id.split(':').next().unwrap_or(id);
+        if !names.contains(&backend) {
+            out.push(format!(
+                "--device {id}: no such backend {backend:?} (known: {})",
+                names.join(", ")
+            ));
+        } else if !filter.backend(backend) {
+            out.push(format!(
+                "--device {id}: its backend is not among --backend {}",
+                filter.backends.join(",")
+            ));
+        }
+    }
+    out
 }
 
 /// A case and, for a per-kernel case, its user kernel.
@@ -207,21 +254,30 @@ fn planned_cases(filter: &Filter) -> Vec<Planned> {
         .collect()
 }
 
-/// Failing trials, named as the device's own would be, for each device of
-/// `required` that the filter selects and discovery did not find (one
-/// that failed to open fails its trials already).
-fn require(
+/// Trials of the devices the filter names (`--device`) or `required`
+/// names (`SEAM_REQUIRE_DEVICES`, where the filter selects it) that
+/// discovery did not find, named as the device's own would be: failing
+/// for a required device, ignored with the reason for any other. (One that
+/// failed to open fails its trials already.)
+fn absent(
     plan: &mut Plan,
     filter: &Filter,
     cases: &[Planned],
     known: &[&'static str],
     required: &[String],
 ) {
-    for id in required {
+    let mut ids: Vec<&String> = filter.devices.iter().collect();
+    ids.extend(
+        required
+            .iter()
+            .filter(|id| filter.devices.is_empty() || filter.devices.contains(id)),
+    );
+    ids.dedup();
+    for id in ids {
         let backend_name = id.split(':').next().unwrap_or(id);
-        let selected = filter.backend(backend_name)
-            && (filter.devices.is_empty() || filter.devices.contains(id));
-        if !selected || plan.devices.iter().any(|d| &d.id == id) {
+        let done =
+            plan.devices.iter().any(|d| &d.id == id) || plan.trials.iter().any(|t| &t.device == id);
+        if !filter.backend(backend_name) || done {
             continue;
         }
         let reason = plan.unavailable(id).unwrap_or_default();
@@ -232,6 +288,7 @@ fn require(
             .copied()
             .find(|n| *n == backend_name)
             .unwrap_or_else(|| Box::leak(backend_name.to_string().into_boxed_str()));
+        let required = required.contains(id);
         for &(case, kernel) in cases {
             for &mode in case.modes {
                 plan.trials.push(Trial {
@@ -243,7 +300,7 @@ fn require(
                     target: Target::Missing {
                         backend,
                         reason: reason.clone(),
-                        required: true,
+                        required,
                     },
                     kernel,
                 });

@@ -142,7 +142,7 @@ fn a_missing_kernel_source_ignores_and_a_broken_one_fails() {
 /// fails each of its trials, named as its own would be, with the reason;
 /// one that was found, or that the filter leaves out, adds nothing; an id
 /// of a backend discovery does not know still gets its trials. Mutations:
-/// `require` → `()`, the found check dropped, `required: true` → `false`,
+/// `absent` → `()`, the found check dropped, `required: true` → `false`,
 /// the filter ignored → red.
 #[test]
 fn a_required_device_that_is_missing_fails_its_trials() {
@@ -164,7 +164,7 @@ fn a_required_device_that_is_missing_fails_its_trials() {
         p.trials
             .retain(|t| !matches!(t.target, Target::Missing { required: true, .. }));
         let before: Vec<String> = p.trials.iter().map(|t| t.name.clone()).collect();
-        require(
+        absent(
             &mut p,
             filter,
             &planned_cases(filter),
@@ -222,4 +222,89 @@ fn a_required_device_that_is_missing_fails_its_trials() {
         only_device.iter().all(|t| t.device == "metal:3"),
         "filtered by device"
     );
+}
+
+/// A filter that selects nothing is a problem the binary refuses, named
+/// with what is known; a `--device` that discovery did not find gets
+/// ignored trials with the reason. Mutations: `problems` → `vec![]`, a
+/// check's condition inverted, the empty-plan check dropped, `absent`
+/// skipping the filter's ids → red.
+#[test]
+fn a_filter_that_selects_nothing_is_a_problem() {
+    let found = || seam_backends::Discovery {
+        devices: vec![seam_backends::DeviceSlot::new(&UNCAPTURING, 0)],
+        missing: vec![seam_backends::Missing {
+            backend: "wgpu",
+            reason: "no adapter".into(),
+        }],
+    };
+    let one = |f: Filter| {
+        let p = plan_in(&f, found());
+        assert_eq!(p.problems.len(), 1, "{:?}", p.problems);
+        p.problems[0].clone()
+    };
+    let bad = one(Filter {
+        backends: vec!["wgpuu".into()],
+        ..Default::default()
+    });
+    assert!(
+        bad.contains("--backend wgpuu") && bad.contains("known: nocap, wgpu"),
+        "{bad}"
+    );
+    let bad = one(Filter {
+        cases: vec!["c1_replay".into(), "zz_no_case".into()],
+        ..Default::default()
+    });
+    assert!(bad.contains("--case zz_no_case"), "{bad}");
+    let bad = one(Filter {
+        devices: vec!["cuad:0".into()],
+        ..Default::default()
+    });
+    assert!(
+        bad.contains("--device cuad:0") && bad.contains("\"cuad\""),
+        "{bad}"
+    );
+    let bad = one(Filter {
+        backends: vec!["nocap".into()],
+        devices: vec!["wgpu:0".into()],
+        ..Default::default()
+    });
+    assert!(
+        bad.contains("--device wgpu:0") && bad.contains("--backend nocap"),
+        "{bad}"
+    );
+    let empty = plan_in(&Filter::default(), seam_backends::Discovery::default());
+    assert_eq!(empty.problems, ["the selection plans no trial"]);
+    // Known, selected and found: no problem.
+    let fine = plan_in(
+        &Filter {
+            backends: vec!["nocap".into(), "wgpu".into()],
+            cases: vec!["c1_replay".into()],
+            devices: vec!["nocap:0".into()],
+        },
+        found(),
+    );
+    assert!(fine.problems.is_empty(), "{:?}", fine.problems);
+    // A device of a known backend that discovery did not find: its trials
+    // are ignored, with the reason.
+    let p = plan_in(
+        &Filter {
+            cases: vec!["c11_known_values".into()],
+            devices: vec!["nocap:5".into()],
+            ..Default::default()
+        },
+        found(),
+    );
+    assert!(p.problems.is_empty(), "{:?}", p.problems);
+    let on5: Vec<&Trial> = p.trials.iter().filter(|t| t.device == "nocap:5").collect();
+    assert!(!on5.is_empty());
+    for t in on5 {
+        let required = seam::testing::required_devices().contains(&t.device);
+        match run(t).verdict {
+            Verdict::Ignored(why) if !required => {
+                assert!(why.contains("discovery found no device nocap:5"), "{why}")
+            }
+            v => panic!("{}: {v:?}", t.name),
+        }
+    }
 }
