@@ -36,13 +36,18 @@
 //!   recorded again (docs/vulkan.md).
 //! - **Eager launches** are recorded into one command buffer (ONE_TIME_SUBMIT)
 //!   that is submitted at the next write, read, synchronize, replay, or after
-//!   256 launches. Every dispatch is preceded by a global compute/transfer
-//!   memory barrier, which also orders it after every earlier submission.
+//!   256 launches. A dispatch that touches a buffer an access since the
+//!   last barrier touched (either writing), and the first of a command
+//!   buffer, is preceded by a global compute/transfer memory barrier, which
+//!   also orders it after every earlier submission; independent dispatches
+//!   run with no barrier between them (`SEAM_VULKAN_BARRIERS=every`: one
+//!   before every dispatch).
 //!   A device records its eager batches in turn from a ring of eight made
 //!   at the first launch; when the oldest is still pending, the next batch
 //!   waits for it rather than making another.
 //! - **Capture is Native.** begin/end capture record a command buffer without
-//!   ONE_TIME_SUBMIT, with the same barrier before every dispatch; a replay is
+//!   ONE_TIME_SUBMIT, with the same barriers (before every dispatch where
+//!   the graph is node-timed); a replay is
 //!   one `vkQueueSubmit` with a fence. Graph command buffers are recorded with
 //!   SIMULTANEOUS_USE, so a replay never waits for the previous replay of the
 //!   same graph: the leading barrier and the in-order queue make it start

@@ -59,8 +59,25 @@ pub struct VulkanBackend {
     raised: Vec<String>,
     /// Updates applied in place so far: (no re-record, re-recorded).
     updates: (u64, u64),
+    /// `SEAM_VULKAN_BARRIERS=every`: a barrier before every dispatch, not
+    /// only before one that depends on an access since the last.
+    every_barrier: bool,
     /// Last: its `Drop` waits for (or, after a timeout, leaks) pending work.
     gpu: Gpu,
+}
+
+/// What `SEAM_VULKAN_BARRIERS` (its value) asks for: `every` a barrier
+/// before every dispatch (true); unset or `hazards` one only where a
+/// dispatch depends on an access since the last barrier (false).
+fn every_barrier_asked(value: Option<std::ffi::OsString>) -> Result<bool, String> {
+    match value.as_deref().map(|v| v.to_str()) {
+        None | Some(Some("hazards")) => Ok(false),
+        Some(Some("every")) => Ok(true),
+        Some(v) => Err(format!(
+            "SEAM_VULKAN_BARRIERS={}: expected `every` or `hazards`",
+            v.unwrap_or("<not UTF-8>")
+        )),
+    }
 }
 
 /// Whether `SEAM_VULKAN_STAGING` (its value) asks for staging: `1` does.
@@ -84,6 +101,8 @@ impl VulkanBackend {
     fn open_as(index: usize, staging: bool) -> Result<VulkanBackend, ErrorKind> {
         let unavailable = |reason: String| ErrorKind::Unavailable { reason };
         crate::wait::SpinBudget::from_env().map_err(|e| ErrorKind::driver("open", e))?;
+        let every_barrier = every_barrier_asked(std::env::var_os("SEAM_VULKAN_BARRIERS"))
+            .map_err(|e| ErrorKind::driver("open", e))?;
         let instance = Instance::shared().map_err(unavailable)?;
         let adapters = instance.adapters().map_err(unavailable)?;
         let count = adapters.len();
@@ -126,6 +145,7 @@ impl VulkanBackend {
             validation: Validation::from_env(),
             raised: Vec::new(),
             updates: (0, 0),
+            every_barrier,
             gpu,
         })
     }
@@ -391,12 +411,11 @@ impl Backend for VulkanBackend {
             let VulkanBackend {
                 buffers,
                 capture,
+                capture_nodes,
                 eager,
+                every_barrier,
                 ..
             } = &mut *b;
-            let rec = capture.as_mut().or(eager.as_mut()).ok_or_else(|| {
-                ErrorKind::driver("vkBeginCommandBuffer", "no command buffer to record into")
-            })?;
             let sig = launch.op.signature();
             let binding = |i: usize| {
                 let buf = buffers
@@ -404,8 +423,18 @@ impl Backend for VulkanBackend {
                     .expect("looked up above");
                 (buf, sig[i].access)
             };
-            rec.barrier()?;
+            // A node-timed graph keeps a barrier before every dispatch, so
+            // its node spans tile the replay in capture order (`nodes.rs`).
+            let every = *every_barrier || capture_nodes.is_some() && capture.is_some();
+            let rec = capture.as_mut().or(eager.as_mut()).ok_or_else(|| {
+                ErrorKind::driver("vkBeginCommandBuffer", "no command buffer to record into")
+            })?;
             crate::stack::with_slice(launch.buffers.len().min(sig.len()), binding, |bindings| {
+                if every {
+                    rec.barrier()?;
+                } else {
+                    rec.barrier_for(bindings)?;
+                }
                 rec.dispatch(&pipeline, bindings, &params, groups)
             })?;
             b.node_stamp()?;

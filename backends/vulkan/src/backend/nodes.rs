@@ -3,8 +3,9 @@
 //! A graph captured with node timing on writes a timestamp before its first
 //! dispatch and one after each dispatch, into query pools of its own, each
 //! reset in the command buffer before its first write (so every submission
-//! starts from reset queries). Every dispatch of a graph begins with a
-//! barrier on all earlier work, and every timestamp is taken at
+//! starts from reset queries). Every dispatch of a node-timed graph begins
+//! with a barrier on all earlier work (`VulkanBackend::launch` elides none
+//! there), and every timestamp is taken at
 //! BOTTOM_OF_PIPE, once each earlier command has finished: dispatch `i`
 //! runs from timestamp `i` to timestamp `i + 1`, the spans tile the replay
 //! in capture order, and they sit inside the replay's own span (whose

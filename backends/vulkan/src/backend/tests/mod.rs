@@ -299,3 +299,92 @@ fn a_vulkan_1_2_device_answers_its_own_feature_queries() {
     }
     assert!(!a.driver.starts_with("driver version"), "{}", a.driver);
 }
+
+/// A barrier before a dispatch only where it touches a buffer an access
+/// since the last barrier touched, either of them writing (and before the
+/// first dispatch of a command buffer); `SEAM_VULKAN_BARRIERS=every`, and a
+/// node-timed capture, keep one before every dispatch. The results are the
+/// dependent chain's either way. Mutations: the conflict test ignoring
+/// writes, or ignoring reads, or the first-dispatch barrier dropped → the
+/// counts (and the barrier audit) red.
+#[test]
+fn a_barrier_only_before_a_dispatch_that_depends_on_an_unbarriered_one() {
+    use seam::testing::RawCall;
+    use seam::{Backend, DType, Params, ReplayTarget};
+    let mut b = match VulkanBackend::open(0) {
+        Ok(b) => Direct::new(b),
+        Err(e) => return skipped(e),
+    };
+    let bufs: Vec<RawBuffer> = (0..6).map(|_| b.alloc(1024).unwrap()).collect();
+    let [one, x, y, z, w, r] = bufs[..] else {
+        unreachable!()
+    };
+    for (buf, v) in [(one, 1), (x, 0), (y, 0), (z, 0), (w, 0), (r, 0)] {
+        b.write(buf, 0, &words(v)).unwrap();
+    }
+    let add = |a, c, out| {
+        RawCall::whole(
+            OpKind::Add,
+            DType::U32,
+            &[a, c, out],
+            256,
+            Params::dims(256, 0, 0),
+        )
+    };
+    // (launch, barriers recorded after it): x and y independent; z reads
+    // both (read after write); w reads what was only read; z += w writes
+    // what was read and written.
+    let program = [
+        (add(one, one, x), 1),
+        (add(one, one, y), 1),
+        (add(x, y, z), 2),
+        (add(one, one, w), 2),
+        (add(z, w, z), 3),
+        (add(one, one, r), 3),
+    ];
+    for (every, label) in [(false, "hazards"), (true, "every")] {
+        b.every_barrier = every;
+        for (k, (call, barriers)) in program.iter().enumerate() {
+            b.launch(call).unwrap();
+            let want = if every { k + 1 } else { *barriers };
+            let got = b.eager.as_ref().map(|e| e.barriers());
+            assert_eq!(got, Some(want), "{label}: after launch {k}");
+        }
+        assert_eq!(read(&mut b, z), words(6), "{label}");
+        b.write(z, 0, &words(0)).unwrap();
+    }
+    // A capture records the same; a node-timed one a barrier before each.
+    b.every_barrier = false;
+    for node_timed in [false, true] {
+        if node_timed && b.set_node_timing(true).is_err() {
+            continue;
+        }
+        b.begin_capture().unwrap();
+        for (call, _) in &program[..2] {
+            b.launch(call).unwrap();
+        }
+        let got = b.capture.as_ref().map(|c| c.barriers());
+        assert_eq!(
+            got,
+            Some(if node_timed { 2 } else { 1 }),
+            "node timed: {node_timed}"
+        );
+        let g = b.end_capture_graph().unwrap();
+        b.replay(ReplayTarget::Graph(g)).unwrap();
+        b.destroy_graph(g).unwrap();
+    }
+    assert_eq!(read(&mut b, x), words(2));
+}
+
+/// `SEAM_VULKAN_BARRIERS`: unset or `hazards` elides, `every` does not,
+/// anything else is refused naming the variable.
+#[test]
+fn the_barrier_setting_is_read_strictly() {
+    use super::every_barrier_asked;
+    let v = |s: &str| Some(std::ffi::OsString::from(s));
+    assert_eq!(every_barrier_asked(None), Ok(false));
+    assert_eq!(every_barrier_asked(v("hazards")), Ok(false));
+    assert_eq!(every_barrier_asked(v("every")), Ok(true));
+    let e = every_barrier_asked(v("all")).unwrap_err();
+    assert!(e.starts_with("SEAM_VULKAN_BARRIERS=all"), "{e}");
+}

@@ -90,6 +90,11 @@ struct Inner {
     /// Serial of its last submission (0: not submitted since `begin`).
     last_serial: AtomicU64,
     dispatches: usize,
+    /// Barriers recorded since `begin`.
+    barriers: usize,
+    /// (buffer, writes) of every access since the last barrier: what
+    /// `barrier_for` decides by (the audit checks the decision on its own).
+    unbarriered: Vec<(u64, bool)>,
     /// What the recorded commands use, held while the buffer may run.
     pipelines: Vec<Pipeline>,
     buffers: Held,
@@ -178,6 +183,8 @@ impl CommandBuffer {
             reusable: false,
             last_serial: AtomicU64::new(0),
             dispatches: 0,
+            barriers: 0,
+            unbarriered: Vec::new(),
             pipelines: Vec::new(),
             buffers: Held::default(),
             queries: Vec::new(),
@@ -214,6 +221,12 @@ impl CommandBuffer {
         self.0.dispatches
     }
 
+    /// Barriers recorded since `begin`.
+    #[cfg(test)]
+    pub fn barriers(&self) -> usize {
+        self.0.barriers
+    }
+
     /// Descriptor pools made so far (kept across `begin`, which resets them).
     #[cfg(test)]
     pub fn descriptor_pools(&self) -> usize {
@@ -245,6 +258,8 @@ impl CommandBuffer {
         inner.buffers.clear();
         inner.queries.clear();
         inner.dispatches = 0;
+        inner.barriers = 0;
+        inner.unbarriered.clear();
         inner.audit.reset();
         inner.log.clear();
         inner.dispatch_at.clear();
@@ -283,11 +298,40 @@ impl CommandBuffer {
     /// visible to every later compute or transfer access.
     pub fn barrier(&mut self) -> Result<(), ErrorKind> {
         let inner = self.recording("vkCmdPipelineBarrier")?;
+        inner.barriers += 1;
+        inner.unbarriered.clear();
         if inner.reusable {
             inner.log.push(Recorded::Barrier);
         }
         inner.cmd_barrier();
         Ok(())
+    }
+
+    /// The global barrier, where a dispatch of `bindings` needs one: before
+    /// the command buffer's first command, and before a command that
+    /// touches a buffer an access since the last barrier touched, either
+    /// of them writing. Independent dispatches (no such buffer) run with no
+    /// barrier between them. Returns whether it recorded one.
+    pub fn barrier_for(
+        &mut self,
+        bindings: &[(&Buffer, seam::ops::Access)],
+    ) -> Result<bool, ErrorKind> {
+        let inner = self.recording("vkCmdPipelineBarrier")?;
+        let conflicts = bindings.iter().any(|(b, a)| {
+            let (raw, writes) = (
+                vk::Handle::as_raw(b.handle()),
+                *a == seam::ops::Access::Write,
+            );
+            inner
+                .unbarriered
+                .iter()
+                .any(|&(u, w)| u == raw && (w || writes))
+        });
+        let needed = inner.barriers == 0 || conflicts;
+        if needed {
+            self.barrier()?;
+        }
+        Ok(needed)
     }
 
     /// Bind `pipeline`, point binding i at `bindings[i]` (whole buffer), push
@@ -380,8 +424,12 @@ impl CommandBuffer {
         {
             inner.pipelines.push(pipeline.clone());
         }
-        for (b, _) in bindings {
+        for (b, a) in bindings {
             inner.buffers.push(b);
+            inner.unbarriered.push((
+                vk::Handle::as_raw(b.handle()),
+                *a == seam::ops::Access::Write,
+            ));
         }
         inner.dispatches += 1;
         if inner.reusable {
@@ -445,6 +493,10 @@ impl CommandBuffer {
         };
         inner.buffers.push(src);
         inner.buffers.push(dst);
+        inner.unbarriered.extend([
+            (vk::Handle::as_raw(src.handle()), false),
+            (vk::Handle::as_raw(dst.handle()), true),
+        ]);
         if inner.reusable {
             inner.log.push(Recorded::Other);
             inner.logged_other = true;

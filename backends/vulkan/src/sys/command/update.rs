@@ -40,8 +40,9 @@ impl CommandBuffer {
     /// maxComputeWorkGroupCount; and the command buffer with the new
     /// bindings passes the barrier audit (a rebind that made two dispatches
     /// alias unordered is refused). Nothing changes. Costs O(bindings
-    /// changed) where every changed dispatch follows a barrier, as every
-    /// launch of a graph does; nothing is allocated. The pass is for
+    /// changed) where every changed dispatch follows a barrier of its own
+    /// (a dependent chain, a node-timed graph), and O(dispatches in the
+    /// stretch) for a stretch of independent ones; nothing is allocated. The pass is for
     /// [`Self::update`].
     pub fn check_update<'c, 'a>(
         &self,
@@ -409,9 +410,10 @@ impl Inner {
         // it was recorded, and `Audit::command` refuses one before any
         // barrier.
         if dispatches == 1 {
-            // One dispatch alone, as every launch of a graph is
-            // (`VulkanBackend::launch` records a barrier before each
-            // dispatch): `Audit::barrier` leaves no access since the barrier,
+            // One dispatch alone, as every dependent launch of a graph is
+            // (`VulkanBackend::launch` records a barrier before a dispatch
+            // that depends on the stretch before it): `Audit::barrier` leaves
+            // no access since the barrier,
             // and `Audit::command` refuses only an access conflicting with an
             // earlier one since the last barrier, so the dispatch passes
             // whatever it binds. Nothing to run.
