@@ -26,6 +26,7 @@ pub mod testing;
 pub mod trace;
 pub mod validate;
 pub mod view;
+pub mod wait;
 pub mod wgsl;
 
 pub use backend::{

@@ -67,7 +67,7 @@
 //!   barrier's stage and access masks as recorded (docs/vulkan.md).
 //! - **Waits** poll the fences (`vkGetFenceStatus`) for a spin budget, 50 µs
 //!   by default or `SEAM_VULKAN_SPIN_US` (0: always block), then block in
-//!   `vkWaitForFences` (`wait.rs`, docs/vulkan.md). They are bounded: a
+//!   `vkWaitForFences` (`seam::wait`, docs/vulkan.md). They are bounded: a
 //!   fence that has not signalled after 20 s is an error naming
 //!   `vkWaitForFences`.
 //! - **Device timing** uses timestamp queries where the queue family has
@@ -100,7 +100,11 @@ mod stack;
 #[allow(unsafe_code)]
 mod sys;
 mod user;
-mod wait;
+
+/// The spin budget of every fence wait (`seam::wait`): polled
+/// (`vkGetFenceStatus`) this long, then blocked on (`vkWaitForFences`).
+pub(crate) static SPIN: seam::wait::SpinSetting =
+    seam::wait::SpinSetting::new("SEAM_VULKAN_SPIN_US");
 
 pub use backend::VulkanBackend;
 

@@ -67,6 +67,9 @@ impl WgpuBackend {
         adapter: &wgpu::Adapter,
         gpu: Gpu,
     ) -> Result<WgpuBackend, ErrorKind> {
+        crate::SPIN
+            .get()
+            .map_err(|e| ErrorKind::driver("open", e))?;
         let a = adapter.get_info();
         let driver = match (a.driver.is_empty(), a.driver_info.is_empty()) {
             (false, false) => format!("{} {}", a.driver, a.driver_info),

@@ -6,7 +6,7 @@
 
 use seam::ErrorKind;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long any wait for the device may take before it is an error.
 pub const WAIT_LIMIT: Duration = Duration::from_secs(20);
@@ -181,25 +181,62 @@ impl Gpu {
         Err(ErrorKind::driver(call, message))
     }
 
-    /// Wait (at most [`WAIT_LIMIT`]) for `submission`, or for everything submitted.
+    /// Wait (at most [`WAIT_LIMIT`]) for `submission`, or for everything
+    /// submitted: poll it for the spin budget (`SEAM_WGPU_SPIN_US`,
+    /// `seam::wait`), then block in `wgpu::Device::poll`.
     pub fn wait(&self, submission: Option<wgpu::SubmissionIndex>) -> Result<(), ErrorKind> {
+        let start = Instant::now();
+        let mut status = Submitted {
+            device: &self.device,
+            submission,
+            start,
+        };
+        seam::wait::wait(crate::SPIN.current(), &mut status, || start.elapsed())?;
+        self.take_uncaptured("wgpu::Device::poll")?;
+        self.validated("wgpu::Device::poll")
+    }
+}
+
+/// One wait's submission (`None`: the last one made when each poll runs).
+struct Submitted<'a> {
+    device: &'a wgpu::Device,
+    submission: Option<wgpu::SubmissionIndex>,
+    start: Instant,
+}
+
+impl Submitted<'_> {
+    /// Wait at most `timeout`: `Ok(false)` when it ran out first.
+    fn poll(&self, timeout: Duration) -> Result<bool, ErrorKind> {
         let poll = wgpu::PollType::Wait {
-            submission_index: submission,
-            timeout: Some(WAIT_LIMIT),
+            submission_index: self.submission.clone(),
+            timeout: Some(timeout),
         };
         match self.device.poll(poll) {
-            Ok(_) => {
-                self.take_uncaptured("wgpu::Device::poll")?;
-                self.validated("wgpu::Device::poll")
-            }
-            Err(wgpu::PollError::Timeout) => Err(ErrorKind::driver(
-                "wgpu::Device::poll",
-                format!(
-                    "the device did not finish queued work within {} s",
-                    WAIT_LIMIT.as_secs()
-                ),
-            )),
+            Ok(_) => Ok(true),
+            Err(wgpu::PollError::Timeout) => Ok(false),
             Err(e) => Err(ErrorKind::driver("wgpu::Device::poll", e)),
         }
+    }
+}
+
+impl seam::wait::FenceStatus for Submitted<'_> {
+    type Error = ErrorKind;
+
+    fn signalled(&mut self) -> Result<bool, ErrorKind> {
+        self.poll(Duration::ZERO)
+    }
+
+    /// Block for what is left of [`WAIT_LIMIT`].
+    fn block(&mut self) -> Result<(), ErrorKind> {
+        if self.poll(WAIT_LIMIT.saturating_sub(self.start.elapsed()))? {
+            return Ok(());
+        }
+        Err(ErrorKind::driver(
+            "wgpu::Device::poll",
+            format!(
+                "the device did not finish queued work within {} s",
+                WAIT_LIMIT.as_secs()
+            ),
+        ))
     }
 }

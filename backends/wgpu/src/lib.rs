@@ -50,7 +50,10 @@
 //!   out-of-memory and internal error scopes and becomes
 //!   `ErrorKind::Driver` naming the call; an uncaptured-error handler
 //!   collects anything else (never the default handler, which panics).
-//!   Waits are bounded (20 s), then an error naming `wgpu::Device::poll`.
+//!   Waits poll the submission (`wgpu::Device::poll` with a zero timeout)
+//!   for a spin budget, 50 µs by default or `SEAM_WGPU_SPIN_US` (0: always
+//!   block), then block; they are bounded (20 s), then an error naming
+//!   `wgpu::Device::poll`.
 //! - **Timing.** Where the adapter has timestamp queries inside passes,
 //!   the device times itself: markers around each traced replay and eager
 //!   launch, and a stamp after each launch of a node-timed graph's traced
@@ -65,6 +68,11 @@ mod dispatch;
 mod gpu;
 mod kernels;
 mod replay;
+
+/// The spin budget of every wait (`seam::wait`): the submission polled this
+/// long, then blocked on.
+pub(crate) static SPIN: seam::wait::SpinSetting = seam::wait::SpinSetting::new("SEAM_WGPU_SPIN_US");
+
 #[allow(unsafe_code)]
 mod sys;
 #[cfg(test)]

@@ -177,7 +177,6 @@ pub const GROUPS: &[Group] = &[
             "backends/vulkan/src/sys/audit.rs",
             "backends/vulkan/src/sys/command/held.rs",
             "backends/vulkan/src/sys/command/sets.rs",
-            "backends/vulkan/src/wait.rs",
             "backends/vulkan/src/user.rs",
             "backends/vulkan/src/dispatch.rs",
         ],

@@ -100,7 +100,9 @@ impl VulkanBackend {
 
     fn open_as(index: usize, staging: bool) -> Result<VulkanBackend, ErrorKind> {
         let unavailable = |reason: String| ErrorKind::Unavailable { reason };
-        crate::wait::SpinBudget::from_env().map_err(|e| ErrorKind::driver("open", e))?;
+        crate::SPIN
+            .get()
+            .map_err(|e| ErrorKind::driver("open", e))?;
         let every_barrier = every_barrier_asked(std::env::var_os("SEAM_VULKAN_BARRIERS"))
             .map_err(|e| ErrorKind::driver("open", e))?;
         let instance = Instance::shared().map_err(unavailable)?;

@@ -176,7 +176,7 @@ impl Gpu {
     }
 
     /// Wait for the fences of the oldest `count` submissions: poll them for
-    /// the spin budget (`SEAM_VULKAN_SPIN_US`, `crate::wait`), then block in
+    /// the spin budget (`SEAM_VULKAN_SPIN_US`, `seam::wait`), then block in
     /// `vkWaitForFences`, at most [`FENCE_TIMEOUT_NS`] for each. Allocates
     /// nothing.
     fn wait_fences(&self, count: usize) -> Result<(), ErrorKind> {
@@ -190,10 +190,7 @@ impl Gpu {
             end: count,
             next: 0,
         };
-        crate::wait::wait(crate::wait::SpinBudget::current(), &mut status, || {
-            start.elapsed()
-        })
-        .map(drop)
+        seam::wait::wait(crate::SPIN.current(), &mut status, || start.elapsed()).map(drop)
     }
 }
 
@@ -207,7 +204,7 @@ struct FenceSet<'a> {
     next: usize,
 }
 
-impl crate::wait::FenceStatus for FenceSet<'_> {
+impl seam::wait::FenceStatus for FenceSet<'_> {
     type Error = ErrorKind;
 
     fn signalled(&mut self) -> Result<bool, ErrorKind> {

@@ -1,25 +1,23 @@
-//! How the backend waits for a submission: poll the fences
-//! (`vkGetFenceStatus`) for a bounded time, then block (`vkWaitForFences`).
+//! How a backend waits for a submission: poll its completion for a bounded
+//! time, then block.
 //!
-//! A blocking fence wait costs the wake-up of a sleeping thread on top of the
+//! A blocking wait costs the wake-up of a sleeping thread on top of the
 //! work: about 40 µs per submit on the NVIDIA driver (580.159.04, an H200:
 //! an ash probe of one tiny dispatch, submit + `vkWaitForFences`, 2026-11),
 //! which is almost all of a replay of one tiny dispatch. Polling returns as
-//! soon as the fence signals; blocking after the budget keeps a long wait
-//! from burning a core. The budget is [`DEFAULT_SPIN_US`] µs, or
-//! `SEAM_VULKAN_SPIN_US` (whole microseconds; `0`: always block at once).
-//! The calls themselves are in `sys` (`Gpu::wait_fences`); this module is
-//! the policy, tested against a fake status source.
+//! soon as the work is done; blocking after the budget keeps a long wait
+//! from burning a core. The budget is [`DEFAULT_SPIN_US`] µs, or a
+//! backend's variable ([`SpinSetting`]: whole microseconds; `0`: always
+//! block at once). The polls and the block are the backend's
+//! ([`FenceStatus`]: Vulkan's fences, wgpu's submission index); this module
+//! is the policy, tested against a fake status source.
 
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// The variable that sets the spin budget.
-pub const SPIN_ENV: &str = "SEAM_VULKAN_SPIN_US";
-
-/// The spin budget when [`SPIN_ENV`] is not set, in microseconds: above the
-/// ~40 µs a short submission takes to signal on the NVIDIA driver, far
-/// below anything a long wait costs.
+/// The spin budget when a backend's variable is not set, in microseconds:
+/// above the ~40 µs a short submission takes to signal on the NVIDIA
+/// driver, far below anything a long wait costs.
 pub const DEFAULT_SPIN_US: u64 = 50;
 
 /// The largest budget accepted (1 s): past that, polling is a busy wait.
@@ -30,51 +28,83 @@ pub const MAX_SPIN_US: u64 = 1_000_000;
 pub struct SpinBudget(pub Duration);
 
 impl SpinBudget {
-    /// The budget a value of [`SPIN_ENV`] asks for (`None`: not set).
-    pub fn parse(value: Option<&str>) -> Result<SpinBudget, String> {
+    /// The budget a value of the variable `var` asks for (`None`: not set).
+    pub fn parse(var: &str, value: Option<&str>) -> Result<SpinBudget, String> {
         let us = match value.map(str::trim) {
             None | Some("") => DEFAULT_SPIN_US,
             Some(v) => v.parse::<u64>().map_err(|_| {
-                format!("{SPIN_ENV}={v}: not a whole number of microseconds (0: always block)")
+                format!("{var}={v}: not a whole number of microseconds (0: always block)")
             })?,
         };
         if us > MAX_SPIN_US {
             return Err(format!(
-                "{SPIN_ENV}={us}: more than {MAX_SPIN_US} µs of polling is a busy wait"
+                "{var}={us}: more than {MAX_SPIN_US} µs of polling is a busy wait"
             ));
         }
         Ok(SpinBudget(Duration::from_micros(us)))
     }
+}
 
-    /// The process's budget: [`SPIN_ENV`], read once. An invalid value is
+/// A backend's spin budget, read once from its variable (e.g.
+/// `SEAM_VULKAN_SPIN_US`): a `static` of the backend's.
+pub struct SpinSetting {
+    var: &'static str,
+    read: OnceLock<Result<SpinBudget, String>>,
+}
+
+impl SpinSetting {
+    /// The setting read from `var` (at its first use).
+    pub const fn new(var: &'static str) -> SpinSetting {
+        SpinSetting {
+            var,
+            read: OnceLock::new(),
+        }
+    }
+
+    /// The variable's name.
+    pub fn var(&self) -> &'static str {
+        self.var
+    }
+
+    /// The process's budget: the variable, read once. An invalid value is
     /// an error here (opening a device refuses it) and the default in
-    /// [`SpinBudget::current`].
-    pub fn from_env() -> Result<SpinBudget, String> {
-        Self::read().clone()
+    /// [`SpinSetting::current`].
+    pub fn get(&self) -> Result<SpinBudget, String> {
+        self.read().clone()
     }
 
     /// The budget every wait uses (allocates nothing once read).
-    pub fn current() -> SpinBudget {
-        match Self::read() {
+    pub fn current(&self) -> SpinBudget {
+        match self.read() {
             Ok(b) => *b,
             Err(_) => SpinBudget(Duration::from_micros(DEFAULT_SPIN_US)),
         }
     }
 
-    fn read() -> &'static Result<SpinBudget, String> {
-        static READ: OnceLock<Result<SpinBudget, String>> = OnceLock::new();
-        READ.get_or_init(|| SpinBudget::parse(std::env::var(SPIN_ENV).ok().as_deref()))
+    fn read(&self) -> &Result<SpinBudget, String> {
+        self.read_with(|var| std::env::var(var).ok())
+    }
+
+    /// The first read: `lookup` gives the variable's value.
+    fn read_with(
+        &self,
+        lookup: impl FnOnce(&str) -> Option<String>,
+    ) -> &Result<SpinBudget, String> {
+        self.read
+            .get_or_init(|| SpinBudget::parse(self.var, lookup(self.var).as_deref()))
     }
 }
 
-/// What a wait asks of the fences it waits on.
+/// What a wait asks of the work it waits on (Vulkan's fences, wgpu's
+/// submission index).
 pub trait FenceStatus {
+    /// A failed poll or block.
     type Error;
-    /// Whether every awaited fence has signalled (`vkGetFenceStatus`);
-    /// never blocks.
+    /// Whether the awaited work has completed (`vkGetFenceStatus`, a
+    /// zero-timeout `wgpu::Device::poll`); never blocks.
     fn signalled(&mut self) -> Result<bool, Self::Error>;
-    /// Block until every awaited fence has signalled, or fail (`vkWaitForFences`
-    /// with its timeout).
+    /// Block until the awaited work has completed, or fail
+    /// (`vkWaitForFences`, `wgpu::Device::poll`, with their timeouts).
     fn block(&mut self) -> Result<(), Self::Error>;
 }
 
@@ -82,9 +112,15 @@ pub trait FenceStatus {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Waited {
     /// Seen signalled by the `polls`-th poll, without blocking.
-    Polled { polls: u32 },
+    Polled {
+        /// Polls made, the last one seeing the work done.
+        polls: u32,
+    },
     /// Blocked after `polls` polls (0: the budget is zero).
-    Blocked { polls: u32 },
+    Blocked {
+        /// Polls made before blocking.
+        polls: u32,
+    },
 }
 
 /// Wait for `fences`: poll until they have signalled or `elapsed()` (time
@@ -220,14 +256,43 @@ mod tests {
     /// `0` allowed, anything else or above the cap refused with the name.
     #[test]
     fn the_variable_sets_the_budget() {
-        assert_eq!(SpinBudget::parse(None), Ok(us(DEFAULT_SPIN_US)));
-        assert_eq!(SpinBudget::parse(Some("")), Ok(us(DEFAULT_SPIN_US)));
-        assert_eq!(SpinBudget::parse(Some("0")), Ok(us(0)));
-        assert_eq!(SpinBudget::parse(Some(" 200 ")), Ok(us(200)));
-        assert_eq!(SpinBudget::parse(Some("1000000")), Ok(us(MAX_SPIN_US)));
+        let parse = |v| SpinBudget::parse("SEAM_X_SPIN_US", v);
+        assert_eq!(parse(None), Ok(us(DEFAULT_SPIN_US)));
+        assert_eq!(parse(Some("")), Ok(us(DEFAULT_SPIN_US)));
+        assert_eq!(parse(Some("0")), Ok(us(0)));
+        assert_eq!(parse(Some(" 200 ")), Ok(us(200)));
+        assert_eq!(parse(Some("1000000")), Ok(us(MAX_SPIN_US)));
         for bad in ["-1", "2.5", "50us", "1000001"] {
-            let e = SpinBudget::parse(Some(bad)).unwrap_err();
-            assert!(e.starts_with("SEAM_VULKAN_SPIN_US="), "{bad}: {e}");
+            let e = parse(Some(bad)).unwrap_err();
+            assert!(e.starts_with("SEAM_X_SPIN_US="), "{bad}: {e}");
         }
+    }
+
+    /// A setting reads its own variable, once; an invalid value is its
+    /// error and the default budget.
+    #[test]
+    fn a_setting_reads_its_variable_once() {
+        let good = SpinSetting::new("SEAM_X_SPIN_US");
+        let asked = std::cell::Cell::new(0);
+        let lookup = |v: &str| {
+            asked.set(asked.get() + 1);
+            assert_eq!(v, "SEAM_X_SPIN_US");
+            Some("7".to_string())
+        };
+        assert_eq!(good.read_with(lookup), &Ok(us(7)));
+        assert_eq!(
+            good.read_with(|_| Some("9".into())),
+            &Ok(us(7)),
+            "read once"
+        );
+        assert_eq!(
+            (good.get(), good.current(), asked.get()),
+            (Ok(us(7)), us(7), 1)
+        );
+        assert_eq!(good.var(), "SEAM_X_SPIN_US");
+        let bad = SpinSetting::new("SEAM_Y_SPIN_US");
+        bad.read_with(|_| Some("x".into()));
+        assert!(bad.get().unwrap_err().starts_with("SEAM_Y_SPIN_US=x"));
+        assert_eq!(bad.current(), us(DEFAULT_SPIN_US));
     }
 }
