@@ -103,6 +103,11 @@ pub fn plan(filter: &Filter) -> Plan {
 /// (`seam_backends::discover`) or any others
 /// (`seam_backends::discover_in(&[&MY_BACKEND])`).
 pub fn plan_in(filter: &Filter, found: Discovery) -> Plan {
+    plan_requiring(filter, found, &seam::testing::required_devices())
+}
+
+/// [`plan_in`] with `required` as the devices `SEAM_REQUIRE_DEVICES` names.
+fn plan_requiring(filter: &Filter, found: Discovery, required: &[String]) -> Plan {
     let known: Vec<&'static str> = (found.devices.iter().map(|s| s.backend))
         .chain(found.missing.iter().map(|m| m.backend))
         .collect();
@@ -190,9 +195,8 @@ pub fn plan_in(filter: &Filter, found: Discovery) -> Plan {
         missing,
         problems: Vec::new(),
     };
-    let required = seam::testing::required_devices();
     plan.problems = problems(filter, &known);
-    absent(&mut plan, filter, &cases, &known, &required);
+    absent(&mut plan, filter, &cases, &known, required);
     if plan.trials.is_empty() && plan.problems.is_empty() {
         plan.problems.push("the selection plans no trial".into());
     }

@@ -273,8 +273,17 @@ fn a_filter_that_selects_nothing_is_a_problem() {
         bad.contains("--device wgpu:0") && bad.contains("--backend nocap"),
         "{bad}"
     );
-    let empty = plan_in(&Filter::default(), seam_backends::Discovery::default());
-    assert_eq!(empty.problems, ["the selection plans no trial"]);
+    let empty = |required: &[String]| {
+        plan_requiring(
+            &Filter::default(),
+            seam_backends::Discovery::default(),
+            required,
+        )
+        .problems
+    };
+    assert_eq!(empty(&[]), ["the selection plans no trial"]);
+    // A required device the filter selects is planned (failing): a plan.
+    assert_eq!(empty(&["cuda:0".into()]), Vec::<String>::new());
     // Known, selected and found: no problem.
     let fine = plan_in(
         &Filter {
