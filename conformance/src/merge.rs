@@ -52,6 +52,8 @@ pub fn digested_outputs(case: &str) -> Option<Vec<(OpKind, DType)>> {
         }
         // k += b, then a copy of k into a slot of the cache, f32.
         "c13_update_launch_moves_a_view" => vec![(ScaleAdd, F32), (Copy, F32)],
+        // Two f32 copies made dependent by rebinds.
+        "c13_rebind_makes_launches_dependent" => vec![(Copy, F32)],
         // Every (op, dtype) workload of the catalogue, over views.
         "c11_views_at_odd_offsets_agree_with_cpu" => crate::workloads::all_pairs(),
         // Every buffer of each user kernel's samples (its tolerance).

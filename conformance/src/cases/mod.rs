@@ -21,6 +21,7 @@ mod results;
 mod stream_order;
 mod transfers;
 mod update;
+mod update_checks;
 mod views;
 
 /// The whole suite, in contract order.
@@ -85,9 +86,10 @@ pub static ALL: &[Case] = &[
     update::C13_QUEUED_REPLAYS_KEEP_OLD_BINDINGS,
     update::C13_UPDATE_PARAMS_EQUALS_FRESH_CAPTURE,
     update::C13_UPDATE_LAUNCH_MOVES_A_VIEW,
-    update::C13_BAD_UPDATES_REFUSED,
-    update::C13_REBINDS_LEAVE_RESOURCES_FLAT,
-    update::C13_UPDATE_REPORT_MATCHES_BEHAVIOUR,
+    update::C13_REBIND_MAKES_LAUNCHES_DEPENDENT,
+    update_checks::C13_BAD_UPDATES_REFUSED,
+    update_checks::C13_REBINDS_LEAVE_RESOURCES_FLAT,
+    update_checks::C13_UPDATE_REPORT_MATCHES_BEHAVIOUR,
 ];
 
 /// Cases over user kernels, each run once per kernel of the run
