@@ -64,10 +64,8 @@ pub fn run(found: Discovery) -> ! {
     let (rest, filters) = seam::testing::split_filters(std::env::args());
     let mut args = Arguments::from_iter(rest);
     let plan = runner::plan_in(&Filter::default(), found);
-    if !plan.problems.is_empty() {
-        for p in &plan.problems {
-            eprintln!("seam-conformance: {p}");
-        }
+    if let Some(why) = plan.refusal() {
+        eprintln!("{why}");
         std::process::exit(2);
     }
     let records: Arc<Mutex<Vec<TrialRecord>>> = Arc::default();

@@ -68,6 +68,18 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// What refuses this plan, a line per problem (`seam-conformance:
+    /// <problem>`), or `None` where it can run.
+    pub fn refusal(&self) -> Option<String> {
+        if self.problems.is_empty() {
+            return None;
+        }
+        let lines: Vec<String> = (self.problems.iter())
+            .map(|p| format!("seam-conformance: {p}"))
+            .collect();
+        Some(lines.join("\n"))
+    }
+
     /// Why device `id` cannot run its trials in this process: discovery did
     /// not find it, or it failed to open. `None` when it opened.
     pub fn unavailable(&self, id: &str) -> Option<String> {
@@ -270,18 +282,20 @@ fn absent(
     known: &[&'static str],
     required: &[String],
 ) {
-    let mut ids: Vec<&String> = filter.devices.iter().collect();
-    ids.extend(
-        required
-            .iter()
-            .filter(|id| filter.devices.is_empty() || filter.devices.contains(id)),
-    );
-    ids.dedup();
+    let selected = required
+        .iter()
+        .filter(|id| filter.devices.is_empty() || filter.devices.contains(id));
+    let mut ids: Vec<&String> = Vec::new();
+    for id in filter.devices.iter().chain(selected) {
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
     for id in ids {
         let backend_name = id.split(':').next().unwrap_or(id);
-        let done =
-            plan.devices.iter().any(|d| &d.id == id) || plan.trials.iter().any(|t| &t.device == id);
-        if !filter.backend(backend_name) || done {
+        // A device discovery found has its trials (failing, where it did
+        // not open).
+        if !filter.backend(backend_name) || plan.trials.iter().any(|t| &t.device == id) {
             continue;
         }
         let reason = plan.unavailable(id).unwrap_or_default();

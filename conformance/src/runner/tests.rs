@@ -282,6 +282,11 @@ fn a_filter_that_selects_nothing_is_a_problem() {
         .problems
     };
     assert_eq!(empty(&[]), ["the selection plans no trial"]);
+    let refused = plan_requiring(&Filter::default(), seam_backends::Discovery::default(), &[]);
+    assert_eq!(
+        refused.refusal().as_deref(),
+        Some("seam-conformance: the selection plans no trial")
+    );
     // A required device the filter selects is planned (failing): a plan.
     assert_eq!(empty(&["cuda:0".into()]), Vec::<String>::new());
     // Known, selected and found: no problem.
@@ -294,6 +299,20 @@ fn a_filter_that_selects_nothing_is_a_problem() {
         found(),
     );
     assert!(fine.problems.is_empty(), "{:?}", fine.problems);
+    assert_eq!(fine.refusal(), None);
+    // An id the filter and SEAM_REQUIRE_DEVICES both name is planned once.
+    let twice = plan_requiring(
+        &Filter {
+            cases: vec!["c11_known_values".into()],
+            devices: vec!["nocap:5".into(), "nocap:6".into()],
+            ..Default::default()
+        },
+        found(),
+        &["nocap:5".into()],
+    );
+    let on = |id: &str| twice.trials.iter().filter(|t| t.device == id).count();
+    assert!(on("nocap:5") > 0);
+    assert_eq!(on("nocap:5"), on("nocap:6"));
     // A device of a known backend that discovery did not find: its trials
     // are ignored, with the reason.
     let p = plan_in(
