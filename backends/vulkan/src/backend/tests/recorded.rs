@@ -1,8 +1,8 @@
 //! Command buffers recorded through the `sys` layer, as `VulkanBackend`
 //! records a graph's, then updated (C13) or copied into: what the checks
 //! there refuse, and that a refusal changes nothing. The suite reaches
-//! these paths only through core, which refuses most bad updates first and
-//! records a barrier before every dispatch, so each check is driven here.
+//! these paths only through core, which refuses most bad updates first, so
+//! each check is driven here.
 //! This file holds the updates; `recording.rs` the checks of recording
 //! itself (dispatches, copies, descriptor pools), `queue.rs` the queue.
 
@@ -120,12 +120,11 @@ fn refused(cmd: &CommandBuffer, changes: &[DispatchUpdate<'_>], what: &str) -> S
 
 /// The barrier audit still refuses an update that would make two
 /// dispatches of one stretch (no barrier between them) alias unordered,
-/// and a refused update changes nothing. `VulkanBackend::launch` records a
-/// barrier before every dispatch, where no rebind can (the audit is then
-/// skipped: `Inner::audit_stretch`), so the stretch is recorded here: dispatch
-/// 0 writes p, dispatch 1 writes q, then a barrier and dispatch 2 (doubles
-/// q). Mutation (tried): skip the audit of every stretch after a barrier
-/// (`start > 0`) → red.
+/// and a refused update changes nothing (through the suite:
+/// `c13_rebind_makes_launches_dependent`). The stretch is recorded here:
+/// dispatch 0 writes p, dispatch 1 writes q, then a barrier and dispatch 2
+/// (doubles q). Mutation (tried): skip the audit of every stretch after a
+/// barrier (`start > 0`) → red.
 #[test]
 fn an_update_making_a_stretch_alias_unordered_is_refused() {
     let Some(mut r) = Rig::open() else { return };
