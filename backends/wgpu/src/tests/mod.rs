@@ -122,6 +122,10 @@ pub fn main() {
                 eager_chain_longer_than_a_batch_runs_in_order,
             ),
             (
+                "gpu::a_finished_submission_is_seen_by_a_poll",
+                crate::gpu::tests::a_finished_submission_is_seen_by_a_poll,
+            ),
+            (
                 "unaligned_half_word_access_keeps_neighbours",
                 unaligned_half_word_access_keeps_neighbours,
             ),
