@@ -259,6 +259,12 @@ impl VulkanBackend {
         spans
     }
 
+    /// Query pools made for device timing and kept now.
+    #[cfg(test)]
+    pub(super) fn query_pools(&self) -> usize {
+        self.timing.pools.len()
+    }
+
     /// Drop every query pool (command buffers that use one hold it).
     pub(super) fn release_query_pools(&mut self) {
         self.timing.pools = Vec::new();

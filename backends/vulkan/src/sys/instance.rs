@@ -89,7 +89,7 @@ impl Instance {
     }
 
     /// Open the loader and create an instance with validation `mode`.
-    fn with(mode: Validation) -> Result<Instance, String> {
+    pub(in crate::sys) fn with(mode: Validation) -> Result<Instance, String> {
         // SAFETY: loading libvulkan runs its initialisers; the Vulkan loader is
         // designed to be dlopen'ed and has no preconditions.
         let entry = unsafe { ash::Entry::load() }

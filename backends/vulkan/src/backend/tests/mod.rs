@@ -388,3 +388,40 @@ fn the_barrier_setting_is_read_strictly() {
     let e = every_barrier_asked(v("all")).unwrap_err();
     assert!(e.starts_with("SEAM_VULKAN_BARRIERS=all"), "{e}");
 }
+
+/// Device timing keeps one query pool while a cycle's markers fit in it:
+/// 300 timed eager launches (600 markers) use one pool and give 300 spans.
+/// Mutation: `mark` adding a pool when the marker's pool *does* exist
+/// (`p == pools.len()` → `!=`: a pool per marker, the spans still right)
+/// → red.
+#[test]
+fn device_timing_keeps_one_query_pool_per_1024_markers() {
+    use seam::testing::RawCall;
+    use seam::{Backend, DType, Params};
+    let mut b = match VulkanBackend::open(0) {
+        Ok(b) => Direct::new(b),
+        Err(e) => return skipped(e),
+    };
+    if let Err(why) = b.device_timing() {
+        return skipped(why);
+    }
+    b.set_device_timing(true).unwrap();
+    let (one, acc) = (b.alloc(1024).unwrap(), b.alloc(1024).unwrap());
+    b.write(one, 0, &words(1)).unwrap();
+    b.write(acc, 0, &words(0)).unwrap();
+    let add = RawCall::whole(
+        OpKind::Add,
+        DType::U32,
+        &[acc, one, acc],
+        256,
+        Params::dims(256, 0, 0),
+    );
+    for tag in 0..300 {
+        b.begin_timed(tag).unwrap();
+        b.launch(&add).unwrap();
+        b.end_timed(tag).unwrap();
+    }
+    assert_eq!(b.query_pools(), 1, "query pools for 600 markers");
+    assert_eq!(b.take_device_spans().unwrap().len(), 300);
+    assert_eq!(read(&mut b, acc), words(300));
+}

@@ -5,6 +5,8 @@
 //! set in place and audits the barriers again (`CommandBuffer::update`).
 
 mod held;
+#[cfg(test)]
+mod layer_tests;
 mod queries;
 mod record;
 mod sets;

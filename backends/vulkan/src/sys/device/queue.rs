@@ -229,7 +229,8 @@ impl seam::wait::FenceStatus for FenceSet<'_> {
             let fence = [self.pending[self.next].fence];
             // SAFETY: a live fence owned by the `Gpu` whose wait this is.
             match unsafe { self.device.wait_for_fences(&fence, true, FENCE_TIMEOUT_NS) } {
-                Ok(()) => self.next += 1,
+                // The loop's `signalled` sees this fence and moves past it.
+                Ok(()) => {}
                 Err(vk::Result::TIMEOUT) => {
                     return Err(ErrorKind::driver(
                         "vkWaitForFences",
