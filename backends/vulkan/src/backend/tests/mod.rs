@@ -390,10 +390,12 @@ fn the_barrier_setting_is_read_strictly() {
 }
 
 /// Device timing keeps one query pool while a cycle's markers fit in it:
-/// 300 timed eager launches (600 markers) use one pool and give 300 spans.
-/// Mutation: `mark` adding a pool when the marker's pool *does* exist
-/// (`p == pools.len()` → `!=`: a pool per marker, the spans still right)
-/// → red.
+/// 300 timed eager launches (600 markers) use one pool and give 300 spans;
+/// the pool is kept while timing is on and released once it is off and
+/// read. Mutations: `mark` adding a pool when the marker's pool *does*
+/// exist (`p == pools.len()` → `!=`: a pool per marker, the spans still
+/// right), `take_marker_spans` releasing the pools while timing is on
+/// (`delete !`) → red.
 #[test]
 fn device_timing_keeps_one_query_pool_per_1024_markers() {
     use seam::testing::RawCall;
@@ -423,5 +425,9 @@ fn device_timing_keeps_one_query_pool_per_1024_markers() {
     }
     assert_eq!(b.query_pools(), 1, "query pools for 600 markers");
     assert_eq!(b.take_device_spans().unwrap().len(), 300);
+    assert_eq!(b.query_pools(), 1, "kept while timing is on");
     assert_eq!(read(&mut b, acc), words(300));
+    b.set_device_timing(false).unwrap();
+    assert!(b.take_device_spans().unwrap().is_empty());
+    assert_eq!(b.query_pools(), 0, "released once timing is off and read");
 }
