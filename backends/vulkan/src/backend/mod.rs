@@ -144,7 +144,7 @@ impl VulkanBackend {
             node_timing: false,
             bracket: None,
             timing: timing::Timing::default(),
-            validation: Validation::from_env(),
+            validation: Validation::from_env().map_err(|e| ErrorKind::driver("open", e))?,
             raised: Vec::new(),
             updates: (0, 0),
             every_barrier,

@@ -85,7 +85,7 @@ impl Instance {
     /// synchronization validation); see `validation.rs`. Asked for and not
     /// installed, it is an error, not a silent pass.
     pub fn new() -> Result<Instance, String> {
-        Self::with(Validation::from_env())
+        Self::with(Validation::from_env()?)
     }
 
     /// Open the loader and create an instance with validation `mode`.

@@ -21,12 +21,24 @@ pub enum Validation {
 }
 
 impl Validation {
-    pub fn from_env() -> Validation {
-        match std::env::var("SEAM_VULKAN_VALIDATION").as_deref() {
-            Ok("1") => Validation::Core,
-            Ok("sync") => Validation::Sync,
-            _ => Validation::Off,
+    /// What a value of `SEAM_VULKAN_VALIDATION` asks for: unset, empty or
+    /// `0` nothing, `1` the core checks, `sync` synchronization validation
+    /// too; anything else is an error naming the variable (a misspelt value
+    /// would otherwise turn validation off while the run says it is on).
+    pub fn parse(value: Option<&str>) -> Result<Validation, String> {
+        match value {
+            None | Some("") | Some("0") => Ok(Validation::Off),
+            Some("1") => Ok(Validation::Core),
+            Some("sync") => Ok(Validation::Sync),
+            Some(v) => Err(format!(
+                "SEAM_VULKAN_VALIDATION={v}: expected 1 or sync (or 0, or unset)"
+            )),
         }
+    }
+
+    /// [`Validation::parse`] of the process's `SEAM_VULKAN_VALIDATION`.
+    pub fn from_env() -> Result<Validation, String> {
+        Self::parse(std::env::var("SEAM_VULKAN_VALIDATION").ok().as_deref())
     }
 }
 
@@ -93,4 +105,27 @@ pub(super) fn messenger_info() -> vk::DebugUtilsMessengerCreateInfoEXT<'static> 
                 | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
         )
         .pfn_user_callback(Some(messenger))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Validation;
+
+    /// Each value asks for what it names; a misspelt one is refused with
+    /// the variable's name. Mutations: a match arm deleted (`1` or `sync`
+    /// silently off) → red.
+    #[test]
+    fn the_variable_is_read_strictly() {
+        for (v, want) in [
+            (None, Validation::Off),
+            (Some(""), Validation::Off),
+            (Some("0"), Validation::Off),
+            (Some("1"), Validation::Core),
+            (Some("sync"), Validation::Sync),
+        ] {
+            assert_eq!(Validation::parse(v), Ok(want), "{v:?}");
+        }
+        let e = Validation::parse(Some("SYNC")).unwrap_err();
+        assert!(e.starts_with("SEAM_VULKAN_VALIDATION=SYNC:"), "{e}");
+    }
 }
