@@ -297,4 +297,45 @@ mod tests {
         assert_eq!(memory_type(0b001, &types, &[coherent]), None);
         assert_eq!(memory_type(all, &types, &[]), None);
     }
+
+    /// Host access to a mapped buffer is bounds-checked against its
+    /// mapping: inside it works; past it, or where offset + length
+    /// overflows, it is refused naming the sizes (no copy runs). Mutation:
+    /// `check` → `Ok(())` (a copy past the mapping) → red.
+    #[test]
+    fn host_access_past_the_mapping_is_refused() {
+        use crate::sys::{Gpu, Instance, HOST_COHERENT};
+        let gpu = match Instance::shared().and_then(|i| {
+            let a = i.adapters()?.into_iter().next().ok_or("no adapter")?;
+            Gpu::new(i, a).map_err(|e| e.to_string())
+        }) {
+            Ok(g) => g,
+            Err(e) => {
+                assert!(
+                    !seam::testing::is_required("vulkan:0"),
+                    "{} requires vulkan:0: {e}",
+                    seam::testing::REQUIRE_ENV
+                );
+                return eprintln!("no Vulkan device ({e}): skipped");
+            }
+        };
+        let b = gpu
+            .create_buffer(64, &[M::HOST_VISIBLE | HOST_COHERENT])
+            .unwrap();
+        if !b.is_mapped() {
+            return eprintln!("no mappable memory on this device: skipped");
+        }
+        b.write(0, &[7u8; 64]).unwrap();
+        let mut out = [0u8; 64];
+        b.read(0, &mut out).unwrap();
+        assert_eq!(out, [7u8; 64]);
+        let far = 1usize << 40;
+        let e = b.write(far, &[0u8; 8]).unwrap_err().to_string();
+        assert!(e.contains("8 bytes at 1099511627776 exceed the"), "{e}");
+        let e = b
+            .read(usize::MAX - 2, &mut out[..4])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("exceed the"), "{e}");
+    }
 }
