@@ -24,6 +24,22 @@ fn words(v: u32) -> Vec<u8> {
     [v; 256].iter().flat_map(|w| w.to_le_bytes()).collect()
 }
 
+/// A zeroed accumulator of 256 u32 and the launch `acc += 1`, on `b`.
+fn accumulate(b: &mut Direct<VulkanBackend>) -> (RawBuffer, seam::testing::RawCall) {
+    use seam::{DType, Params};
+    let (acc, one) = (b.alloc(1024).unwrap(), b.alloc(1024).unwrap());
+    b.write(acc, 0, &words(0)).unwrap();
+    b.write(one, 0, &words(1)).unwrap();
+    let add = seam::testing::RawCall::whole(
+        OpKind::Add,
+        DType::U32,
+        &[acc, one, acc],
+        256,
+        Params::dims(256, 0, 0),
+    );
+    (acc, add)
+}
+
 fn read(b: &mut Direct<VulkanBackend>, buf: RawBuffer) -> Vec<u8> {
     let mut out = vec![0u8; 1024];
     b.read(buf, 0, &mut out).unwrap();
@@ -202,8 +218,6 @@ fn the_staging_buffer_is_reused_while_large_enough() {
 /// or lost increments).
 #[test]
 fn eager_launches_cycle_through_a_fixed_ring_of_batches() {
-    use seam::testing::RawCall;
-    use seam::{DType, Params};
     let mut b = match VulkanBackend::open(0) {
         Ok(b) => Direct::new(b),
         Err(e) => {
@@ -212,16 +226,7 @@ fn eager_launches_cycle_through_a_fixed_ring_of_batches() {
         }
     };
     assert_eq!(b.eager_batches(), 0, "before any launch");
-    let (acc, one) = (b.alloc(1024).unwrap(), b.alloc(1024).unwrap());
-    b.write(acc, 0, &words(0)).unwrap();
-    b.write(one, 0, &words(1)).unwrap();
-    let add = RawCall::whole(
-        OpKind::Add,
-        DType::U32,
-        &[acc, one, acc],
-        256,
-        Params::dims(256, 0, 0),
-    );
+    let (acc, add) = accumulate(&mut b);
     let launches = 40 * super::eager::EAGER_BATCH as u32;
     for _ in 0..launches {
         b.launch(&add).unwrap();
@@ -243,22 +248,11 @@ fn eager_launches_cycle_through_a_fixed_ring_of_batches() {
 #[test]
 fn an_eager_batch_is_submitted_at_its_launch_count() {
     use super::eager::EAGER_BATCH;
-    use seam::testing::RawCall;
-    use seam::{DType, Params};
     let mut b = match VulkanBackend::open(0) {
         Ok(b) => Direct::new(b),
         Err(e) => return skipped(e),
     };
-    let (acc, one) = (b.alloc(1024).unwrap(), b.alloc(1024).unwrap());
-    b.write(acc, 0, &words(0)).unwrap();
-    b.write(one, 0, &words(1)).unwrap();
-    let add = RawCall::whole(
-        OpKind::Add,
-        DType::U32,
-        &[acc, one, acc],
-        256,
-        Params::dims(256, 0, 0),
-    );
+    let (acc, add) = accumulate(&mut b);
     for i in 1..=EAGER_BATCH {
         b.launch(&add).unwrap();
         let open = b.eager.as_ref().map(|e| e.dispatches());
@@ -398,8 +392,7 @@ fn the_barrier_setting_is_read_strictly() {
 /// (`delete !`) → red.
 #[test]
 fn device_timing_keeps_one_query_pool_per_1024_markers() {
-    use seam::testing::RawCall;
-    use seam::{Backend, DType, Params};
+    use seam::Backend;
     let mut b = match VulkanBackend::open(0) {
         Ok(b) => Direct::new(b),
         Err(e) => return skipped(e),
@@ -408,16 +401,7 @@ fn device_timing_keeps_one_query_pool_per_1024_markers() {
         return skipped(why);
     }
     b.set_device_timing(true).unwrap();
-    let (one, acc) = (b.alloc(1024).unwrap(), b.alloc(1024).unwrap());
-    b.write(one, 0, &words(1)).unwrap();
-    b.write(acc, 0, &words(0)).unwrap();
-    let add = RawCall::whole(
-        OpKind::Add,
-        DType::U32,
-        &[acc, one, acc],
-        256,
-        Params::dims(256, 0, 0),
-    );
+    let (acc, add) = accumulate(&mut b);
     for tag in 0..300 {
         b.begin_timed(tag).unwrap();
         b.launch(&add).unwrap();
