@@ -29,48 +29,10 @@ pub const CAPABILITY_DENORM_PRESERVE: u32 = 4464;
 /// Execution mode `DenormPreserve` (its operand: the float width).
 pub const MODE_DENORM_PRESERVE: u32 = 4459;
 const EXTENSION: &str = "SPV_KHR_float_controls";
-const MAGIC: u32 = 0x0723_0203;
-const HEADER_WORDS: usize = 5;
 
-/// One instruction: (offset of its first word, opcode, word count).
-fn instructions(words: &[u32]) -> Result<Vec<(usize, u32, usize)>, String> {
-    if words.len() < HEADER_WORDS || words[0] != MAGIC {
-        return Err("not a SPIR-V module (bad magic or no header)".into());
-    }
-    let mut out = Vec::new();
-    let mut at = HEADER_WORDS;
-    while at < words.len() {
-        let count = (words[at] >> 16) as usize;
-        if count == 0 || at + count > words.len() {
-            return Err(format!(
-                "instruction at word {at} has a bad word count {count}"
-            ));
-        }
-        out.push((at, words[at] & 0xffff, count));
-        at += count;
-    }
-    Ok(out)
-}
-
-/// A SPIR-V literal string: UTF-8, NUL-terminated, padded to whole words.
-fn literal(s: &str) -> Vec<u32> {
-    let mut bytes = s.as_bytes().to_vec();
-    bytes.push(0);
-    while !bytes.len().is_multiple_of(4) {
-        bytes.push(0);
-    }
-    bytes
-        .chunks(4)
-        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
-fn instruction(op: u32, operands: &[u32]) -> Vec<u32> {
-    let mut v = vec![(((operands.len() + 1) as u32) << 16) | op];
-    v.extend_from_slice(operands);
-    v
-}
-
+#[cfg(test)]
+use super::spirv::HEADER_WORDS;
+use super::spirv::{instruction, instructions, literal};
 /// `words` with 32-bit `DenormPreserve` on every entry point. Idempotent:
 /// what the module already has is not added twice. An error if the words
 /// are not a well-formed module with at least one entry point.
@@ -298,17 +260,6 @@ mod tests {
         ] {
             assert_eq!(has_extension(version), wanted, "version {version:#010x}");
         }
-    }
-
-    #[test]
-    fn literal_strings_are_nul_terminated_and_padded() {
-        assert_eq!(literal("abc"), vec![u32::from_le_bytes(*b"abc\0")]);
-        assert_eq!(
-            literal("abcd"),
-            vec![u32::from_le_bytes(*b"abcd"), 0],
-            "a string of whole words still gets its NUL"
-        );
-        assert_eq!(literal(EXTENSION).len(), 6);
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! with no Vulkan SDK and reports a missing loader or driver as a reason).
 //! Kernels are the WGSL sources of `seam-kernels`, turned into SPIR-V by naga
 //! at build time: one module per op, the 64-byte immediate block
-//! (`seam::Launch::immediates`: `Params` and each binding's view offset) as
-//! push constants.
+//! (`seam::Launch::immediates`: `Params` and each binding's view offset)
+//! read from a uniform buffer, one block per dispatch (`spirv.rs` moves it
+//! there from naga's push constants).
 //!
 //! Decisions, each made once:
 //! - **Devices.** Every physical device with a compute queue is a device,
@@ -29,7 +30,8 @@
 //! - **Graph update is Native** (C13): a graph keeps, per launch, the
 //!   descriptor set its dispatch bound. `update_launches` waits for the
 //!   graph's pending replays (they keep the old bindings), rewrites the
-//!   changed sets (`vkUpdateDescriptorSets`) and, where push constants change
+//!   changed sets (`vkUpdateDescriptorSets`), writes the changed parameter
+//!   blocks and, where workgroup counts change
 //!   or the device cannot update a bound set, records the command buffer
 //!   again from its own log with the same sets; the barrier audit is run
 //!   again over the new bindings first, and over the commands as they are
@@ -96,6 +98,7 @@
 mod backend;
 mod dispatch;
 mod float_controls;
+mod spirv;
 mod stack;
 #[allow(unsafe_code)]
 mod sys;

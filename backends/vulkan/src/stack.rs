@@ -1,6 +1,7 @@
 //! Small slices built on the stack: what a launch or a recording call needs
 //! per dispatch (a catalogue op has at most three bindings, a user kernel
-//! at most `seam::kernel::MAX_BINDINGS`), without a heap allocation.
+//! at most `seam::kernel::MAX_BINDINGS`, each set one more: the parameter
+//! block), without a heap allocation.
 
 /// Call `f` with the slice `[item(0), …, item(n - 1)]`: on the stack for up
 /// to [`INLINE`] items, in a `Vec` beyond.
@@ -23,8 +24,9 @@ pub(crate) fn with_slice<T: Copy, R>(
     f(&items[..n])
 }
 
-/// Items [`with_slice`] keeps on the stack.
-pub(crate) const INLINE: usize = seam::kernel::MAX_BINDINGS;
+/// Items [`with_slice`] keeps on the stack: a dispatch's descriptor writes
+/// (every binding and the parameter block).
+pub(crate) const INLINE: usize = seam::kernel::MAX_BINDINGS + 1;
 
 #[cfg(test)]
 mod tests {

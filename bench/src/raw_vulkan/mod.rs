@@ -5,9 +5,12 @@
 //! - the same SPIR-V (`seam_kernels::spirv`), patched with `DenormPreserve
 //!   32` where the device reports `shaderDenormPreserveFloat32`, by the
 //!   backend's own `float_controls.rs` (included from its source, not copied);
-//! - the same pipeline layout: one set of storage buffers (the op's
-//!   signature) and the 64-byte push-constant block (`seam::Params` then
-//!   the eight view offsets, all zero here: `seam::ops::IMMEDIATE_BYTES`);
+//! - one set of storage buffers (the op's signature) and the 64-byte
+//!   parameter block (`seam::Params` then the eight view offsets, all zero
+//!   here: `seam::ops::IMMEDIATE_BYTES`) as push constants, the way a
+//!   hand-written Vulkan program passes them (the backend reads the block
+//!   from a uniform buffer of its own per dispatch, so that a graph update
+//!   writes it without recording again: its `spirv.rs`);
 //! - the same memory type preference (host-visible coherent on a CPU or
 //!   integrated device, device-local elsewhere; `SEAM_VULKAN_STAGING=1`
 //!   forces device-local as in the backend), in a plain allocation where
@@ -38,7 +41,10 @@ use seam::{ops, DType, Launch, OpKind, RawBuffer, RawView};
 use std::ffi::CString;
 use std::time::{Duration, Instant};
 
-// The backend's SPIR-V patch, compiled here from the backend's own source.
+// The backend's float-controls patch, compiled here from the backend's own
+// source, with the SPIR-V reading it uses. The raw arm keeps the parameter
+// block in push constants (the backend's parameter patch, also in
+// `spirv.rs`, is not used here).
 #[path = "../../../backends/vulkan/src/float_controls.rs"]
 #[allow(dead_code)]
 mod float_controls;
@@ -46,6 +52,9 @@ mod memory;
 /// `seam-bench probe gemv`: kernel variants on the raw device.
 pub mod probe;
 mod setup;
+#[path = "../../../backends/vulkan/src/spirv.rs"]
+#[allow(dead_code)]
+mod spirv;
 pub use memory::Alloc;
 
 /// How long any wait may take before it is an error (as in the backend).

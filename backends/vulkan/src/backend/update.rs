@@ -10,11 +10,12 @@ use seam::{ErrorKind, Launch, RawBuffer, ReplayTarget};
 impl VulkanBackend {
     /// C13 in place (`update_launches`): each changed launch's dispatch
     /// gets its new buffers in its own descriptor set and its new
-    /// parameters, once the replays queued before the update have
-    /// completed (they run as recorded). The command buffer is recorded
-    /// again from its own log only where the sets cannot be updated under
-    /// it (no UPDATE_AFTER_BIND, [`Self::rebind_in_place`]) or push
-    /// constants or workgroup counts change (see `CommandBuffer::update`).
+    /// parameters in its own parameter block, once the replays queued
+    /// before the update have completed (they run as recorded). The
+    /// command buffer is recorded again from its own log only where the
+    /// sets cannot be updated under it (no UPDATE_AFTER_BIND,
+    /// [`Self::rebind_in_place`]) or workgroup counts change (see
+    /// `CommandBuffer::update`).
     /// Anything `CommandBuffer::check_update` refuses is refused before any
     /// wait, and core then re-records the graph.
     pub(super) fn update(

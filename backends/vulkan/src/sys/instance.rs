@@ -46,6 +46,9 @@ pub struct Adapter {
     pub queue_family: u32,
     pub memory: vk::PhysicalDeviceMemoryProperties,
     pub max_storage_buffer_range: u64,
+    /// `minUniformBufferOffsetAlignment`: where a dispatch's parameter
+    /// block may start in a command buffer's parameter buffer.
+    pub min_uniform_offset_alignment: u64,
     pub max_group_count: [u32; 3],
     /// Whether buffers get dedicated allocations
     /// (`VkMemoryDedicatedAllocateInfo`, core in Vulkan 1.1: instance and
@@ -75,7 +78,8 @@ pub struct Adapter {
 
 /// `maxUpdateAfterBindDescriptorsInAllPools` below this keeps a device on
 /// the re-record path: every descriptor set (eager batches' too) then comes
-/// from UPDATE_AFTER_BIND pools, three descriptors per dispatch, so a small
+/// from UPDATE_AFTER_BIND pools, up to four descriptors per dispatch
+/// (three buffers and the parameter block), so a small
 /// limit would make pool creation fail where it succeeds today.
 const MIN_UPDATE_AFTER_BIND_DESCRIPTORS: u32 = 1 << 20;
 
@@ -220,6 +224,7 @@ impl Instance {
                 queue_family: queue_family as u32,
                 memory,
                 max_storage_buffer_range: props.limits.max_storage_buffer_range as u64,
+                min_uniform_offset_alignment: props.limits.min_uniform_buffer_offset_alignment,
                 max_group_count: props.limits.max_compute_work_group_count,
                 dedicated: both_at_least(self.api, props.api_version, vk::API_VERSION_1_1),
                 max_workgroup_invocations: props.limits.max_compute_work_group_invocations,
@@ -372,6 +377,18 @@ fn update_after_bind_limits_fit(
             super::MAX_BINDINGS
         ));
     }
+    // The parameter block, a uniform buffer in every set (not itself
+    // UPDATE_AFTER_BIND, but in UPDATE_AFTER_BIND_POOL layouts).
+    let uniforms = limits
+        .max_per_stage_descriptor_update_after_bind_uniform_buffers
+        .min(limits.max_descriptor_set_update_after_bind_uniform_buffers);
+    let resources = limits.max_per_stage_update_after_bind_resources;
+    if uniforms < 1 || resources < super::MAX_BINDINGS as u32 + 1 {
+        return Err(format!(
+            "UPDATE_AFTER_BIND uniform buffers per set: {uniforms}, resources per stage: {resources} (kernels bind up to {} buffers and their parameters)",
+            super::MAX_BINDINGS
+        ));
+    }
     let all = limits.max_update_after_bind_descriptors_in_all_pools;
     if all < MIN_UPDATE_AFTER_BIND_DESCRIPTORS {
         return Err(format!(
@@ -451,25 +468,37 @@ mod tests {
     #[test]
     fn update_after_bind_limits_fit_at_their_bounds() {
         let need = super::super::MAX_BINDINGS as u32;
-        let fits = |per_stage: u32, per_set: u32, resources: u32, all: u32| {
+        // Storage buffers per stage, per set; resources per stage (the
+        // buffers and the parameter block); uniform buffers per stage, per
+        // set; descriptors in all pools.
+        let fits = |l: [u32; 6]| {
             update_after_bind_limits_fit(&vk::PhysicalDeviceDescriptorIndexingProperties {
-                max_per_stage_descriptor_update_after_bind_storage_buffers: per_stage,
-                max_descriptor_set_update_after_bind_storage_buffers: per_set,
-                max_per_stage_update_after_bind_resources: resources,
-                max_update_after_bind_descriptors_in_all_pools: all,
+                max_per_stage_descriptor_update_after_bind_storage_buffers: l[0],
+                max_descriptor_set_update_after_bind_storage_buffers: l[1],
+                max_per_stage_update_after_bind_resources: l[2],
+                max_per_stage_descriptor_update_after_bind_uniform_buffers: l[3],
+                max_descriptor_set_update_after_bind_uniform_buffers: l[4],
+                max_update_after_bind_descriptors_in_all_pools: l[5],
                 ..Default::default()
             })
         };
         let all = MIN_UPDATE_AFTER_BIND_DESCRIPTORS;
-        assert_eq!(fits(need, need, need, all), Ok(()));
-        assert_eq!(fits(u32::MAX, u32::MAX, u32::MAX, u32::MAX), Ok(()));
-        for short in 0..3 {
-            let mut l = [need; 3];
-            l[short] = need - 1;
-            let e = fits(l[0], l[1], l[2], all).unwrap_err();
-            assert!(e.contains("per set"), "{e}");
+        let exact = [need, need, need + 1, 1, 1, all];
+        assert_eq!(fits(exact), Ok(()));
+        assert_eq!(fits([u32::MAX; 6]), Ok(()));
+        for short in 0..6 {
+            let mut l = exact;
+            l[short] -= 1;
+            let e = fits(l).unwrap_err();
+            let named = [
+                "per set",
+                "per set",
+                "resources",
+                "uniform",
+                "uniform",
+                "AllPools",
+            ];
+            assert!(e.contains(named[short]), "limit {short}: {e}");
         }
-        let e = fits(need, need, need, all - 1).unwrap_err();
-        assert!(e.contains("AllPools"), "{e}");
     }
 }

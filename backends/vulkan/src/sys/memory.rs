@@ -151,89 +151,117 @@ impl Gpu {
         size: u64,
         prefer: &[vk::MemoryPropertyFlags],
     ) -> Result<Buffer, ErrorKind> {
-        let d = &self.shared.device;
-        let info = vk::BufferCreateInfo::default()
-            .size(size.max(4))
-            .usage(
-                vk::BufferUsageFlags::STORAGE_BUFFER
-                    | vk::BufferUsageFlags::TRANSFER_SRC
-                    | vk::BufferUsageFlags::TRANSFER_DST,
-            )
-            .sharing_mode(vk::SharingMode::EXCLUSIVE);
-        // SAFETY: valid create info (size > 0) living across the call.
-        let buffer = unsafe { d.create_buffer(&info, None) }.map_err(drv("vkCreateBuffer"))?;
-        match self.bind_memory(buffer, prefer) {
-            Ok((memory, mapped)) => Ok(Buffer(Arc::new(BufferInner {
-                shared: self.shared.clone(),
-                buffer,
-                memory,
-                size,
-                mapped: mapped.map(Mutex::new),
-                last_use: AtomicU64::new(0),
-            }))),
-            Err(e) => {
-                // SAFETY: the buffer was never bound or used.
-                unsafe { d.destroy_buffer(buffer, None) };
-                Err(e)
-            }
+        create(
+            &self.shared,
+            size,
+            vk::BufferUsageFlags::STORAGE_BUFFER
+                | vk::BufferUsageFlags::TRANSFER_SRC
+                | vk::BufferUsageFlags::TRANSFER_DST,
+            prefer,
+        )
+    }
+}
+
+/// A uniform buffer of `size` bytes in host-visible, coherent memory
+/// (device-local too where the device has such a type), mapped: the
+/// kernels' parameter blocks a command buffer writes
+/// (`command/params.rs`).
+pub(super) fn create_uniform(shared: &Arc<Shared>, size: u64) -> Result<Buffer, ErrorKind> {
+    create(
+        shared,
+        size,
+        vk::BufferUsageFlags::UNIFORM_BUFFER,
+        &[
+            vk::MemoryPropertyFlags::DEVICE_LOCAL | HOST_COHERENT,
+            HOST_COHERENT,
+        ],
+    )
+}
+
+/// A buffer of `usage` bound to fresh memory, as [`Gpu::create_buffer`]
+/// describes.
+fn create(
+    shared: &Arc<Shared>,
+    size: u64,
+    usage: vk::BufferUsageFlags,
+    prefer: &[vk::MemoryPropertyFlags],
+) -> Result<Buffer, ErrorKind> {
+    let d = &shared.device;
+    let info = vk::BufferCreateInfo::default()
+        .size(size.max(4))
+        .usage(usage)
+        .sharing_mode(vk::SharingMode::EXCLUSIVE);
+    // SAFETY: valid create info (size > 0) living across the call.
+    let buffer = unsafe { d.create_buffer(&info, None) }.map_err(drv("vkCreateBuffer"))?;
+    match bind_memory(shared, buffer, prefer) {
+        Ok((memory, mapped)) => Ok(Buffer(Arc::new(BufferInner {
+            shared: shared.clone(),
+            buffer,
+            memory,
+            size,
+            mapped: mapped.map(Mutex::new),
+            last_use: AtomicU64::new(0),
+        }))),
+        Err(e) => {
+            // SAFETY: the buffer was never bound or used.
+            unsafe { d.destroy_buffer(buffer, None) };
+            Err(e)
         }
     }
+}
 
-    fn bind_memory(
-        &self,
-        buffer: vk::Buffer,
-        prefer: &[vk::MemoryPropertyFlags],
-    ) -> Result<(vk::DeviceMemory, Option<Mapped>), ErrorKind> {
-        let d = &self.shared.device;
-        // SAFETY: `buffer` is live.
-        let req = unsafe { d.get_buffer_memory_requirements(buffer) };
-        let mem = &self.shared.adapter.memory;
-        let types = &mem.memory_types[..mem.memory_type_count as usize];
-        let index = memory_type(req.memory_type_bits, types, prefer).ok_or_else(|| {
-            ErrorKind::driver(
-                "vkAllocateMemory",
-                format!("no memory type with {prefer:?} accepts this buffer"),
-            )
-        })?;
-        let flags = types[index].property_flags;
-        let mut dedicated = vk::MemoryDedicatedAllocateInfo::default().buffer(buffer);
-        let mut info = vk::MemoryAllocateInfo::default()
-            .allocation_size(req.size)
-            .memory_type_index(index as u32);
-        if self.shared.adapter.dedicated {
-            info = info.push_next(&mut dedicated);
+fn bind_memory(
+    shared: &Shared,
+    buffer: vk::Buffer,
+    prefer: &[vk::MemoryPropertyFlags],
+) -> Result<(vk::DeviceMemory, Option<Mapped>), ErrorKind> {
+    let d = &shared.device;
+    // SAFETY: `buffer` is live.
+    let req = unsafe { d.get_buffer_memory_requirements(buffer) };
+    let mem = &shared.adapter.memory;
+    let types = &mem.memory_types[..mem.memory_type_count as usize];
+    let index = memory_type(req.memory_type_bits, types, prefer).ok_or_else(|| {
+        ErrorKind::driver(
+            "vkAllocateMemory",
+            format!("no memory type with {prefer:?} accepts this buffer"),
+        )
+    })?;
+    let flags = types[index].property_flags;
+    let mut dedicated = vk::MemoryDedicatedAllocateInfo::default().buffer(buffer);
+    let mut info = vk::MemoryAllocateInfo::default()
+        .allocation_size(req.size)
+        .memory_type_index(index as u32);
+    if shared.adapter.dedicated {
+        info = info.push_next(&mut dedicated);
+    }
+    // SAFETY: valid allocate info for a type the buffer accepts; where
+    // it names the buffer as the allocation's one user, instance and
+    // device are at Vulkan 1.1 or later (where that struct is core) and
+    // the buffer is live and unbound.
+    let memory = unsafe { d.allocate_memory(&info, None) }.map_err(drv("vkAllocateMemory"))?;
+    let bound = (|| {
+        // SAFETY: fresh memory of an accepted type and size, offset 0;
+        // the buffer is unbound.
+        unsafe { d.bind_buffer_memory(buffer, memory, 0) }.map_err(drv("vkBindBufferMemory"))?;
+        if !flags.contains(HOST_COHERENT) {
+            return Ok(None);
         }
-        // SAFETY: valid allocate info for a type the buffer accepts; where
-        // it names the buffer as the allocation's one user, instance and
-        // device are at Vulkan 1.1 or later (where that struct is core) and
-        // the buffer is live and unbound.
-        let memory = unsafe { d.allocate_memory(&info, None) }.map_err(drv("vkAllocateMemory"))?;
-        let bound = (|| {
-            // SAFETY: fresh memory of an accepted type and size, offset 0;
-            // the buffer is unbound.
-            unsafe { d.bind_buffer_memory(buffer, memory, 0) }
-                .map_err(drv("vkBindBufferMemory"))?;
-            if !flags.contains(HOST_COHERENT) {
-                return Ok(None);
-            }
-            // SAFETY: host-visible memory, not mapped yet, whole range.
-            let ptr =
-                unsafe { d.map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty()) }
-                    .map_err(drv("vkMapMemory"))?;
-            let ptr = NonNull::new(ptr.cast::<u8>())
-                .ok_or_else(|| ErrorKind::driver("vkMapMemory", "returned a null pointer"))?;
-            Ok(Some(Mapped {
-                ptr,
-                len: req.size as usize,
-            }))
-        })();
-        match bound {
-            Ok(mapped) => Ok((memory, mapped)),
-            Err(e) => {
-                // SAFETY: the memory is unused (binding or mapping failed).
-                unsafe { d.free_memory(memory, None) };
-                Err(e)
-            }
+        // SAFETY: host-visible memory, not mapped yet, whole range.
+        let ptr = unsafe { d.map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty()) }
+            .map_err(drv("vkMapMemory"))?;
+        let ptr = NonNull::new(ptr.cast::<u8>())
+            .ok_or_else(|| ErrorKind::driver("vkMapMemory", "returned a null pointer"))?;
+        Ok(Some(Mapped {
+            ptr,
+            len: req.size as usize,
+        }))
+    })();
+    match bound {
+        Ok(mapped) => Ok((memory, mapped)),
+        Err(e) => {
+            // SAFETY: the memory is unused (binding or mapping failed).
+            unsafe { d.free_memory(memory, None) };
+            Err(e)
         }
     }
 }

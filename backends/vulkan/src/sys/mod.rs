@@ -27,9 +27,10 @@ pub const FENCE_TIMEOUT_NS: u64 = 20_000_000_000;
 pub const INSTALL_HINT: &str =
     "no Vulkan loader/ICD: install mesa-vulkan-drivers for the CPU device (lavapipe)";
 
-/// Size of the push-constant block: `seam::Launch::immediates` (`Params`,
-/// then each binding's view offset).
-pub const PUSH_CONSTANT_BYTES: u32 = seam::ops::IMMEDIATE_BYTES as u32;
+/// Size of a dispatch's parameter block: `seam::Launch::immediates`
+/// (`Params`, then each binding's view offset), read by the kernel from a
+/// uniform buffer (`crate::spirv`).
+pub const PARAM_BYTES: u32 = seam::ops::IMMEDIATE_BYTES as u32;
 
 /// Most storage buffers one pipeline binds (a user kernel's limit; the
 /// catalogue's ops take 1 to 3).

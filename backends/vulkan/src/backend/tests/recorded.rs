@@ -355,15 +355,19 @@ fn an_update_checked_before_another_is_checked_again() {
 
 /// What an update applies runs: every binding of a dispatch moved (its
 /// two inputs from one buffer to two), new immediates alone (an add over
-/// half the words, the workgroups unchanged), and an update that changes
-/// nothing records nothing again. The command buffer is recorded again
-/// exactly where the recorded commands change: immediates, or bindings
-/// on a device without UPDATE_AFTER_BIND.
+/// half the words, the workgroups unchanged), new workgroup counts, and an
+/// update that changes nothing records nothing again. The command buffer
+/// is recorded again exactly where the recorded commands change: workgroup
+/// counts, or bindings on a device without UPDATE_AFTER_BIND; immediates
+/// are written to the dispatch's parameter block. Mutations: leave the
+/// block unwritten (red at "the first 128 words only"), or record again
+/// for new immediates → red.
 #[test]
 fn an_update_applies_new_bindings_and_immediates() {
     let Some(mut r) = Rig::open() else { return };
     let (params, groups) = r.add_of(256);
-    let (half, _) = r.add_of(128);
+    let (half, half_groups) = r.add_of(128);
+    assert_ne!(half_groups, groups);
     let in_place = r.b.rebind_in_place().is_ok();
     let [(_, one), (p, pb), (_, xb), (_, yb), (s, sb)] = [1, 100, 3, 5, 0].map(|v| r.filled(v));
     let (to_p, x_y_s) = (add(&one, &one, &pb), add(&xb, &yb, &sb));
@@ -388,14 +392,36 @@ fn an_update_applies_new_bindings_and_immediates() {
     r.b.write(s, 0, &words(0)).unwrap();
     let halved = [change(0, &r.add, &x_y_s, half, groups)];
     let checked = cmd.check_update(&halved).unwrap();
-    assert!(cmd.update(checked).unwrap(), "new immediates are recorded");
+    assert!(
+        !cmd.update(checked).unwrap(),
+        "new immediates are written, not recorded"
+    );
     run(&mut r.b, &cmd);
-    let got = read(&mut r.b, s);
     let want: Vec<u8> = (0..256u32)
         .flat_map(|i| u32::from(i < 128).wrapping_mul(8).to_le_bytes())
         .collect();
-    assert_eq!(got, want, "the first 128 words only");
+    assert_eq!(read(&mut r.b, s), want, "the first 128 words only");
     assert_eq!(read(&mut r.b, p), words(2), "p no longer written");
+    // The whole add again, then the half with its own workgroup count:
+    // recorded again.
+    let whole = [change(0, &r.add, &x_y_s, params, groups)];
+    let checked = cmd.check_update(&whole).unwrap();
+    assert!(!cmd.update(checked).unwrap(), "immediates back");
+    run(&mut r.b, &cmd);
+    assert_eq!(read(&mut r.b, s), words(8), "the whole add again");
+    r.b.write(s, 0, &words(0)).unwrap();
+    let fewer = [change(0, &r.add, &x_y_s, half, half_groups)];
+    let checked = cmd.check_update(&fewer).unwrap();
+    assert!(
+        cmd.update(checked).unwrap(),
+        "new workgroup counts are recorded"
+    );
+    run(&mut r.b, &cmd);
+    assert_eq!(
+        read(&mut r.b, s),
+        want,
+        "the first 128 words, fewer workgroups"
+    );
 }
 
 /// Two bindings moving from two buffers onto one each move from their own

@@ -7,6 +7,7 @@
 mod held;
 #[cfg(test)]
 mod layer_tests;
+mod params;
 mod queries;
 mod record;
 mod sets;
@@ -17,7 +18,7 @@ pub use update::DispatchUpdate;
 use super::audit::{Audit, Command};
 use super::device::{Pipeline, QueryPool, Shared};
 use super::memory::Buffer;
-use super::{drv, PUSH_CONSTANT_BYTES};
+use super::{drv, PARAM_BYTES};
 use ash::vk;
 use held::Held;
 use seam::ErrorKind;
@@ -63,7 +64,7 @@ struct Dispatch {
     /// command buffers only: a one-time batch keeps no log and leaves this
     /// empty; its buffers are held in `Inner::buffers`).
     bindings: Vec<(Buffer, bool)>,
-    params: [u8; PUSH_CONSTANT_BYTES as usize],
+    params: [u8; PARAM_BYTES as usize],
     groups: (u32, u32, u32),
 }
 
@@ -101,6 +102,9 @@ struct Inner {
     pipelines: Vec<Pipeline>,
     buffers: Held,
     queries: Vec<(QueryPool, Vec<QueryOp>)>,
+    /// The dispatches' parameter blocks (`params.rs`), kept across `begin`
+    /// as the descriptor pools are.
+    params: Vec<Buffer>,
     /// seam's barrier audit of the commands being recorded (`audit.rs`):
     /// told of every dispatch and copy before it is recorded and of every
     /// barrier where it is; reset at `begin` and at `end` (an update checks
@@ -190,6 +194,7 @@ impl CommandBuffer {
             pipelines: Vec::new(),
             buffers: Held::default(),
             queries: Vec::new(),
+            params: Vec::new(),
             audit: Audit::default(),
             log: Vec::new(),
             dispatch_at: Vec::new(),
@@ -336,15 +341,16 @@ impl CommandBuffer {
         Ok(needed)
     }
 
-    /// Bind `pipeline`, point binding i at `bindings[i]` (whole buffer), push
-    /// the immediate block (`Params` and the views' element offsets, which
-    /// the kernels add to their indices) and dispatch `groups` workgroups.
+    /// Bind `pipeline`, point binding i at `bindings[i]` (whole buffer) and
+    /// the binding after them at the dispatch's parameter block, holding
+    /// `params` (`Params` and the views' element offsets, which the kernels
+    /// add to their indices), and dispatch `groups` workgroups.
     /// The kernels bound every access by the buffer's length (`arrayLength`).
     pub fn dispatch(
         &mut self,
         pipeline: &Pipeline,
         bindings: &[(&Buffer, seam::ops::Access)],
-        params: &[u8; PUSH_CONSTANT_BYTES as usize],
+        params: &[u8; PARAM_BYTES as usize],
         groups: (u32, u32, u32),
     ) -> Result<(), ErrorKind> {
         const CALL: &str = "vkCmdDispatch";
@@ -401,7 +407,8 @@ impl CommandBuffer {
             inner.audit.command(Command::Dispatch, accesses)
         })
         .map_err(|h| ErrorKind::driver(CALL, h))?;
-        let set = inner.descriptor_set(layout.set_layout, bindings)?;
+        let block = inner.write_params(inner.dispatches, params)?;
+        let set = inner.descriptor_set(layout.set_layout, bindings, block)?;
         let recorded = Dispatch {
             set,
             pipeline: pipeline.clone(),

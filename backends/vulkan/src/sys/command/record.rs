@@ -1,5 +1,6 @@
 //! The raw recording commands behind `CommandBuffer`'s calls: the global
-//! barrier, a dispatch (pipeline, descriptor set, push constants) and the
+//! barrier, a dispatch (pipeline, descriptor set: its buffers and its
+//! parameter block) and the
 //! end of recording. Each is a `vkCmd*` on a command buffer in the
 //! recording state. The two barriers' scopes are defined once, here, and
 //! every barrier recorded is told to the barrier audit (`audit.rs`) with
@@ -66,7 +67,8 @@ impl Inner {
         self.cmd_pipeline_barrier(&global());
     }
 
-    /// Record `d`: bind its pipeline and set, push its parameters, dispatch.
+    /// Record `d`: bind its pipeline and set (its parameters are in the
+    /// block the set points at), dispatch.
     pub(super) fn cmd_dispatch(&self, d: &Dispatch) {
         debug_assert_eq!(self.state, State::Recording);
         if self.state != State::Recording {
@@ -77,8 +79,8 @@ impl Inner {
         // SAFETY: the command buffer is recording (checked); pipeline,
         // layout and set are live (`d` and this command buffer hold them)
         // and compatible: the set was allocated with the pipeline's own set
-        // layout, every binding written (`Dispatch`'s invariant); the push
-        // range matches the layout's; the group counts are within limits.
+        // layout, every binding written (`Dispatch`'s invariant); the group
+        // counts are within limits.
         unsafe {
             dev.cmd_bind_pipeline(
                 self.cmd,
@@ -92,13 +94,6 @@ impl Inner {
                 0,
                 &[d.set],
                 &[],
-            );
-            dev.cmd_push_constants(
-                self.cmd,
-                layout.layout,
-                vk::ShaderStageFlags::COMPUTE,
-                0,
-                &d.params,
             );
             dev.cmd_dispatch(self.cmd, d.groups.0, d.groups.1, d.groups.2);
         }

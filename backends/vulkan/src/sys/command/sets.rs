@@ -9,7 +9,8 @@ const POOL_MAX: u32 = 1024;
 
 /// The sets and storage-buffer descriptors of a command buffer's pool,
 /// given how many pools it has made before: 16 sets, doubling per pool up
-/// to 1024, each set with room for [`crate::sys::MAX_BINDINGS`] buffers.
+/// to 1024, each set with room for [`crate::sys::MAX_BINDINGS`] buffers
+/// (and one uniform buffer, its parameter block).
 fn pool_capacity(made: usize) -> (u32, u32) {
     let sets = (POOL_FIRST << made.min(6)).min(POOL_MAX);
     (sets, sets * crate::sys::MAX_BINDINGS as u32)
@@ -23,21 +24,28 @@ fn next_pool(current: &mut usize, used: &mut u32) {
 }
 
 impl Inner {
-    /// One descriptor set of `layout` pointing binding i at `bindings[i]`,
-    /// from this command buffer's pools (the next, made if needed, when the
+    /// One descriptor set of `layout` pointing binding i at `bindings[i]`
+    /// and the binding after them at the parameter block `params` (buffer,
+    /// offset; `write_params`), from this command buffer's pools (the next, made if needed, when the
     /// current one holds its capacity or the driver says it is full).
     pub(super) fn descriptor_set(
         &mut self,
         layout: vk::DescriptorSetLayout,
         bindings: &[(&Buffer, seam::ops::Access)],
+        params: (vk::Buffer, u64),
     ) -> Result<vk::DescriptorSet, ErrorKind> {
         let d = &self.shared.device;
         let set = loop {
             if self.current_pool == self.descriptor_pools.len() {
                 let (sets, descriptors) = pool_capacity(self.descriptor_pools.len());
-                let sizes = [vk::DescriptorPoolSize::default()
-                    .ty(vk::DescriptorType::STORAGE_BUFFER)
-                    .descriptor_count(descriptors)];
+                let sizes = [
+                    vk::DescriptorPoolSize::default()
+                        .ty(vk::DescriptorType::STORAGE_BUFFER)
+                        .descriptor_count(descriptors),
+                    vk::DescriptorPoolSize::default()
+                        .ty(vk::DescriptorType::UNIFORM_BUFFER)
+                        .descriptor_count(sets),
+                ];
                 let mut info = vk::DescriptorPoolCreateInfo::default()
                     .max_sets(sets)
                     .pool_sizes(&sizes);
@@ -89,19 +97,32 @@ impl Inner {
                 .offset(0)
                 .range(vk::WHOLE_SIZE)]
         };
+        let block = [vk::DescriptorBufferInfo::default()
+            .buffer(params.0)
+            .offset(params.1)
+            .range(PARAM_BYTES as u64)];
         crate::stack::with_slice(bindings.len(), info, |infos| {
-            let write = |i: usize| {
-                vk::WriteDescriptorSet::default()
+            let write = |i: usize| match infos.get(i) {
+                Some(info) => vk::WriteDescriptorSet::default()
                     .dst_set(set)
                     .dst_binding(i as u32)
                     .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                    .buffer_info(&infos[i])
+                    .buffer_info(info),
+                None => vk::WriteDescriptorSet::default()
+                    .dst_set(set)
+                    .dst_binding(i as u32)
+                    .descriptor_type(vk::DescriptorType::UNIFORM_BUFFER)
+                    .buffer_info(&block),
             };
-            crate::stack::with_slice(infos.len(), write, |writes| {
+            crate::stack::with_slice(infos.len() + 1, write, |writes| {
                 // SAFETY: the set is fresh (bound in no command buffer yet),
-                // it has one storage-buffer binding per write, and every
-                // buffer is live and made with STORAGE_BUFFER usage; `infos`
-                // outlives the call.
+                // its layout has one storage-buffer binding per buffer and
+                // the uniform binding after them (`Gpu::layout`); every
+                // buffer is live and made with STORAGE_BUFFER usage, and
+                // the parameter buffer (live: this command buffer holds it)
+                // with UNIFORM_BUFFER usage, the 64-byte block inside it at
+                // an offset aligned to minUniformBufferOffsetAlignment
+                // (`params::slot`); `infos` and `block` outlive the call.
                 unsafe { d.update_descriptor_sets(writes, &[]) }
             })
         });

@@ -1,9 +1,9 @@
 //! C13 on Vulkan: a graph's recorded dispatches updated in place — the
 //! descriptor sets rewritten (UPDATE_AFTER_BIND where the device has it, so
 //! the command buffer stays executable; otherwise it is recorded again from
-//! its own log, as it is for new push constants) — after the update is
-//! checked whole (the barrier audit again, over the new bindings) so a
-//! refused update changes nothing.
+//! its own log, as it is for new workgroup counts) and the parameter
+//! blocks written — after the update is checked whole (the barrier audit
+//! again, over the new bindings) so a refused update changes nothing.
 
 use super::*;
 
@@ -14,7 +14,7 @@ pub struct DispatchUpdate<'a> {
     pub index: usize,
     pub pipeline: &'a Pipeline,
     pub bindings: &'a [(&'a Buffer, seam::ops::Access)],
-    pub params: [u8; PUSH_CONSTANT_BYTES as usize],
+    pub params: [u8; PARAM_BYTES as usize],
     pub groups: (u32, u32, u32),
 }
 
@@ -59,9 +59,10 @@ impl CommandBuffer {
     /// in place (checked again if the command buffer changed since): each changed
     /// dispatch's own descriptor set is rewritten (`vkUpdateDescriptorSets`;
     /// with UPDATE_AFTER_BIND bindings the command buffer stays executable
-    /// and its next submission reads the new descriptors) and, where
-    /// parameters or workgroup counts change (recorded in the command
-    /// buffer) or the device has no UPDATE_AFTER_BIND (`Inner::rerecords`),
+    /// and its next submission reads the new descriptors), each changed
+    /// dispatch's parameter block is written (`params.rs`: the kernels read
+    /// it from memory) and, where workgroup counts change (recorded in the
+    /// command buffer) or the device has no UPDATE_AFTER_BIND (`Inner::rerecords`),
     /// the command buffer is recorded again from its own log (the same
     /// sets, pipelines and barriers; nothing allocated). Refused while a submission of it is
     /// pending — the caller waits for the replays queued before the update,
@@ -84,8 +85,9 @@ impl CommandBuffer {
             inner.check_update(changes)?;
         }
         let rerecord = inner.rerecords(changes);
-        // Buffers first, then (if needed) the commands.
+        // Buffers and parameters first, then (if needed) the commands.
         inner.write_sets(changes)?;
+        inner.write_changed_params(changes)?;
         inner.apply(changes)?;
         if rerecord {
             inner.rerecord()?;
@@ -238,16 +240,26 @@ impl Inner {
         Ok(())
     }
 
+    /// Write the parameter block of each changed dispatch whose parameters
+    /// differ from those it holds.
+    fn write_changed_params(&self, changes: &[DispatchUpdate<'_>]) -> Result<(), ErrorKind> {
+        for c in changes {
+            if self.dispatch(c.index)?.params != c.params {
+                self.rewrite_params(c.index, &c.params)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Whether `update(changes)` records the command buffer again: a change
-    /// of push constants or workgroup count (recorded in it), or of buffers
+    /// of workgroup count (recorded in it), or of buffers
     /// on a device without UPDATE_AFTER_BIND storage buffers
     /// (`rebind_in_place`), where updating a bound set invalidates the
     /// command buffer. Otherwise only descriptor sets are rewritten.
     fn rerecords(&self, changes: &[DispatchUpdate<'_>]) -> bool {
         changes.iter().any(|c| {
             self.dispatch(c.index).is_ok_and(|d| {
-                d.params != c.params
-                    || d.groups != c.groups
+                d.groups != c.groups
                     || (!self.shared.rebind_in_place
                         && c.bindings
                             .iter()

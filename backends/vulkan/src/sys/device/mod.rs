@@ -11,7 +11,7 @@
 mod queue;
 
 use super::command::{CommandBuffer, QueryOp};
-use super::{drv, Adapter, Instance, FENCE_TIMEOUT_NS, PUSH_CONSTANT_BYTES};
+use super::{drv, Adapter, Instance, FENCE_TIMEOUT_NS};
 use ash::vk;
 use seam::ErrorKind;
 use std::collections::VecDeque;
@@ -76,8 +76,9 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A descriptor set layout of `bindings` storage buffers and the pipeline
-/// layout adding the push-constant block.
+/// A descriptor set layout of `bindings` storage buffers and, after them,
+/// the uniform buffer of the parameter block; the pipeline layout of that
+/// one set.
 pub(super) struct Layout {
     pub(super) shared: Arc<Shared>,
     pub(super) set_layout: vk::DescriptorSetLayout,
@@ -255,6 +256,8 @@ impl Gpu {
             return Ok(l.clone());
         }
         let d = &self.shared.device;
+        // Storage buffers 0..n, then the parameter block (a uniform buffer:
+        // `crate::spirv::params_as_uniform`).
         let list: Vec<_> = (0..bindings as u32)
             .map(|i| {
                 vk::DescriptorSetLayoutBinding::default()
@@ -263,10 +266,18 @@ impl Gpu {
                     .descriptor_count(1)
                     .stage_flags(vk::ShaderStageFlags::COMPUTE)
             })
+            .chain([vk::DescriptorSetLayoutBinding::default()
+                .binding(bindings as u32)
+                .descriptor_type(vk::DescriptorType::UNIFORM_BUFFER)
+                .descriptor_count(1)
+                .stage_flags(vk::ShaderStageFlags::COMPUTE)])
             .collect();
         // Bindings a rebind rewrites after they are bound, once no replay
         // is pending (C13); their sets come from UPDATE_AFTER_BIND pools.
-        let flags = vec![vk::DescriptorBindingFlags::UPDATE_AFTER_BIND; bindings];
+        // The parameter block's descriptor never changes (an update writes
+        // the block itself).
+        let mut flags = vec![vk::DescriptorBindingFlags::UPDATE_AFTER_BIND; bindings];
+        flags.push(vk::DescriptorBindingFlags::empty());
         let mut binding_flags =
             vk::DescriptorSetLayoutBindingFlagsCreateInfo::default().binding_flags(&flags);
         let mut info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&list);
@@ -276,20 +287,15 @@ impl Gpu {
                 .push_next(&mut binding_flags);
         }
         // SAFETY: valid create info living across the call; the binding
-        // flags (one per binding, storage buffers) and the pool flag they
-        // need only where `descriptorBindingStorageBufferUpdateAfterBind`
-        // is enabled (`rebind_in_place`), within its per-set limits (3
-        // buffers, checked by `Adapter::update_after_bind`).
+        // flags (one per binding: the storage buffers UPDATE_AFTER_BIND, the
+        // uniform buffer not) and the pool flag they need only where
+        // `descriptorBindingStorageBufferUpdateAfterBind` is enabled
+        // (`rebind_in_place`), within its per-set limits (checked by
+        // `Adapter::update_after_bind`).
         let set_layout = unsafe { d.create_descriptor_set_layout(&info, None) }
             .map_err(drv("vkCreateDescriptorSetLayout"))?;
         let set_layouts = [set_layout];
-        let ranges = [vk::PushConstantRange::default()
-            .stage_flags(vk::ShaderStageFlags::COMPUTE)
-            .offset(0)
-            .size(PUSH_CONSTANT_BYTES)];
-        let info = vk::PipelineLayoutCreateInfo::default()
-            .set_layouts(&set_layouts)
-            .push_constant_ranges(&ranges);
+        let info = vk::PipelineLayoutCreateInfo::default().set_layouts(&set_layouts);
         // SAFETY: as above; `set_layout` is live.
         let layout = match unsafe { d.create_pipeline_layout(&info, None) } {
             Ok(layout) => layout,
@@ -311,7 +317,8 @@ impl Gpu {
 
     /// A compute pipeline for entry point `entry` of the SPIR-V module
     /// `words`, whose kernel binds `bindings` storage buffers (set 0,
-    /// bindings 0..n) and the push-constant block. The module is validated:
+    /// bindings 0..n) and its parameter block (binding n, a uniform buffer,
+    /// where the module read push constants: `crate::spirv`). The module is validated:
     /// naga produced it at build time and `seam-kernels` checks it. Where
     /// the adapter can preserve f32 subnormals
     /// ([`Adapter::denorm_preserve_f32`]) the module is compiled with
@@ -323,18 +330,18 @@ impl Gpu {
         entry: &CStr,
     ) -> Result<Pipeline, ErrorKind> {
         let layout = self.layout(bindings)?;
-        let patched;
-        let words = if self.shared.adapter.denorm_preserve_f32.is_ok() {
-            patched = crate::float_controls::denorm_preserve_f32(words)
-                .map_err(|e| ErrorKind::driver("vkCreateShaderModule", e))?;
-            &patched[..]
-        } else {
-            words
-        };
+        let patch = |e: String| ErrorKind::driver("vkCreateShaderModule", e);
+        let mut words = crate::spirv::params_as_uniform(words, bindings as u32).map_err(patch)?;
+        if self.shared.adapter.denorm_preserve_f32.is_ok() {
+            words = crate::float_controls::denorm_preserve_f32(&words).map_err(patch)?;
+        }
         let d = &self.shared.device;
-        let info = vk::ShaderModuleCreateInfo::default().code(words);
+        let info = vk::ShaderModuleCreateInfo::default().code(&words);
         // SAFETY: `words` is a SPIR-V module produced and validated by naga,
-        // patched only with float controls the device supports: the
+        // its parameter block moved from push constants to the uniform
+        // buffer the layout binds after the storage buffers (the variable's
+        // storage class and two decorations; unit-tested on every module),
+        // and patched with float controls only where the device supports them: the
         // DenormPreserve capability and its execution mode (SPV_KHR_float_controls,
         // core in the Vulkan 1.2 the adapter check requires) where it reports
         // shaderDenormPreserveFloat32 (unit-tested on every module, and
