@@ -157,6 +157,52 @@ pub const C13_QUEUED_REPLAYS_KEEP_OLD_BINDINGS: Case = Case {
     },
 };
 
+/// Replays queued before a parameter update run with the old parameters;
+/// the replay queued after it, with the new ones. No host call in
+/// between: adds over 4 Mi elements, three replays of `x = x + 1`
+/// (scale_add), the update to `x = x + 10` and one more replay are queued
+/// back to back, so the replays are still queued at the update. A backend
+/// that keeps parameters outside its recorded commands (the Vulkan
+/// backend's parameter blocks) must not let the queued replays see the new
+/// ones.
+///
+/// Mutation: the CPU backend's `update_launches` patching the launch list
+/// only when no queued replay holds it (`Arc::get_mut`) and returning Ok
+/// otherwise → red on cpu:0 at "three replays of x + 1, then one of x +
+/// 10: [4.0, …] != [13.0, …]" (the replay after the update ran the old
+/// parameters).
+pub const C13_QUEUED_REPLAYS_KEEP_OLD_PARAMS: Case = Case {
+    name: "c13_queued_replays_keep_old_params",
+    rule: Rule::C13,
+    tags: CAP,
+    modes: ONCE,
+    body: |cx| {
+        let d = &cx.dev;
+        let n = 256;
+        let x = d.buffer_from(&vec![0.0f32; n])?;
+        let ahead = d.buffer_from(&vec![1u32; AHEAD])?;
+        let s = d.capture()?;
+        d.launch(&ops::scale_add(x.id(), x.id(), n as u32, 1.0, 1.0))?;
+        let g = s.end_graph()?;
+        for _ in 0..4 {
+            d.launch(&ops::add(ahead.id(), ahead.id(), ahead.id(), AHEAD as u32))?;
+        }
+        for _ in 0..3 {
+            g.replay()?;
+        }
+        let params = ops::scale_add(x.id(), x.id(), n as u32, 1.0, 10.0).params;
+        g.device()
+            .update(&g, &[Change::Params { index: 0, params }])?;
+        g.replay()?;
+        check_eq!(
+            x.read()?,
+            vec![13.0f32; n],
+            "three replays of x + 1, then one of x + 10"
+        );
+        Ok(())
+    },
+};
+
 /// `update_params` of one launch (scale_add's factors and its length)
 /// equals a fresh capture with those parameters, and the other launches
 /// keep theirs.

@@ -318,6 +318,13 @@ pub const MUTATIONS: &[Mutation] = &[
         what: "the CPU backend patches only a list no queued replay holds, and returns Ok otherwise (success with the stale launch)",
     },
     Mutation {
+        case: "c13_queued_replays_keep_old_params",
+        file: CPU,
+        find: "        let mut list = Vec::clone(&slot.launches);",
+        replace: "        let Some(list) = Arc::get_mut(&mut slot.launches) else {\n            return Ok(());\n        };\n        let mut list = list.clone();",
+        what: "the CPU backend patches only a list no queued replay holds, and returns Ok otherwise: a parameter update reaches no replay",
+    },
+    Mutation {
         case: "c13_update_params_equals_fresh_capture",
         file: UPDATE,
         find: "                        let call = OpCall {\n                            params: *params,\n                            ..recorded.call.clone()\n                        };",
