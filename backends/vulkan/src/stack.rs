@@ -54,4 +54,17 @@ mod tests {
         }
         assert!(len(INLINE + 1) > 0, "{} items", INLINE + 1);
     }
+
+    /// A dispatch's descriptor writes (a user kernel's most bindings and
+    /// the parameter block) stay on the stack. Mutation: `MAX_BINDINGS + 1`
+    /// → `MAX_BINDINGS - 1` in `INLINE` → red.
+    #[test]
+    fn a_dispatch_of_the_most_bindings_writes_its_descriptors_on_the_stack() {
+        use crate::counting::allocations;
+        let n = seam::kernel::MAX_BINDINGS + 1;
+        assert_eq!(
+            allocations(|| assert_eq!(with_slice(n, |i| i, |s| s.len()), n)),
+            0
+        );
+    }
 }

@@ -171,12 +171,18 @@ pub(super) fn create_uniform(shared: &Arc<Shared>, size: u64) -> Result<Buffer, 
         shared,
         size,
         vk::BufferUsageFlags::UNIFORM_BUFFER,
-        &[
-            vk::MemoryPropertyFlags::DEVICE_LOCAL | HOST_COHERENT,
-            HOST_COHERENT,
-        ],
+        &PARAM_MEMORY,
     )
 }
+
+/// The parameter buffers' memory, best first: device-local and mapped
+/// (a discrete GPU's resizable BAR), else any mapped, coherent type.
+const PARAM_MEMORY: [vk::MemoryPropertyFlags; 2] = [
+    vk::MemoryPropertyFlags::from_raw(
+        vk::MemoryPropertyFlags::DEVICE_LOCAL.as_raw() | HOST_COHERENT.as_raw(),
+    ),
+    HOST_COHERENT,
+];
 
 /// A buffer of `usage` bound to fresh memory, as [`Gpu::create_buffer`]
 /// describes.
@@ -324,6 +330,26 @@ mod tests {
         assert_eq!(memory_type(0b100, &types, &[coherent]), Some(2));
         assert_eq!(memory_type(0b001, &types, &[coherent]), None);
         assert_eq!(memory_type(all, &types, &[]), None);
+    }
+
+    /// The parameter buffers always get mapped, coherent memory: on a
+    /// discrete GPU's types (device-local; host-visible and coherent; the
+    /// same, device-local too, as with resizable BAR) the device-local
+    /// mapped type where there is one, else the host's, never device-local
+    /// memory the host cannot map. Mutation: `|` → `&` in `PARAM_MEMORY`
+    /// (an empty first preference, which any type has) → red; lavapipe's
+    /// one type has every property, so no device here shows it.
+    #[test]
+    fn parameter_blocks_get_mapped_memory_preferring_device_local() {
+        use super::{HOST_COHERENT, PARAM_MEMORY};
+        let bar = M::DEVICE_LOCAL | HOST_COHERENT;
+        let types = [M::DEVICE_LOCAL, HOST_COHERENT, bar].map(|f| MemoryType {
+            property_flags: f,
+            heap_index: 0,
+        });
+        assert_eq!(memory_type(0b111, &types, &PARAM_MEMORY), Some(2));
+        assert_eq!(memory_type(0b011, &types, &PARAM_MEMORY), Some(1));
+        assert_eq!(memory_type(0b001, &types, &PARAM_MEMORY), None);
     }
 
     /// Host access to a mapped buffer is bounds-checked against its
