@@ -12,6 +12,7 @@
 mod arms;
 mod nodes;
 mod paired;
+mod read;
 mod update;
 mod workloads;
 
@@ -270,6 +271,16 @@ fn backend(slot: &DeviceSlot, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
             };
             if let Err(e) = decode(&dev, &stack, m, cfg, out) {
                 out.comment(&format!("seam {device} decode H={h} L={l}: skipped: {e}"));
+            }
+            let m = Meta {
+                workload: "read",
+                nodes: l,
+                ..m
+            };
+            if let Err(e) = read::read_floor(&dev, &stack, m, cfg, out) {
+                out.comment(&format!(
+                    "seam {device} read floor H={h} L={l}: skipped: {e}"
+                ));
             }
         }
     }

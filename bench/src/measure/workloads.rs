@@ -126,6 +126,11 @@ impl Stack {
         Ok(s)
     }
 
+    /// The layer weights, one H×H matrix each.
+    pub(super) fn weights(&self) -> &[seam::Buffer<f32>] {
+        &self.w
+    }
+
     pub(super) fn calls(&self, h: u64, layers: u64) -> Vec<OpCall> {
         let h = h as u32;
         let (x, [t1, t2, t3]) = (self.x.id(), self.t.each_ref().map(|b| b.id()));

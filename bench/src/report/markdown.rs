@@ -153,10 +153,13 @@ fn decode_table(input: &Input, md: &mut String) {
         "## Decode step: L × (rms_norm → gemm 1×H·H×H → silu → add), batch 1\n\n\
          Speedup = eager e2e / replay e2e per step (both with a wait after each step).\n\n\
          Floor = the step's weight bytes (L·H·H f32) ÷ the device-to-device copy bandwidth \
-         measured on the same backend in the same run (target: replay ≤ 1.25× floor).\n\n\
+         measured on the same backend in the same run (target: replay ≤ 1.25× floor). \
+         Read floor = the fastest replay, over every backend of the run, of the same weights \
+         read by a kernel that only sums them (`read_f32`, one launch per layer).\n\n\
          | arm | L | H | eager e2e / step | replay e2e / step (p99) | speedup | replay × raw | \
-         eager pipelined | replay pipelined | one-time | break-even runs | floor | replay ÷ floor |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         eager pipelined | replay pipelined | one-time | break-even runs | floor | replay ÷ floor | \
+         read floor | replay ÷ read floor |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for (arm, device) in &input.decode_arms() {
         let eager = Series::new(arm, device, "eager");
@@ -167,7 +170,7 @@ fn decode_table(input: &Input, md: &mut String) {
             let Some(g) = input.row(&graph, &c, "e2e_us") else {
                 if let Some(e) = e {
                     md.push_str(&format!(
-                        "| {} | {l} | {h} | {} | – | – | – | – | – | – | – | – | – |\n",
+                        "| {} | {l} | {h} | {} | – | – | – | – | – | – | – | – | – | – | – |\n",
                         eager.label(),
                         us(e)
                     ));
@@ -176,8 +179,9 @@ fn decode_table(input: &Input, md: &mut String) {
             };
             let (once, even) = one_time(input, &graph, &c);
             let floor = input.decode_floor_us(arm, device, h, l);
+            let read = input.read_floor_us(h, l).map(|(f, _)| f);
             md.push_str(&format!(
-                "| {} | {l} | {h} | {} | {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {} | {l} | {h} | {} | {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 graph.arm_label(),
                 opt(e),
                 us(g.median_us),
@@ -193,6 +197,8 @@ fn decode_table(input: &Input, md: &mut String) {
                 break_even_text(&graph, even),
                 opt(floor),
                 ratio(Some(g.median_us), floor),
+                opt(read),
+                ratio(Some(g.median_us), read),
             ));
         }
     }

@@ -139,6 +139,27 @@ impl Input {
         Some(weight_bytes(hidden, layers) / (gbps * 1e3))
     }
 
+    /// The decode step's read floor, µs, and who measured it: the fastest
+    /// replay of the same weights read by a kernel that does nothing else
+    /// (workload `read`: every seam arm measures it on its own backend),
+    /// over every seam arm and device of the run. A run measures one GPU,
+    /// so this is that GPU's read floor for the step's bytes.
+    pub(super) fn read_floor_us(&self, hidden: u64, layers: u64) -> Option<(f64, String)> {
+        self.rows
+            .iter()
+            .filter(|r| {
+                r.arm.starts_with("seam")
+                    && r.workload == "read"
+                    && r.mode == "graph"
+                    && r.metric == "e2e_us"
+                    && r.hidden == hidden
+                    && r.layers == layers
+                    && r.median_us > 0.0
+            })
+            .map(|r| (r.median_us, format!("{} {}", r.arm, r.device)))
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+    }
+
     pub(super) fn values(&self, pick: impl Fn(&Row) -> bool) -> Vec<u64> {
         let set: BTreeSet<u64> = self
             .rows

@@ -301,6 +301,54 @@ pub fn verdicts(input: &Input) -> Vec<Verdict> {
     }
     v.extend(floor_verdicts(input));
     v.extend(decode_cross_verdicts(input));
+    v.extend(read_floor_verdicts(input));
+    v
+}
+
+/// The read-floor target at L = 32 and every H ≥ 4096 measured: seam
+/// cuda's replay per step ≤ 1.10× the run's read floor (the same weights
+/// read by a kernel that does nothing else, the fastest backend's);
+/// every other arm's ratio is shown beside it, judged by no target.
+fn read_floor_verdicts(input: &Input) -> Vec<Verdict> {
+    const BOUND: f64 = 1.10;
+    let l = 32;
+    let mut v = Vec::new();
+    let hs: std::collections::BTreeSet<u64> = input
+        .rows
+        .iter()
+        .filter(|r| r.workload == "read" && r.layers == l && r.hidden >= 4096)
+        .map(|r| r.hidden)
+        .collect();
+    for h in hs {
+        let Some((floor, by)) = input.read_floor_us(h, l) else {
+            continue;
+        };
+        let replay = |arm: &str, device: &str| {
+            input.get(
+                &Series::new(arm, device, "graph"),
+                &Case::decode(h, l),
+                "e2e_us",
+            )
+        };
+        let others: Vec<String> = input
+            .decode_arms()
+            .iter()
+            .filter(|(a, d)| !(a == "seam" && d == "cuda"))
+            .filter_map(|(a, d)| Some(format!("{a} {d} {:.2}×", replay(a, d)? / floor)))
+            .collect();
+        let target =
+            format!("decode L={l} H={h}: seam cuda replay ≤ {BOUND}× the read floor (same run)");
+        if let Some(cu) = replay("seam", "cuda") {
+            v.push(limit(&target, cu / floor, BOUND, "×", |x| {
+                format!(
+                    "{} vs {} µs (read by {by}) = {x:.3}×; {}",
+                    us(cu),
+                    us(floor),
+                    others.join(", ")
+                )
+            }));
+        }
+    }
     v
 }
 

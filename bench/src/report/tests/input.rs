@@ -5,7 +5,7 @@ use super::super::Input;
 use crate::csv::Row;
 
 #[allow(clippy::too_many_arguments)]
-fn r(
+pub(super) fn r(
     arm: &str,
     dev: &str,
     mode: &str,
@@ -22,7 +22,11 @@ fn r(
         mode: mode.into(),
         workload: wl.into(),
         elems,
-        hidden: if wl == "decode" { elems } else { 0 },
+        hidden: if wl == "decode" || wl == "read" {
+            elems
+        } else {
+            0
+        },
         layers,
         nodes,
         metric: metric.into(),

@@ -255,3 +255,70 @@ fn update_table_lists_every_arm_with_its_in_place_update() {
     // the update modes stay out of the chain tables and plots
     assert!(!md.contains("| seam cuda rebind |"));
 }
+
+/// The read floor is the fastest `read` replay of the run for the step's
+/// (L, H), whichever seam backend measured it: seam cuda's decode replay
+/// is judged against it (≤ 1.10×) with every other arm's ratio shown, and
+/// the decode table gets the floor and each arm's ratio. Mutations: take
+/// the slowest read (`min_by` → `max_by`), or judge vulkan's replay → red.
+#[test]
+fn the_read_floor_is_the_fastest_read_of_the_same_weights() {
+    let (l, h) = (32, 8192);
+    let mut rows = Vec::new();
+    for (arm, dev, us) in [
+        ("seam", "cuda", 2400.0),
+        ("seam", "vulkan", 2700.0),
+        ("torch", "cuda", 2402.0),
+    ] {
+        rows.push(input::r(
+            arm,
+            dev,
+            "graph",
+            "decode",
+            h,
+            l,
+            4 * l,
+            "e2e_us",
+            us,
+        ));
+    }
+    for (dev, us) in [("cuda", 2000.0), ("vulkan", 2100.0)] {
+        rows.push(input::r(
+            "seam", dev, "graph", "read", h, l, l, "e2e_us", us,
+        ));
+    }
+    // A read of another step is not this step's floor.
+    rows.push(input::r(
+        "seam", "cuda", "graph", "read", 4096, l, l, "e2e_us", 10.0,
+    ));
+    let input = Input {
+        rows,
+        comments: Vec::new(),
+    };
+    assert_eq!(
+        input.read_floor_us(h, l),
+        Some((2000.0, "seam cuda".to_string()))
+    );
+    let v = verdicts(&input);
+    let t = v
+        .iter()
+        .find(|x| {
+            x.target
+                .contains("H=8192: seam cuda replay ≤ 1.1× the read floor")
+        })
+        .unwrap_or_else(|| panic!("{:?}", v.iter().map(|x| &x.target).collect::<Vec<_>>()));
+    assert_eq!(t.met, Some(false), "{}", t.measured);
+    assert!(t.measured.contains("= 1.200×"), "{}", t.measured);
+    assert!(t.measured.contains("read by seam cuda"), "{}", t.measured);
+    assert!(
+        t.measured.contains("seam vulkan 1.35×") && t.measured.contains("torch cuda 1.20×"),
+        "{}",
+        t.measured
+    );
+    let md = markdown(&input);
+    assert!(md.contains("read floor | replay ÷ read floor |"), "{md}");
+    assert!(
+        md.contains("| 2000.0 | 1.35× |") || md.contains("| 2000 | 1.35× |"),
+        "{md}"
+    );
+}
