@@ -331,6 +331,62 @@ mod tests {
         assert!(e.contains("already has a binding"), "{e}");
     }
 
+    /// The checks look at the block's own struct and pointer type, found
+    /// by their ids: a debug name on the pointer type (an `OpName` of two
+    /// words, ahead of it) changes nothing, and the block's struct without
+    /// its `Block` decoration is refused although the storage buffers'
+    /// structs have theirs. Mutations: `&&` → `||` in the pointer type's
+    /// search, `==` → `!=` in the variable's → red.
+    #[test]
+    fn the_block_is_found_by_its_ids() {
+        let words = seam_kernels::spirv(OpKind::Add).unwrap();
+        let n = OpKind::Add.signature().len() as u32;
+        let insts = instructions(words).unwrap();
+        let var = insts
+            .iter()
+            .find(|&&(at, o, c)| o == OP_VARIABLE && c >= 4 && words[at + 3] == CLASS_PUSH_CONSTANT)
+            .map(|&(at, _, _)| (words[at + 1], words[at + 2]))
+            .unwrap();
+        let (ptr, _) = var;
+        let pointee = insts
+            .iter()
+            .find(|&&(at, o, c)| o == OP_TYPE_POINTER && c == 4 && words[at + 1] == ptr)
+            .map(|&(at, _, _)| words[at + 3])
+            .unwrap();
+        // OpName %ptr "params_" (7 bytes and a NUL: two words), placed
+        // where debug names go: before the annotations and the types.
+        let first_annotation = insts
+            .iter()
+            .find(|&&(_, o, _)| o == OP_DECORATE || OP_ANNOTATIONS.contains(&o))
+            .map(|&(at, _, _)| at)
+            .unwrap();
+        let mut name = vec![ptr];
+        name.extend(literal("params_"));
+        let named = [
+            &words[..first_annotation],
+            &instruction(5, &name)[..],
+            &words[first_annotation..],
+        ]
+        .concat();
+        let plain = params_as_uniform(words, n).unwrap();
+        let patched = params_as_uniform(&named, n).unwrap();
+        assert_eq!(patched.len(), plain.len() + 4, "the name's 4 words kept");
+        // The block's struct loses its Block decoration (the instruction
+        // becomes another decoration of the struct).
+        let mut unblocked = words.to_vec();
+        let (at, c) = insts
+            .iter()
+            .find(|&&(at, o, c)| {
+                o == OP_DECORATE && c == 3 && words[at + 1] == pointee && words[at + 2] == DECORATION_BLOCK
+            })
+            .map(|&(at, _, c)| (at, c))
+            .unwrap();
+        unblocked[at] = ((c as u32) << 16) | OP_DECORATE;
+        unblocked[at + 2] = 1; // SpecId: any decoration but Block
+        let e = params_as_uniform(&unblocked, n).unwrap_err();
+        assert!(e.contains("not decorated Block"), "{e}");
+    }
+
     #[test]
     fn malformed_modules_are_refused_and_a_module_without_parameters_is_kept() {
         assert!(params_as_uniform(&[], 3).is_err());
