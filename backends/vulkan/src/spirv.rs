@@ -377,7 +377,10 @@ mod tests {
         let (at, c) = insts
             .iter()
             .find(|&&(at, o, c)| {
-                o == OP_DECORATE && c == 3 && words[at + 1] == pointee && words[at + 2] == DECORATION_BLOCK
+                o == OP_DECORATE
+                    && c == 3
+                    && words[at + 1] == pointee
+                    && words[at + 2] == DECORATION_BLOCK
             })
             .map(|&(at, _, c)| (at, c))
             .unwrap();
@@ -385,6 +388,142 @@ mod tests {
         unblocked[at + 2] = 1; // SpecId: any decoration but Block
         let e = params_as_uniform(&unblocked, n).unwrap_err();
         assert!(e.contains("not decorated Block"), "{e}");
+    }
+
+    /// The module add.wgsl became, its instructions, and the id of the
+    /// push-constant variable.
+    fn add_module() -> (&'static [u32], Vec<(usize, u32, usize)>, u32) {
+        let words = seam_kernels::spirv(OpKind::Add).unwrap();
+        let insts = instructions(words).unwrap();
+        let var = insts
+            .iter()
+            .find(|&&(at, o, c)| o == OP_VARIABLE && c >= 4 && words[at + 3] == CLASS_PUSH_CONSTANT)
+            .map(|&(at, _, _)| words[at + 2])
+            .unwrap();
+        (words, insts, var)
+    }
+
+    /// `words` without the instruction at `at` of `n` words.
+    fn without(words: &[u32], at: usize, n: usize) -> Vec<u32> {
+        [&words[..at], &words[at + n..]].concat()
+    }
+
+    /// Each refusal, on the module it is for: a block whose pointer type
+    /// points at a scalar; a block with a binding of its own (either
+    /// decoration alone); a binding a storage buffer of set 0 has (binding
+    /// 1 of add's three); and no refusal for a binding only another set
+    /// uses. Mutations: any of the checks' comparisons turned (`==` → `!=`,
+    /// `&&` ↔ `||`) → red.
+    #[test]
+    fn every_refusal_is_for_its_own_case() {
+        let (words, insts, var) = add_module();
+        let n = OpKind::Add.signature().len() as u32;
+        let word_of = |at: usize, i: usize| words[at + 1 + i];
+        // The block's pointer type pointing at the module's u32 type.
+        let uint = insts
+            .iter()
+            .find(|&&(at, o, _)| o == 21 && word_of(at, 1) == 32)
+            .map(|&(at, _, _)| word_of(at, 0))
+            .unwrap();
+        let ptr = insts
+            .iter()
+            .find(|&&(at, o, _)| o == OP_VARIABLE && word_of(at, 1) == var)
+            .map(|&(at, _, _)| word_of(at, 0))
+            .unwrap();
+        let mut scalar = words.to_vec();
+        let at = insts
+            .iter()
+            .find(|&&(at, o, c)| o == OP_TYPE_POINTER && c == 4 && word_of(at, 0) == ptr)
+            .map(|&(at, _, _)| at)
+            .unwrap();
+        scalar[at + 3] = uint;
+        let e = params_as_uniform(&scalar, n).unwrap_err();
+        assert!(e.contains("not a struct"), "{e}");
+        // A binding of its own: the patched module with the variable's
+        // class put back, then with one of its two decorations removed.
+        let patched = params_as_uniform(words, n).unwrap();
+        let mut bound = patched.clone();
+        for &(at, o, c) in &instructions(&patched).unwrap() {
+            if o == OP_VARIABLE && c >= 4 && patched[at + 2] == var {
+                bound[at + 3] = CLASS_PUSH_CONSTANT;
+            }
+        }
+        for decoration in [DECORATION_BINDING, DECORATION_DESCRIPTOR_SET] {
+            let (at, c) = instructions(&bound)
+                .unwrap()
+                .into_iter()
+                .find(|&(at, o, _)| {
+                    o == OP_DECORATE && bound[at + 1] == var && bound[at + 2] == decoration
+                })
+                .map(|(at, _, c)| (at, c))
+                .unwrap();
+            let one = without(&bound, at, c);
+            let e = params_as_uniform(&one, n).unwrap_err();
+            assert!(e.contains("already has a binding"), "{e}");
+        }
+        // Binding 1 of set 0 is a storage buffer's.
+        let e = params_as_uniform(words, 1).unwrap_err();
+        assert!(e.contains("binding 1 of set 0"), "{e}");
+        // Moved to set 1, that buffer leaves binding 1 of set 0 free.
+        let buffer = insts
+            .iter()
+            .find(|&&(at, o, c)| {
+                o == OP_DECORATE
+                    && c == 4
+                    && word_of(at, 1) == DECORATION_BINDING
+                    && word_of(at, 2) == 1
+            })
+            .map(|&(at, _, _)| word_of(at, 0))
+            .unwrap();
+        let mut moved = words.to_vec();
+        let at = insts
+            .iter()
+            .find(|&&(at, o, c)| {
+                o == OP_DECORATE
+                    && c == 4
+                    && word_of(at, 0) == buffer
+                    && word_of(at, 1) == DECORATION_DESCRIPTOR_SET
+            })
+            .map(|&(at, _, _)| at)
+            .unwrap();
+        moved[at + 3] = 1;
+        assert!(params_as_uniform(&moved, 1).is_ok());
+    }
+
+    /// The decorations go after everything before the first annotation
+    /// (capabilities, entry points, names), which is kept word for word.
+    /// Mutation: `==` → `!=` in the search for the first annotation (the
+    /// decorations then open the module) → red.
+    #[test]
+    fn what_precedes_the_annotations_is_kept_in_front() {
+        let (words, insts, _) = add_module();
+        let first = insts
+            .iter()
+            .find(|&&(_, o, _)| o == OP_DECORATE || OP_ANNOTATIONS.contains(&o))
+            .map(|&(at, _, _)| at)
+            .unwrap();
+        assert!(first > HEADER_WORDS);
+        let patched = params_as_uniform(words, 3).unwrap();
+        assert_eq!(patched[..first], words[..first]);
+    }
+
+    /// A truncated pointer type or variable at the module's end (too
+    /// short to hold a storage class) is left alone, not read past.
+    /// Mutations: the `n == 4` / `n >= 4` guards of the class rewrite
+    /// made `true` → red (a read past the module's end).
+    #[test]
+    fn short_pointer_types_and_variables_are_not_read_past() {
+        let (words, _, _) = add_module();
+        for (op, count) in [(OP_TYPE_POINTER, 2u32), (OP_VARIABLE, 3)] {
+            let mut w = words.to_vec();
+            w.push((count << 16) | op);
+            w.extend(std::iter::repeat_n(7, count as usize - 1));
+            let patched = params_as_uniform(&w, 3).unwrap();
+            assert_eq!(
+                patched[patched.len() - count as usize..],
+                w[w.len() - count as usize..]
+            );
+        }
     }
 
     #[test]
