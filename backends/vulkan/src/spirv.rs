@@ -45,8 +45,12 @@ const DECORATION_BINDING: u32 = 33;
 /// Decoration `DescriptorSet`.
 const DECORATION_DESCRIPTOR_SET: u32 = 34;
 
-/// One instruction: (offset of its first word, opcode, word count).
-pub(crate) fn instructions(words: &[u32]) -> Result<Vec<(usize, u32, usize)>, String> {
+/// A module's instructions, each as (offset of its first word, opcode,
+/// word count).
+pub(crate) type Instructions = Vec<(usize, u32, usize)>;
+
+/// A module's instructions, in order.
+pub(crate) fn instructions(words: &[u32]) -> Result<Instructions, String> {
     if words.len() < HEADER_WORDS || words[0] != MAGIC {
         return Err("not a SPIR-V module (bad magic or no header)".into());
     }
@@ -392,7 +396,7 @@ mod tests {
 
     /// The module add.wgsl became, its instructions, and the id of the
     /// push-constant variable.
-    fn add_module() -> (&'static [u32], Vec<(usize, u32, usize)>, u32) {
+    fn add_module() -> (&'static [u32], Instructions, u32) {
         let words = seam_kernels::spirv(OpKind::Add).unwrap();
         let insts = instructions(words).unwrap();
         let var = insts
