@@ -1,7 +1,8 @@
 //! Validates every WGSL kernel with naga (parse + full validation), so a
 //! broken shader fails the build on every machine, GPU or not; translates
 //! each one to SPIR-V (one module per op, every entry point in it, the
-//! `var<immediate>` block as Vulkan push constants); and generates the source
+//! `var<immediate>` block as Vulkan push constants, which the Vulkan backend
+//! moves to a uniform buffer when it makes the pipeline); and generates the source
 //! and SPIR-V tables `src/lib.rs` includes, plus each entry point's
 //! `@workgroup_size` as naga reflects it (for the geometry tests).
 

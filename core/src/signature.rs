@@ -69,7 +69,7 @@ pub enum Tolerance {
 }
 
 /// The scalar block every launch carries; 32 bytes, `#[repr(C)]`, identical
-/// to the push-constant / kernel-argument block in `seam-kernels`.
+/// to the immediate / kernel-argument block in `seam-kernels`.
 ///
 /// | op | d0 | d1 | d2 | s0 | s1 | bits |
 /// |---|---|---|---|---|---|---|
@@ -137,7 +137,7 @@ impl Params {
     }
 
     /// Size of the block in bytes (what every kernel's push constants,
-    /// immediates or argument hold).
+    /// immediates, uniform block or argument hold).
     pub const BYTES: usize = 32;
 
     /// The block as GPU kernels receive it: eight native-endian 32-bit words

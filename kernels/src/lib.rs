@@ -5,8 +5,9 @@
 //!   the `Params` push-constant block and helpers such as `exp_accurate`).
 //!   Validated by naga at build time.
 //!   [`spirv`] gives the SPIR-V naga made from it at build time: one module
-//!   per op holding every entry point, `Params` as Vulkan push constants,
-//!   storage buffers at set 0 in signature order.
+//!   per op holding every entry point, `Params` as Vulkan push constants
+//!   (the Vulkan backend moves them to a uniform buffer at the binding after
+//!   the storage buffers), storage buffers at set 0 in signature order.
 //! - `cuda/<op>.cu`: CUDA C for the CUDA (NVRTC) and HIP (hipRTC) backends.
 //!   Each is prefixed with `cuda/params.cu` (the `Params` block).
 //!

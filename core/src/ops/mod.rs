@@ -5,8 +5,9 @@
 //!
 //! A launch reaches a backend as a [`Launch`]: the op, the element type of its
 //! inputs, its buffers in signature order and one fixed-layout [`Params`]
-//! block. The same 32-byte block is what GPU kernels receive as push constants
-//! or kernel arguments, so every backend lowers every op the same way.
+//! block. The same 32-byte block is what GPU kernels receive as push constants,
+//! a uniform buffer or kernel arguments, so every backend lowers every op the
+//! same way.
 //!
 //! Every binding is a [`View`] (`view.rs`): a buffer, an element offset and
 //! a length (a bare [`BufferId`](crate::BufferId) is the whole buffer). Besides the nine catalogue
@@ -320,7 +321,8 @@ impl Launch {
     }
 }
 
-/// Bytes of the WGSL kernels' immediate (push-constant) block:
+/// Bytes of the WGSL kernels' immediate block (push constants, or the
+/// Vulkan backend's per-dispatch uniform block):
 /// [`Params::BYTES`] plus one `u32` view offset per possible binding.
 pub const IMMEDIATE_BYTES: usize = Params::BYTES + 4 * MAX_BINDINGS;
 
