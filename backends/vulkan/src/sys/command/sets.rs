@@ -26,8 +26,9 @@ fn next_pool(current: &mut usize, used: &mut u32) {
 impl Inner {
     /// One descriptor set of `layout` pointing binding i at `bindings[i]`
     /// and the binding after them at the parameter block `params` (buffer,
-    /// offset; `write_params`), from this command buffer's pools (the next, made if needed, when the
-    /// current one holds its capacity or the driver says it is full).
+    /// offset; `write_params`), from this command buffer's pools (the next,
+    /// made if needed, when the current one holds its capacity or the
+    /// driver says it is full).
     pub(super) fn descriptor_set(
         &mut self,
         layout: vk::DescriptorSetLayout,
