@@ -6,6 +6,7 @@
 //! - [`markdown`](mod@markdown): the report's tables;
 //! - [`svg`]: the plots.
 
+mod decode_targets;
 mod markdown;
 mod parse;
 mod svg;

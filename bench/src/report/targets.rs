@@ -7,6 +7,7 @@
 //! replay ÷ rebind + replay): the median over the rounds against the bound,
 //! with the range of the rounds shown beside it.
 
+use super::decode_targets as decode;
 use super::parse::{Case, Input, Series};
 use super::us;
 
@@ -299,157 +300,9 @@ pub fn verdicts(input: &Input) -> Vec<Verdict> {
     for t in TARGETS.iter().filter(|t| !t.per_cuda_build) {
         v.push(judge(input, t, "seam", ""));
     }
-    v.extend(floor_verdicts(input));
-    v.extend(decode_cross_verdicts(input));
-    v.extend(read_floor_verdicts(input));
-    v
-}
-
-/// The read-floor target at L = 32 and every H ≥ 4096 measured: seam
-/// cuda's replay per step ≤ 1.10× the run's read floor (the same weights
-/// read by a kernel that does nothing else, the fastest backend's);
-/// every other arm's ratio is shown beside it, judged by no target.
-fn read_floor_verdicts(input: &Input) -> Vec<Verdict> {
-    const BOUND: f64 = 1.10;
-    let l = 32;
-    let mut v = Vec::new();
-    let hs: std::collections::BTreeSet<u64> = input
-        .rows
-        .iter()
-        .filter(|r| r.workload == "read" && r.layers == l && r.hidden >= 4096)
-        .map(|r| r.hidden)
-        .collect();
-    for h in hs {
-        let Some((floor, by)) = input.read_floor_us(h, l) else {
-            continue;
-        };
-        let replay = |arm: &str, device: &str| {
-            input.get(
-                &Series::new(arm, device, "graph"),
-                &Case::decode(h, l),
-                "e2e_us",
-            )
-        };
-        let others: Vec<String> = input
-            .decode_arms()
-            .iter()
-            .filter(|(a, d)| !(a == "seam" && d == "cuda"))
-            .filter_map(|(a, d)| Some(format!("{a} {d} {:.2}×", replay(a, d)? / floor)))
-            .collect();
-        let target =
-            format!("decode L={l} H={h}: seam cuda replay ≤ {BOUND}× the read floor (same run)");
-        if let Some(cu) = replay("seam", "cuda") {
-            v.push(limit(&target, cu / floor, BOUND, "×", |x| {
-                format!(
-                    "{} vs {} µs (read by {by}) = {x:.3}×; {}",
-                    us(cu),
-                    us(floor),
-                    others.join(", ")
-                )
-            }));
-        }
-    }
-    v
-}
-
-/// The decode targets across arms, at L = 32 and every H ≥ 4096
-/// measured: seam vulkan ≤ 1.3× seam cuda, and seam cuda ≤ PyTorch's
-/// CUDAGraph replay (a separate process: cross-process ratio).
-fn decode_cross_verdicts(input: &Input) -> Vec<Verdict> {
-    let l = 32;
-    let mut v = Vec::new();
-    let replay = |arm: &str, device: &str, h: u64| {
-        input.get(
-            &Series::new(arm, device, "graph"),
-            &Case::decode(h, l),
-            "e2e_us",
-        )
-    };
-    let hs: Vec<u64> = input
-        .rows
-        .iter()
-        .filter(|r| r.workload == "decode" && r.layers == l && r.hidden >= 4096)
-        .map(|r| r.hidden)
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    for h in hs {
-        let cuda = replay("seam", "cuda", h);
-        if let (Some(vk), Some(cu)) = (replay("seam", "vulkan", h), cuda) {
-            let t = format!("decode L={l} H={h}: seam vulkan replay ≤ 1.3× seam cuda");
-            v.push(limit(&t, vk / cu, 1.3, "×", |x| {
-                format!("{} vs {} µs = {x:.2}×", us(vk), us(cu))
-            }));
-        }
-        if let (Some(cu), Some(pt)) = (cuda, replay("torch", "cuda", h)) {
-            let t = format!(
-                "decode L={l} H={h}: seam cuda replay ≤ PyTorch CUDAGraph replay (cross-process)"
-            );
-            v.push(limit(&t, cu / pt, 1.0, "×", |x| {
-                format!("{} vs {} µs = {x:.3}×", us(cu), us(pt))
-            }));
-        }
-    }
-    v
-}
-
-/// The decode floor target, for every seam arm and device that
-/// measured the decode step: replay e2e per step at the largest step it
-/// measured (most layers, then largest H) ≤ 1.25× its weight bytes ÷ the
-/// best device-to-device copy bandwidth measured in the same run (the
-/// GPU's, whichever backend's copy reached it).
-fn floor_verdicts(input: &Input) -> Vec<Verdict> {
-    const BOUND: f64 = 1.25;
-    let mut v = Vec::new();
-    for (arm, device) in input.decode_arms() {
-        if !arm.starts_with("seam") {
-            continue;
-        }
-        let g = Series::new(&arm, &device, "graph");
-        let largest = input
-            .rows
-            .iter()
-            .filter(|r| {
-                r.arm == arm
-                    && r.device == device
-                    && r.mode == "graph"
-                    && r.workload == "decode"
-                    && r.metric == "e2e_us"
-            })
-            .map(|r| (r.layers, r.hidden))
-            .max();
-        let Some((l, h)) = largest else { continue };
-        let tag = if arm == "seam" {
-            String::new()
-        } else {
-            format!("[{arm}] ")
-        };
-        let target = format!(
-            "{tag}{device} decode replay per step (largest measured: L={l}, H={h}) ≤ {BOUND}× floor \
-             (weight bytes ÷ device-to-device copy bandwidth, same run)"
-        );
-        let replay = input.get(&g, &Case::decode(h, l), "e2e_us");
-        let best = input.best_copy_gbps();
-        let own = input.copy_gbps(&arm, &device);
-        let floor = input.decode_floor_us(&arm, &device, h, l);
-        v.push(match (replay, best, floor) {
-            (Some(a), Some((bw, by)), Some(f)) => limit(&target, a / f, BOUND, "×", |x| {
-                let own = own.map_or(String::new(), |o| format!("; its own copy: {o:.0} GB/s"));
-                format!(
-                    "{} µs vs floor {} µs ({:.3} MiB at {bw:.1} GB/s, the run's best copy: {by}{own}) = {x:.3}×",
-                    us(a),
-                    us(f),
-                    super::parse::weight_bytes(h, l) / f64::from(1u32 << 20)
-                )
-            }),
-            _ => Verdict {
-                target,
-                measured: "–".into(),
-                met: None,
-                note: "no copy bandwidth measured in this run".into(),
-            },
-        });
-    }
+    v.extend(decode::floor_verdicts(input));
+    v.extend(decode::cross_verdicts(input));
+    v.extend(decode::read_floor_verdicts(input));
     v
 }
 
@@ -517,7 +370,7 @@ fn judge(input: &Input, t: &Target, build: &str, tag: &str) -> Verdict {
 }
 
 /// A "value ≤ bound" verdict.
-fn limit(
+pub(super) fn limit(
     target: &str,
     value: f64,
     bound: f64,
