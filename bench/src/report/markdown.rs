@@ -155,7 +155,8 @@ fn decode_table(input: &Input, md: &mut String) {
          Floor = the step's weight bytes (L·H·H f32) ÷ the device-to-device copy bandwidth \
          measured on the same backend in the same run (target: replay ≤ 1.25× floor). \
          Read floor = the fastest replay, over every backend of the run, of the same weights \
-         read by a kernel that only sums them (`read_f32`, one launch per layer).\n\n\
+         read by a kernel that only sums them (`read_f32`, one launch per layer); at small H it \
+         is the launches' cost, not the memory's.\n\n\
          | arm | L | H | eager e2e / step | replay e2e / step (p99) | speedup | replay × raw | \
          eager pipelined | replay pipelined | one-time | break-even runs | floor | replay ÷ floor | \
          read floor | replay ÷ read floor |\n\
