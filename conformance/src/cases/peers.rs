@@ -290,13 +290,18 @@ pub const C6_CAPTURE_CYCLES_KEEP_RESOURCES_FLAT: Case = Case {
     },
 };
 
-/// 10,000 launches in one capture (`x += one`) replay, twice: the graph
-/// holds every one of them (debug build: 0.4 s on cpu:0, 0.7 s on
-/// vulkan:0, 1.3 s on wgpu:0, lavapipe).
+/// 10,000 launches in one capture replay, twice: the graph holds every one
+/// of them, each with its own parameters (launch i is `x = 1·x + b`,
+/// scale_add, with b = (i mod 7) + 1: a backend that keeps parameters in
+/// memory blocks, as the Vulkan backend does, must keep 10,000 of them
+/// apart; 7 does not divide any block count a backend groups them by).
 ///
-/// Mutation: make the CPU backend keep only the first 4,096 recorded
+/// Mutations: make the CPU backend keep only the first 4,096 recorded
 /// launches of a graph (a fixed-size recording) → red at "x after one
-/// replay: [4096, 4096, 4096, 4096] != [10000, 10000, 10000, 10000]".
+/// replay: [16381.0, …] != [39994.0, …]"; make the Vulkan backend put
+/// every dispatch's parameter block in its first parameter buffer
+/// (`params::slot`'s buffer index 0: blocks 1024 apart shared) → red on
+/// vulkan:0 (lavapipe).
 pub const C1_TEN_THOUSAND_LAUNCHES_IN_ONE_CAPTURE: Case = Case {
     name: "c1_ten_thousand_launches_in_one_capture",
     rule: Rule::C1,
@@ -305,17 +310,19 @@ pub const C1_TEN_THOUSAND_LAUNCHES_IN_ONE_CAPTURE: Case = Case {
     body: |cx| {
         let d = &cx.dev;
         let launches: u32 = 10_000;
-        let one = d.buffer_from(&[1u32; 4])?;
-        let x = d.buffer_from(&[0u32; 4])?;
+        let b = |i: u32| (i % 7 + 1) as f32;
+        // Σ b over one replay: exact in f32 (every partial sum < 2^24).
+        let sum: f32 = (0..launches).map(b).sum();
+        let x = d.buffer_from(&[0.0f32; 4])?;
         let s = d.capture()?;
-        for _ in 0..launches {
-            d.launch(&ops::add(x.id(), one.id(), x.id(), 4))?;
+        for i in 0..launches {
+            d.launch(&ops::scale_add(x.id(), x.id(), 4, 1.0, b(i)))?;
         }
         let g = s.end_graph()?;
         g.replay()?;
-        check_eq!(x.read()?, vec![launches; 4], "x after one replay");
+        check_eq!(x.read()?, vec![sum; 4], "x after one replay");
         g.replay()?;
-        check_eq!(x.read()?, vec![2 * launches; 4], "x after two replays");
+        check_eq!(x.read()?, vec![2.0 * sum; 4], "x after two replays");
         Ok(())
     },
 };
