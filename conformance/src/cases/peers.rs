@@ -295,13 +295,17 @@ pub const C6_CAPTURE_CYCLES_KEEP_RESOURCES_FLAT: Case = Case {
 /// scale_add, with b = (i mod 7) + 1: a backend that keeps parameters in
 /// memory blocks, as the Vulkan backend does, must keep 10,000 of them
 /// apart; 7 does not divide any block count a backend groups them by).
+/// The same launches run eager first, with the same sum.
 ///
 /// Mutations: make the CPU backend keep only the first 4,096 recorded
 /// launches of a graph (a fixed-size recording) → red at "x after one
 /// replay: [16381.0, …] != [39994.0, …]"; make the Vulkan backend put
 /// every dispatch's parameter block in its first parameter buffer
 /// (`params::slot`'s buffer index 0: blocks 1024 apart shared) → red on
-/// vulkan:0 (lavapipe).
+/// vulkan:0 (lavapipe); make its eager batches write every dispatch's
+/// block to the first one → red on vulkan:0 at "x after the launches
+/// eager" (the suite's other eager launches of several parameters in one
+/// batch: only `c4_decode_stack_eager_and_captured_identical` saw it).
 pub const C1_TEN_THOUSAND_LAUNCHES_IN_ONE_CAPTURE: Case = Case {
     name: "c1_ten_thousand_launches_in_one_capture",
     rule: Rule::C1,
@@ -313,6 +317,13 @@ pub const C1_TEN_THOUSAND_LAUNCHES_IN_ONE_CAPTURE: Case = Case {
         let b = |i: u32| (i % 7 + 1) as f32;
         // Σ b over one replay: exact in f32 (every partial sum < 2^24).
         let sum: f32 = (0..launches).map(b).sum();
+        let x = d.buffer_from(&[0.0f32; 4])?;
+        // The same launches eager first: a device that batches eager
+        // launches keeps each one's parameters apart in a batch too.
+        for i in 0..launches {
+            d.launch(&ops::scale_add(x.id(), x.id(), 4, 1.0, b(i)))?;
+        }
+        check_eq!(x.read()?, vec![sum; 4], "x after the launches eager");
         let x = d.buffer_from(&[0.0f32; 4])?;
         let s = d.capture()?;
         for i in 0..launches {
