@@ -298,11 +298,10 @@ mod tests {
     /// The two decorations go before the module's first annotation (after
     /// its debug names, before its types); a patched module, which has no
     /// push constant left, is kept as it is; a binding a storage buffer
-    /// uses is refused, as is a push-constant block with a binding of its
-    /// own. Mutations: insert after the types → red.
+    /// uses is refused. Mutations: insert after the types → red.
     #[test]
     fn the_decorations_open_the_annotation_section_and_nothing_is_patched_twice() {
-        let words = seam_kernels::spirv(OpKind::Add).unwrap();
+        let (words, _, _) = add_module();
         let n = OpKind::Add.signature().len() as u32;
         let patched = params_as_uniform(words, n).unwrap();
         let insts = instructions(&patched).unwrap();
@@ -323,16 +322,6 @@ mod tests {
             params_as_uniform(words, 0).is_err(),
             "binding 0 is a buffer's"
         );
-        // The decorations without the class change: a push-constant
-        // variable that has a binding.
-        let mut bound = patched.clone();
-        for &(at, o, c) in &insts {
-            if o == OP_VARIABLE && c >= 4 && patched[at + 3] == CLASS_UNIFORM {
-                bound[at + 3] = CLASS_PUSH_CONSTANT;
-            }
-        }
-        let e = params_as_uniform(&bound, n).unwrap_err();
-        assert!(e.contains("already has a binding"), "{e}");
     }
 
     /// The checks look at the block's own struct and pointer type, found
@@ -343,42 +332,22 @@ mod tests {
     /// search, `==` → `!=` in the variable's → red.
     #[test]
     fn the_block_is_found_by_its_ids() {
-        let words = seam_kernels::spirv(OpKind::Add).unwrap();
+        let (words, insts, var) = add_module();
         let n = OpKind::Add.signature().len() as u32;
-        let insts = instructions(words).unwrap();
-        let var = insts
-            .iter()
-            .find(|&&(at, o, c)| o == OP_VARIABLE && c >= 4 && words[at + 3] == CLASS_PUSH_CONSTANT)
-            .map(|&(at, _, _)| (words[at + 1], words[at + 2]))
-            .unwrap();
-        let (ptr, _) = var;
-        let pointee = insts
-            .iter()
-            .find(|&&(at, o, c)| o == OP_TYPE_POINTER && c == 4 && words[at + 1] == ptr)
-            .map(|&(at, _, _)| words[at + 3])
-            .unwrap();
+        let (_, ptr, pointee) = block_pointer(words, &insts, var);
         // OpName %ptr "params_" (7 bytes and a NUL: two words), placed
         // where debug names go: before the annotations and the types.
-        let first_annotation = insts
-            .iter()
-            .find(|&&(_, o, _)| o == OP_DECORATE || OP_ANNOTATIONS.contains(&o))
-            .map(|&(at, _, _)| at)
-            .unwrap();
+        let first = first_annotation(&insts);
         let mut name = vec![ptr];
         name.extend(literal("params_"));
-        let named = [
-            &words[..first_annotation],
-            &instruction(5, &name)[..],
-            &words[first_annotation..],
-        ]
-        .concat();
+        let named = [&words[..first], &instruction(5, &name)[..], &words[first..]].concat();
         let plain = params_as_uniform(words, n).unwrap();
         let patched = params_as_uniform(&named, n).unwrap();
         assert_eq!(patched.len(), plain.len() + 4, "the name's 4 words kept");
         // The block's struct loses its Block decoration (the instruction
         // becomes another decoration of the struct).
         let mut unblocked = words.to_vec();
-        let (at, c) = insts
+        let at = insts
             .iter()
             .find(|&&(at, o, c)| {
                 o == OP_DECORATE
@@ -386,9 +355,8 @@ mod tests {
                     && words[at + 1] == pointee
                     && words[at + 2] == DECORATION_BLOCK
             })
-            .map(|&(at, _, c)| (at, c))
+            .map(|&(at, _, _)| at)
             .unwrap();
-        unblocked[at] = ((c as u32) << 16) | OP_DECORATE;
         unblocked[at + 2] = 1; // SpecId: any decoration but Block
         let e = params_as_uniform(&unblocked, n).unwrap_err();
         assert!(e.contains("not decorated Block"), "{e}");
@@ -412,6 +380,30 @@ mod tests {
         [&words[..at], &words[at + n..]].concat()
     }
 
+    /// Where the module's first annotation starts (a word offset).
+    fn first_annotation(insts: &Instructions) -> usize {
+        insts
+            .iter()
+            .find(|&&(_, o, _)| o == OP_DECORATE || OP_ANNOTATIONS.contains(&o))
+            .map(|&(at, _, _)| at)
+            .unwrap()
+    }
+
+    /// The block variable `var`'s pointer type: where it starts, its id and
+    /// the id of the type it points at.
+    fn block_pointer(words: &[u32], insts: &Instructions, var: u32) -> (usize, u32, u32) {
+        let ptr = insts
+            .iter()
+            .find(|&&(at, o, c)| o == OP_VARIABLE && c >= 4 && words[at + 2] == var)
+            .map(|&(at, _, _)| words[at + 1])
+            .unwrap();
+        insts
+            .iter()
+            .find(|&&(at, o, c)| o == OP_TYPE_POINTER && c == 4 && words[at + 1] == ptr)
+            .map(|&(at, _, _)| (at, ptr, words[at + 3]))
+            .unwrap()
+    }
+
     /// Each refusal, on the module it is for: a block whose pointer type
     /// points at a scalar; a block with a binding of its own (either
     /// decoration alone); a binding a storage buffer of set 0 has (binding
@@ -429,22 +421,14 @@ mod tests {
             .find(|&&(at, o, _)| o == 21 && word_of(at, 1) == 32)
             .map(|&(at, _, _)| word_of(at, 0))
             .unwrap();
-        let ptr = insts
-            .iter()
-            .find(|&&(at, o, _)| o == OP_VARIABLE && word_of(at, 1) == var)
-            .map(|&(at, _, _)| word_of(at, 0))
-            .unwrap();
+        let (at, _, _) = block_pointer(words, &insts, var);
         let mut scalar = words.to_vec();
-        let at = insts
-            .iter()
-            .find(|&&(at, o, c)| o == OP_TYPE_POINTER && c == 4 && word_of(at, 0) == ptr)
-            .map(|&(at, _, _)| at)
-            .unwrap();
         scalar[at + 3] = uint;
         let e = params_as_uniform(&scalar, n).unwrap_err();
         assert!(e.contains("not a struct"), "{e}");
         // A binding of its own: the patched module with the variable's
-        // class put back, then with one of its two decorations removed.
+        // class put back (both decorations), then with one of the two
+        // removed.
         let patched = params_as_uniform(words, n).unwrap();
         let mut bound = patched.clone();
         for &(at, o, c) in &instructions(&patched).unwrap() {
@@ -452,6 +436,8 @@ mod tests {
                 bound[at + 3] = CLASS_PUSH_CONSTANT;
             }
         }
+        let e = params_as_uniform(&bound, n).unwrap_err();
+        assert!(e.contains("already has a binding"), "{e}");
         for decoration in [DECORATION_BINDING, DECORATION_DESCRIPTOR_SET] {
             let (at, c) = instructions(&bound)
                 .unwrap()
@@ -501,11 +487,7 @@ mod tests {
     #[test]
     fn what_precedes_the_annotations_is_kept_in_front() {
         let (words, insts, _) = add_module();
-        let first = insts
-            .iter()
-            .find(|&&(_, o, _)| o == OP_DECORATE || OP_ANNOTATIONS.contains(&o))
-            .map(|&(at, _, _)| at)
-            .unwrap();
+        let first = first_annotation(&insts);
         assert!(first > HEADER_WORDS);
         let patched = params_as_uniform(words, 3).unwrap();
         assert_eq!(patched[..first], words[..first]);
