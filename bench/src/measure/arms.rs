@@ -5,7 +5,7 @@
 use super::{err, randoms, submit, us, Config, Meta, Res, Sink};
 use crate::stats::reps_for;
 use crate::timed::timed;
-use seam::{ops, DType, Device, GraphRef, OpCall, OpKind};
+use seam::{ops, DType, Device, Graph, GraphRef, OpCall, OpKind};
 use seam_backends::DeviceSlot;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -30,6 +30,36 @@ pub(super) fn pipelined(
         v.push(us(t) / per as f64);
     }
     Ok(v)
+}
+
+/// Host times of one graph's replays, each queued and waited for on its
+/// own: the best of three warm-up replays (`est`), then as many as fit
+/// `budget` µs (15 to 3000), their submit and end-to-end times.
+pub(super) struct Replays {
+    pub(super) est: f64,
+    pub(super) sub: Vec<f64>,
+    pub(super) e2e: Vec<f64>,
+}
+
+/// Replay `g` and wait, as [`Replays`] says.
+pub(super) fn replays(dev: &Device, g: &Graph, budget: f64) -> Res<Replays> {
+    let mut est = f64::MAX;
+    for _ in 0..3 {
+        let t = Instant::now();
+        g.replay().map_err(err)?;
+        dev.synchronize().map_err(err)?;
+        est = est.min(us(t));
+    }
+    let reps = reps_for(budget, est, 15, 3000);
+    let (mut sub, mut e2e) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
+    for _ in 0..reps {
+        let t = Instant::now();
+        g.replay().map_err(err)?;
+        sub.push(us(t));
+        dev.synchronize().map_err(err)?;
+        e2e.push(us(t));
+    }
+    Ok(Replays { est, sub, e2e })
 }
 
 /// Eager, one-time capture costs, replay, pipelined and re-recorded runs of `calls`.
@@ -94,22 +124,7 @@ pub(super) fn measure(
     out.row(m.row("graph", "capture_us", &cap));
     out.row(m.row("graph", "instantiate_us", &inst));
     out.row(m.row("graph", "first_replay_us", &first));
-    let mut est = f64::MAX;
-    for _ in 0..3 {
-        let t = Instant::now();
-        g.replay().map_err(err)?;
-        dev.synchronize().map_err(err)?;
-        est = est.min(us(t));
-    }
-    let reps = reps_for(budget, est, 15, 3000);
-    let (mut sub, mut e2e) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
-    for _ in 0..reps {
-        let t = Instant::now();
-        g.replay().map_err(err)?;
-        sub.push(us(t));
-        dev.synchronize().map_err(err)?;
-        e2e.push(us(t));
-    }
+    let Replays { est, sub, e2e } = replays(dev, &g, budget)?;
     out.row(m.row("graph", "submit_us", &sub));
     out.row(m.row("graph", "e2e_us", &e2e));
     let pipe = pipelined(dev, est, budget, || g.replay())?;

@@ -8,13 +8,12 @@
 //! backend through seam: CUDA C with 16-byte loads where the view is
 //! 16-byte aligned, WGSL with four loads in flight per invocation.
 
+use super::arms::{replays, Replays};
 use super::workloads::Stack;
-use super::{err, us, Config, Meta, Res, Sink};
-use crate::stats::reps_for;
+use super::{err, Config, Meta, Res, Sink};
 use seam::kernel::{CudaSource, Field, KernelDef, ParamError};
 use seam::ops::{Access, Binding};
 use seam::{ops, DType, Device, Params, Tolerance};
-use std::time::Instant;
 
 /// Workgroups of `read_f32` (about eight per SM on the H200's 132).
 const GROUPS: u32 = 1024;
@@ -144,7 +143,10 @@ pub(super) fn read_floor(
     out: &mut dyn Sink,
 ) -> Res<()> {
     if !dev.capture_support().is_supported() {
-        return Ok(());
+        return Err(format!(
+            "no capture ({:?}): the read floor is a replay",
+            dev.capture_support()
+        ));
     }
     dev.register_kernel(&READ).map_err(err)?;
     let n = (m.hidden * m.hidden) as u32;
@@ -169,24 +171,10 @@ pub(super) fn read_floor(
         dev.launch(c).map_err(err)?;
     }
     let g = scope.end_graph().map_err(err)?;
-    let mut est = f64::MAX;
-    for _ in 0..3 {
-        let t = Instant::now();
-        g.replay().map_err(err)?;
-        dev.synchronize().map_err(err)?;
-        est = est.min(us(t));
-    }
+    let Replays { e2e, .. } = replays(dev, &g, cfg.budget_us)?;
     let sums = partials[0].read().map_err(err)?;
     if sums.iter().any(|v| !v.is_finite()) {
         return Err("read_f32 gave a non-finite partial sum".into());
-    }
-    let reps = reps_for(cfg.budget_us, est, 15, 3000);
-    let mut e2e = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        let t = Instant::now();
-        g.replay().map_err(err)?;
-        dev.synchronize().map_err(err)?;
-        e2e.push(us(t));
     }
     out.row(m.row("graph", "e2e_us", &e2e));
     Ok(())
