@@ -121,6 +121,24 @@ pub const C13_REBIND_EQUALS_FRESH_CAPTURE: Case = Case {
 /// Elements of each add queued ahead of the replays.
 const AHEAD: usize = 1 << 22;
 
+/// Queue four adds over [`AHEAD`] elements, then three replays of `g`, so
+/// the replays are still queued when the caller's update comes, however
+/// fast the device runs the graph (an optimised CPU reference drained
+/// three replays of a 256-element add before the update, and the queued
+/// cases could no longer tell). The work's buffer is returned: the caller
+/// holds it past its update, so nothing about freeing it can drain the
+/// queue first.
+fn three_replays_behind_queued_work(d: &Device, g: &Graph) -> seam::Result<Buffer<u32>> {
+    let ahead = d.buffer_from(&vec![1u32; AHEAD])?;
+    for _ in 0..4 {
+        d.launch(&ops::add(ahead.id(), ahead.id(), ahead.id(), AHEAD as u32))?;
+    }
+    for _ in 0..3 {
+        g.replay()?;
+    }
+    Ok(ahead)
+}
+
 pub const C13_QUEUED_REPLAYS_KEEP_OLD_BINDINGS: Case = Case {
     name: "c13_queued_replays_keep_old_bindings",
     rule: Rule::C13,
@@ -130,20 +148,10 @@ pub const C13_QUEUED_REPLAYS_KEEP_OLD_BINDINGS: Case = Case {
         let d = &cx.dev;
         let one = d.buffer_from(&[1u32; 256])?;
         let (x, y) = (d.buffer_from(&[0u32; 256])?, d.buffer_from(&[100u32; 256])?);
-        let ahead = d.buffer_from(&vec![1u32; AHEAD])?;
         let s = d.capture()?;
         d.launch(&ops::add(x.id(), one.id(), x.id(), 256))?;
         let g = s.end_graph()?;
-        // Work queued ahead of the replays, long enough that they are still
-        // queued when the rebind comes, however fast the device runs a
-        // 256-element add (an optimised CPU reference drained three such
-        // replays before the rebind, and the case could no longer tell).
-        for _ in 0..4 {
-            d.launch(&ops::add(ahead.id(), ahead.id(), ahead.id(), AHEAD as u32))?;
-        }
-        for _ in 0..3 {
-            g.replay()?;
-        }
+        let _ahead = three_replays_behind_queued_work(d, &g)?;
         g.device()
             .update(&g, &Change::rebinds(&[(x.id(), y.id())]))?;
         g.replay()?;
@@ -180,16 +188,10 @@ pub const C13_QUEUED_REPLAYS_KEEP_OLD_PARAMS: Case = Case {
         let d = &cx.dev;
         let n = 256;
         let x = d.buffer_from(&vec![0.0f32; n])?;
-        let ahead = d.buffer_from(&vec![1u32; AHEAD])?;
         let s = d.capture()?;
         d.launch(&ops::scale_add(x.id(), x.id(), n as u32, 1.0, 1.0))?;
         let g = s.end_graph()?;
-        for _ in 0..4 {
-            d.launch(&ops::add(ahead.id(), ahead.id(), ahead.id(), AHEAD as u32))?;
-        }
-        for _ in 0..3 {
-            g.replay()?;
-        }
+        let _ahead = three_replays_behind_queued_work(d, &g)?;
         let params = ops::scale_add(x.id(), x.id(), n as u32, 1.0, 10.0).params;
         g.device()
             .update(&g, &[Change::Params { index: 0, params }])?;
