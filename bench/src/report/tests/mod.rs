@@ -260,7 +260,8 @@ fn update_table_lists_every_arm_with_its_in_place_update() {
 /// (L, H), whichever seam backend measured it: seam cuda's decode replay
 /// is judged against it (≤ 1.10×) with every other arm's ratio shown, and
 /// the decode table gets the floor and each arm's ratio. Mutations: take
-/// the slowest read (`min_by` → `max_by`), or judge vulkan's replay → red.
+/// the slowest read (`min_by` → `max_by`), take an empty row's 0 µs
+/// (`> 0.0` → `>= 0.0`), or judge vulkan's replay → red.
 #[test]
 fn the_read_floor_is_the_fastest_read_of_the_same_weights() {
     let (l, h) = (32, 8192);
@@ -287,9 +288,21 @@ fn the_read_floor_is_the_fastest_read_of_the_same_weights() {
             "seam", dev, "graph", "read", h, l, l, "e2e_us", us,
         ));
     }
-    // A read of another step is not this step's floor.
+    // A read of another step is not this step's floor, nor is a row that
+    // measured nothing (a median of 0).
     rows.push(input::r(
         "seam", "cuda", "graph", "read", 4096, l, l, "e2e_us", 10.0,
+    ));
+    rows.push(input::r(
+        "seam-cudaonly",
+        "cuda",
+        "graph",
+        "read",
+        h,
+        l,
+        l,
+        "e2e_us",
+        0.0,
     ));
     let input = Input {
         rows,
