@@ -246,6 +246,7 @@ mod tests {
                 subnormals: None,
                 update_support: None,
                 node_timing: None,
+                conditional_support: None,
                 open_error: None,
             }],
             missing: vec![MissingRecord {

@@ -58,6 +58,7 @@ pub enum Rule {
     C11,
     C12,
     C13,
+    C14,
 }
 
 impl fmt::Display for Rule {
@@ -78,26 +79,31 @@ pub enum Tag {
     NeedsHalf,
     /// Uses more than one host thread ([`seam::Capability::Threads`]).
     Threads,
+    /// Needs `conditional_support()` to be Native or Emulated (C14).
+    NeedsConditional,
 }
 
 impl Tag {
-    /// Why a device of `registration` reporting `support` cannot run a case
-    /// with this tag, if it cannot.
-    pub fn unmet(
-        self,
-        registration: &seam::Registration,
-        support: &seam::CaptureSupport,
-    ) -> Option<String> {
+    /// Why `dev`, of `registration`, cannot run a case with this tag, if
+    /// it cannot (what the device reports of itself, or what its
+    /// registration declares).
+    pub fn unmet(self, registration: &seam::Registration, dev: &seam::Device) -> Option<String> {
         let lacks = |c: seam::Capability| {
             (!registration.has(c))
                 .then(|| format!("{} does not declare {c:?} support", registration.name))
         };
         match self {
-            Tag::NeedsCapture => match support {
+            Tag::NeedsCapture => match dev.capture_support() {
                 seam::CaptureSupport::Unsupported(reason) => {
                     Some(format!("capture unsupported: {reason}"))
                 }
                 _ => None,
+            },
+            Tag::NeedsConditional => match dev.conditional_support() {
+                seam::ConditionalSupport::Unsupported(reason) => {
+                    Some(format!("conditional bodies unsupported: {reason}"))
+                }
+                _ => Tag::NeedsCapture.unmet(registration, dev),
             },
             Tag::NeedsHalf => lacks(seam::Capability::Half),
             Tag::Threads => lacks(seam::Capability::Threads),

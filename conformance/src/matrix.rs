@@ -30,6 +30,9 @@ pub struct Column {
     /// How the device times the launches inside a replay (C10), `—`
     /// where the report predates it.
     pub node_timing: String,
+    /// How the device runs conditional bodies (C14), `—` where the report
+    /// predates it.
+    pub conditional: String,
     /// Index into [`Matrix::sources`].
     pub source: usize,
 }
@@ -266,18 +269,19 @@ pub fn markdown(m: &Matrix) -> String {
             md(&src.summary_line())
         );
     }
-    s.push_str("\n## Devices\n\n| column | device | backend | driver / runtime | capture | graph update | node timing |\n|---|---|---|---|---|---|---|\n");
+    s.push_str("\n## Devices\n\n| column | device | backend | driver / runtime | capture | graph update | node timing | conditional bodies |\n|---|---|---|---|---|---|---|---|\n");
     for c in &m.columns {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
             md(&c.key()),
             md(&c.name),
             md(&c.backend),
             md(&c.driver),
             md(&c.capture),
             md(&c.update),
-            md(&c.node_timing)
+            md(&c.node_timing),
+            md(&c.conditional)
         );
     }
     s.push_str("\n## Matrix\n\n| case | rule |");
@@ -402,8 +406,8 @@ pub fn html(m: &Matrix) -> String {
             s,
             "<th class=\"dev\" title=\"{}\">{}<br><span class=\"small\">{}</span><br><span class=\"small\">{}</span><br><span class=\"small\">{}</span></th>",
             escape(&format!(
-                "{} — capture {}, graph update {}, node timing {}",
-                c.name, c.capture, c.update, c.node_timing
+                "{} — capture {}, graph update {}, node timing {}, conditional bodies {}",
+                c.name, c.capture, c.update, c.node_timing, c.conditional
             )),
             escape(&c.device),
             escape(&c.machine),

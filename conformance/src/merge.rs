@@ -245,6 +245,10 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Matrix, MergeError> {
                     .node_timing
                     .as_ref()
                     .map_or_else(|| "—".to_string(), |n| format!("{n:?}")),
+                conditional: d
+                    .conditional_support
+                    .as_ref()
+                    .map_or_else(|| "—".to_string(), |c| format!("{c:?}")),
                 source: i,
             };
             // The same device on the same machine twice (two runs): keep both.

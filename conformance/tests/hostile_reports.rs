@@ -118,6 +118,7 @@ fn base() -> Report {
                 subnormals: None,
                 update_support: None,
                 node_timing: None,
+                conditional_support: None,
                 open_error: None,
             })
             .collect(),

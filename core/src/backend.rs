@@ -80,6 +80,51 @@ pub enum NodeTiming {
     Unavailable(String),
 }
 
+/// How a device runs conditional bodies inside a captured graph (C14:
+/// [`CaptureScope::run_while`](crate::CaptureScope::run_while) and
+/// [`CaptureScope::run_if`](crate::CaptureScope::run_if)), reported like
+/// capture support; what it says must be what happens.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "reason")]
+pub enum ConditionalSupport {
+    /// The driver's own conditional nodes decide on the device.
+    Native,
+    /// The same semantics without a driver primitive; the reason says how.
+    Emulated(String),
+    /// A conditional body is refused with
+    /// [`ErrorKind::ConditionalUnsupported`], and why.
+    Unsupported(String),
+}
+
+/// What decides whether a conditional body runs: IF runs it once when the
+/// condition is non-zero; WHILE runs it while the condition is non-zero,
+/// read before each iteration, at most `max_iterations` times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConditionalKind {
+    /// Run the body once if the condition is non-zero.
+    If,
+    /// Run the body while the condition is non-zero, at most
+    /// `max_iterations` (≥ 1) times.
+    While {
+        /// The bound on iterations (core refuses 0).
+        max_iterations: u32,
+    },
+}
+
+/// A conditional body as a backend is told of it: its kind and the `u32`
+/// condition, `byte_offset` bytes into `cond` (core checked the word lies
+/// in the buffer and that the buffer holds `u32`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conditional {
+    /// IF or WHILE.
+    pub kind: ConditionalKind,
+    /// The buffer holding the condition.
+    pub cond: RawBuffer,
+    /// Where in it, in bytes (a multiple of 4).
+    pub byte_offset: u64,
+}
+
 /// What a device guarantees for subnormal (denormal) f32 values in shader
 /// arithmetic (C11). `Preserved`: every f32 kernel gives the CPU
 /// reference's bits with subnormal inputs and results too. `MayFlush`: a
@@ -321,6 +366,40 @@ pub trait Backend: Send {
         _changes: &[(usize, Launch)],
     ) -> Result<(), ErrorKind> {
         Err(ErrorKind::UpdateUnsupported)
+    }
+
+    // --- conditional bodies (C14; optional) ---
+    /// How this device runs conditional bodies. The default runs none.
+    fn conditional_support(&self) -> ConditionalSupport {
+        ConditionalSupport::Unsupported(format!(
+            "the {} backend has no conditional bodies",
+            self.info().backend
+        ))
+    }
+    /// Open a conditional body inside the open capture: the launches (and
+    /// nested bodies) until the matching [`Backend::end_conditional`] are
+    /// its body. Called only while capturing, from the capturing thread,
+    /// and only where `conditional_support()` is not `Unsupported`.
+    ///
+    /// # Safety
+    /// `c.cond` is live and `c.byte_offset + 4` lies within it (core keeps
+    /// it alive as long as the graph).
+    unsafe fn begin_conditional(&mut self, _c: &Conditional) -> Result<(), ErrorKind> {
+        Err(ErrorKind::ConditionalUnsupported {
+            reason: format!(
+                "the {} backend has no conditional bodies",
+                self.info().backend
+            ),
+        })
+    }
+    /// Close the innermost open conditional body.
+    fn end_conditional(&mut self) -> Result<(), ErrorKind> {
+        Err(ErrorKind::ConditionalUnsupported {
+            reason: format!(
+                "the {} backend has no conditional bodies",
+                self.info().backend
+            ),
+        })
     }
 
     /// What this device guarantees for f32 subnormals (C11). The default

@@ -162,6 +162,46 @@ pub enum ErrorKind {
         dtype: DType,
     },
 
+    // --- conditional bodies (C14) ---
+    #[error("conditional bodies are not supported here: {reason}")]
+    /// A conditional body on a device that runs none.
+    ConditionalUnsupported {
+        /// Why (the device's `conditional_support`).
+        reason: String,
+    },
+    #[error("a WHILE body needs max_iterations of at least 1")]
+    /// A WHILE whose bound is 0.
+    ZeroIterations,
+    #[error("a condition is one u32; buffer {id} holds {found}")]
+    /// A condition in a buffer of another element type.
+    ConditionDType {
+        /// The buffer's id.
+        id: u64,
+        /// Its element type.
+        found: DType,
+    },
+    #[error("the condition at element {offset} lies past the end of buffer {id} ({len} elements)")]
+    /// A condition outside its buffer.
+    ConditionOutOfRange {
+        /// The buffer's id.
+        id: u64,
+        /// The element asked for.
+        offset: usize,
+        /// The buffer's length.
+        len: usize,
+    },
+    #[error(
+        "{open} conditional body(ies) still open: close them (end_body) before ending the capture"
+    )]
+    /// A capture ended with a conditional body open; the capture stays open.
+    UnclosedConditional {
+        /// How many bodies are open.
+        open: usize,
+    },
+    #[error("no conditional body is open to close")]
+    /// `end_body` with no body open.
+    NoOpenConditional,
+
     // --- argument validation (C12) ---
     #[error("unknown or freed buffer {id}")]
     /// A buffer id this device does not hold (never made, or freed).

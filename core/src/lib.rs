@@ -6,7 +6,7 @@
 //! counting and tracing. Backend authors read `backend.rs`; users touch
 //! [`Device`], [`Buffer`], [`Graph`] and [`CaptureScope`].
 //!
-//! The contract every backend is held to (C1–C13) is in `docs/contract.md`
+//! The contract every backend is held to (C1–C14) is in `docs/contract.md`
 //! and pinned by the `seam-conformance` suite.
 #![warn(missing_docs)]
 
@@ -30,8 +30,8 @@ pub mod wait;
 pub mod wgsl;
 
 pub use backend::{
-    Backend, CaptureSupport, DeviceInfo, DeviceSpan, NodeTiming, Nodes, ReplayTarget,
-    ResourceCounts, Subnormals, UpdateSupport,
+    Backend, CaptureSupport, Conditional, ConditionalKind, ConditionalSupport, DeviceInfo,
+    DeviceSpan, NodeTiming, Nodes, ReplayTarget, ResourceCounts, Subnormals, UpdateSupport,
 };
 pub use device::{Buffer, CaptureScope, Change, Device, Graph, GraphRef, Live, LowLevel};
 pub use dtype::{DType, Element};

@@ -2,7 +2,7 @@
 //! CI): edge shapes of every op (1 element, 300,000 elements, 70,000 rows)
 //! eager and captured against the CPU reference, scale_add's exact fusion,
 //! timestamp-query pool reuse, and views at odd offsets and user kernels
-//! (`view_trials.rs`, shared with seam-wgpu). The contract itself (C1–C13) is the
+//! (`view_trials.rs`, shared with seam-wgpu). The contract itself (C1–C14) is the
 //! conformance suite's, never copied here. Where there is no Vulkan device
 //! each test is an ignored trial that says why (`harness = false`).
 

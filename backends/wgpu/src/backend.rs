@@ -12,6 +12,7 @@ use seam::{
 };
 use std::collections::HashMap;
 
+mod bodies;
 mod host;
 pub(crate) mod timing;
 
@@ -42,13 +43,15 @@ pub struct WgpuBackend {
     bind_groups: HashMap<(OpKind, Vec<u64>), wgpu::BindGroup>,
     /// Eager launches not yet submitted, in launch order.
     pending: Vec<Dispatch>,
-    /// Dispatches recorded since begin_capture.
-    recording: Option<Vec<Dispatch>>,
+    /// Dispatches (and conditional bodies) recorded since begin_capture.
+    recording: Option<bodies::Recording>,
     /// The capture under way is node-timed (node timing was on at its start).
     recording_nodes: bool,
     /// The current graph's dispatches and each handle's.
     graphs: Graphs<Graph>,
     staging: Option<wgpu::Buffer>,
+    /// The conditional bodies' gate, made the first time a graph has one.
+    gate: Option<bodies::Gate>,
     /// Device and node timing (`timing.rs`).
     timing: timing::Timing,
     /// Last: drops after every wgpu object of the device (`gpu.rs`).
@@ -95,6 +98,7 @@ impl WgpuBackend {
             recording_nodes: false,
             graphs: Graphs::new(),
             staging: None,
+            gate: None,
             timing: timing::Timing::default(),
             _teardown: teardown,
         })
@@ -181,6 +185,7 @@ impl WgpuBackend {
             bind_group,
             immediates: launch.immediates(),
             groups,
+            indirect: None,
         })
     }
 
@@ -242,7 +247,9 @@ impl WgpuBackend {
                 .checked("wgpu::Queue::submit", || self.gpu.queue.submit([commands]))?;
         }
         if let Some((tag, first)) = nodes {
-            self.timing.replayed(tag, first, steps.len() as u32);
+            let launch_of = graph.and_then(|g| g.launch_of.clone());
+            self.timing
+                .replayed(tag, first, steps.len() as u32, launch_of);
         }
         Ok(())
     }
@@ -362,7 +369,7 @@ impl Backend for WgpuBackend {
     unsafe fn launch(&mut self, launch: &Launch) -> Result<(), ErrorKind> {
         let d = self.resolve(launch)?;
         if let Some(rec) = &mut self.recording {
-            rec.push(d);
+            rec.dispatch(d);
             return Ok(());
         }
         self.pending.push(d);
@@ -385,28 +392,41 @@ impl Backend for WgpuBackend {
     }
 
     fn begin_capture(&mut self) -> Result<(), ErrorKind> {
-        self.recording = Some(Vec::new());
+        self.recording = Some(bodies::Recording::default());
         self.recording_nodes = self.timing.nodes_on;
         Ok(())
     }
 
     fn end_capture_into_current(&mut self) -> Result<(), ErrorKind> {
-        let dispatches = self.recording.take().ok_or(ErrorKind::NotCapturing)?;
+        let rec = self.recording.take().ok_or(ErrorKind::NotCapturing)?;
+        let graph = self.graph(rec)?;
         // The old exec's handles drop here; replays of it in flight keep what they use (C8).
-        self.graphs
-            .set_current(Graph::new(dispatches, self.recording_nodes));
+        self.graphs.set_current(graph);
         Ok(())
     }
 
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
-        let dispatches = self.recording.take().ok_or(ErrorKind::NotCapturing)?;
-        Ok(self
-            .graphs
-            .insert(Graph::new(dispatches, self.recording_nodes)))
+        let rec = self.recording.take().ok_or(ErrorKind::NotCapturing)?;
+        let graph = self.graph(rec)?;
+        Ok(self.graphs.insert(graph))
     }
 
     unsafe fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
         self.submit(Some(target))
+    }
+
+    /// Unrolled bodies of indirect dispatches, each copy gated on the
+    /// device (`conditional.rs`).
+    fn conditional_support(&self) -> seam::ConditionalSupport {
+        seam::ConditionalSupport::Emulated(bodies::HOW.into())
+    }
+
+    unsafe fn begin_conditional(&mut self, c: &seam::Conditional) -> Result<(), ErrorKind> {
+        self.begin_body(c)
+    }
+
+    fn end_conditional(&mut self) -> Result<(), ErrorKind> {
+        self.end_body()
     }
 
     unsafe fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {

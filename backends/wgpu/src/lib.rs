@@ -64,6 +64,7 @@
 //!   docs/wgpu.md).
 
 mod backend;
+mod conditional;
 mod dispatch;
 mod gpu;
 mod kernels;

@@ -74,6 +74,19 @@ pub(crate) struct Dispatch {
     /// `Params` and the views' element offsets, as the kernel receives them.
     pub(crate) immediates: Immediates,
     pub(crate) groups: (u32, u32, u32),
+    /// Inside a conditional body (C14): the workgroup counts are read
+    /// from this buffer at this byte offset when the device reaches the
+    /// dispatch (`conditional.rs`), not `groups`.
+    pub(crate) indirect: Option<(wgpu::Buffer, u64)>,
+}
+
+impl Dispatch {
+    fn dispatch(&self, pass: &mut wgpu::ComputePass<'_>) {
+        match &self.indirect {
+            Some((buffer, offset)) => pass.dispatch_workgroups_indirect(buffer, *offset),
+            None => pass.dispatch_workgroups(self.groups.0, self.groups.1, self.groups.2),
+        }
+    }
 }
 
 /// One dispatch of a captured graph with the pass state it must set, worked
@@ -127,6 +140,10 @@ pub(crate) struct Graph {
     pub(crate) steps: Vec<Step>,
     /// Captured with node timing on: a traced replay stamps every step.
     pub(crate) node_timed: bool,
+    /// With conditional bodies (unrolled, with gates): the launch each
+    /// step is (`None`: a gate), for its node span. Without: step `i` is
+    /// launch `i`.
+    pub(crate) launch_of: Option<std::sync::Arc<[Option<u32>]>>,
 }
 
 impl Graph {
@@ -146,7 +163,11 @@ impl Graph {
             );
             steps.push(Step { dispatch, sets });
         }
-        Graph { steps, node_timed }
+        Graph {
+            steps,
+            node_timed,
+            launch_of: None,
+        }
     }
 }
 
@@ -232,7 +253,7 @@ pub(crate) fn encode(
                     pass.set_pipeline(&d.pipeline);
                     pass.set_bind_group(0, &d.bind_group, &[]);
                     pass.set_immediates(0, &d.immediates);
-                    pass.dispatch_workgroups(d.groups.0, d.groups.1, d.groups.2);
+                    d.dispatch(&mut pass);
                 }
                 Slot::Step(i) => {
                     let s = &steps[i];
@@ -247,7 +268,7 @@ pub(crate) fn encode(
                     if sets.immediates {
                         pass.set_immediates(0, &d.immediates);
                     }
-                    pass.dispatch_workgroups(d.groups.0, d.groups.1, d.groups.2);
+                    d.dispatch(&mut pass);
                 }
             },
         );

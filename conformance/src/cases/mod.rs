@@ -6,6 +6,7 @@ use crate::Case;
 
 mod bad_input;
 mod bounds;
+mod conditional;
 mod extents;
 mod gemm_shapes;
 mod kernel_sources;
@@ -91,6 +92,12 @@ pub static ALL: &[Case] = &[
     update_checks::C13_BAD_UPDATES_REFUSED,
     update_checks::C13_REBINDS_LEAVE_RESOURCES_FLAT,
     update_checks::C13_UPDATE_REPORT_MATCHES_BEHAVIOUR,
+    conditional::C14_IF_FOLLOWS_ITS_CONDITION,
+    conditional::C14_WHILE_RUNS_AS_THE_HOST_LOOP,
+    conditional::C14_IF_NESTED_IN_WHILE,
+    conditional::C14_UPDATES_REACH_INSIDE_BODIES,
+    conditional::C14_MISUSE_REFUSED_CAPTURE_USABLE,
+    conditional::C14_REPORT_MATCHES_BEHAVIOUR,
 ];
 
 /// Cases over user kernels, each run once per kernel of the run
@@ -128,7 +135,7 @@ mod tests {
     #[test]
     fn every_rule_has_a_case() {
         use crate::Rule::*;
-        for r in [C1, C2, C3, C4, C5, C6, C7, C8, C9, C10, C11, C12, C13] {
+        for r in [C1, C2, C3, C4, C5, C6, C7, C8, C9, C10, C11, C12, C13, C14] {
             assert!(ALL.iter().any(|c| c.rule == r), "no case for {r}");
         }
     }

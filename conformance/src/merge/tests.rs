@@ -24,6 +24,7 @@ fn report(machine: &str, version: &str, devices: &[&str], trials: Vec<TrialRecor
                 subnormals: None,
                 update_support: None,
                 node_timing: None,
+                conditional_support: None,
                 open_error: None,
             })
             .collect(),

@@ -105,6 +105,10 @@ pub struct DeviceRecord {
     /// failed to open.
     #[serde(default)]
     pub node_timing: Option<seam::NodeTiming>,
+    /// How the device runs conditional bodies (C14); absent in reports
+    /// written before it was recorded, and for a device that failed to open.
+    #[serde(default)]
+    pub conditional_support: Option<seam::ConditionalSupport>,
     /// Why the device failed to open, when it did (its trials then fail).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_error: Option<String>,

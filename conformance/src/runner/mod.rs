@@ -143,6 +143,7 @@ fn plan_requiring(filter: &Filter, found: Discovery, required: &[String]) -> Pla
                 subnormals: Some(dev.subnormals().clone()),
                 update_support: Some(dev.update_support()),
                 node_timing: Some(dev.node_timing()),
+                conditional_support: Some(dev.conditional_support()),
                 open_error: None,
             }),
             Err(e) => devices.push(DeviceRecord {
@@ -154,6 +155,7 @@ fn plan_requiring(filter: &Filter, found: Discovery, required: &[String]) -> Pla
                 subnormals: None,
                 update_support: None,
                 node_timing: None,
+                conditional_support: None,
                 open_error: Some(e.to_string()),
             }),
         }
@@ -426,7 +428,7 @@ pub fn run_with(trial: &Trial, opts: RunOptions) -> Outcome {
                 dev.set_checked(kernel.is_some());
                 let needs_capture = (mode == Mode::Captured).then_some(Tag::NeedsCapture);
                 for tag in case.tags.iter().copied().chain(needs_capture) {
-                    if let Some(why) = tag.unmet(registration, dev.capture_support()) {
+                    if let Some(why) = tag.unmet(registration, &dev) {
                         return Ok((Some(why), None, None));
                     }
                 }

@@ -95,6 +95,17 @@ impl State {
         unsafe { self.backend.launch(launch) }
     }
 
+    /// Open a conditional body whose condition `conditional::lower_condition`
+    /// checked (or a graph's record of one: the graph keeps it alive).
+    pub(super) fn begin_conditional_raw(
+        &mut self,
+        c: &crate::backend::Conditional,
+    ) -> Result<(), ErrorKind> {
+        // SAFETY: the condition's buffer is live and the word lies in it
+        // (`lower_condition`; a graph holds its conditions in `uses`).
+        unsafe { self.backend.begin_conditional(c) }
+    }
+
     /// Replay a graph the tables hold.
     pub(super) fn replay_raw(&mut self, target: GraphRef) -> Result<(), ErrorKind> {
         let raw = self.replay_target(target)?;

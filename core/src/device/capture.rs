@@ -45,9 +45,27 @@ impl LowLevel<'_> {
         self.dev.end_capture_graph()
     }
     /// Drop what was recorded since `begin_capture`; the device stays
-    /// usable.
+    /// usable (open conditional bodies included).
     pub fn abort_capture(&self) -> Result<()> {
         self.dev.abort_capture()
+    }
+    /// Open an IF body (C14): what [`CaptureScope::run_if`](crate::CaptureScope::run_if)
+    /// does before its closure. Close it with [`LowLevel::end_body`]; a
+    /// capture ended with a body open is refused (`UnclosedConditional`)
+    /// and stays open.
+    pub fn begin_if(&self, cond: impl Into<crate::View>) -> Result<()> {
+        self.dev.begin_body(crate::ConditionalKind::If, cond.into())
+    }
+    /// Open a WHILE body (C14), as [`LowLevel::begin_if`].
+    pub fn begin_while(&self, cond: impl Into<crate::View>, max_iterations: u32) -> Result<()> {
+        self.dev.begin_body(
+            crate::ConditionalKind::While { max_iterations },
+            cond.into(),
+        )
+    }
+    /// Close the innermost open body (`NoOpenConditional` if none is).
+    pub fn end_body(&self) -> Result<()> {
+        self.dev.end_body()
     }
     /// What dropping an owned [`Buffer`](crate::Buffer) does, by id: the
     /// id is unusable from now on and the memory is freed as soon as that
@@ -81,6 +99,8 @@ impl Device {
                 node_timed: st.node_timing,
                 uses: BTreeSet::new(),
                 recorded: Vec::new(),
+                regions: Vec::new(),
+                open: Vec::new(),
             });
             st.trace.record(|| EventKind::BeginCapture);
             Ok(())
@@ -91,12 +111,25 @@ impl Device {
     /// is told, so a backend that fails (or panics) cannot leave core
     /// believing the capture is still open.
     fn take_capture(st: &mut State) -> std::result::Result<Capture, ErrorKind> {
+        Self::take_capture_with(st, false)
+    }
+
+    /// [`Device::take_capture`] for an end: refused while a conditional
+    /// body is open (C14), the capture left open for it to be closed.
+    fn take_closed_capture(st: &mut State) -> std::result::Result<Capture, ErrorKind> {
+        Self::take_capture_with(st, true)
+    }
+
+    fn take_capture_with(st: &mut State, closed: bool) -> std::result::Result<Capture, ErrorKind> {
         let me = std::thread::current().id();
         match &st.capture {
             None => Err(ErrorKind::NotCapturing),
             Some(c) if c.thread != me => Err(ErrorKind::CrossThreadCapture {
                 owner: format!("{:?}", c.thread),
             }),
+            Some(c) if closed && !c.open.is_empty() => {
+                Err(ErrorKind::UnclosedConditional { open: c.open.len() })
+            }
             Some(_) => Ok(st.capture.take().expect("checked above")),
         }
     }
@@ -113,7 +146,7 @@ impl Device {
     /// graph ([`GraphRef::Current`]), replacing the previous one.
     pub(crate) fn end_capture_into_current(&self) -> Result<()> {
         self.with("end_capture_into_current", |st| {
-            let cap = Self::take_capture(st)?;
+            let cap = Self::take_closed_capture(st)?;
             let r = st.backend.end_capture_into_current();
             if r.is_err() {
                 Self::stop_recording(st);
@@ -132,7 +165,7 @@ impl Device {
     /// Capture op 4: stop recording; the result is a new graph handle.
     pub(crate) fn end_capture_graph(&self) -> Result<GraphId> {
         self.with("end_capture_graph", |st| {
-            let cap = Self::take_capture(st)?;
+            let cap = Self::take_closed_capture(st)?;
             let r = st.backend.end_capture_graph();
             if r.is_err() {
                 Self::stop_recording(st);

@@ -168,8 +168,8 @@ pub struct CaptureScope<'d> {
 impl CaptureScope<'_> {
     /// End into a new owned graph handle.
     pub fn end_graph(mut self) -> Result<Graph> {
-        self.open = false;
         let id = self.dev.end_capture_graph()?;
+        self.open = false;
         Ok(Graph {
             dev: self.dev.clone(),
             id,
@@ -178,8 +178,9 @@ impl CaptureScope<'_> {
 
     /// End into the device's current graph ([`GraphRef::Current`]).
     pub fn end_into_current(mut self) -> Result<()> {
+        self.dev.end_capture_into_current()?;
         self.open = false;
-        self.dev.end_capture_into_current()
+        Ok(())
     }
 }
 

@@ -8,12 +8,14 @@
 //! - this file: the public API for work, accounting and tracing;
 //! - `memory`: alloc, free, write, read;
 //! - `capture`: begin/end/abort, replay, destroy;
+//! - `conditional`: IF and WHILE bodies inside a capture (C14);
 //! - `state`: the tables, the deferred-release sweep, teardown, the id space;
 //! - `handles`: ids and the owned handles (`Buffer`, `Graph`, `CaptureScope`).
 
 mod calls;
 mod capture;
 mod checked;
+mod conditional;
 mod handles;
 mod memory;
 mod state;

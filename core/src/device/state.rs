@@ -3,6 +3,7 @@
 //! frees and destroys once they are legal. Also the table of live devices
 //! that lets a device tell a foreign id from an unknown one (C12).
 
+use super::conditional::Region;
 use super::handles::{BufferId, GraphId, GraphRef};
 use crate::backend::{Backend, RawGraph, ReplayTarget};
 use crate::dtype::DType;
@@ -50,6 +51,8 @@ pub(super) struct ExecEntry {
     pub(super) raw: Option<RawGraph>,
     pub(super) uses: BTreeSet<BufferId>,
     pub(super) recorded: Vec<Recorded>,
+    /// Its conditional bodies (C14), in the order they were opened.
+    pub(super) regions: Vec<Region>,
     pub(super) replays: u64,
     pub(super) released: bool,
     /// Captured (or last re-recorded) while node timing was on: its traced
@@ -66,6 +69,7 @@ impl ExecEntry {
             raw,
             uses: cap.uses,
             recorded: cap.recorded,
+            regions: cap.regions,
             replays: 0,
             released: false,
             node_timed: cap.node_timed,
@@ -80,6 +84,10 @@ pub(super) struct Capture {
     pub(super) node_timed: bool,
     pub(super) uses: BTreeSet<BufferId>,
     pub(super) recorded: Vec<Recorded>,
+    /// Conditional bodies opened so far (C14), and which are still open
+    /// (indices into `regions`, innermost last).
+    pub(super) regions: Vec<Region>,
+    pub(super) open: Vec<usize>,
 }
 
 pub(super) struct State {

@@ -9,6 +9,7 @@
 //! re-record that fails after a partial patch leaves the graph refused
 //! (`GraphBroken`), never silently half-updated.
 
+use super::conditional::{lower_condition, walk, Region, Step};
 use super::handles::{BufferId, GraphRef};
 use super::state::{ExecEntry, Recorded, State};
 use super::Device;
@@ -216,7 +217,30 @@ fn rebind(
         .iter()
         .map(|b| swap(pairs, *b))
         .collect::<BTreeSet<BufferId>>();
-    apply(st, target, lowered, NewCalls::Rebound(pairs), Some(uses))
+    // A condition moves too (C14): the graph is then recorded anew.
+    let mut regions = entry.regions.clone();
+    let mut moved = false;
+    for r in regions.iter_mut() {
+        let cond = swap(pairs, r.cond);
+        if cond != r.cond {
+            let view = cond.view(r.offset, 1);
+            *r = Region {
+                cond,
+                raw: lower_condition(st, r.kind, view)?,
+                ..r.clone()
+            };
+            moved = true;
+        }
+    }
+    let regions = moved.then_some(regions);
+    apply(
+        st,
+        target,
+        lowered,
+        NewCalls::Rebound(pairs),
+        Some(uses),
+        regions,
+    )
 }
 
 /// An update of whole launches (index, new call).
@@ -251,9 +275,17 @@ fn replace_launches(
             };
             views.iter().map(|v| v.buffer)
         })
+        .chain(entry.regions.iter().map(|r| r.cond))
         .collect::<BTreeSet<BufferId>>();
     let (lowered, calls) = lower_changes(st, target, sorted)?;
-    apply(st, target, lowered, NewCalls::Given(calls), Some(uses))
+    apply(
+        st,
+        target,
+        lowered,
+        NewCalls::Given(calls),
+        Some(uses),
+        None,
+    )
 }
 
 fn check_updatable(st: &State, target: GraphRef) -> std::result::Result<&ExecEntry, ErrorKind> {
@@ -403,7 +435,9 @@ enum NewCalls<'a> {
 
 /// Patch or re-record `lowered` (launch index, validated launch; ascending
 /// indices), then store them with their calls. `uses`: the graph's buffer
-/// set afterwards, when the change alters it (a rebind). Only the changed
+/// set afterwards, when the change alters it (a rebind). `regions`: the
+/// graph's conditional bodies afterwards, when a rebind moved a condition
+/// (recorded anew: backends patch launches only). Only the changed
 /// launches are copied: the whole list is rebuilt only for a re-record.
 fn apply(
     st: &mut State,
@@ -411,14 +445,15 @@ fn apply(
     lowered: Lowered,
     calls: NewCalls<'_>,
     uses: Option<BTreeSet<BufferId>>,
+    regions: Option<Vec<Region>>,
 ) -> std::result::Result<(), ErrorKind> {
-    if lowered.is_empty() {
+    if lowered.is_empty() && regions.is_none() {
         return Ok(());
     }
     st.replay_target(target)?;
     let mut native = false;
     let mut patched_partly = false;
-    if st.backend.update_support() == UpdateSupport::Native {
+    if regions.is_none() && st.backend.update_support() == UpdateSupport::Native {
         match st.update_raw(target, &lowered) {
             Ok(()) => native = true,
             Err(_) => patched_partly = true,
@@ -436,7 +471,11 @@ fn apply(
                 None => r.launch.clone(),
             })
             .collect();
-        if let Err(e) = rerecord(st, target, &launches) {
+        let structure = match &regions {
+            Some(r) => r.clone(),
+            None => st.entry(target)?.regions.clone(),
+        };
+        if let Err(e) = rerecord(st, target, &launches, &structure) {
             if patched_partly {
                 let reason = format!("a failed in-place update could not be redone ({e})");
                 st.entry_mut(target)?.broken = Some(reason);
@@ -465,6 +504,9 @@ fn apply(
     if let Some(uses) = uses {
         entry.uses = uses;
     }
+    if let Some(regions) = regions {
+        entry.regions = regions;
+    }
     entry.broken = None;
     let graph = match target {
         GraphRef::Current => None,
@@ -490,13 +532,14 @@ fn rerecord(
     st: &mut State,
     target: GraphRef,
     launches: &[Launch],
+    regions: &[Region],
 ) -> std::result::Result<(), ErrorKind> {
     let keep = st.entry(target)?.node_timed;
     if keep == st.node_timing {
-        return record_again(st, target, launches);
+        return record_again(st, target, launches, regions);
     }
     st.backend.set_node_timing(keep)?;
-    let r = record_again(st, target, launches);
+    let r = record_again(st, target, launches, regions);
     let back = st.backend.set_node_timing(st.node_timing);
     r.and(back)
 }
@@ -505,13 +548,18 @@ fn record_again(
     st: &mut State,
     target: GraphRef,
     launches: &[Launch],
+    regions: &[Region],
 ) -> std::result::Result<(), ErrorKind> {
     st.backend.begin_capture()?;
-    for launch in launches {
-        if let Err(e) = st.launch_raw(launch) {
-            let _ = st.backend.abort_capture();
-            return Err(e);
-        }
+    // The capture calls that made the graph, its bodies' included (C14).
+    let recorded = walk(launches.len(), regions, &mut |step| match step {
+        Step::Launch(i) => st.launch_raw(&launches[i]),
+        Step::Begin(r) => st.begin_conditional_raw(&r.raw),
+        Step::End => st.backend.end_conditional(),
+    });
+    if let Err(e) = recorded {
+        let _ = st.backend.abort_capture();
+        return Err(e);
     }
     match target {
         GraphRef::Current => {

@@ -235,8 +235,9 @@ impl Backend for NullBackend {
 /// What a [`Forward`] wrapper does around the calls it forwards.
 ///
 /// `before` runs ahead of every call that can change or wait on the device
-/// (all but the queries `info`, `capture_support`,
-/// `update_support`, `subnormals`, `device_timing` and `live_resources`); an error it returns is the call's
+/// (all but the queries `info`, `capture_support`, `update_support`,
+/// `conditional_support`, `subnormals`, `device_timing` and
+/// `live_resources`); an error it returns is the call's
 /// result and the wrapped backend never sees the call. `after` runs once
 /// the wrapped backend returned, with when the call started.
 pub trait Hooks: Send {
@@ -361,6 +362,19 @@ impl<H: Hooks> Backend for Forward<H> {
     }
     fn subnormals(&self) -> crate::backend::Subnormals {
         self.inner.subnormals()
+    }
+    fn conditional_support(&self) -> crate::backend::ConditionalSupport {
+        self.inner.conditional_support()
+    }
+    unsafe fn begin_conditional(
+        &mut self,
+        c: &crate::backend::Conditional,
+    ) -> Result<(), ErrorKind> {
+        // SAFETY: forwarded unchanged; our caller's guarantees are the inner's.
+        self.call("begin_conditional", |b| unsafe { b.begin_conditional(c) })
+    }
+    fn end_conditional(&mut self) -> Result<(), ErrorKind> {
+        self.call("end_conditional", |b| b.end_conditional())
     }
     unsafe fn update_launches(
         &mut self,

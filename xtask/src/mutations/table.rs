@@ -5,6 +5,7 @@
 use super::Mutation;
 
 const CPU: &str = "backends/cpu/src/lib.rs";
+const PROGRAM: &str = "backends/cpu/src/program.rs";
 const REF: &str = "backends/cpu/src/reference.rs";
 const DEV: &str = "core/src/device/mod.rs";
 const MEM: &str = "core/src/device/memory.rs";
@@ -14,13 +15,14 @@ const HANDLES: &str = "core/src/device/handles.rs";
 const VAL: &str = "core/src/validate.rs";
 const UPDATE: &str = "core/src/device/update.rs";
 const CALLS: &str = "core/src/device/calls.rs";
+const COND: &str = "core/src/device/conditional.rs";
 
 pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c1_replay_reexecutes",
         file: CPU,
-        find: "        self.send(Command::RunGraph(graph.launches.clone(), nodes))",
-        replace: "        static SEEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);\n        if SEEN.swap(true, std::sync::atomic::Ordering::SeqCst) {\n            return Ok(());\n        }\n        self.send(Command::RunGraph(graph.launches.clone(), nodes))",
+        find: "        self.send(Command::RunGraph(graph.program.clone(), nodes))",
+        replace: "        static SEEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);\n        if SEEN.swap(true, std::sync::atomic::Ordering::SeqCst) {\n            return Ok(());\n        }\n        self.send(Command::RunGraph(graph.program.clone(), nodes))",
         what: "replay runs only the first time and serves that result afterwards (a snapshot)",
     },
     Mutation {
@@ -33,15 +35,15 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c1_capture_does_not_execute",
         file: CPU,
-        find: "                list.push(bound);\n                Ok(())",
-        replace: "                list.push(bound.clone());\n                self.send(Command::Run(Box::new(bound)))",
+        find: "                rec.launches.push(bound);\n                Ok(())",
+        replace: "                rec.launches.push(bound.clone());\n                self.send(Command::Run(Box::new(bound)))",
         what: "the CPU backend also runs launches while recording",
     },
     Mutation {
         case: "c1_dependent_chain_replays_in_order",
-        file: CPU,
-        find: "Command::RunGraph(g, None) => g.iter().for_each(",
-        replace: "Command::RunGraph(g, None) => g.iter().rev().for_each(",
+        file: PROGRAM,
+        find: "    (i..hi).for_each(run);",
+        replace: "    (i..hi).rev().for_each(run);",
         what: "replay runs the recorded list in reverse",
     },
     Mutation {
@@ -82,8 +84,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c4_eager_and_captured_identical",
         file: CPU,
-        find: "                list.push(bound);\n                Ok(())",
-        replace: "                let mut bound = bound;\n                if bound.launch.op == OpKind::ScaleAdd {\n                    std::mem::swap(&mut bound.launch.params.s0, &mut bound.launch.params.s1);\n                }\n                list.push(bound);\n                Ok(())",
+        find: "                rec.launches.push(bound);\n                Ok(())",
+        replace: "                let mut bound = bound;\n                if bound.launch.op == OpKind::ScaleAdd {\n                    std::mem::swap(&mut bound.launch.params.s0, &mut bound.launch.params.s1);\n                }\n                rec.launches.push(bound);\n                Ok(())",
         what: "scale_add's scalars are swapped when recorded",
     },
     Mutation {
@@ -166,29 +168,29 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c7_prepared_gemm_captures_and_replays",
         file: CPU,
-        find: "Command::RunGraph(g, None) => g.iter().for_each(",
-        replace: "Command::RunGraph(g, None) => g.iter().filter(|l| l.launch.op != OpKind::Gemm).for_each(",
+        find: "            Command::RunGraph(g, None) => g.each(|l| run_caught(l, &mut sticky)),",
+        replace: "            Command::RunGraph(g, None) => g.each(|l| if l.launch.op != OpKind::Gemm { run_caught(l, &mut sticky) }),",
         what: "replay skips GEMM launches",
     },
     Mutation {
         case: "c7_cold_vendor_op_fails_loudly_or_succeeds",
         file: CPU,
-        find: "                list.push(bound);\n                Ok(())",
-        replace: "                if bound.launch.op == OpKind::Gemm {\n                    bound.memory[0].lock().unwrap().fill(0);\n                }\n                list.push(bound);\n                Ok(())",
+        find: "                rec.launches.push(bound);\n                Ok(())",
+        replace: "                if bound.launch.op == OpKind::Gemm {\n                    bound.memory[0].lock().unwrap().fill(0);\n                }\n                rec.launches.push(bound);\n                Ok(())",
         what: "recording a GEMM corrupts its input",
     },
     Mutation {
         case: "c8_destroy_while_replay_in_flight",
         file: CPU,
-        find: "            Command::RunGraph(g, None) => g.iter().for_each(|l| run_caught(l, &mut sticky)),",
-        replace: "            Command::RunGraph(g, None) if Arc::strong_count(&g) > 1 => g.iter().for_each(|l| run_caught(l, &mut sticky)),\n            Command::RunGraph(_, None) => {}",
+        find: "            Command::RunGraph(g, None) => g.each(|l| run_caught(l, &mut sticky)),",
+        replace: "            Command::RunGraph(g, None) if Arc::strong_count(&g.launches) > 1 => g.each(|l| run_caught(l, &mut sticky)),\n            Command::RunGraph(_, None) => {}",
         what: "queued replays of a destroyed graph are dropped",
     },
     Mutation {
         case: "c8_replace_current_exec_while_in_flight",
         file: CPU,
-        find: "            Command::RunGraph(g, None) => g.iter().for_each(|l| run_caught(l, &mut sticky)),",
-        replace: "            Command::RunGraph(g, None) if Arc::strong_count(&g) > 1 => g.iter().for_each(|l| run_caught(l, &mut sticky)),\n            Command::RunGraph(_, None) => {}",
+        find: "            Command::RunGraph(g, None) => g.each(|l| run_caught(l, &mut sticky)),",
+        replace: "            Command::RunGraph(g, None) if Arc::strong_count(&g.launches) > 1 => g.each(|l| run_caught(l, &mut sticky)),\n            Command::RunGraph(_, None) => {}",
         what: "queued replays of a replaced exec are dropped",
     },
     Mutation {
@@ -201,8 +203,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c9_report_matches_behaviour",
         file: CPU,
-        find: "        self.recording = Some((Vec::new(), self.node_timing));\n        Ok(())",
-        replace: "        Err(ErrorKind::driver(\"mutant\", \"begin refused\"))",
+        find: "        self.recording = Some(Recording {",
+        replace: "        if true {\n            return Err(ErrorKind::driver(\"mutant\", \"begin refused\"));\n        }\n        self.recording = Some(Recording {",
         what: "the CPU backend reports Native but refuses begin_capture",
     },
     Mutation {
@@ -250,8 +252,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c11_every_op_agrees_with_cpu",
         file: CPU,
-        find: "                list.push(bound);\n                Ok(())",
-        replace: "                let mut bound = bound;\n                if bound.launch.op == OpKind::ScaleAdd {\n                    std::mem::swap(&mut bound.launch.params.s0, &mut bound.launch.params.s1);\n                }\n                list.push(bound);\n                Ok(())",
+        find: "                rec.launches.push(bound);\n                Ok(())",
+        replace: "                let mut bound = bound;\n                if bound.launch.op == OpKind::ScaleAdd {\n                    std::mem::swap(&mut bound.launch.params.s0, &mut bound.launch.params.s1);\n                }\n                rec.launches.push(bound);\n                Ok(())",
         what: "scale_add's scalars are swapped when recorded (red in the captured trial)",
     },
     Mutation {
@@ -313,15 +315,15 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c13_queued_replays_keep_old_bindings",
         file: CPU,
-        find: "        let mut list = Vec::clone(&slot.launches);",
-        replace: "        let Some(list) = Arc::get_mut(&mut slot.launches) else {\n            return Ok(());\n        };\n        let mut list = list.clone();",
+        find: "        let mut list = Vec::clone(&slot.program.launches);",
+        replace: "        let Some(list) = Arc::get_mut(&mut slot.program.launches) else {\n            return Ok(());\n        };\n        let mut list = list.clone();",
         what: "the CPU backend patches only a list no queued replay holds, and returns Ok otherwise (success with the stale launch)",
     },
     Mutation {
         case: "c13_queued_replays_keep_old_params",
         file: CPU,
-        find: "        let mut list = Vec::clone(&slot.launches);",
-        replace: "        let Some(list) = Arc::get_mut(&mut slot.launches) else {\n            return Ok(());\n        };\n        let mut list = list.clone();",
+        find: "        let mut list = Vec::clone(&slot.program.launches);",
+        replace: "        let Some(list) = Arc::get_mut(&mut slot.program.launches) else {\n            return Ok(());\n        };\n        let mut list = list.clone();",
         what: "the CPU backend patches only a list no queued replay holds, and returns Ok otherwise: a parameter update reaches no replay",
     },
     Mutation {
@@ -341,15 +343,15 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c13_rebinds_leave_resources_flat",
         file: CPU,
-        find: "        slot.launches = Arc::new(list);\n        Ok(())",
-        replace: "        slot.launches = Arc::new(list.clone());\n        self.graphs.insert(CpuGraph { launches: Arc::new(list), node_timed: false });\n        Ok(())",
+        find: "        slot.program.launches = Arc::new(list);\n        Ok(())",
+        replace: "        slot.program.launches = Arc::new(list.clone());\n        self.graphs.insert(CpuGraph { program: Program { launches: Arc::new(list), regions: Default::default() }, node_timed: false });\n        Ok(())",
         what: "the CPU backend's in-place update leaves a copy of the graph behind every time",
     },
     Mutation {
         case: "c13_update_report_matches_behaviour",
         file: UPDATE,
-        find: "    if st.backend.update_support() == UpdateSupport::Native {",
-        replace: "    if false && st.backend.update_support() == UpdateSupport::Native {",
+        find: "    if regions.is_none() && st.backend.update_support() == UpdateSupport::Native {",
+        replace: "    if false && regions.is_none() && st.backend.update_support() == UpdateSupport::Native {",
         what: "core re-records every update, even where the backend reports Native",
     },    Mutation {
         case: "c2_large_transfers_arrive_whole",
@@ -361,7 +363,7 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c2_eager_work_and_replays_keep_stream_order",
         file: CPU,
-        find: "        self.send(Command::RunGraph(graph.launches.clone(), nodes))\n",
+        find: "        self.send(Command::RunGraph(graph.program.clone(), nodes))\n",
         replace: "        let mut sticky = None;\n        graph.launches.iter().for_each(|l| run(l, &mut sticky));\n        let _ = nodes;\n        Ok(())\n",
         what: "the CPU backend runs a replay at once on the calling thread, ahead of queued eager work and host writes",
     },
@@ -410,8 +412,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c6_two_devices_capture_concurrently",
         file: CPU,
-        find: "        self.recording = Some((Vec::new(), self.node_timing));\n        Ok(())",
-        replace: "        static OWNER: Mutex<Option<std::thread::ThreadId>> = Mutex::new(None);\n        let me = std::thread::current().id();\n        let mut owner = OWNER.lock().unwrap_or_else(|p| p.into_inner());\n        if owner.is_some_and(|t| t != me) {\n            return Err(ErrorKind::driver(\"begin_capture\", \"another thread's capture is open (global capture mode)\"));\n        }\n        *owner = Some(me);\n        self.recording = Some((Vec::new(), self.node_timing));\n        Ok(())",
+        find: "        self.recording = Some(Recording {",
+        replace: "        static OWNER: Mutex<Option<std::thread::ThreadId>> = Mutex::new(None);\n        let me = std::thread::current().id();\n        let mut owner = OWNER.lock().unwrap_or_else(|p| p.into_inner());\n        if owner.is_some_and(|t| t != me) {\n            return Err(ErrorKind::driver(\"begin_capture\", \"another thread's capture is open (global capture mode)\"));\n        }\n        *owner = Some(me);\n        self.recording = Some(Recording {",
         what: "a capture from a second thread is refused process-wide (a global capture mode)",
     },
     Mutation {
@@ -466,15 +468,15 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c1_ten_thousand_launches_in_one_capture",
         file: CPU,
-        find: "                list.push(bound);\n                Ok(())",
-        replace: "                if list.len() < 4096 {\n                    list.push(bound);\n                }\n                Ok(())",
+        find: "                rec.launches.push(bound);\n                Ok(())",
+        replace: "                if list.len() < 4096 {\n                    rec.launches.push(bound);\n                }\n                Ok(())",
         what: "the CPU backend keeps only the first 4,096 launches of a recording",
     },
     Mutation {
         case: "c11_every_op_agrees_with_cpu",
         file: CPU,
-        find: "                list.push(bound);\n                Ok(())",
-        replace: "                let mut bound = bound;\n                if bound.launch.op == OpKind::RmsNorm {\n                    bound.launch.params.s0 = f32::MIN_POSITIVE;\n                }\n                list.push(bound);\n                Ok(())",
+        find: "                rec.launches.push(bound);\n                Ok(())",
+        replace: "                let mut bound = bound;\n                if bound.launch.op == OpKind::RmsNorm {\n                    bound.launch.params.s0 = f32::MIN_POSITIVE;\n                }\n                rec.launches.push(bound);\n                Ok(())",
         what: "the CPU backend records rms_norm with eps ignored (red in the captured trial)",
     },
     Mutation {
@@ -487,22 +489,22 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c1_user_kernel_replay_reexecutes",
         file: CPU,
-        find: "            Command::RunGraph(g, None) => g.iter().for_each(|l| run_caught(l, &mut sticky)),",
-        replace: "            Command::RunGraph(g, None) => g\n                .iter()\n                .filter(|l| l.launch.op.user().is_none())\n                .for_each(|l| run_caught(l, &mut sticky)),",
+        find: "            Command::RunGraph(g, None) => g.each(|l| run_caught(l, &mut sticky)),",
+        replace: "            Command::RunGraph(g, None) => g.each(|l| if l.launch.op.user().is_none() { run_caught(l, &mut sticky) }),",
         what: "the CPU replay skips user-kernel launches",
     },
     Mutation {
         case: "c2_user_kernel_keeps_stream_order",
         file: CPU,
-        find: "            Command::RunGraph(g, None) => g.iter().for_each(|l| run_caught(l, &mut sticky)),",
-        replace: "            Command::RunGraph(g, None) => g\n                .iter()\n                .filter(|l| l.launch.op.user().is_none())\n                .for_each(|l| run_caught(l, &mut sticky)),",
+        find: "            Command::RunGraph(g, None) => g.each(|l| run_caught(l, &mut sticky)),",
+        replace: "            Command::RunGraph(g, None) => g.each(|l| if l.launch.op.user().is_none() { run_caught(l, &mut sticky) }),",
         what: "the CPU replay skips user-kernel launches",
     },
     Mutation {
         case: "c4_user_kernel_eager_and_captured_identical",
         file: CPU,
-        find: "            Command::RunGraph(g, None) => g.iter().for_each(|l| run_caught(l, &mut sticky)),",
-        replace: "            Command::RunGraph(g, None) => g\n                .iter()\n                .filter(|l| l.launch.op.user().is_none())\n                .for_each(|l| run_caught(l, &mut sticky)),",
+        find: "            Command::RunGraph(g, None) => g.each(|l| run_caught(l, &mut sticky)),",
+        replace: "            Command::RunGraph(g, None) => g.each(|l| if l.launch.op.user().is_none() { run_caught(l, &mut sticky) }),",
         what: "the CPU replay skips user-kernel launches",
     },
     Mutation {
@@ -546,5 +548,47 @@ pub const MUTATIONS: &[Mutation] = &[
         find: "    sorted.sort_by_key(|(i, _)| *i);",
         replace: "    sorted.sort_by_key(|(i, _)| *i);\n    for (i, c) in sorted.iter_mut() {\n        if let Some(r) = entry.recorded.get(*i) {\n            c.buffers = r.call.buffers.clone();\n        }\n    }",
         what: "a Change::Launch keeps the recorded views",
+    },
+    Mutation {
+        case: "c14_if_follows_its_condition",
+        file: PROGRAM,
+        find: "                if r.holds() {",
+        replace: "                if true {",
+        what: "the CPU backend runs an IF's body whatever its condition",
+    },
+    Mutation {
+        case: "c14_while_runs_as_the_host_loop",
+        file: PROGRAM,
+        find: "                for _ in 0..max_iterations {\n                    if !r.holds() {\n                        break;\n                    }",
+        replace: "                let once = r.holds();\n                for _ in 0..max_iterations {\n                    if !once {\n                        break;\n                    }",
+        what: "the CPU backend reads a WHILE's condition once, before the first iteration",
+    },
+    Mutation {
+        case: "c14_if_nested_in_while",
+        file: PROGRAM,
+        find: "                    execute(r.first, r.end, inner, run);\n                }\n            }\n        }",
+        replace: "                    execute(r.first, r.end, &[], run);\n                }\n            }\n        }",
+        what: "the CPU backend runs the bodies nested in a WHILE unconditionally",
+    },
+    Mutation {
+        case: "c14_updates_reach_inside_bodies",
+        file: UPDATE,
+        find: "            moved = true;",
+        replace: "",
+        what: "a rebind leaves conditions where they were (the graph keeps reading the old buffer)",
+    },
+    Mutation {
+        case: "c14_misuse_refused_capture_usable",
+        file: COND,
+        find: "            if kind == (ConditionalKind::While { max_iterations: 0 }) {\n                return Err(ErrorKind::ZeroIterations);\n            }",
+        replace: "",
+        what: "core accepts a WHILE of 0 iterations",
+    },
+    Mutation {
+        case: "c14_report_matches_behaviour",
+        file: COND,
+        find: "            if let ConditionalSupport::Unsupported(reason) = st.backend.conditional_support() {",
+        replace: "            if st.backend.conditional_support() == ConditionalSupport::Native {\n                let reason = String::from(\"mutant\");",
+        what: "core refuses conditional bodies where the device reports them Native",
     },
 ];

@@ -46,6 +46,9 @@ struct Replay {
     tag: u64,
     first: u32,
     launches: u32,
+    /// The launch each step is, where the graph has conditional bodies
+    /// (`Graph::launch_of`); none: step `i` is launch `i`.
+    launch_of: Option<std::sync::Arc<[Option<u32>]>>,
 }
 
 /// Timing state of one backend.
@@ -108,11 +111,18 @@ impl Timing {
 
     /// A traced replay of a node-timed graph of `launches` launches was
     /// submitted with stamps `first..=first + launches`.
-    pub(super) fn replayed(&mut self, tag: u64, first: u32, launches: u32) {
+    pub(super) fn replayed(
+        &mut self,
+        tag: u64,
+        first: u32,
+        launches: u32,
+        launch_of: Option<std::sync::Arc<[Option<u32>]>>,
+    ) {
         self.replays.push(Replay {
             tag,
             first,
             launches,
+            launch_of,
         });
     }
 }
@@ -247,7 +257,14 @@ fn spans(marks: &[Mark], replays: &[Replay], ns: impl Fn(u32) -> u64) -> Vec<Dev
     for r in replays {
         for i in 0..r.launches {
             let at = r.first + i;
-            out.push(DeviceSpan::node(r.tag, i, ns(at), ns(at + 1)));
+            let launch = match &r.launch_of {
+                Some(map) => match map[i as usize] {
+                    Some(l) => l,
+                    None => continue, // a gate
+                },
+                None => i,
+            };
+            out.push(DeviceSpan::node(r.tag, launch, ns(at), ns(at + 1)));
         }
     }
     out
@@ -362,6 +379,7 @@ pub(crate) mod tests {
             tag: 4,
             first: 5,
             launches: 3,
+            launch_of: None,
         }];
         assert_eq!(
             spans(&marks, &replays, ns),
@@ -387,6 +405,7 @@ pub(crate) mod tests {
             tag: 1,
             first: 2,
             launches: 2,
+            launch_of: None,
         });
         t.next = 5;
         t.sent();
@@ -396,6 +415,7 @@ pub(crate) mod tests {
             tag: 2,
             first: 4,
             launches: 1,
+            launch_of: None,
         });
         t.in_batch.push((0, 5));
         t.next = 7;

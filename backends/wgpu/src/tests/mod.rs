@@ -22,10 +22,14 @@ mod guards;
 mod timing;
 
 pub fn main() {
-    use crate::{dispatch, kernels, replay, validation};
+    use crate::{conditional, dispatch, kernels, replay, validation};
     device_trials::run(
         "wgpu:0",
         &[
+            (
+                "conditional::bodies_unroll_into_gated_copies",
+                conditional::tests::bodies_unroll_into_gated_copies,
+            ),
             (
                 "replay::replay_steps_set_only_what_changes",
                 replay::tests::replay_steps_set_only_what_changes,

@@ -1,0 +1,509 @@
+//! C14 conditional bodies: an IF or a WHILE captured into a graph decides
+//! on the device, at each replay, exactly as the same program run as a
+//! host loop (eager launches, the condition read by the host before each
+//! body) decides on the CPU reference. Each case builds one program
+//! ([`Node`]s over a set of buffers), captures it on the device under
+//! test, runs it as a host loop on a fresh CPU reference device with the
+//! same inputs, and compares every buffer bit for bit.
+
+use crate::{check, check_eq, expect_err, Case, CaseResult, Rule, Tag, ONCE};
+use seam::{ops, BufferId, CaptureScope, Change, ConditionalSupport, Device, ErrorKind, OpCall};
+
+const COND: &[Tag] = &[Tag::NeedsConditional];
+const CAP: &[Tag] = &[Tag::NeedsCapture];
+
+/// A program: launches and conditional bodies over a device's buffers
+/// (a few dozen nodes a case: the launch kept inline).
+#[allow(clippy::large_enum_variant)]
+enum Node {
+    Launch(OpCall),
+    /// WHILE the `u32` at (buffer, element) is non-zero, at most this many times.
+    While(BufferId, usize, u32, Vec<Node>),
+    /// IF the `u32` at (buffer, element) is non-zero.
+    If(BufferId, usize, Vec<Node>),
+}
+
+/// Record `nodes` into the open capture `scope` of `d`.
+fn record(scope: &CaptureScope<'_>, d: &Device, nodes: &[Node]) -> seam::Result<()> {
+    for n in nodes {
+        match n {
+            Node::Launch(c) => d.launch(c)?,
+            Node::While(b, at, max, body) => {
+                scope.run_while(b.view(*at, 1), *max, || record(scope, d, body))?
+            }
+            Node::If(b, at, body) => scope.run_if(b.view(*at, 1), || record(scope, d, body))?,
+        }
+    }
+    Ok(())
+}
+
+/// Run `nodes` on `d` as a host loop: launches eagerly, each condition read
+/// by the host when the program reaches it.
+fn host_loop(d: &Device, nodes: &[Node]) -> seam::Result<()> {
+    let holds = |b: &BufferId, at: &usize| -> seam::Result<bool> {
+        Ok(d.read_range::<u32>(*b, *at, 1)?[0] != 0)
+    };
+    for n in nodes {
+        match n {
+            Node::Launch(c) => d.launch(c)?,
+            Node::While(b, at, max, body) => {
+                for _ in 0..*max {
+                    if !holds(b, at)? {
+                        break;
+                    }
+                    host_loop(d, body)?;
+                }
+            }
+            Node::If(b, at, body) => {
+                if holds(b, at)? {
+                    host_loop(d, body)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The buffers every C14 program works on, made alike on each device:
+/// `acc` and `acc2` (f32), `ctl` (u32: 0 control words 0..4, the
+/// counter at element 2), `gate` (u32), and the constants `minus` (u32:
+/// u32::MAX, u32::MAX - 1: adding them subtracts 1 or 2).
+struct Bufs {
+    acc: seam::Buffer<f32>,
+    acc2: seam::Buffer<f32>,
+    ctl: seam::Buffer<u32>,
+    gate: seam::Buffer<u32>,
+    minus: seam::Buffer<u32>,
+}
+
+const N: usize = 16;
+/// Where the WHILE counter lives in `ctl`: not at element 0, so a backend
+/// that reads the condition from the buffer's start is seen.
+const COUNTER: usize = 2;
+
+impl Bufs {
+    fn new(d: &Device) -> seam::Result<Bufs> {
+        Ok(Bufs {
+            acc: d.buffer_from(&start(N, 0.5))?,
+            acc2: d.buffer_from(&start(N, -1.0))?,
+            ctl: d.buffer_from(&[7u32, 9, 0, 11])?,
+            gate: d.buffer_from(&[0u32])?,
+            minus: d.buffer_from(&[u32::MAX, u32::MAX - 1])?,
+        })
+    }
+
+    /// Put the inputs back (accumulators at their start, counter `k`).
+    fn reset(&self, k: u32) -> seam::Result<()> {
+        self.acc.write(&start(N, 0.5))?;
+        self.acc2.write(&start(N, -1.0))?;
+        self.ctl.write(&[7, 9, k, 11])
+    }
+
+    /// Every buffer, for comparison.
+    fn contents(&self, d: &Device) -> seam::Result<Snapshot> {
+        Ok(Snapshot {
+            acc: d.read(self.acc.id())?,
+            acc2: d.read(self.acc2.id())?,
+            ctl: d.read(self.ctl.id())?,
+            gate: d.read(self.gate.id())?,
+        })
+    }
+
+    /// `acc = 2·acc + 1`.
+    fn double(&self, x: f32) -> Node {
+        Node::Launch(ops::scale_add(
+            self.acc.id(),
+            self.acc.id(),
+            N as u32,
+            x,
+            1.0,
+        ))
+    }
+
+    /// `acc2 = acc2 + 1`.
+    fn count(&self) -> Node {
+        Node::Launch(ops::scale_add(
+            self.acc2.id(),
+            self.acc2.id(),
+            N as u32,
+            1.0,
+            1.0,
+        ))
+    }
+
+    /// `ctl[COUNTER] -= 1`.
+    fn decrement(&self) -> Node {
+        let c = self.ctl.id().view(COUNTER, 1);
+        Node::Launch(ops::add(c, self.minus.id().view(0, 1), c, 1))
+    }
+
+    /// WHILE counter (at most `max`): double, count, decrement.
+    fn counted_loop(&self, max: u32, x: f32) -> Vec<Node> {
+        vec![Node::While(
+            self.ctl.id(),
+            COUNTER,
+            max,
+            vec![self.double(x), self.count(), self.decrement()],
+        )]
+    }
+}
+
+/// What a program left in its buffers; equal when every bit is.
+#[derive(Debug)]
+struct Snapshot {
+    acc: Vec<f32>,
+    acc2: Vec<f32>,
+    ctl: Vec<u32>,
+    gate: Vec<u32>,
+}
+
+impl PartialEq for Snapshot {
+    fn eq(&self, o: &Snapshot) -> bool {
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        bits(&self.acc) == bits(&o.acc)
+            && bits(&self.acc2) == bits(&o.acc2)
+            && self.ctl == o.ctl
+            && self.gate == o.gate
+    }
+}
+
+fn start(n: usize, k: f32) -> Vec<f32> {
+    (0..n).map(|i| k + i as f32 * 0.125).collect()
+}
+
+/// Capture `program(bufs)` on the case's device, then for each counter
+/// value in `ks`: reset both sides, replay on the device, run the program
+/// as a host loop on the reference, and compare every buffer.
+fn against_host_loop(
+    d: &Device,
+    reference: fn() -> Device,
+    ks: &[u32],
+    program: impl Fn(&Bufs) -> Vec<Node>,
+) -> CaseResult {
+    let mine = Bufs::new(d)?;
+    let scope = d.capture()?;
+    record(&scope, d, &program(&mine))?;
+    let g = scope.end_graph()?;
+    let r = reference();
+    let theirs = Bufs::new(&r)?;
+    for &k in ks {
+        mine.reset(k)?;
+        theirs.reset(k)?;
+        g.replay()?;
+        host_loop(&r, &program(&theirs))?;
+        check_eq!(
+            mine.contents(d)?,
+            theirs.contents(&r)?,
+            "counter {k}: the replay (left) against the host loop on the CPU reference (right)"
+        );
+    }
+    Ok(())
+}
+
+/// A WHILE runs as the host loop for 0, 1, k and `max_iterations`
+/// iterations and stops at `max_iterations` when the condition still
+/// holds; its body writes the condition (a counter at element 2 of its
+/// buffer); each count is a host write between replays of one graph (C1,
+/// C2 inside the body).
+///
+/// Mutation: the CPU backend reads a WHILE's condition once, before the
+/// first iteration (`if !r.holds() { break; }` moved out of the loop in
+/// backends/cpu/src/program.rs) → red on cpu:0 at "counter 1: the replay
+/// (left) against the host loop on the CPU reference (right)".
+pub const C14_WHILE_RUNS_AS_THE_HOST_LOOP: Case = Case {
+    name: "c14_while_runs_as_the_host_loop",
+    rule: Rule::C14,
+    tags: COND,
+    modes: ONCE,
+    body: |cx| {
+        against_host_loop(&cx.dev, cx.reference, &[0, 1, 3, 5, 8], |b| {
+            b.counted_loop(5, 2.0)
+        })
+    },
+};
+
+/// An IF runs its body when its condition is non-zero and skips it when
+/// it is zero, the condition written inside the graph before the body (a
+/// copy from `ctl[0]`, which the host sets between replays) or by a fill
+/// that makes it zero; a WHILE inside a skipped IF runs no iteration
+/// though its own condition holds; launches after a body run either way.
+///
+/// Mutation: the CPU backend runs an IF's body whatever its condition
+/// (`if r.holds()` → `if true` in backends/cpu/src/program.rs) → red on
+/// cpu:0 at "counter 1: the replay (left) against the host loop" (the
+/// body after the fill ran).
+pub const C14_IF_FOLLOWS_ITS_CONDITION: Case = Case {
+    name: "c14_if_follows_its_condition",
+    rule: Rule::C14,
+    tags: COND,
+    modes: ONCE,
+    body: |cx| {
+        let d = &cx.dev;
+        // ctl[0] ← ctl[COUNTER] (the host's k); IF ctl[0]: double; count;
+        // gate ← 0; IF gate: double, then WHILE counter (3): double.
+        against_host_loop(d, cx.reference, &[1, 0, 7, 0], |b| {
+            let (ctl, gate) = (b.ctl.id(), b.gate.id());
+            vec![
+                Node::Launch(ops::copy(ctl.view(COUNTER, 1), ctl.view(0, 1), 1)),
+                Node::If(ctl, 0, vec![b.double(2.0)]),
+                b.count(),
+                Node::Launch(ops::fill(gate, 1, 0)),
+                Node::If(
+                    gate,
+                    0,
+                    vec![
+                        b.double(3.0),
+                        Node::While(ctl, COUNTER, 3, vec![b.double(3.0)]),
+                    ],
+                ),
+            ]
+        })
+    },
+};
+
+/// An IF nested in a WHILE decides afresh in each iteration: the body sets
+/// `gate = counter - 2`, runs `double` only when the gate is non-zero
+/// (every iteration but the one where the counter is 2), counts and
+/// decrements; an empty IF at the end of the body is allowed.
+///
+/// Mutation: the CPU backend runs a body's nested bodies unconditionally
+/// (`execute(r.first, r.end, inner, run)` → `execute(r.first, r.end, &[],
+/// run)`) → red on cpu:0 at "counter 4: the replay (left) against the host
+/// loop".
+pub const C14_IF_NESTED_IN_WHILE: Case = Case {
+    name: "c14_if_nested_in_while",
+    rule: Rule::C14,
+    tags: COND,
+    modes: ONCE,
+    body: |cx| {
+        against_host_loop(&cx.dev, cx.reference, &[4, 2, 0], |b| {
+            let c = b.ctl.id().view(COUNTER, 1);
+            let gate = b.gate.id();
+            vec![Node::While(
+                b.ctl.id(),
+                COUNTER,
+                6,
+                vec![
+                    Node::Launch(ops::add(c, b.minus.id().view(1, 1), gate, 1)),
+                    Node::If(gate, 0, vec![b.double(2.0)]),
+                    b.count(),
+                    b.decrement(),
+                    Node::If(gate, 0, vec![]),
+                ],
+            )]
+        })
+    },
+};
+
+/// C13 reaches inside bodies: new parameters for a launch inside a WHILE,
+/// then a rebind of the accumulator and of the condition's buffer, each
+/// replayed against the host loop of the changed program; the old buffers
+/// keep what they held.
+///
+/// Mutation: a rebind leaves conditions where they were (`moved = true`
+/// dropped in core/src/device/update.rs, so the graph keeps reading the old
+/// counter) → red on cpu:0 at "after rebinding acc and ctl, counter 3: the
+/// replay (left) against the host loop" (no iteration ran).
+pub const C14_UPDATES_REACH_INSIDE_BODIES: Case = Case {
+    name: "c14_updates_reach_inside_bodies",
+    rule: Rule::C14,
+    tags: COND,
+    modes: ONCE,
+    body: |cx| {
+        let d = &cx.dev;
+        let mine = Bufs::new(d)?;
+        let scope = d.capture()?;
+        record(&scope, d, &mine.counted_loop(4, 2.0))?;
+        let g = scope.end_graph()?;
+        let r = (cx.reference)();
+        let theirs = Bufs::new(&r)?;
+        // Launch 0, inside the body: double with 3 instead of 2.
+        let p = ops::scale_add(mine.acc.id(), mine.acc.id(), N as u32, 3.0, 1.0).params;
+        d.update(
+            &g,
+            &[Change::Params {
+                index: 0,
+                params: p,
+            }],
+        )?;
+        for k in [3, 0] {
+            mine.reset(k)?;
+            theirs.reset(k)?;
+            g.replay()?;
+            host_loop(&r, &theirs.counted_loop(4, 3.0))?;
+            check_eq!(
+                mine.contents(d)?,
+                theirs.contents(&r)?,
+                "after new parameters inside the body, counter {k}: the replay (left) against the host loop"
+            );
+        }
+        let moved = Bufs::new(d)?;
+        let old = mine.contents(d)?;
+        d.update(
+            &g,
+            &Change::rebinds(&[
+                (mine.acc.id(), moved.acc.id()),
+                (mine.ctl.id(), moved.ctl.id()),
+            ]),
+        )?;
+        for k in [3, 5] {
+            // The graph now works on moved.acc, moved.ctl, and the rest of mine.
+            moved.reset(k)?;
+            mine.acc2.write(&start(N, -1.0))?;
+            theirs.reset(k)?;
+            g.replay()?;
+            host_loop(&r, &theirs.counted_loop(4, 3.0))?;
+            let got = Snapshot {
+                acc: d.read(moved.acc.id())?,
+                acc2: d.read(mine.acc2.id())?,
+                ctl: d.read(moved.ctl.id())?,
+                gate: d.read(mine.gate.id())?,
+            };
+            check_eq!(
+                got,
+                theirs.contents(&r)?,
+                "after rebinding acc and ctl, counter {k}: the replay (left) against the host loop"
+            );
+        }
+        check_eq!(
+            (d.read::<f32>(mine.acc.id())?, d.read::<u32>(mine.ctl.id())?),
+            (old.acc, old.ctl),
+            "the buffers rebound away from keep what they held"
+        );
+        Ok(())
+    },
+};
+
+/// Misuse is a named error that leaves the capture usable: a WHILE of 0
+/// iterations, a condition in an f32 buffer, past its buffer's end, or of
+/// another device; host calls inside a body; closing a body none opened;
+/// ending the capture with a body open (refused, the capture still open:
+/// the body is closed and the capture ended after it). The graph made
+/// after all of it still runs as the host loop.
+///
+/// Mutation: core accepts a WHILE of 0 iterations (the `ZeroIterations`
+/// check in core/src/device/conditional.rs removed) → red on cpu:0 at
+/// "expected ErrorKind::ZeroIterations".
+pub const C14_MISUSE_REFUSED_CAPTURE_USABLE: Case = Case {
+    name: "c14_misuse_refused_capture_usable",
+    rule: Rule::C14,
+    tags: COND,
+    modes: ONCE,
+    body: |cx| {
+        let d = &cx.dev;
+        let b = Bufs::new(d)?;
+        let floats = d.buffer_from(&[1.0f32])?;
+        let other = (cx.reference)();
+        let foreign = other.buffer_from(&[1u32])?;
+        let low = d.low_level();
+        low.begin_capture()?;
+        let e = expect_err!(
+            low.begin_while(b.ctl.id().view(COUNTER, 1), 0),
+            ErrorKind::ZeroIterations
+        );
+        check!(
+            e.call == "begin_conditional",
+            "the error names the call: {e}"
+        );
+        expect_err!(low.begin_if(floats.id()), ErrorKind::ConditionDType { .. });
+        expect_err!(
+            low.begin_if(b.ctl.id().view(4, 1)),
+            ErrorKind::ConditionOutOfRange { .. }
+        );
+        expect_err!(low.begin_if(foreign.id()), ErrorKind::ForeignBuffer { .. });
+        expect_err!(low.end_body(), ErrorKind::NoOpenConditional);
+        low.begin_while(b.ctl.id().view(COUNTER, 1), 5)?;
+        expect_err!(
+            b.ctl.write(&[0, 0, 0, 0]),
+            ErrorKind::HostAccessInCapture { .. }
+        );
+        expect_err!(d.alloc(seam::DType::F32, 4), ErrorKind::AllocInCapture);
+        for node in [b.double(2.0), b.count(), b.decrement()] {
+            if let Node::Launch(c) = node {
+                d.launch(&c)?;
+            }
+        }
+        expect_err!(
+            low.end_capture_graph(),
+            ErrorKind::UnclosedConditional { open: 1 }
+        );
+        check!(
+            d.capturing(),
+            "the capture is still open after the refused end"
+        );
+        low.end_body()?;
+        let id = low.end_capture_graph()?;
+        let r = (cx.reference)();
+        let theirs = Bufs::new(&r)?;
+        for k in [2, 5] {
+            b.reset(k)?;
+            theirs.reset(k)?;
+            d.replay(seam::GraphRef::Handle(id))?;
+            host_loop(&r, &theirs.counted_loop(5, 2.0))?;
+            check_eq!(
+                b.contents(d)?,
+                theirs.contents(&r)?,
+                "counter {k}: the graph made after the refusals (left) against the host loop"
+            );
+        }
+        d.destroy_graph(id)?;
+        Ok(())
+    },
+};
+
+/// What a device reports of its conditional bodies is what happens: where
+/// it reports them unsupported, opening one is refused by that name (the
+/// capture stays usable and its graph replays); where it reports them, an
+/// IF runs exactly when its condition holds.
+///
+/// Mutation: core refuses conditional bodies where the device reports
+/// them Native (the `Unsupported` test in core/src/device/conditional.rs
+/// turned into `== ConditionalSupport::Native`) → red on cpu:0 at
+/// "begin_conditional: conditional bodies are not supported here".
+pub const C14_REPORT_MATCHES_BEHAVIOUR: Case = Case {
+    name: "c14_report_matches_behaviour",
+    rule: Rule::C14,
+    tags: CAP,
+    modes: ONCE,
+    body: |cx| {
+        let d = &cx.dev;
+        let x = d.buffer_from(&[1.0f32; 4])?;
+        let flag = d.buffer_from(&[0u32])?;
+        let scope = d.capture()?;
+        let support = d.conditional_support();
+        let body = || d.launch(&ops::scale_add(x.id(), x.id(), 4, 2.0, 0.0));
+        match &support {
+            ConditionalSupport::Unsupported(_) => {
+                let e = expect_err!(
+                    scope.run_if(flag.id(), body),
+                    ErrorKind::ConditionalUnsupported { .. }
+                );
+                check!(
+                    e.call == "begin_conditional",
+                    "the error names the call: {e}"
+                );
+                d.launch(&ops::scale_add(x.id(), x.id(), 4, 1.0, 1.0))?;
+                let g = scope.end_graph()?;
+                g.replay()?;
+                check_eq!(x.read()?, vec![2.0f32; 4], "the capture after the refusal");
+            }
+            _ => {
+                scope.run_if(flag.id(), body)?;
+                let g = scope.end_graph()?;
+                g.replay()?;
+                check!(
+                    x.read()? == vec![1.0f32; 4],
+                    "an IF whose condition is 0 ran its body"
+                );
+                flag.write(&[1])?;
+                g.replay()?;
+                check_eq!(
+                    x.read()?,
+                    vec![2.0f32; 4],
+                    "an IF whose condition is 1 ({support:?})"
+                );
+            }
+        }
+        Ok(())
+    },
+};
