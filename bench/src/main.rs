@@ -1,6 +1,7 @@
 //! `seam-bench run`: the seam arms, as CSV on stdout.
 //! `seam-bench report`: the arms' CSVs → Markdown + SVG.
 //! `seam-bench probe gemv|cuda-process`: one-off probes (`seam_bench::probe`).
+//! `seam-bench nodes`, `seam-bench loops`: what node timing and device loops cost.
 
 use clap::{Parser, Subcommand};
 use seam_bench::csv::{Row, HEADER};
@@ -110,6 +111,20 @@ enum Cmd {
         #[arg(long)]
         trace: Option<PathBuf>,
     },
+    /// What a loop decided on the device costs per iteration: a WHILE
+    /// body (C14) against the host's loop of replays (a table on stdout;
+    /// bench/src/measure/loops.rs).
+    Loops {
+        /// Only these backends (default: every backend found).
+        #[arg(long, value_delimiter = ',')]
+        backend: Vec<String>,
+        /// Iteration counts.
+        #[arg(long, value_delimiter = ',', default_value = "1,8,64")]
+        ks: Vec<u32>,
+        /// Interleaved rounds.
+        #[arg(long, default_value_t = 15)]
+        rounds: usize,
+    },
     /// Turn the arms' CSVs into results.md and SVG plots.
     Report {
         /// CSV files (raw, torch, seam: any order, any number).
@@ -138,6 +153,21 @@ impl Sink for Stdout {
 
 fn main() -> ExitCode {
     match Cli::parse().cmd {
+        Cmd::Loops {
+            backend,
+            ks,
+            rounds,
+        } => {
+            measure::loop_overhead(
+                &measure::LoopConfig {
+                    backends: backend,
+                    ks,
+                    rounds,
+                },
+                &mut Stdout,
+            );
+            ExitCode::SUCCESS
+        }
         Cmd::Nodes {
             backend,
             ns,

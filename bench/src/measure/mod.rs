@@ -10,12 +10,14 @@
 //!   `raw_vulkan`), interleaved round by round.
 
 mod arms;
+mod loops;
 mod nodes;
 mod paired;
 mod read;
 mod update;
 mod workloads;
 
+pub use loops::{loop_overhead, LoopConfig};
 pub use nodes::{node_overhead, NodeConfig};
 
 use arms::{copy_bandwidth, profile};
