@@ -12,7 +12,7 @@ use seam::{
 };
 use std::collections::HashMap;
 
-mod bodies;
+pub(crate) mod bodies;
 mod host;
 pub(crate) mod timing;
 

@@ -247,6 +247,26 @@ mod tests {
         out.trim_end().into()
     }
 
+    /// A backend that declares nothing about conditional bodies reports
+    /// them unsupported, naming itself, and refuses to close one by that
+    /// name too (core never opens one there; a forwarding wrapper might).
+    #[test]
+    fn a_backend_that_declares_nothing_runs_no_bodies() {
+        use crate::backend::{Backend, CaptureSupport};
+        let mut b = crate::testing::NullBackend::new(CaptureSupport::Native);
+        let name = b.info().backend.clone();
+        match b.conditional_support() {
+            ConditionalSupport::Unsupported(why) => assert!(why.contains(&name), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        match b.end_conditional() {
+            Err(ErrorKind::ConditionalUnsupported { reason }) => {
+                assert!(reason.contains(&name), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn walk_gives_the_capture_calls_back_in_order() {
         assert_eq!(steps(3, &[]), "0 1 2");

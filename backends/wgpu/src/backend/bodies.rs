@@ -13,14 +13,22 @@ pub(super) const HOW: &str = "each body unrolled (an IF once, a WHILE max_iterat
      a one-invocation gate before each copy writes the workgroup counts of its indirect \
      dispatches on the device: the recorded counts while the condition holds, zeros after";
 
+/// The most copies one body is unrolled into (its WHILE's bound times
+/// those of the bodies around it): a larger bound is refused when the
+/// body opens (`TooLarge`), the capture still usable.
+pub(crate) const MAX_COPIES: u64 = 1 << 16;
+/// The most steps (dispatches and gates) an unrolled graph holds: a larger
+/// one is refused when the capture ends.
+pub(crate) const MAX_STEPS: usize = 1 << 22;
+
 /// What a capture has recorded: its dispatches in launch order and, where
 /// it opened a body, the structure around them.
 #[derive(Default)]
 pub(crate) struct Recording {
     dispatches: Vec<Dispatch>,
     structure: Vec<Structure<wgpu::Buffer>>,
-    /// Bodies opened and not yet closed.
-    open: usize,
+    /// For each body open, innermost last: the copies it is unrolled into.
+    open: Vec<u64>,
     /// A body was opened: the graph is unrolled.
     bodies: bool,
 }
@@ -43,19 +51,30 @@ impl WgpuBackend {
     pub(super) fn begin_body(&mut self, c: &Conditional) -> Result<(), ErrorKind> {
         let cond = self.buf(c.cond)?.buffer.clone();
         let rec = self.recording.as_mut().ok_or(ErrorKind::NotCapturing)?;
+        let iterations = match c.kind {
+            seam::ConditionalKind::If => 1,
+            seam::ConditionalKind::While { max_iterations } => u64::from(max_iterations),
+        };
+        let copies = rec.open.last().copied().unwrap_or(1) * iterations;
+        if copies > MAX_COPIES {
+            return Err(ErrorKind::TooLarge {
+                what: "conditional body",
+                detail: format!(
+                    "unrolled into {copies} copies (its bound times those around it); \
+                     wgpu emulates bodies by unrolling them, at most {MAX_COPIES} copies"
+                ),
+            });
+        }
         rec.structure
             .push(Structure::Begin(c.kind, cond, (c.byte_offset / 4) as u32));
-        rec.open += 1;
+        rec.open.push(copies);
         rec.bodies = true;
         Ok(())
     }
 
     pub(super) fn end_body(&mut self) -> Result<(), ErrorKind> {
         let rec = self.recording.as_mut().ok_or(ErrorKind::NotCapturing)?;
-        if rec.open == 0 {
-            return Err(ErrorKind::NoOpenConditional);
-        }
-        rec.open -= 1;
+        rec.open.pop().ok_or(ErrorKind::NoOpenConditional)?;
         rec.structure.push(Structure::End);
         Ok(())
     }
@@ -68,6 +87,15 @@ impl WgpuBackend {
             return Ok(Graph::new(rec.dispatches, node_timed));
         }
         let (steps, latches, slots) = unroll(rec.structure)?;
+        if steps.len() > MAX_STEPS {
+            return Err(ErrorKind::TooLarge {
+                what: "graph with conditional bodies",
+                detail: format!(
+                    "{} dispatches and gates unrolled; wgpu replays at most {MAX_STEPS}",
+                    steps.len()
+                ),
+            });
+        }
         // Latches, then per slot its recorded counts and the counts to use.
         let mut words = vec![0u32; latches as usize + 6 * slots.len()];
         for (s, &launch) in slots.iter().enumerate() {
@@ -95,6 +123,7 @@ impl WgpuBackend {
         };
         let mut out = Vec::with_capacity(steps.len());
         let mut launch_of = Vec::with_capacity(steps.len());
+        let mut groups: Vec<(wgpu::Buffer, wgpu::BindGroup)> = Vec::new();
         for step in steps {
             match step {
                 Unrolled::Dispatch { index, slot } => {
@@ -107,6 +136,19 @@ impl WgpuBackend {
                     launch_of.push(Some(index));
                 }
                 Unrolled::Gate { cond, params } => {
+                    // One bind group per condition buffer: every gate of a
+                    // graph binds it with the same control buffer.
+                    if let Some((_, g)) = groups.iter().find(|(b, _)| *b == cond) {
+                        out.push(Dispatch {
+                            pipeline: pipeline.clone(),
+                            bind_group: g.clone(),
+                            immediates: params.immediates(),
+                            groups: (1, 1, 1),
+                            indirect: None,
+                        });
+                        launch_of.push(None);
+                        continue;
+                    }
                     let bind_group = self.gpu.checked("wgpu::Device::create_bind_group", || {
                         self.gpu
                             .device
@@ -125,6 +167,7 @@ impl WgpuBackend {
                                 ],
                             })
                     })?;
+                    groups.push((cond, bind_group.clone()));
                     out.push(Dispatch {
                         pipeline: pipeline.clone(),
                         bind_group,

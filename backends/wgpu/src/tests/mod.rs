@@ -126,6 +126,10 @@ pub fn main() {
                 eager_chain_longer_than_a_batch_runs_in_order,
             ),
             (
+                "a_body_unrolled_past_the_bound_is_refused",
+                a_body_unrolled_past_the_bound_is_refused,
+            ),
+            (
                 "gpu::a_finished_submission_is_seen_by_a_poll",
                 crate::gpu::tests::a_finished_submission_is_seen_by_a_poll,
             ),
@@ -384,6 +388,48 @@ fn eager_chain_longer_than_a_batch_runs_in_order(mut b: Direct<WgpuBackend>) -> 
         b.launch(&add(one, dst, dst, 64)).expect("launch");
     }
     assert_eq!(words(&mut b, dst, 64), vec![600; 64]);
+    Completion::Completed
+}
+
+/// A WHILE whose copies (its bound times those of the bodies around it)
+/// exceed what wgpu unrolls is refused by name when it opens, and the
+/// capture goes on; a body within the bound still runs.
+/// Mutation: the bound compared without the enclosing body's copies
+/// (`rec.open.last()` → `None`) → red (the nested WHILE is accepted).
+fn a_body_unrolled_past_the_bound_is_refused(b: Direct<WgpuBackend>) -> Completion {
+    use crate::backend::bodies::MAX_COPIES;
+    let d = Device::new(Box::new(b.into_inner()));
+    let flag = d.buffer_from(&[1u32]).expect("upload");
+    let x = d.buffer_from(&[1.0f32]).expect("upload");
+    let scope = d.capture().expect("capture");
+    let e = scope
+        .run_while(flag.id(), u32::MAX, || Ok(()))
+        .expect_err("u32::MAX iterations");
+    assert!(matches!(e.kind, ErrorKind::TooLarge { .. }), "{e}");
+    let outer = (MAX_COPIES / 2) as u32;
+    scope
+        .run_while(flag.id(), outer, || {
+            let e = scope
+                .run_while(flag.id(), 4, || Ok(()))
+                .expect_err("4 copies in each of MAX_COPIES / 2");
+            assert!(matches!(e.kind, ErrorKind::TooLarge { .. }), "{e}");
+            Ok(())
+        })
+        .expect("the outer body");
+    // The capture is still usable (dropped here: an outer body of
+    // MAX_COPIES / 2 gates is not worth replaying); so is the next.
+    d.launch(&ops::scale_add(x.id(), x.id(), 1, 2.0, 0.0))
+        .expect("a launch after the refusals");
+    drop(scope);
+    let scope = d.capture().expect("capture");
+    scope
+        .run_if(flag.id(), || {
+            d.launch(&ops::scale_add(x.id(), x.id(), 1, 2.0, 0.0))
+        })
+        .expect("an IF");
+    let g = scope.end_graph().expect("end");
+    g.replay().expect("replay");
+    assert_eq!(x.read().expect("read"), vec![2.0]);
     Completion::Completed
 }
 
