@@ -52,12 +52,12 @@ impl Region {
 /// `run` (given each launch's index): a body runs while (or if) its
 /// condition holds when the queue reaches it, a WHILE at most its bound.
 pub(crate) fn execute(lo: usize, hi: usize, regions: &[Region], run: &mut impl FnMut(usize)) {
-    let mut i = lo;
-    let mut k = 0;
-    while k < regions.len() {
-        let r = &regions[k];
-        (i..r.first).for_each(&mut *run);
-        let inner = &regions[k + 1..k + 1 + r.inner];
+    // A region and the ones nested in it, then the rest, as slices.
+    let mut next = lo;
+    let mut rest = regions;
+    while let Some((r, tail)) = rest.split_first() {
+        let (inner, after) = tail.split_at(r.inner);
+        (next..r.first).for_each(&mut *run);
         match r.kind {
             ConditionalKind::If => {
                 if r.holds() {
@@ -73,10 +73,10 @@ pub(crate) fn execute(lo: usize, hi: usize, regions: &[Region], run: &mut impl F
                 }
             }
         }
-        i = r.end;
-        k += 1 + r.inner;
+        next = r.end;
+        rest = after;
     }
-    (i..hi).for_each(run);
+    (next..hi).for_each(run);
 }
 
 /// The open capture: its launches and bodies, the bodies still open

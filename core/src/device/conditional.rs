@@ -59,23 +59,23 @@ fn walk_range<E>(
     regions: &[Region],
     visit: &mut impl FnMut(Step<'_>) -> std::result::Result<(), E>,
 ) -> std::result::Result<(), E> {
-    let mut i = lo;
-    let mut k = 0;
-    while k < regions.len() {
-        let r = &regions[k];
-        while i < r.first {
+    // Slices, not counters: a region and the ones nested in it, then the
+    // rest (no index arithmetic a slip could turn into an endless loop).
+    let mut next = lo;
+    let mut rest = regions;
+    while let Some((r, tail)) = rest.split_first() {
+        let (inner, after) = tail.split_at(r.inner);
+        for i in next..r.first {
             visit(Step::Launch(i))?;
-            i += 1;
         }
         visit(Step::Begin(r))?;
-        walk_range(r.first, r.end, &regions[k + 1..k + 1 + r.inner], visit)?;
+        walk_range(r.first, r.end, inner, visit)?;
         visit(Step::End)?;
-        i = r.end;
-        k += 1 + r.inner;
+        next = r.end;
+        rest = after;
     }
-    while i < hi {
+    for i in next..hi {
         visit(Step::Launch(i))?;
-        i += 1;
     }
     Ok(())
 }

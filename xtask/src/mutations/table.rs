@@ -42,8 +42,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c1_dependent_chain_replays_in_order",
         file: PROGRAM,
-        find: "    (i..hi).for_each(run);",
-        replace: "    (i..hi).rev().for_each(run);",
+        find: "    (next..hi).for_each(run);",
+        replace: "    (next..hi).rev().for_each(run);",
         what: "replay runs the recorded list in reverse",
     },
     Mutation {
