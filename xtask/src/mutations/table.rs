@@ -92,7 +92,7 @@ pub const MUTATIONS: &[Mutation] = &[
         case: "c4_decode_stack_eager_and_captured_identical",
         file: CPU,
         find: "        let graph = self.end_recording()?;\n        Ok(self.graphs.insert(graph))",
-        replace: "        let mut graph = self.end_recording()?;\n        Arc::make_mut(&mut graph.launches).pop();\n        Ok(self.graphs.insert(graph))",
+        replace: "        let mut graph = self.end_recording()?;\n        Arc::make_mut(&mut graph.program.launches).pop();\n        Ok(self.graphs.insert(graph))",
         what: "the last recorded launch is dropped at end of capture",
     },
     Mutation {
@@ -127,7 +127,7 @@ pub const MUTATIONS: &[Mutation] = &[
         case: "c6_end_without_begin_refused",
         file: CAP,
         find: "            Some(_) => Ok(st.capture.take().expect(\"checked above\")),",
-        replace: "            Some(c) => Ok(Capture { thread: c.thread, node_timed: c.node_timed, uses: c.uses.clone(), recorded: c.recorded.clone() }),",
+        replace: "            Some(c) => Ok(Capture { thread: c.thread, node_timed: c.node_timed, uses: c.uses.clone(), recorded: c.recorded.clone(), regions: c.regions.clone(), open: c.open.clone() }),",
         what: "ending a capture does not close it in core",
     },
     Mutation {
@@ -232,7 +232,7 @@ pub const MUTATIONS: &[Mutation] = &[
         case: "c10_node_spans_inside_replays",
         file: CPU,
         find: "spans.push(Stamp::Node(DeviceSpan::node(tag, i as u32, start, end)));",
-        replace: "if i + 1 < g.len() {\n                        spans.push(Stamp::Node(DeviceSpan::node(tag, i as u32, start, end)));\n                    }",
+        replace: "if i + 1 < g.launches.len() {\n                        spans.push(Stamp::Node(DeviceSpan::node(tag, i as u32, start, end)));\n                    }",
         what: "the CPU backend stamps every launch of a node-timed replay but the last",
     },
     Mutation {
@@ -364,7 +364,7 @@ pub const MUTATIONS: &[Mutation] = &[
         case: "c2_eager_work_and_replays_keep_stream_order",
         file: CPU,
         find: "        self.send(Command::RunGraph(graph.program.clone(), nodes))\n",
-        replace: "        let mut sticky = None;\n        graph.launches.iter().for_each(|l| run(l, &mut sticky));\n        let _ = nodes;\n        Ok(())\n",
+        replace: "        let mut sticky = None;\n        graph.program.each(|l| run(l, &mut sticky));\n        let _ = nodes;\n        Ok(())\n",
         what: "the CPU backend runs a replay at once on the calling thread, ahead of queued eager work and host writes",
     },
     Mutation {
@@ -399,7 +399,7 @@ pub const MUTATIONS: &[Mutation] = &[
         case: "c6_empty_capture_is_a_replayable_no_op",
         file: CPU,
         find: "    fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {\n        let graph = self.end_recording()?;\n",
-        replace: "    fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {\n        let graph = self.end_recording()?;\n        if graph.launches.is_empty() {\n            return Err(ErrorKind::driver(\"instantiate\", \"an empty graph\"));\n        }\n",
+        replace: "    fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {\n        let graph = self.end_recording()?;\n        if graph.program.launches.is_empty() {\n            return Err(ErrorKind::driver(\"instantiate\", \"an empty graph\"));\n        }\n",
         what: "the CPU backend refuses to end an empty capture into a handle",
     },
     Mutation {
@@ -420,7 +420,7 @@ pub const MUTATIONS: &[Mutation] = &[
         case: "c7_eager_gemm_between_replays",
         file: CPU,
         find: "            None => self.send(Command::Run(Box::new(bound))),",
-        replace: "            None => {\n                if bound.launch.op == OpKind::Gemm {\n                    let held: Vec<RawGraph> = self\n                        .graphs\n                        .iter()\n                        .filter_map(|(t, g)| match t {\n                            ReplayTarget::Graph(h) if g.launches.iter().any(|l| l.launch.op == OpKind::Gemm) => Some(h),\n                            _ => None,\n                        })\n                        .collect();\n                    for h in held {\n                        self.graphs.target_mut(ReplayTarget::Graph(h)).unwrap().launches = Arc::new(vec![bound.clone()]);\n                    }\n                }\n                self.send(Command::Run(Box::new(bound)))\n            }",
+        replace: "            None => {\n                if bound.launch.op == OpKind::Gemm {\n                    let held: Vec<RawGraph> = self\n                        .graphs\n                        .iter()\n                        .filter_map(|(t, g)| match t {\n                            ReplayTarget::Graph(h) if g.program.launches.iter().any(|l| l.launch.op == OpKind::Gemm) => Some(h),\n                            _ => None,\n                        })\n                        .collect();\n                    for h in held {\n                        self.graphs.target_mut(ReplayTarget::Graph(h)).unwrap().program.launches = Arc::new(vec![bound.clone()]);\n                    }\n                }\n                self.send(Command::Run(Box::new(bound)))\n            }",
         what: "an eager GEMM replaces the GEMM of every live graph (a plan cache keyed by op)",
     },
     Mutation {
@@ -469,7 +469,7 @@ pub const MUTATIONS: &[Mutation] = &[
         case: "c1_ten_thousand_launches_in_one_capture",
         file: CPU,
         find: "                rec.launches.push(bound);\n                Ok(())",
-        replace: "                if list.len() < 4096 {\n                    rec.launches.push(bound);\n                }\n                Ok(())",
+        replace: "                if rec.launches.len() < 4096 {\n                    rec.launches.push(bound);\n                }\n                Ok(())",
         what: "the CPU backend keeps only the first 4,096 launches of a recording",
     },
     Mutation {
