@@ -245,7 +245,9 @@ pub struct ResourceCounts {
 ///   open; `launch` is called while capturing only from the capturing
 ///   thread; `end_capture*`/`abort_capture` only follow a successful
 ///   `begin_capture` (and `abort_capture` also follows a failed
-///   `end_capture*`/`abort_capture`).
+///   `end_capture*`/`abort_capture`); `begin_conditional` and
+///   `end_conditional` come only inside a capture, paired, and
+///   `end_capture*` only once every body is closed.
 ///
 /// # Errors
 ///

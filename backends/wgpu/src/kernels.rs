@@ -63,6 +63,20 @@ fn storage_bindings(op: OpKind, source: &str) -> Result<Vec<bool>, ErrorKind> {
         .collect())
 }
 
+/// A compute storage binding of a bind group layout (whole buffer).
+pub(crate) fn storage_entry(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Storage { read_only },
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
+    }
+}
+
 fn build_op(gpu: &Gpu, op: OpKind) -> Result<OpKernel, ErrorKind> {
     let (source, read_only) = match op {
         // Parsed, validated and checked against its definition by naga
@@ -84,16 +98,7 @@ fn build_op(gpu: &Gpu, op: OpKind) -> Result<OpKernel, ErrorKind> {
     let entries: Vec<wgpu::BindGroupLayoutEntry> = read_only
         .iter()
         .enumerate()
-        .map(|(i, &read_only)| wgpu::BindGroupLayoutEntry {
-            binding: i as u32,
-            visibility: wgpu::ShaderStages::COMPUTE,
-            ty: wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Storage { read_only },
-                has_dynamic_offset: false,
-                min_binding_size: None,
-            },
-            count: None,
-        })
+        .map(|(i, &read_only)| storage_entry(i as u32, read_only))
         .collect();
     let module = match op {
         OpKind::User(_) => gpu.checked("wgpu::Device::create_shader_module", || {

@@ -180,32 +180,19 @@ fn rounds(
     Ok(arms)
 }
 
-/// `a/b` per round: the median and the min–max; `—` without `a`.
+/// `a/b` per round ([`super::ratio_text`]); `—` without `a`.
 fn ratio(a: &[f64], b: &[f64]) -> String {
     if a.is_empty() {
         return "—".into();
     }
-    let v: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
-    let (lo, hi) = v
-        .iter()
-        .fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
-    format!("{:.3} ({lo:.3}–{hi:.3})", median(&v))
+    super::ratio_text(a, b)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[derive(Default)]
-    struct Lines(Vec<String>);
-    impl Sink for Lines {
-        fn row(&mut self, row: crate::csv::Row) {
-            self.0.push(row.to_string());
-        }
-        fn comment(&mut self, text: &str) {
-            self.0.push(text.to_string());
-        }
-    }
+    use crate::measure::Lines;
 
     /// On the CPU reference (no timing asserted): a line per K with all
     /// three arms measured and checked, nothing stopped.

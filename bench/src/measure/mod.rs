@@ -113,6 +113,30 @@ impl Meta {
     }
 }
 
+/// `a[i] / b[i]` per round: the median and, in brackets, the min–max.
+pub(crate) fn ratio_text(a: &[f64], b: &[f64]) -> String {
+    let v: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
+    let (lo, hi) = v
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+    format!("{:.3} ({lo:.3}–{hi:.3})", update::median(&v))
+}
+
+/// A sink that keeps every line, for the table commands' tests.
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct Lines(pub(crate) Vec<String>);
+
+#[cfg(test)]
+impl Sink for Lines {
+    fn row(&mut self, row: crate::csv::Row) {
+        self.0.push(row.to_string());
+    }
+    fn comment(&mut self, text: &str) {
+        self.0.push(text.to_string());
+    }
+}
+
 pub(crate) fn us(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e6
 }

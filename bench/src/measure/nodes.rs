@@ -184,17 +184,7 @@ fn workload(
             }
         }
     }
-    let ratio = |a: usize, b: usize| {
-        let v: Vec<f64> = per_arm[a]
-            .iter()
-            .zip(&per_arm[b])
-            .map(|(x, y)| x / y)
-            .collect();
-        let (lo, hi) = v
-            .iter()
-            .fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
-        format!("{:.3} ({lo:.3}–{hi:.3})", median(&v))
-    };
+    let ratio = |a: usize, b: usize| super::ratio_text(&per_arm[a], &per_arm[b]);
     out.comment(&format!(
         "{} | {name} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} | {}",
         dev.id(),
@@ -214,16 +204,7 @@ fn workload(
 mod tests {
     use super::*;
 
-    #[derive(Default)]
-    struct Lines(Vec<String>);
-    impl Sink for Lines {
-        fn row(&mut self, row: crate::csv::Row) {
-            self.0.push(row.to_string());
-        }
-        fn comment(&mut self, text: &str) {
-            self.0.push(text.to_string());
-        }
-    }
+    use crate::measure::Lines;
 
     /// On the CPU reference (no timing asserted): a line per workload with
     /// every arm measured and the node spans counted, the decode trace's

@@ -363,16 +363,31 @@ pub const C14_UPDATES_REACH_INSIDE_BODIES: Case = Case {
                 params: p,
             }],
         )?;
-        for k in [3, 0] {
-            mine.reset(k)?;
+        // One round: the device's inputs put back (counter k), a replay,
+        // and the host loop of the updated program on the reference.
+        let round = |k: u32,
+                     reset: &dyn Fn() -> seam::Result<()>,
+                     got: &dyn Fn() -> seam::Result<Snapshot>,
+                     when: &str|
+         -> CaseResult {
+            reset()?;
             theirs.reset(k)?;
             g.replay()?;
             host_loop(&r, &updated_loop(&theirs, 3.0))?;
             check_eq!(
-                mine.contents(d)?,
+                got()?,
                 theirs.contents(&r)?,
-                "after new parameters inside the body, counter {k}: the replay (left) against the host loop"
+                "{when}, counter {k}: the replay (left) against the host loop"
             );
+            Ok(())
+        };
+        for k in [3, 0] {
+            round(
+                k,
+                &|| mine.reset(k),
+                &|| mine.contents(d),
+                "after new parameters inside the body",
+            )?;
         }
         let moved = Bufs::new(d)?;
         let old = mine.contents(d)?;
@@ -382,16 +397,17 @@ pub const C14_UPDATES_REACH_INSIDE_BODIES: Case = Case {
         ];
         d.update(&g, &Change::rebinds(&pairs))?;
         for k in [3, 5] {
-            moved.reset(k)?;
-            mine.acc2.write(&start(N, -1.0))?;
-            theirs.reset(k)?;
-            g.replay()?;
-            host_loop(&r, &updated_loop(&theirs, 3.0))?;
-            check_eq!(
-                moved_contents(d, &moved, &mine)?,
-                theirs.contents(&r)?,
-                "after rebinding acc and ctl, counter {k}: the replay (left) against the host loop"
-            );
+            // The graph now works on moved.acc, moved.ctl and the rest of mine.
+            let reset = || {
+                moved.reset(k)?;
+                mine.acc2.write(&start(N, -1.0))
+            };
+            round(
+                k,
+                &reset,
+                &|| moved_contents(d, &moved, &mine),
+                "after rebinding acc and ctl",
+            )?;
         }
         check_eq!(
             (d.read::<f32>(mine.acc.id())?, d.read::<u32>(mine.ctl.id())?),
@@ -402,15 +418,12 @@ pub const C14_UPDATES_REACH_INSIDE_BODIES: Case = Case {
         d.update(&g, &Change::rebinds(&back))?;
         moved.reset(0)?;
         for k in [2, 4] {
-            mine.reset(k)?;
-            theirs.reset(k)?;
-            g.replay()?;
-            host_loop(&r, &updated_loop(&theirs, 3.0))?;
-            check_eq!(
-                mine.contents(d)?,
-                theirs.contents(&r)?,
-                "after rebinding back, counter {k}: the replay (left) against the host loop"
-            );
+            round(
+                k,
+                &|| mine.reset(k),
+                &|| mine.contents(d),
+                "after rebinding back",
+            )?;
         }
         check_eq!(
             d.read::<u32>(moved.ctl.id())?,

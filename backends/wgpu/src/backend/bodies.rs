@@ -188,16 +188,7 @@ impl WgpuBackend {
     fn gate(&mut self) -> Result<&Gate, ErrorKind> {
         if self.gate.is_none() {
             let gpu = &self.gpu;
-            let storage = |binding, read_only| wgpu::BindGroupLayoutEntry {
-                binding,
-                visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Buffer {
-                    ty: wgpu::BufferBindingType::Storage { read_only },
-                    has_dynamic_offset: false,
-                    min_binding_size: None,
-                },
-                count: None,
-            };
+            let storage = crate::kernels::storage_entry;
             let layout = gpu.checked("wgpu::Device::create_bind_group_layout", || {
                 gpu.device
                     .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
