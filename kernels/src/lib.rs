@@ -14,6 +14,9 @@
 //! Entry points are named `<op>_<variant>`; [`entry_point`] gives the
 //! variant for each op and element type, the same for every language.
 //! [`geometry`] says how many workgroups a WGSL launch needs.
+//! [`conditional`] emulates conditional bodies (C14) with indirect
+//! dispatches and a gate kernel, for the backends that have no device loop
+//! (and holds the setter of CUDA's conditional nodes).
 //!
 //! [`user`] holds two kernels written as a user writes one (RoPE and a fused
 //! residual-add + rms_norm, `seam::kernel::KernelDef`s with WGSL, CUDA C and
@@ -22,6 +25,7 @@
 
 use seam::{DType, OpKind};
 
+pub mod conditional;
 pub mod geometry;
 pub mod user;
 

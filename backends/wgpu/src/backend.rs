@@ -50,8 +50,6 @@ pub struct WgpuBackend {
     /// The current graph's dispatches and each handle's.
     graphs: Graphs<Graph>,
     staging: Option<wgpu::Buffer>,
-    /// The conditional bodies' gate, made the first time a graph has one.
-    gate: Option<bodies::Gate>,
     /// Device and node timing (`timing.rs`).
     timing: timing::Timing,
     /// Last: drops after every wgpu object of the device (`gpu.rs`).
@@ -98,7 +96,6 @@ impl WgpuBackend {
             recording_nodes: false,
             graphs: Graphs::new(),
             staging: None,
-            gate: None,
             timing: timing::Timing::default(),
             _teardown: teardown,
         })
@@ -416,9 +413,9 @@ impl Backend for WgpuBackend {
     }
 
     /// Unrolled bodies of indirect dispatches, each copy gated on the
-    /// device (`conditional.rs`).
+    /// device (`seam_kernels::conditional`).
     fn conditional_support(&self) -> seam::ConditionalSupport {
-        seam::ConditionalSupport::Emulated(bodies::HOW.into())
+        seam::ConditionalSupport::Emulated(seam_kernels::conditional::HOW.into())
     }
 
     unsafe fn begin_conditional(&mut self, c: &seam::Conditional) -> Result<(), ErrorKind> {

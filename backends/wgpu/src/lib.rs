@@ -64,7 +64,6 @@
 //!   docs/wgpu.md).
 
 mod backend;
-mod conditional;
 mod dispatch;
 mod gpu;
 mod kernels;

@@ -76,7 +76,7 @@ pub(crate) struct Dispatch {
     pub(crate) groups: (u32, u32, u32),
     /// Inside a conditional body (C14): the workgroup counts are read
     /// from this buffer at this byte offset when the device reaches the
-    /// dispatch (`conditional.rs`), not `groups`.
+    /// dispatch (`seam_kernels::conditional`), not `groups`.
     pub(crate) indirect: Option<(wgpu::Buffer, u64)>,
 }
 

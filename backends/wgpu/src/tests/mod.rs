@@ -22,14 +22,10 @@ mod guards;
 mod timing;
 
 pub fn main() {
-    use crate::{conditional, dispatch, kernels, replay, validation};
+    use crate::{dispatch, kernels, replay, validation};
     device_trials::run(
         "wgpu:0",
         &[
-            (
-                "conditional::bodies_unroll_into_gated_copies",
-                conditional::tests::bodies_unroll_into_gated_copies,
-            ),
             (
                 "replay::replay_steps_set_only_what_changes",
                 replay::tests::replay_steps_set_only_what_changes,
@@ -395,9 +391,9 @@ fn eager_chain_longer_than_a_batch_runs_in_order(mut b: Direct<WgpuBackend>) -> 
 /// exceed what wgpu unrolls is refused by name when it opens, and the
 /// capture goes on; a body within the bound still runs.
 /// Mutation: the bound compared without the enclosing body's copies
-/// (`rec.open.last()` → `None`) → red (the nested WHILE is accepted).
+/// (`Nesting::open`) → red (the nested WHILE is accepted).
 fn a_body_unrolled_past_the_bound_is_refused(b: Direct<WgpuBackend>) -> Completion {
-    use crate::backend::bodies::MAX_COPIES;
+    use seam_kernels::conditional::MAX_COPIES;
     let d = Device::new(Box::new(b.into_inner()));
     let flag = d.buffer_from(&[1u32]).expect("upload");
     let x = d.buffer_from(&[1.0f32]).expect("upload");
