@@ -55,6 +55,11 @@
 //!   same graph: the leading barrier and the in-order queue make it start
 //!   after everything submitted before it. The current exec and graph handles
 //!   are separate command buffers (C3).
+//! - **Conditional bodies are Emulated** (C14): unrolled into indirect
+//!   dispatches, each copy gated on the device by a kernel that writes
+//!   their workgroup counts (`seam_kernels::conditional`,
+//!   `backend/bodies.rs`), after barriers whose scopes hold
+//!   indirect-argument reads, audited (docs/vulkan.md).
 //! - **Lifetimes.** Every submission gets a serial and a fence, and holds
 //!   its command buffer, which holds every buffer, pipeline and query pool it
 //!   records, until the fence has signalled. So a freed buffer, a destroyed

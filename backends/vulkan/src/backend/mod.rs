@@ -5,8 +5,10 @@
 //! what it no longer needs: a freed buffer, a destroyed graph (C8), a
 //! replaced current exec.
 
+mod bodies;
 mod eager;
 mod nodes;
+mod pipelines;
 mod staging;
 #[cfg(test)]
 mod tests;
@@ -18,11 +20,11 @@ use crate::sys::{self, Buffer, CommandBuffer, Gpu, Instance, Pipeline, Validatio
 use ash::vk;
 use seam::table::{Buffers, Graphs};
 use seam::{
-    Backend, CaptureSupport, DType, DeviceInfo, DeviceSpan, ErrorKind, Launch, NodeTiming, OpKind,
-    RawBuffer, RawGraph, ReplayTarget, ResourceCounts, UpdateSupport,
+    Backend, CaptureSupport, Conditional, ConditionalSupport, DType, DeviceInfo, DeviceSpan,
+    ErrorKind, Launch, NodeTiming, OpKind, RawBuffer, RawGraph, ReplayTarget, ResourceCounts,
+    UpdateSupport,
 };
 use std::collections::{HashMap, VecDeque};
-use std::ffi::CString;
 
 /// One Vulkan device behind the seam.
 pub struct VulkanBackend {
@@ -42,6 +44,8 @@ pub struct VulkanBackend {
     /// recorded again once its submission has completed.
     batches: VecDeque<CommandBuffer>,
     capture: Option<CommandBuffer>,
+    /// The open capture's conditional bodies and launch count (`bodies.rs`).
+    bodies: bodies::Bodies,
     /// The open capture's timestamps, where it is node-timed (`nodes.rs`).
     capture_nodes: Option<nodes::NodeStamps>,
     /// The current graph and each handle's.
@@ -139,6 +143,7 @@ impl VulkanBackend {
             eager: None,
             batches: VecDeque::new(),
             capture: None,
+            bodies: bodies::Bodies::default(),
             capture_nodes: None,
             graphs: Graphs::new(),
             node_timing: false,
@@ -232,80 +237,6 @@ impl VulkanBackend {
     fn buffer(&self, id: RawBuffer) -> Result<&Buffer, ErrorKind> {
         self.buffers.get(id)
     }
-
-    // ----- pipelines -----
-
-    /// Whether the device runs workgroups of `op`'s size ([`workgroup_fits`]).
-    fn fits_workgroup(&self, op: OpKind) -> Result<(), ErrorKind> {
-        let adapter = self.gpu.adapter();
-        workgroup_fits(
-            op,
-            &adapter.name,
-            adapter.max_workgroup_invocations,
-            adapter.max_workgroup_size,
-        )
-    }
-
-    /// The pipeline of an (op, dtype) pair, created on first use. A user
-    /// kernel's is made from its WGSL (`user.rs`) when it is registered
-    /// (`prepare`), keyed by its `OpKind::User`.
-    fn pipeline(&mut self, op: OpKind, dtype: DType) -> Result<Pipeline, ErrorKind> {
-        let key = match op {
-            OpKind::User(k) => (op, k.name()),
-            _ => (op, seam_kernels::variant(op, dtype)),
-        };
-        if let Some(p) = self.pipelines.get(&key) {
-            return Ok(p.clone());
-        }
-        self.fits_workgroup(op)?;
-        if let OpKind::User(k) = op {
-            let words = crate::user::spirv(k)?;
-            let entry = CString::new(k.name())
-                .map_err(|e| ErrorKind::driver("vkCreateComputePipelines", e))?;
-            let p = self
-                .gpu
-                .compute_pipeline(k.def().bindings.len(), &words, &entry)?;
-            self.pipelines.insert(key, p.clone());
-            return Ok(p);
-        }
-        let words = seam_kernels::spirv(op).ok_or(ErrorKind::OpUnsupported { op, dtype })?;
-        let entry = CString::new(seam_kernels::entry_point(op, dtype))
-            .map_err(|e| ErrorKind::driver("vkCreateComputePipelines", e))?;
-        let p = self
-            .gpu
-            .compute_pipeline(op.signature().len(), words, &entry)?;
-        self.pipelines.insert(key, p.clone());
-        Ok(p)
-    }
-}
-
-/// Whether `device`, whose limits are `max_invocations`
-/// (`maxComputeWorkGroupInvocations`) and `max_size`
-/// (`maxComputeWorkGroupSize`), runs workgroups of `op`'s size: gemm's 512
-/// invocations are above Vulkan's guaranteed 128. `TooLarge` naming the op,
-/// the device and the limit where not.
-fn workgroup_fits(
-    op: OpKind,
-    device: &str,
-    max_invocations: u32,
-    max_size: [u32; 3],
-) -> Result<(), ErrorKind> {
-    let size = seam_kernels::geometry::workgroup_size(op);
-    let invocations: u64 = size.iter().map(|&d| u64::from(d)).product();
-    let fits = invocations <= u64::from(max_invocations)
-        && size.iter().zip(max_size).all(|(&d, m)| d <= m);
-    if fits {
-        return Ok(());
-    }
-    Err(ErrorKind::TooLarge {
-        what: "workgroup",
-        detail: format!(
-            "{op}'s kernels run workgroups of {}×{}×{} invocations; {device} allows {max_invocations} \
-             (maxComputeWorkGroupInvocations), at most {max_size:?} on each axis \
-             (maxComputeWorkGroupSize)",
-            size[0], size[1], size[2],
-        ),
-    })
 }
 
 #[allow(unsafe_code)] // the trait's `unsafe fn`s (the trust boundary, seam::Backend)
@@ -406,6 +337,10 @@ impl Backend for VulkanBackend {
             let params = launch.immediates();
             if b.capture.is_none() {
                 b.eager()?;
+            } else if b.bodies.is_open() {
+                // Recorded, unrolled, when its outermost body closes.
+                b.bodies.hold(launch, pipeline, groups);
+                return Ok(());
             }
             // The buffers are borrowed from `buffers` while the batch or
             // capture records (disjoint fields), and the bindings built on
@@ -439,7 +374,11 @@ impl Backend for VulkanBackend {
                 }
                 rec.dispatch(&pipeline, bindings, &params, groups)
             })?;
-            b.node_stamp()?;
+            if b.capture.is_some() {
+                let index = b.bodies.launches;
+                b.bodies.launches += 1;
+                b.node_stamp(Some(index))?;
+            }
             if b.capture.is_none() && eager::rec_full(b.eager.as_ref()) {
                 b.flush()?;
             }
@@ -468,6 +407,7 @@ impl Backend for VulkanBackend {
             let mut cmd = b.gpu.command_buffer()?;
             cmd.begin(true)?;
             b.capture = Some(cmd);
+            b.bodies = bodies::Bodies::default();
             b.begin_node_stamps()
         })
     }
@@ -501,6 +441,20 @@ impl Backend for VulkanBackend {
         })
     }
 
+    /// Unrolled bodies of indirect dispatches, each copy gated on the
+    /// device (`bodies.rs`, `seam_kernels::conditional`).
+    fn conditional_support(&self) -> ConditionalSupport {
+        ConditionalSupport::Emulated(seam_kernels::conditional::HOW.into())
+    }
+
+    unsafe fn begin_conditional(&mut self, c: &Conditional) -> Result<(), ErrorKind> {
+        self.validated("begin_conditional", |b| b.begin_body(c))
+    }
+
+    fn end_conditional(&mut self) -> Result<(), ErrorKind> {
+        self.validated("end_conditional", |b| b.end_body())
+    }
+
     unsafe fn destroy_graph(&mut self, graph: RawGraph) -> Result<(), ErrorKind> {
         self.validated("destroy_graph", |b| {
             // C8: a replay may be in flight; it holds the command buffer, which
@@ -515,6 +469,7 @@ impl Backend for VulkanBackend {
         self.validated("abort_capture", |b| {
             // A command buffer in the recording state was never submitted.
             b.capture_nodes = None;
+            b.bodies = bodies::Bodies::default();
             b.capture.take().map(drop).ok_or(ErrorKind::NotCapturing)
         })
     }
@@ -583,6 +538,9 @@ impl VulkanBackend {
     fn finish_capture(&mut self) -> Result<nodes::VkGraph, ErrorKind> {
         let mut rec = self.capture.take().ok_or(ErrorKind::NotCapturing)?;
         let nodes = self.capture_nodes.take();
+        if let Some(e) = std::mem::take(&mut self.bodies).failed {
+            return Err(e);
+        }
         rec.end()?;
         Ok(nodes::VkGraph { cmd: rec, nodes })
     }

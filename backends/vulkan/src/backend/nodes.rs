@@ -40,6 +40,9 @@ pub(super) struct NodeStamps {
     pools: Vec<QueryPool>,
     /// Timestamps recorded: one more than the graph's dispatches.
     stamps: u32,
+    /// The launch each dispatch ran (its span's node), in record order;
+    /// `None` for a conditional body's gate, which is no launch.
+    launch_of: Vec<Option<u32>>,
     /// The tag of a traced replay whose stamps are not yet read.
     unread: Option<u64>,
 }
@@ -62,16 +65,25 @@ impl VulkanBackend {
             self.capture_nodes = Some(NodeStamps {
                 pools: Vec::new(),
                 stamps: 0,
+                launch_of: Vec::new(),
                 unread: None,
             });
-            self.node_stamp()?;
+            self.stamp()?;
         }
         Ok(())
     }
 
-    /// Record the capture's next timestamp (after a dispatch; nothing
-    /// where the capture is not node-timed).
-    pub(super) fn node_stamp(&mut self) -> Result<(), ErrorKind> {
+    /// Record the capture's next timestamp after a dispatch of `launch`
+    /// (`None`: a gate); nothing where the capture is not node-timed.
+    pub(super) fn node_stamp(&mut self, launch: Option<u32>) -> Result<(), ErrorKind> {
+        if let Some(nodes) = self.capture_nodes.as_mut() {
+            nodes.launch_of.push(launch);
+        }
+        self.stamp()
+    }
+
+    /// Record the capture's next timestamp, where it is node-timed.
+    fn stamp(&mut self) -> Result<(), ErrorKind> {
         let (Some(nodes), Some(rec)) = (self.capture_nodes.as_mut(), self.capture.as_mut()) else {
             return Ok(());
         };
@@ -175,7 +187,7 @@ impl VulkanBackend {
     }
 }
 
-/// A completed replay's timestamps as one span per dispatch.
+/// A completed replay's timestamps as one span per dispatch of a launch.
 fn read(
     gpu: &mut crate::sys::Gpu,
     clock: Clock,
@@ -188,10 +200,10 @@ fn read(
     }
     Ok(ticks
         .windows(2)
-        .enumerate()
-        .map(|(i, w)| {
+        .zip(&nodes.launch_of)
+        .filter_map(|(w, launch)| {
             let (start, len) = clock.span(w[0], w[1]);
-            DeviceSpan::node(tag, i as u32, start, start.saturating_add(len))
+            launch.map(|i| DeviceSpan::node(tag, i, start, start.saturating_add(len)))
         })
         .collect())
 }

@@ -16,7 +16,11 @@
 //!   command buffer ends (second scope: HOST stage, HOST_READ access).
 //!
 //! A dispatch is a compute-shader access (SHADER_READ / SHADER_WRITE), a
-//! copy a transfer (TRANSFER_READ / TRANSFER_WRITE). The barrier's masks come
+//! copy a transfer (TRANSFER_READ / TRANSFER_WRITE), an indirect dispatch's
+//! read of its arguments an indirect-command read (DRAW_INDIRECT /
+//! INDIRECT_COMMAND_READ); a write to a buffer that may hold indirect
+//! arguments ([`Audit::indirect_args`]) waits for a barrier that orders
+//! indirect reads after it too. The barrier's masks come
 //! from the same [`Scope`] the command is recorded with, and the audit is
 //! told of a barrier where `vkCmdPipelineBarrier` is called, so a mask that
 //! loses a bit, or a barrier that is not recorded, is refused at the first
@@ -41,17 +45,30 @@ pub(crate) struct Scope {
 pub(crate) enum Command {
     /// `vkCmdDispatch`: the compute-shader stage.
     Dispatch,
-    /// `vkCmdCopyBuffer`: the transfer stage.
+    /// `vkCmdCopyBuffer`, `vkCmdUpdateBuffer`: the transfer stage.
     Copy,
+    /// `vkCmdDispatchIndirect`'s read of its arguments: the draw-indirect
+    /// stage (its shader's own accesses are a `Dispatch`). Never writes.
+    Indirect,
 }
 
 impl Command {
-    const ALL: [Command; 2] = [Command::Dispatch, Command::Copy];
+    /// The commands that write.
+    const WRITERS: [Command; 2] = [Command::Dispatch, Command::Copy];
+    /// Every later access: each command, reading and writing.
+    const LATER: [(Command, bool); 5] = [
+        (Command::Dispatch, false),
+        (Command::Dispatch, true),
+        (Command::Copy, false),
+        (Command::Copy, true),
+        (Command::Indirect, false),
+    ];
 
     fn name(self) -> &'static str {
         match self {
             Command::Dispatch => "dispatch",
             Command::Copy => "copy",
+            Command::Indirect => "indirect arguments of a dispatch",
         }
     }
 
@@ -59,6 +76,7 @@ impl Command {
         match self {
             Command::Dispatch => vk::PipelineStageFlags::COMPUTE_SHADER,
             Command::Copy => vk::PipelineStageFlags::TRANSFER,
+            Command::Indirect => vk::PipelineStageFlags::DRAW_INDIRECT,
         }
     }
 
@@ -68,17 +86,24 @@ impl Command {
             (Command::Dispatch, true) => vk::AccessFlags::SHADER_WRITE,
             (Command::Copy, false) => vk::AccessFlags::TRANSFER_READ,
             (Command::Copy, true) => vk::AccessFlags::TRANSFER_WRITE,
+            (Command::Indirect, _) => vk::AccessFlags::INDIRECT_COMMAND_READ,
         }
     }
 
-    /// This command's bit among a later access's four kinds.
+    /// This command's bit among a later access's five kinds.
     fn kind(self, writes: bool) -> u8 {
-        1 << (2 * self as u8 + writes as u8)
+        match self {
+            Command::Indirect => INDIRECT_KIND,
+            _ => 1 << (2 * self as u8 + writes as u8),
+        }
     }
 }
 
-/// Every later kind: dispatch and copy, reading and writing.
+/// Every later kind but an indirect read: dispatch and copy, reading and
+/// writing.
 const ALL_KINDS: u8 = 0b1111;
+/// An indirect dispatch's read of its arguments.
+const INDIRECT_KIND: u8 = 0b1_0000;
 /// The later kinds that conflict with an earlier read: the writes.
 const WRITE_KINDS: u8 = 0b1010;
 
@@ -94,12 +119,10 @@ impl Scope {
             return 0;
         }
         let mut kinds = 0;
-        for later in Command::ALL {
-            for w in [false, true] {
-                let visible = !writes || self.dst_access.contains(later.access(w));
-                if self.dst_stages.contains(later.stage()) && visible {
-                    kinds |= later.kind(w);
-                }
+        for (later, w) in Command::LATER {
+            let visible = !writes || self.dst_access.contains(later.access(w));
+            if self.dst_stages.contains(later.stage()) && visible {
+                kinds |= later.kind(w);
             }
         }
         kinds
@@ -108,9 +131,9 @@ impl Scope {
     /// The later kinds ordered after a write of either stage: what a
     /// barrier orders after every earlier submission to the queue.
     fn orders_any_write(&self) -> u8 {
-        Command::ALL
+        Command::WRITERS
             .iter()
-            .fold(ALL_KINDS, |k, &c| k & self.orders(c, true))
+            .fold(ALL_KINDS | INDIRECT_KIND, |k, &c| k & self.orders(c, true))
     }
 
     /// Whether it makes a write by `earlier` visible to the host.
@@ -146,6 +169,9 @@ pub(super) struct Audit {
     /// The last write of each command kind (buffer, command number) not yet
     /// made visible to the host.
     last_write: [Option<(u64, usize)>; 2],
+    /// Buffers that may hold indirect arguments: a write to one stays
+    /// pending until indirect reads are ordered after it too.
+    indirect: Vec<u64>,
 }
 
 /// Two accesses to one buffer with no barrier ordering them.
@@ -209,6 +235,16 @@ impl Audit {
         self.ordered = 0;
         self.commands = 0;
         self.last_write = [None; 2];
+        self.indirect.clear();
+    }
+
+    /// `buffer` may hold indirect arguments (it was made with
+    /// INDIRECT_BUFFER usage): told before the first command that touches
+    /// it.
+    pub(super) fn indirect_args(&mut self, buffer: u64) {
+        if !self.indirect.contains(&buffer) {
+            self.indirect.push(buffer);
+        }
     }
 
     /// The audit as it stands right after a barrier of `scope` that follows
@@ -231,13 +267,18 @@ impl Audit {
     /// earlier submissions, and may make the writes so far visible to the
     /// host.
     pub(super) fn barrier(&mut self, scope: &Scope) {
+        let indirect = &self.indirect;
         self.pending.retain_mut(|p| {
             p.ordered |= scope.orders(p.command, p.writes);
-            let needed = if p.writes { ALL_KINDS } else { WRITE_KINDS };
+            let needed = match (p.writes, indirect.contains(&p.buffer)) {
+                (true, true) => ALL_KINDS | INDIRECT_KIND,
+                (true, false) => ALL_KINDS,
+                (false, _) => WRITE_KINDS,
+            };
             p.ordered & needed != needed
         });
         self.ordered |= scope.orders_any_write();
-        for c in Command::ALL {
+        for c in Command::WRITERS {
             if scope.shows_host(c) {
                 self.last_write[c as usize] = None;
             }
@@ -364,6 +405,60 @@ mod tests {
         assert_eq!(war.command, "copy");
         let waw = a.command(Dispatch, &[(OUT, true)]).unwrap_err();
         assert!(waw.to_string().contains("write after write"), "{waw}");
+    }
+
+    /// `full()` with indirect-argument reads in both scopes
+    /// (`record::global_indirect`).
+    fn with_indirect() -> Scope {
+        let f = full();
+        Scope {
+            src_stages: f.src_stages | S::DRAW_INDIRECT,
+            dst_stages: f.dst_stages | S::DRAW_INDIRECT,
+            dst_access: f.dst_access | A::INDIRECT_COMMAND_READ,
+            ..f
+        }
+    }
+
+    /// A write to a buffer that may hold indirect arguments, then an
+    /// indirect dispatch reading it: a barrier without indirect reads in
+    /// its second scope orders every other later access but not that one
+    /// (the write stays pending past it); one with them does. A later write
+    /// after the indirect read needs DRAW_INDIRECT in the first scope.
+    /// Mutations: the write dropped from the pending list once the four
+    /// direct kinds are ordered, `Indirect`'s stage taken as the compute
+    /// shader's → red.
+    #[test]
+    fn indirect_arguments_need_a_barrier_that_holds_their_reads() {
+        use Command::Indirect;
+        const CTL: u64 = 0xd;
+        let mut a = Audit::default();
+        a.barrier(&with_indirect());
+        a.indirect_args(CTL);
+        a.command(Dispatch, &[(A_, false), (CTL, true)]).unwrap();
+        a.barrier(&full());
+        a.command(Dispatch, &[(CTL, false), (B, true)]).unwrap();
+        let h = a.command(Indirect, &[(CTL, false)]).unwrap_err();
+        assert_eq!(h.earlier, Some((1, true)));
+        assert!(h.to_string().contains("indirect arguments"), "{h}");
+        a.barrier(&with_indirect());
+        a.command(Indirect, &[(CTL, false)]).unwrap();
+        a.barrier(&full());
+        let war = a.command(Dispatch, &[(CTL, true)]).unwrap_err();
+        assert!(war.to_string().contains("write after read"), "{war}");
+        a.barrier(&with_indirect());
+        a.command(Dispatch, &[(CTL, true)]).unwrap();
+        // The first indirect read of a command buffer must follow a
+        // barrier that orders it after earlier submissions' writes.
+        let mut fresh = after_barrier();
+        assert_eq!(
+            fresh
+                .command(Indirect, &[(CTL, false)])
+                .unwrap_err()
+                .earlier,
+            None
+        );
+        fresh.barrier(&with_indirect());
+        fresh.command(Indirect, &[(CTL, false)]).unwrap();
     }
 
     #[test]

@@ -25,6 +25,9 @@ struct BufferInner {
     memory: vk::DeviceMemory,
     size: u64,
     mapped: Option<Mutex<Mapped>>,
+    /// Made with INDIRECT_BUFFER usage: it may hold a dispatch's
+    /// indirect arguments.
+    indirect: bool,
     /// Serial of the last submission that used the buffer (0: none).
     last_use: AtomicU64,
 }
@@ -60,6 +63,11 @@ impl Buffer {
 
     pub(super) fn handle(&self) -> vk::Buffer {
         self.0.buffer
+    }
+
+    /// Whether it may hold indirect arguments ([`Gpu::create_control_buffer`]).
+    pub(super) fn indirect(&self) -> bool {
+        self.0.indirect
     }
 
     pub(super) fn same(&self, other: &Buffer) -> bool {
@@ -151,16 +159,28 @@ impl Gpu {
         size: u64,
         prefer: &[vk::MemoryPropertyFlags],
     ) -> Result<Buffer, ErrorKind> {
-        create(
-            &self.shared,
-            size,
-            vk::BufferUsageFlags::STORAGE_BUFFER
-                | vk::BufferUsageFlags::TRANSFER_SRC
-                | vk::BufferUsageFlags::TRANSFER_DST,
-            prefer,
-        )
+        let usage = vk::BufferUsageFlags::TRANSFER_SRC;
+        create(&self.shared, size, STORAGE | usage, prefer)
+    }
+
+    /// A buffer of `size` bytes a graph's conditional bodies keep their
+    /// control words in (`seam_kernels::conditional`): a storage buffer the
+    /// gates write, read as indirect dispatch arguments, written by
+    /// `vkCmdUpdateBuffer`; in the memory of the first type in `prefer`.
+    pub fn create_control_buffer(
+        &self,
+        size: u64,
+        prefer: &[vk::MemoryPropertyFlags],
+    ) -> Result<Buffer, ErrorKind> {
+        let usage = vk::BufferUsageFlags::INDIRECT_BUFFER;
+        create(&self.shared, size, STORAGE | usage, prefer)
     }
 }
+
+/// What every buffer seam makes is: a storage buffer, written by transfers.
+const STORAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::from_raw(
+    vk::BufferUsageFlags::STORAGE_BUFFER.as_raw() | vk::BufferUsageFlags::TRANSFER_DST.as_raw(),
+);
 
 /// A uniform buffer of `size` bytes in host-visible, coherent memory
 /// (device-local too where the device has such a type), mapped: the
@@ -206,6 +226,7 @@ fn create(
             memory,
             size,
             mapped: mapped.map(Mutex::new),
+            indirect: usage.contains(vk::BufferUsageFlags::INDIRECT_BUFFER),
             last_use: AtomicU64::new(0),
         }))),
         Err(e) => {
@@ -358,20 +379,9 @@ mod tests {
     /// `check` → `Ok(())` (a copy past the mapping) → red.
     #[test]
     fn host_access_past_the_mapping_is_refused() {
-        use crate::sys::{Gpu, Instance, HOST_COHERENT};
-        let gpu = match Instance::shared().and_then(|i| {
-            let a = i.adapters()?.into_iter().next().ok_or("no adapter")?;
-            Gpu::new(i, a).map_err(|e| e.to_string())
-        }) {
-            Ok(g) => g,
-            Err(e) => {
-                assert!(
-                    !seam::testing::is_required("vulkan:0"),
-                    "{} requires vulkan:0: {e}",
-                    seam::testing::REQUIRE_ENV
-                );
-                return eprintln!("no Vulkan device ({e}): skipped");
-            }
+        use crate::sys::HOST_COHERENT;
+        let Some(gpu) = crate::sys::test_gpu() else {
+            return;
         };
         let b = gpu
             .create_buffer(64, &[M::HOST_VISIBLE | HOST_COHERENT])

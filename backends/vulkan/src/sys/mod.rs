@@ -54,3 +54,26 @@ pub use device::{Gpu, Pipeline, QueryPool};
 pub use instance::{Adapter, Instance};
 pub use memory::{Buffer, HOST_COHERENT};
 pub use validation::{take as take_validation_messages, Validation};
+
+/// The first Vulkan device, for the `sys` layer's own tests; `None`
+/// (saying so) where there is none, and a failure instead where
+/// `SEAM_REQUIRE_DEVICES` names vulkan:0.
+#[cfg(test)]
+pub(crate) fn test_gpu() -> Option<Gpu> {
+    let gpu = Instance::shared().and_then(|i| {
+        let a = i.adapters()?.into_iter().next().ok_or("no adapter")?;
+        Gpu::new(i, a).map_err(|e| e.to_string())
+    });
+    match gpu {
+        Ok(g) => Some(g),
+        Err(e) => {
+            assert!(
+                !seam::testing::is_required("vulkan:0"),
+                "{} requires vulkan:0: {e}",
+                seam::testing::REQUIRE_ENV
+            );
+            eprintln!("no Vulkan device ({e}): skipped");
+            None
+        }
+    }
+}

@@ -53,7 +53,7 @@ fn read(b: &mut Direct<VulkanBackend>, buf: RawBuffer) -> Vec<u8> {
 /// the per-axis check left out → red at the y = 16 row.
 #[test]
 fn an_op_whose_workgroup_the_device_cannot_run_is_refused() {
-    use super::workgroup_fits;
+    use super::pipelines::workgroup_fits;
     assert!(workgroup_fits(OpKind::Gemm, "big", 512, [1024, 32, 64]).is_ok());
     assert!(workgroup_fits(OpKind::Add, "small", 128, [128, 128, 64]).is_ok());
     for (max, size, limit) in [
@@ -414,4 +414,39 @@ fn device_timing_keeps_one_query_pool_per_1024_markers() {
     b.set_device_timing(false).unwrap();
     assert!(b.take_device_spans().unwrap().is_empty());
     assert_eq!(b.query_pools(), 0, "released once timing is off and read");
+}
+
+/// One body whose unrolling passes the step bound while each of its
+/// copies is within the copies bound (a WHILE of 65,536 over 64 launches:
+/// 4,259,840 steps): the body closes, the capture's end is refused with
+/// `TooLarge`, and the device goes on (a capture after it replays).
+/// Mutation: the failure kept from the capture's end (`failed` never
+/// returned by `finish_capture`) → red (a graph without the body).
+#[test]
+fn a_body_past_the_step_bound_is_refused_when_the_capture_ends() {
+    let b = match VulkanBackend::open(0) {
+        Ok(b) => b,
+        Err(e) => return skipped(e),
+    };
+    let d = seam::Device::new(Box::new(b));
+    let flag = d.buffer_from(&[0u32]).unwrap();
+    let x = d.buffer_from(&[1.0f32]).unwrap();
+    let step = seam::ops::scale_add(x.id(), x.id(), 1, 1.0, 1.0);
+    let scope = d.capture().unwrap();
+    scope
+        .run_while(flag.id(), 1 << 16, || {
+            for _ in 0..64 {
+                d.launch(&step)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    let Err(e) = scope.end_graph() else {
+        panic!("a body of 4,259,840 steps was taken");
+    };
+    assert!(matches!(e.kind, seam::ErrorKind::TooLarge { .. }), "{e}");
+    let scope = d.capture().unwrap();
+    d.launch(&step).unwrap();
+    scope.end_graph().unwrap().replay().unwrap();
+    assert_eq!(x.read().unwrap(), vec![2.0]);
 }

@@ -127,19 +127,13 @@ impl Held {
 #[cfg(test)]
 mod tests {
     use super::{key, Held};
-    use crate::sys::{Buffer, Gpu, Instance};
+    use crate::sys::{Buffer, Gpu};
     use ash::vk;
 
     /// Four buffers of the first Vulkan device, sorted by handle, or `None`
     /// (saying so) where there is none.
     fn buffers() -> Option<(Gpu, [Buffer; 4])> {
-        let gpu = Instance::shared()
-            .and_then(|i| {
-                let a = i.adapters()?.into_iter().next().ok_or("no adapter")?;
-                Gpu::new(i, a).map_err(|e| e.to_string())
-            })
-            .map_err(|e| eprintln!("no Vulkan device ({e}): skipped"))
-            .ok()?;
+        let gpu = crate::sys::test_gpu()?;
         let mut b: Vec<Buffer> = (0..4)
             .map(|_| gpu.create_buffer(16, &[vk::MemoryPropertyFlags::empty()]))
             .collect::<Result<_, _>>()

@@ -4,7 +4,9 @@
 //! dispatch, the descriptor set it bound, so a rebind (C13) rewrites that
 //! set in place and audits the barriers again (`CommandBuffer::update`).
 
+mod copy;
 mod held;
+mod indirect;
 #[cfg(test)]
 mod layer_tests;
 mod params;
@@ -21,6 +23,7 @@ use super::memory::Buffer;
 use super::{drv, PARAM_BYTES};
 use ash::vk;
 use held::Held;
+use indirect::Counts;
 use seam::ErrorKind;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -353,20 +356,39 @@ impl CommandBuffer {
         params: &[u8; PARAM_BYTES as usize],
         groups: (u32, u32, u32),
     ) -> Result<(), ErrorKind> {
-        const CALL: &str = "vkCmdDispatch";
-        let inner = self.recording(CALL)?;
+        self.record_dispatch(pipeline, bindings, params, Counts::Direct(groups))
+    }
+
+    /// [`Self::dispatch`] with its workgroup counts given directly or read
+    /// by the device from a buffer (`indirect.rs`).
+    fn record_dispatch(
+        &mut self,
+        pipeline: &Pipeline,
+        bindings: &[(&Buffer, seam::ops::Access)],
+        params: &[u8; PARAM_BYTES as usize],
+        counts: Counts<'_>,
+    ) -> Result<(), ErrorKind> {
+        let call = counts.call();
+        let inner = self.recording(call)?;
+        let (groups, args) = match counts {
+            Counts::Direct(groups) => (groups, None),
+            Counts::Indirect(buffer, offset) => {
+                inner.check_indirect(buffer, offset)?;
+                ((0, 0, 0), Some((buffer, offset)))
+            }
+        };
         let layout = &pipeline.0.layout;
         if !Arc::ptr_eq(&layout.shared, &inner.shared)
             || bindings.iter().any(|(b, _)| !b.of(&inner.shared))
         {
             return Err(ErrorKind::driver(
-                CALL,
+                call,
                 "a pipeline or buffer of another device",
             ));
         }
         if bindings.len() != layout.bindings {
             return Err(ErrorKind::driver(
-                CALL,
+                call,
                 format!(
                     "{} buffers for a pipeline of {} bindings",
                     bindings.len(),
@@ -380,7 +402,7 @@ impl CommandBuffer {
             || groups.2 > a.max_group_count[2]
         {
             return Err(ErrorKind::driver(
-                CALL,
+                call,
                 format!(
                     "{groups:?} workgroups exceed maxComputeWorkGroupCount {:?}",
                     a.max_group_count
@@ -392,7 +414,7 @@ impl CommandBuffer {
             .find(|(b, _)| b.size() > a.max_storage_buffer_range)
         {
             return Err(ErrorKind::driver(
-                CALL,
+                call,
                 format!("a {}-byte buffer exceeds maxStorageBufferRange", b.size()),
             ));
         }
@@ -403,10 +425,23 @@ impl CommandBuffer {
                 a == seam::ops::Access::Write,
             )
         };
+        for (b, _) in bindings {
+            if b.indirect() {
+                inner.audit.indirect_args(vk::Handle::as_raw(b.handle()));
+            }
+        }
+        if let Some((b, _)) = args {
+            let raw = vk::Handle::as_raw(b.handle());
+            inner.audit.indirect_args(raw);
+            inner
+                .audit
+                .command(Command::Indirect, &[(raw, false)])
+                .map_err(|h| ErrorKind::driver(call, h))?;
+        }
         crate::stack::with_slice(bindings.len(), access, |accesses| {
             inner.audit.command(Command::Dispatch, accesses)
         })
-        .map_err(|h| ErrorKind::driver(CALL, h))?;
+        .map_err(|h| ErrorKind::driver(call, h))?;
         let block = inner.write_params(inner.dispatches, params)?;
         let set = inner.descriptor_set(layout.set_layout, bindings, block)?;
         let recorded = Dispatch {
@@ -425,7 +460,7 @@ impl CommandBuffer {
             params: *params,
             groups,
         };
-        inner.cmd_dispatch(&recorded);
+        inner.cmd_dispatch(&recorded, args.map(|(b, at)| (b.handle(), at)));
         if !inner
             .pipelines
             .last()
@@ -440,75 +475,24 @@ impl CommandBuffer {
                 *a == seam::ops::Access::Write,
             ));
         }
+        if let Some((b, _)) = args {
+            inner.buffers.push(b);
+            inner
+                .unbarriered
+                .push((vk::Handle::as_raw(b.handle()), false));
+        }
         inner.dispatches += 1;
         if inner.reusable {
             inner.dispatch_at.push(inner.log.len());
-            inner.log.push(Recorded::Dispatch(recorded));
-        }
-        Ok(())
-    }
-
-    /// Copy `size` bytes from `src` at `src_offset` to `dst` at `dst_offset`.
-    pub fn copy(
-        &mut self,
-        src: &Buffer,
-        src_offset: u64,
-        dst: &Buffer,
-        dst_offset: u64,
-        size: u64,
-    ) -> Result<(), ErrorKind> {
-        const CALL: &str = "vkCmdCopyBuffer";
-        let inner = self.recording(CALL)?;
-        if !src.of(&inner.shared) || !dst.of(&inner.shared) {
-            return Err(ErrorKind::driver(CALL, "a buffer of another device"));
-        }
-        let fits = |off: u64, len: u64| off.checked_add(size).is_some_and(|end| end <= len);
-        if size == 0 || !fits(src_offset, src.size()) || !fits(dst_offset, dst.size()) {
-            return Err(ErrorKind::driver(
-                CALL,
-                format!(
-                    "{size} bytes from {src_offset} of {} to {dst_offset} of {} bytes",
-                    src.size(),
-                    dst.size()
-                ),
-            ));
-        }
-        if src.same(dst) && src_offset < dst_offset + size && dst_offset < src_offset + size {
-            return Err(ErrorKind::driver(CALL, "source and destination overlap"));
-        }
-        inner
-            .audit
-            .command(
-                Command::Copy,
-                &[
-                    (vk::Handle::as_raw(src.handle()), false),
-                    (vk::Handle::as_raw(dst.handle()), true),
-                ],
-            )
-            .map_err(|h| ErrorKind::driver(CALL, h))?;
-        let region = [vk::BufferCopy {
-            src_offset,
-            dst_offset,
-            size,
-        }];
-        // SAFETY: recording; both buffers are live (held below), made with
-        // TRANSFER_SRC and TRANSFER_DST usage; the ranges are inside them and
-        // do not overlap (checked).
-        unsafe {
-            inner
-                .shared
-                .device
-                .cmd_copy_buffer(inner.cmd, src.handle(), dst.handle(), &region)
-        };
-        inner.buffers.push(src);
-        inner.buffers.push(dst);
-        inner.unbarriered.extend([
-            (vk::Handle::as_raw(src.handle()), false),
-            (vk::Handle::as_raw(dst.handle()), true),
-        ]);
-        if inner.reusable {
-            inner.log.push(Recorded::Other);
-            inner.logged_other = true;
+            // An indirect dispatch is not patched by an update: its graph
+            // is recorded anew (`Recorded::Other`).
+            match args {
+                None => inner.log.push(Recorded::Dispatch(recorded)),
+                Some(_) => {
+                    inner.log.push(Recorded::Other);
+                    inner.logged_other = true;
+                }
+            }
         }
         Ok(())
     }

@@ -24,6 +24,20 @@ pub(super) fn global() -> Scope {
     }
 }
 
+/// [`global`] with indirect-argument reads in both scopes: what orders a
+/// conditional body's gate before the indirect dispatches that read the
+/// counts it wrote, and the next gate's write after those reads
+/// (`indirect.rs`).
+pub(super) fn global_indirect() -> Scope {
+    let g = global();
+    Scope {
+        src_stages: g.src_stages | vk::PipelineStageFlags::DRAW_INDIRECT,
+        dst_stages: g.dst_stages | vk::PipelineStageFlags::DRAW_INDIRECT,
+        dst_access: g.dst_access | vk::AccessFlags::INDIRECT_COMMAND_READ,
+        ..g
+    }
+}
+
 /// The scopes of the barrier that ends a command buffer: every compute or
 /// transfer write made visible to the host's reads.
 pub(super) fn host() -> Scope {
@@ -38,7 +52,7 @@ pub(super) fn host() -> Scope {
 impl Inner {
     /// Record a pipeline barrier of `scope` with one global memory barrier,
     /// and tell the audit.
-    fn cmd_pipeline_barrier(&mut self, scope: &Scope) {
+    pub(super) fn cmd_pipeline_barrier(&mut self, scope: &Scope) {
         debug_assert_eq!(self.state, State::Recording);
         if self.state != State::Recording {
             return;
@@ -68,8 +82,9 @@ impl Inner {
     }
 
     /// Record `d`: bind its pipeline and set (its parameters are in the
-    /// block the set points at), dispatch.
-    pub(super) fn cmd_dispatch(&self, d: &Dispatch) {
+    /// block the set points at), dispatch its `groups` or, with `args`, the
+    /// counts the device reads there (buffer, byte offset).
+    pub(super) fn cmd_dispatch(&self, d: &Dispatch, args: Option<(vk::Buffer, u64)>) {
         debug_assert_eq!(self.state, State::Recording);
         if self.state != State::Recording {
             return;
@@ -80,7 +95,9 @@ impl Inner {
         // layout and set are live (`d` and this command buffer hold them)
         // and compatible: the set was allocated with the pipeline's own set
         // layout, every binding written (`Dispatch`'s invariant); the group
-        // counts are within limits.
+        // counts are within limits; `args`, where given, is a live buffer
+        // of INDIRECT_BUFFER usage with three words at the offset
+        // (`Inner::check_indirect`), held by this command buffer.
         unsafe {
             dev.cmd_bind_pipeline(
                 self.cmd,
@@ -95,7 +112,10 @@ impl Inner {
                 &[d.set],
                 &[],
             );
-            dev.cmd_dispatch(self.cmd, d.groups.0, d.groups.1, d.groups.2);
+            match args {
+                None => dev.cmd_dispatch(self.cmd, d.groups.0, d.groups.1, d.groups.2),
+                Some((buffer, offset)) => dev.cmd_dispatch_indirect(self.cmd, buffer, offset),
+            }
         }
     }
 
@@ -145,6 +165,31 @@ mod tests {
                     a.end().unwrap();
                 }
             }
+        }
+    }
+
+    /// `global_indirect()` orders a gate's write before the indirect read
+    /// of its counts and the next gate's write after that read; `global()`
+    /// alone does neither (so a body's steps need the former).
+    #[test]
+    fn the_indirect_barrier_orders_gates_and_indirect_reads() {
+        use super::global_indirect;
+        const CTL: u64 = 7;
+        for (scope, orders) in [(global_indirect(), true), (global(), false)] {
+            let mut a = Audit::default();
+            a.barrier(&global_indirect());
+            a.indirect_args(CTL);
+            a.command(Command::Dispatch, &[(CTL, true)]).unwrap();
+            a.barrier(&scope);
+            assert_eq!(
+                a.command(Command::Indirect, &[(CTL, false)]).is_ok(),
+                orders
+            );
+            let mut a = Audit::default();
+            a.barrier(&global_indirect());
+            a.command(Command::Indirect, &[(CTL, false)]).unwrap();
+            a.barrier(&scope);
+            assert_eq!(a.command(Command::Dispatch, &[(CTL, true)]).is_ok(), orders);
         }
     }
 }

@@ -317,7 +317,7 @@ impl Inner {
                         self.audit.command(Command::Dispatch, a)
                     })
                     .map_err(|h| ErrorKind::driver("vkCmdDispatch", h))?;
-                    self.cmd_dispatch(d)
+                    self.cmd_dispatch(d, None)
                 }
                 Recorded::Query(pool, cmd) => self.cmd_query(pool, *cmd),
                 Recorded::Other => {
@@ -340,7 +340,7 @@ impl Inner {
         }
         if self.logged_other {
             return refuse(
-                "the command buffer records a copy, which an update does not patch".into(),
+                "the command buffer records a copy or a conditional body, which an update does not patch".into(),
             );
         }
         let adapter = &self.shared.adapter;
