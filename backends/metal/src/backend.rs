@@ -1,6 +1,7 @@
 //! `MetalBackend`: the seam over the `sys` layer. Safe Rust only; the
 //! decisions it implements are listed in the crate documentation.
 
+use crate::bodies::{Capture, Step};
 use crate::dispatch;
 use crate::kernels::{Compiled, Kernels};
 use crate::msl;
@@ -24,12 +25,13 @@ const MAX_IN_FLIGHT: usize = 64;
 const CAPTURE_ENV: &str = "SEAM_METAL_CAPTURE";
 
 /// One launch, resolved: what the eager path encodes at once and capture records.
-struct Recorded {
-    kernel: Arc<Compiled>,
-    buffers: Vec<Arc<Buffer>>,
-    params: [u8; seam::ops::IMMEDIATE_BYTES],
-    sizes: Vec<u32>,
-    groups: [u32; 3],
+#[derive(Clone)]
+pub(crate) struct Recorded {
+    pub(crate) kernel: Arc<Compiled>,
+    pub(crate) buffers: Vec<Arc<Buffer>>,
+    pub(crate) params: [u8; seam::ops::IMMEDIATE_BYTES],
+    pub(crate) sizes: Vec<u32>,
+    pub(crate) groups: [u32; 3],
 }
 
 impl Recorded {
@@ -56,6 +58,12 @@ enum Graph {
     Native { icb: Icb, commands: CommandMap },
     /// Re-encoded on every replay.
     Emulated { launches: Vec<Recorded> },
+    /// With conditional bodies: unrolled, re-encoded on every replay over
+    /// its control buffer (`bodies.rs`).
+    Bodies {
+        steps: Vec<Step>,
+        control: Arc<Buffer>,
+    },
 }
 
 /// The command buffer eager launches and replays are encoded into.
@@ -95,17 +103,17 @@ struct Submitted {
 pub struct MetalBackend {
     info: DeviceInfo,
     /// Capture through indirect command buffers (else Emulated).
-    native: bool,
+    pub(crate) native: bool,
     /// Compiled libraries and pipelines, catalogue and user kernels.
-    kernels: Kernels,
+    pub(crate) kernels: Kernels,
     buffers: Buffers<Arc<Buffer>>,
     batch: Option<Batch>,
     in_flight: VecDeque<Submitted>,
-    capture: Option<Vec<Recorded>>,
+    pub(crate) capture: Option<Capture>,
     /// The current graph and each handle's.
     graphs: Graphs<Arc<Graph>>,
     queue: Queue,
-    device: Device,
+    pub(crate) device: Device,
 }
 
 /// A command buffer that ended in `MTLCommandBufferStatusError`.
@@ -146,7 +154,7 @@ impl MetalBackend {
         })
     }
 
-    fn buffer(&self, raw: RawBuffer) -> Result<Arc<Buffer>, ErrorKind> {
+    pub(crate) fn buffer(&self, raw: RawBuffer) -> Result<Arc<Buffer>, ErrorKind> {
         self.buffers.get(raw).cloned()
     }
 
@@ -269,7 +277,12 @@ impl MetalBackend {
     /// Turn the recorded launches into a graph: an indirect command buffer
     /// when capture is Native, the list itself when Emulated.
     fn finish_capture(&mut self) -> Result<Graph, ErrorKind> {
-        let launches = self.capture.take().ok_or(ErrorKind::NotCapturing)?;
+        let capture = self.capture.take().ok_or(ErrorKind::NotCapturing)?;
+        if capture.has_bodies() {
+            let (steps, control) = self.unrolled(capture)?;
+            return Ok(Graph::Bodies { steps, control });
+        }
+        let launches = capture.launches;
         if launches.is_empty() {
             return Ok(Graph::Empty);
         }
@@ -339,7 +352,8 @@ impl Backend for MetalBackend {
         sys::pool(|| {
             let graph = self.graph(target)?;
             let Graph::Native { icb, commands } = &*graph else {
-                // An empty graph has no launch to change (core refuses it).
+                // An empty graph has no launch to change (core refuses it);
+                // one with bodies is recorded anew by core.
                 return Err(ErrorKind::UpdateUnsupported);
             };
             if commands.launches() != icb.commands() {
@@ -450,7 +464,7 @@ impl Backend for MetalBackend {
         if self.capture.is_some() {
             return Err(ErrorKind::NestedCapture);
         }
-        self.capture = Some(Vec::new());
+        self.capture = Some(Capture::default());
         Ok(())
     }
 
@@ -482,6 +496,18 @@ impl Backend for MetalBackend {
                     }
                     batch.launches += launches.len();
                 }
+                Graph::Bodies { steps, control } => {
+                    let enc = batch.encoder()?;
+                    for step in steps {
+                        match step {
+                            Step::Direct(l) => enc.dispatch(&l.dispatch())?,
+                            Step::Indirect(l, at) => {
+                                enc.dispatch_indirect(&l.dispatch(), control, *at as usize)?
+                            }
+                        }
+                    }
+                    batch.launches += steps.len();
+                }
                 Graph::Native { icb, .. } => {
                     // Its own encoder: useResource orders it after the eager
                     // dispatches before it and before the ones after it.
@@ -503,6 +529,20 @@ impl Backend for MetalBackend {
         // In-flight replays hold their own reference; release happens when
         // their command buffer completes (C8).
         self.graphs.remove(graph).map(drop)
+    }
+
+    /// Unrolled bodies of indirect dispatches, each copy gated on the
+    /// device (`bodies.rs`, `seam_kernels::conditional`).
+    fn conditional_support(&self) -> seam::ConditionalSupport {
+        seam::ConditionalSupport::Emulated(seam_kernels::conditional::HOW.into())
+    }
+
+    unsafe fn begin_conditional(&mut self, c: &seam::Conditional) -> Result<(), ErrorKind> {
+        self.begin_body(c)
+    }
+
+    fn end_conditional(&mut self) -> Result<(), ErrorKind> {
+        self.end_body()
     }
 
     fn abort_capture(&mut self) -> Result<(), ErrorKind> {

@@ -41,6 +41,9 @@
 //!   `executeCommandsInBuffer:withRange:`, committed at once. Elsewhere, or
 //!   with `SEAM_METAL_CAPTURE=emulated`, capture is Emulated: the recorded
 //!   launches are re-encoded on every replay. `capture_support` says which.
+//! - **Conditional bodies (C14) are Emulated**: unrolled into indirect
+//!   dispatches gated on the device (`bodies.rs`,
+//!   `seam_kernels::conditional`), re-encoded at every replay.
 //! - **Graph update (C13)** is Native where capture is: each captured
 //!   launch keeps the ICB command it was encoded at (`update.rs`), and
 //!   `update_launches` waits for the graph's in-flight replays (so replays
@@ -69,6 +72,8 @@ mod update;
 
 #[cfg(target_vendor = "apple")]
 mod backend;
+#[cfg(target_vendor = "apple")]
+mod bodies;
 #[cfg(target_vendor = "apple")]
 mod kernels;
 #[cfg(target_vendor = "apple")]

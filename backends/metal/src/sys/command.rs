@@ -199,6 +199,48 @@ impl Encoder {
     /// Encode one dispatch: pipeline, buffers 0.., `Params` and sizes with
     /// `setBytes`, threadgroup memory lengths, then the threadgroups.
     pub fn dispatch(&self, d: &Dispatch<'_>) -> Result<()> {
+        let enc = self.bind(d)?;
+        let [tx, ty, tz] = d.threads;
+        let [gx, gy, gz] = d.groups;
+        enc.dispatchThreadgroups_threadsPerThreadgroup(size(gx, gy, gz), size(tx, ty, tz));
+        Ok(())
+    }
+
+    /// Encode `d` with the threadgroup counts the device reads at byte
+    /// `offset` of `args` when it reaches the command (three `u32`s, as
+    /// `MTLDispatchThreadgroupsIndirectArguments`; zeros run nothing): a
+    /// conditional body's copy (C14, `seam_kernels::conditional`). The
+    /// serial encoder's hazard tracking orders the read after the gate
+    /// that wrote them.
+    pub fn dispatch_indirect(&self, d: &Dispatch<'_>, args: &Buffer, offset: usize) -> Result<()> {
+        if !offset.is_multiple_of(4) || offset.checked_add(12).is_none_or(|end| end > args.len()) {
+            return Err(ErrorKind::driver(
+                "dispatchThreadgroupsWithIndirectBuffer",
+                format!("arguments at byte {offset} of a {}-byte buffer", args.len()),
+            ));
+        }
+        let enc = self.bind(d)?;
+        lock(&self.uses).hold(args);
+        let [tx, ty, tz] = d.threads;
+        // SAFETY: the offset is 4-aligned with three u32s inside `args`
+        // (checked); the command buffer holds `args` until it is seen
+        // completed (above); the counts there are the recorded ones, each
+        // within the device's limits, or zeros (the gate writes nothing else).
+        unsafe {
+            enc.dispatchThreadgroupsWithIndirectBuffer_indirectBufferOffset_threadsPerThreadgroup(
+                &args.0.raw,
+                offset,
+                size(tx, ty, tz),
+            )
+        };
+        Ok(())
+    }
+
+    /// Bind `d`'s pipeline and arguments; the encoder, to dispatch.
+    fn bind(
+        &self,
+        d: &Dispatch<'_>,
+    ) -> Result<&Retained<ProtocolObject<dyn MTLComputeCommandEncoder>>> {
         d.check()?;
         let Some(enc) = &self.raw else {
             return Err(nil("computeCommandEncoder (ended)"));
@@ -225,10 +267,7 @@ impl Encoder {
             // 31 threadgroup slots; lengths are multiples of 16 (lowering.rs).
             unsafe { enc.setThreadgroupMemoryLength_atIndex(len as usize, index) };
         }
-        let [tx, ty, tz] = d.threads;
-        let [gx, gy, gz] = d.groups;
-        enc.dispatchThreadgroups_threadsPerThreadgroup(size(gx, gy, gz), size(tx, ty, tz));
-        Ok(())
+        Ok(enc)
     }
 
     /// Run a recorded graph: declare every buffer its commands use
