@@ -2,6 +2,8 @@
 //! non-blocking stream per backend, kernels from the vendor's runtime
 //! compiler, loaded once; an op the vendor's BLAS serves goes there.
 
+mod bodies;
+
 use crate::driver::{Compiler, NoBlas, OpKernels, StreamDriver, VendorBlas};
 use crate::graphs::{LaunchNode, StreamGraphs};
 use crate::launch::{KernelLaunch, VendorLaunch};
@@ -29,6 +31,8 @@ pub struct StreamBackend<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D> = NoB
     node_timing: bool,
     /// The tag of the open timed bracket (`begin_timed` .. `end_timed`).
     bracket: Option<u64>,
+    /// The capture's open conditional bodies, innermost last (`bodies.rs`).
+    bodies: Vec<bodies::OpenBody>,
     kernels: KernelTable<D::Function>,
     /// Live buffers and their bytes (`ResourceCounts::bytes`).
     buffers: Buffers<D::Memory>,
@@ -48,6 +52,7 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
             timer: EventTimer::new(),
             node_timing: false,
             bracket: None,
+            bodies: Vec::new(),
             kernels: KernelTable::new(),
             buffers: Buffers::new(),
             compiler,
@@ -344,6 +349,11 @@ where
                 self.load_kernels(op)?;
             }
         }
+        // So is the setter of conditional nodes, where the driver has them.
+        if self.driver.conditional_available().is_ok() {
+            self.load_kernels(bodies::setter())?;
+        }
+        self.bodies.clear();
         self.graphs.begin_capture(&self.driver, self.node_timing)
     }
 
@@ -395,7 +405,25 @@ where
 
     fn abort_capture(&mut self) -> Result<(), ErrorKind> {
         self.driver.select()?;
+        self.bodies.clear();
         self.graphs.abort_capture(&self.driver)
+    }
+
+    /// The driver's conditional nodes, where it has them (CUDA's IF and
+    /// WHILE, `bodies.rs`).
+    fn conditional_support(&self) -> seam::ConditionalSupport {
+        match self.driver.conditional_available() {
+            Ok(()) => seam::ConditionalSupport::Native,
+            Err(why) => seam::ConditionalSupport::Unsupported(why),
+        }
+    }
+
+    unsafe fn begin_conditional(&mut self, c: &seam::Conditional) -> Result<(), ErrorKind> {
+        self.open_body(c)
+    }
+
+    fn end_conditional(&mut self) -> Result<(), ErrorKind> {
+        self.close_body()
     }
 
     fn live_resources(&self) -> ResourceCounts {

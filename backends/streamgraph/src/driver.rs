@@ -11,7 +11,7 @@
 
 use crate::cache::OnceMap;
 use crate::launch::{KernelLaunch, VendorLaunch};
-use seam::{DType, ErrorKind, OpKind};
+use seam::{ConditionalKind, DType, ErrorKind, OpKind};
 use std::sync::Arc;
 
 /// Stream capture, graphs and events: the calls the capture logic
@@ -84,6 +84,20 @@ pub trait GraphDriver {
     /// on (CUDA: `cuEventRecordWithFlags` with `CU_EVENT_RECORD_EXTERNAL`):
     /// every replay of the graph records it.
     fn record_event_in_capture(&self, event: &Self::Event) -> Result<(), ErrorKind>;
+
+    // --- conditional nodes (C14); a driver without them says why ---
+    /// Whether the capture can hold conditional nodes; `Err` says why not.
+    fn conditional_available(&self) -> Result<(), String>;
+    /// In the open capture: a new conditional handle of the graph being
+    /// captured into (the innermost body's, inside one), for the node
+    /// [`begin_body`](GraphDriver::begin_body) adds.
+    fn conditional_handle(&self) -> Result<u64, ErrorKind>;
+    /// Add a conditional node of `kind` over `handle` after the work
+    /// captured so far; until [`end_body`](GraphDriver::end_body), kernels
+    /// (and [`captured_node`](GraphDriver::captured_node)) go to its body.
+    fn begin_body(&self, kind: ConditionalKind, handle: u64) -> Result<(), ErrorKind>;
+    /// Close the innermost body: work is captured after its node again.
+    fn end_body(&self) -> Result<(), ErrorKind>;
 }
 
 /// One device's stream: memory, modules and kernel launches on top of the

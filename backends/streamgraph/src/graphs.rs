@@ -132,6 +132,12 @@ impl<D: GraphDriver> StreamGraphs<D> {
         }
     }
 
+    /// The open capture records no more node events and is captured
+    /// untimed (a conditional body, where event nodes may not go).
+    pub fn untime(&mut self, d: &D) {
+        self.drop_events(d);
+    }
+
     fn drop_events(&mut self, d: &D) {
         for ev in self.recording_events.take().into_iter().flatten() {
             d.destroy_event(ev);

@@ -52,6 +52,8 @@ pub use timing::EventTimer;
 #[cfg(test)]
 mod backend_tests;
 #[cfg(test)]
+mod body_tests;
+#[cfg(test)]
 mod node_tests;
 #[cfg(test)]
 mod tests;

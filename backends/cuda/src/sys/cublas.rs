@@ -79,6 +79,30 @@ impl Blas {
                 "the handle is bound to another stream",
             ));
         }
+        // Inside a conditional body (C14) the work is captured on the
+        // body's stream: the handle queues there for this call.
+        let at = stream.capturing();
+        if at != self.stream {
+            self.set_stream(at)?;
+            let r = self.gemm_on(l);
+            self.set_stream(self.stream)?;
+            return r;
+        }
+        self.gemm_on(l)
+    }
+
+    /// Bind the handle to `s`, a live stream of its context.
+    fn set_stream(&self, s: cu::CUstream) -> Result<(), ErrorKind> {
+        // SAFETY: the handle is live; `s` is the backend's stream or one of
+        // its body streams, live while the backend is (the two stream types
+        // are the same driver object under two binding names).
+        check_blas("cublasSetStream", unsafe {
+            blas::cublasSetStream_v2(self.handle.0, s as blas::cudaStream_t)
+        })
+    }
+
+    /// The GEMM of `l` on the stream the handle is bound to now.
+    fn gemm_on(&self, l: &VendorLaunch<'_, Stream>) -> Result<(), ErrorKind> {
         let dtype = match l.dtype() {
             DType::F32 => blas::cudaDataType::CUDA_R_32F,
             DType::F16 => blas::cudaDataType::CUDA_R_16F,
@@ -107,9 +131,10 @@ impl Blas {
         };
         let (m, n, k) = (dim(p.d0, "m")?, dim(p.d1, "n")?, dim(p.d2, "k")?);
         let (alpha, beta) = (1.0f32, 0.0f32);
-        // SAFETY: the handle queues on `stream` (checked above), which is
-        // live. A VendorLaunch (made only by seam-streamgraph after checking
-        // the launch against the op, C12) holds live allocations a, b, c of
+        // SAFETY: the handle queues on the backend's stream or one of its
+        // body streams (`gemm_row_major`), live. A VendorLaunch (made only
+        // by seam-streamgraph after checking the launch against the op,
+        // C12) holds live allocations a, b, c of
         // at least m·k, k·n and m·n elements of the dtypes passed (c is f32).
         // alpha and beta are host f32 values read during the call (host
         // pointer mode), which is also what makes the call capturable:

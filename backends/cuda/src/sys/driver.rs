@@ -7,6 +7,7 @@ use super::{check, ready};
 use cudarc::driver::sys as cu;
 use seam::ErrorKind;
 use seam_streamgraph::{check_range, GraphDriver, KernelLaunch, StreamDriver};
+use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::ptr;
 use std::sync::Arc;
@@ -99,6 +100,11 @@ impl Context {
         Ok(Context { dev, ctx })
     }
 
+    /// The raw handle (a conditional handle names its context).
+    pub(super) fn raw(&self) -> cu::CUcontext {
+        self.ctx
+    }
+
     /// Bind the context to the calling thread.
     pub fn make_current(&self) -> Result<(), ErrorKind> {
         // SAFETY: the context is retained for as long as self lives.
@@ -120,7 +126,12 @@ impl Drop for Context {
 /// the context it was made in, which outlives it (field order).
 pub struct Stream {
     pub(super) raw: cu::CUstream,
-    context: Arc<Context>,
+    pub(super) context: Arc<Context>,
+    /// The streams capturing the open conditional bodies, innermost last,
+    /// and spare ones made for earlier bodies (`conditional.rs`); every
+    /// one is destroyed with this stream.
+    pub(super) bodies: RefCell<Vec<cu::CUstream>>,
+    pub(super) spare: RefCell<Vec<cu::CUstream>>,
 }
 
 // SAFETY: a stream handle is usable from any thread with its context
@@ -138,7 +149,18 @@ impl Stream {
         check("cuStreamCreate", unsafe {
             cu::cuStreamCreate(&mut raw, cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
         })?;
-        Ok(Stream { raw, context })
+        Ok(Stream {
+            raw,
+            context,
+            bodies: RefCell::new(Vec::new()),
+            spare: RefCell::new(Vec::new()),
+        })
+    }
+
+    /// The stream work is captured on now: the innermost open body's, or
+    /// this one.
+    pub(super) fn capturing(&self) -> cu::CUstream {
+        self.bodies.borrow().last().copied().unwrap_or(self.raw)
     }
 
     /// The raw handle, for binding a library handle to this stream.
@@ -149,6 +171,13 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
+        let bodies = self.bodies.get_mut().drain(..);
+        for s in bodies.chain(self.spare.get_mut().drain(..)) {
+            // SAFETY: a body stream made by `conditional.rs`, owned here
+            // alone, destroyed once; nothing is ever queued on it (it only
+            // captures).
+            let _ = unsafe { cu::cuStreamDestroy_v2(s) };
+        }
         // SAFETY: destroys the stream created in new, once (the handle is
         // owned and never copied out except into a cuBLAS handle the
         // backend drops first); work still queued on it completes.
@@ -347,7 +376,7 @@ impl StreamDriver for Stream {
                 by,
                 bz,
                 0,
-                self.raw,
+                self.capturing(),
                 ptrs.as_mut_ptr(),
                 ptr::null_mut(),
             )

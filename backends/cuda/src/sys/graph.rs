@@ -126,7 +126,7 @@ impl GraphDriver for Stream {
         // nothing (the driver would report a lossy query otherwise).
         check(CALL, unsafe {
             cu::cuStreamGetCaptureInfo_v3(
-                self.raw,
+                self.capturing(),
                 &mut status,
                 ptr::null_mut(),
                 ptr::null_mut(),
@@ -180,8 +180,10 @@ impl GraphDriver for Stream {
         })
     }
 
-    /// An invalidated capture is an error and yields no graph.
+    /// An invalidated capture is an error and yields no graph. Bodies
+    /// still open (an abandoned capture) end first.
     fn end_capture(&self) -> Result<Graph, ErrorKind> {
+        self.close_all_bodies();
         let mut g: cu::CUgraph = ptr::null_mut();
         // SAFETY: the stream is live; `g` is a valid out-pointer (left null
         // if the capture was invalidated).
@@ -260,6 +262,22 @@ impl GraphDriver for Stream {
 
     fn node_events_available(&self) -> Result<(), String> {
         events()
+    }
+
+    fn conditional_available(&self) -> Result<(), String> {
+        super::conditional_nodes()
+    }
+
+    fn conditional_handle(&self) -> Result<u64, ErrorKind> {
+        self.new_conditional_handle()
+    }
+
+    fn begin_body(&self, kind: seam::ConditionalKind, handle: u64) -> Result<(), ErrorKind> {
+        self.open_body(kind, handle)
+    }
+
+    fn end_body(&self) -> Result<(), ErrorKind> {
+        self.close_body()
     }
 
     fn record_event_in_capture(&self, event: &Event) -> Result<(), ErrorKind> {

@@ -24,6 +24,7 @@
 //! the backend makes its context current at the top of every seam call and
 //! before dropping handles.
 
+mod conditional;
 mod cublas;
 mod driver;
 mod graph;
@@ -93,6 +94,19 @@ const EVENT_SYMBOLS: &[&str] = &[
     "cuEventElapsedTime_v2",
     "cuEventDestroy_v2",
 ];
+
+/// Conditional nodes' entry points (C14): the handle, the node added to a
+/// capture, and the capture of its body. Probed apart: a driver without
+/// them runs everything but conditional bodies.
+const CONDITIONAL_SYMBOLS: &[&str] = &[
+    "cuGraphConditionalHandleCreate",
+    "cuGraphAddNode_v2",
+    "cuStreamUpdateCaptureDependencies_v2",
+    "cuStreamBeginCaptureToGraph",
+];
+
+/// What turns conditional nodes on (`conditional_nodes`).
+pub const CONDITIONAL_ENV: &str = "SEAM_CUDA_CONDITIONAL";
 
 const NVRTC_SYMBOLS: &[&str] = &[
     "nvrtcVersion",
@@ -192,6 +206,43 @@ pub fn events() -> Result<(), String> {
             }
         })
         .clone()
+}
+
+/// Conditional nodes can be captured: the driver has their entry points and
+/// is CUDA 12.4 or newer (WHILE nodes), and `SEAM_CUDA_CONDITIONAL=1` asks
+/// for them. They are off otherwise: this code has type-checked, and has
+/// not yet run on a device, so a device reports none until it has.
+pub fn conditional_nodes() -> Result<(), String> {
+    static COND: OnceLock<Result<(), String>> = OnceLock::new();
+    let asked = std::env::var(CONDITIONAL_ENV).is_ok_and(|v| v == "1");
+    if !asked {
+        return Err(format!(
+            "the cuda backend's conditional nodes have not run on a device yet: \
+             {CONDITIONAL_ENV}=1 turns them on"
+        ));
+    }
+    COND.get_or_init(|| {
+        driver()?;
+        match probe_library!(cu, CONDITIONAL_SYMBOLS) {
+            Ok(()) => {}
+            Err(None) => return Err("no CUDA driver: libcuda.so could not be loaded".into()),
+            Err(Some(missing)) => {
+                return Err(format!(
+                    "no conditional nodes: libcuda lacks {missing}; install an NVIDIA driver for CUDA 12.4 or newer"
+                ))
+            }
+        }
+        match driver::driver_version() {
+            Ok(v) if v >= 12040 => Ok(()),
+            Ok(v) => Err(format!(
+                "no conditional nodes: the driver is CUDA {}.{}, WHILE nodes need 12.4",
+                v / 1000,
+                v % 1000 / 10
+            )),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .clone()
 }
 
 /// NVRTC is loaded and complete.

@@ -316,6 +316,25 @@ impl GraphDriver for Stream {
         })
     }
 
+    /// ROCm has no conditional nodes (through 7.x); the emulation by
+    /// kernels that return early is not built.
+    fn conditional_available(&self) -> Result<(), String> {
+        Err("ROCm has no conditional graph nodes, and the hip backend's emulation (kernels that return early) is not built".into())
+    }
+
+    fn conditional_handle(&self) -> Result<u64, ErrorKind> {
+        let reason = self.conditional_available().err().unwrap_or_default();
+        Err(ErrorKind::ConditionalUnsupported { reason })
+    }
+
+    fn begin_body(&self, _: seam::ConditionalKind, _: u64) -> Result<(), ErrorKind> {
+        self.conditional_handle().map(drop)
+    }
+
+    fn end_body(&self) -> Result<(), ErrorKind> {
+        self.conditional_handle().map(drop)
+    }
+
     fn record_event(&self, event: &Event) -> Result<(), ErrorKind> {
         // SAFETY: event and stream are live (borrowed).
         check("hipEventRecord", unsafe {

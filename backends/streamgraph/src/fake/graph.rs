@@ -66,6 +66,12 @@ impl GraphDriver for FakeDriver {
         if !was {
             s.violations.push("end_capture without a capture".into());
         }
+        if !s.bodies.is_empty() {
+            let open = s.bodies.len();
+            s.violations
+                .push(format!("end_capture with {open} body(ies) open"));
+            s.bodies.clear();
+        }
         if std::mem::take(&mut s.invalidate) {
             s.log.push(Call::EndCapture(0));
             return Err(ErrorKind::driver("end_capture", "capture invalidated"));
@@ -209,12 +215,52 @@ impl GraphDriver for FakeDriver {
         self.events_available()
     }
 
+    fn conditional_available(&self) -> Result<(), String> {
+        match self.s().conditional {
+            true => Ok(()),
+            false => Err("the fake driver was not told it has conditional nodes".into()),
+        }
+    }
+
+    fn conditional_handle(&self) -> Result<u64, ErrorKind> {
+        self.conditional_available()
+            .map_err(|reason| ErrorKind::ConditionalUnsupported { reason })?;
+        let handle = u64::from(self.id()) << 32 | 7;
+        self.step(Call::ConditionalHandle(handle), "conditional_handle")?;
+        if !self.s().capturing {
+            self.s()
+                .violations
+                .push("a conditional handle outside a capture".into());
+        }
+        Ok(handle)
+    }
+
+    fn begin_body(&self, kind: seam::ConditionalKind, handle: u64) -> Result<(), ErrorKind> {
+        let while_ = matches!(kind, seam::ConditionalKind::While { .. });
+        self.step(Call::BeginBody { handle, while_ }, "begin_body")?;
+        self.s().bodies.push(handle);
+        Ok(())
+    }
+
+    fn end_body(&self) -> Result<(), ErrorKind> {
+        self.step(Call::EndBody, "end_body")?;
+        let mut s = self.s();
+        if s.bodies.pop().is_none() {
+            s.violations.push("end_body with no body open".into());
+        }
+        Ok(())
+    }
+
     fn record_event_in_capture(&self, event: &u32) -> Result<(), ErrorKind> {
         self.step(Call::RecordInCapture(*event), "record_event_in_capture")?;
         let mut s = self.s();
         if !s.capturing {
             s.violations
                 .push(format!("event {event} recorded into no capture"));
+        }
+        if !s.bodies.is_empty() {
+            s.violations
+                .push(format!("event {event} recorded into a conditional body"));
         }
         let before = s.recorded.len();
         s.recorded_events.push((before, *event));

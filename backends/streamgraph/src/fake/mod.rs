@@ -90,6 +90,14 @@ pub enum Call {
         exec: u32,
         node: usize,
     },
+    /// A conditional handle of the capture's graph (C14).
+    ConditionalHandle(u64),
+    /// A conditional node added (`while`: a WHILE), its body captured next.
+    BeginBody {
+        handle: u64,
+        while_: bool,
+    },
+    EndBody,
 }
 
 /// One node of a fake graph.
@@ -166,6 +174,9 @@ struct State {
     update_needs_idle: bool,
     /// `events_available` says no.
     no_events: bool,
+    /// `conditional_available` says yes; bodies open, innermost last.
+    conditional: bool,
+    bodies: Vec<u64>,
     /// Execs with a launch queued and not yet waited for (a `Vec`, cleared
     /// by a wait keeping its capacity: queueing again allocates nothing).
     pending: Vec<u32>,
@@ -352,6 +363,11 @@ impl FakeDriver {
     /// timing unavailable, with the reason).
     pub fn set_events_available(&self, on: bool) {
         self.s().no_events = !on;
+    }
+
+    /// Whether the driver captures conditional nodes (C14; off unless set).
+    pub fn set_conditional_available(&self, on: bool) {
+        self.s().conditional = on;
     }
 
     /// The exec the last capture made (the last instantiate in the log).
