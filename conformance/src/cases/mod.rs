@@ -7,6 +7,8 @@ use crate::Case;
 mod bad_input;
 mod bounds;
 mod conditional;
+mod conditional_misuse;
+mod conditional_spans;
 mod extents;
 mod gemm_shapes;
 mod kernel_sources;
@@ -96,8 +98,9 @@ pub static ALL: &[Case] = &[
     conditional::C14_WHILE_RUNS_AS_THE_HOST_LOOP,
     conditional::C14_IF_NESTED_IN_WHILE,
     conditional::C14_UPDATES_REACH_INSIDE_BODIES,
-    conditional::C14_MISUSE_REFUSED_CAPTURE_USABLE,
-    conditional::C14_REPORT_MATCHES_BEHAVIOUR,
+    conditional_misuse::C14_MISUSE_REFUSED_CAPTURE_USABLE,
+    conditional_misuse::C14_REPORT_MATCHES_BEHAVIOUR,
+    conditional_spans::C14_NODE_SPANS_FOLLOW_ITERATIONS,
 ];
 
 /// Cases over user kernels, each run once per kernel of the run

@@ -591,4 +591,11 @@ pub const MUTATIONS: &[Mutation] = &[
         replace: "            if st.backend.conditional_support() == ConditionalSupport::Native {\n                let reason = String::from(\"mutant\");",
         what: "core refuses conditional bodies where the device reports them Native",
     },
+    Mutation {
+        case: "c14_node_spans_follow_iterations",
+        file: CPU,
+        find: "                    spans.push(Stamp::Node(DeviceSpan::node(tag, i as u32, start, end)));",
+        replace: "                    let once = !spans.iter().any(|s| matches!(s, Stamp::Node(d) if d.nodes.map(|n| n.first) == Some(i as u32)));\n                    if once {\n                        spans.push(Stamp::Node(DeviceSpan::node(tag, i as u32, start, end)));\n                    }",
+        what: "the CPU queue thread stamps each launch of a node-timed replay once, however many iterations ran it",
+    },
 ];
