@@ -566,6 +566,27 @@ fn the_model_commands_check_and_generate_on_every_device() {
         steps[7].next
     );
     assert!(stdout.contains(&want), "{want}\nnot in:\n{stdout}");
-    assert!(stdout.contains("tokens/s over 7 tokens"), "{stdout}");
+    assert!(stdout.contains("tokens/s over 8 tokens"), "{stdout}");
+    // K tokens per replay, the device's own loop choosing them: the same
+    // path on the CPU reference (conditional bodies: Native).
+    let out = run(&[
+        "generate",
+        "--model",
+        "stories260K.bin",
+        "--tokens",
+        "8",
+        "--per-replay",
+        "3",
+        "--device",
+        "cpu:0",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want = want.replace("(Captured)", "(OnDevice { per_replay: 3 })");
+    assert!(stdout.contains(&want), "{want}\nnot in:\n{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }

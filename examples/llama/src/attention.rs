@@ -20,7 +20,7 @@ pub fn params(heads: u32, kv_heads: u32, head_size: u32, n: u32) -> Params {
     }
 }
 
-fn extents(p: &Params, out: &mut [u64]) {
+pub(crate) fn extents(p: &Params, out: &mut [u64]) {
     let (heads, hs, n, kv) = (p.d0 as u64, p.d1 as u64, p.d2 as u64, p.bits as u64);
     out[0] = heads * hs;
     out[1] = n * kv * hs;
@@ -155,7 +155,10 @@ pub static ATTENTION: KernelDef = KernelDef {
         rel: 1e-5,
         abs: 1e-6,
     },
-    wgsl: Some(include_str!("../kernels/attention.wgsl")),
+    wgsl: Some(concat!(
+        include_str!("../kernels/attend.wgsl"),
+        include_str!("../kernels/attention.wgsl")
+    )),
     // SAFETY: attention.cu reads `q` below heads × head_size, `kc` and `vc`
     // below n × kv_heads × head_size (a kv head below kv_heads, since
     // `check` makes kv_heads divide heads), writes `att` below heads × n and

@@ -65,6 +65,20 @@ pub fn generate(llama: &mut Llama, mode: Mode, tokens: u32) -> Result<Vec<u32>, 
     llama.reset();
     let mut token = BOS;
     let mut out = Vec::with_capacity(tokens as usize);
+    if let Mode::OnDevice { per_replay } = mode {
+        while out.len() < tokens as usize {
+            let k = per_replay.min(tokens - out.len() as u32);
+            let made = llama.decode_on_device(token, k, None)?;
+            token = *made.last().ok_or_else(|| {
+                Error::Input(format!(
+                    "{}: a replay made no token",
+                    llama.device().info().id()
+                ))
+            })?;
+            out.extend(made);
+        }
+        return Ok(out);
+    }
     for _ in 0..tokens {
         token = argmax(&llama.step(token, mode)?);
         out.push(token);
@@ -72,16 +86,23 @@ pub fn generate(llama: &mut Llama, mode: Mode, tokens: u32) -> Result<Vec<u32>, 
     Ok(out)
 }
 
-/// On `dev`: one untimed round of each mode (kernels compiled, the graph
-/// captured), then `rounds` rounds of each, alternating. Every round must
-/// produce the same tokens (else the run is an error: a captured graph
-/// that drifted from eager would otherwise be timed as if correct).
-pub fn bench(dev: &Device, model: &Model, tokens: u32, rounds: u32) -> Result<Vec<Round>, Error> {
+/// On `dev`: one untimed round of each mode in `modes` (kernels
+/// compiled, the graphs captured), then `rounds` rounds of each,
+/// alternating. Every round must produce the same tokens (else the run is
+/// an error: a captured graph that drifted from eager would otherwise be
+/// timed as if correct).
+pub fn bench(
+    dev: &Device,
+    model: &Model,
+    tokens: u32,
+    rounds: u32,
+    modes: &[Mode],
+) -> Result<Vec<Round>, Error> {
     let mut llama = Llama::new(dev, model, tokens)?;
     let want = generate(&mut llama, Mode::Eager, tokens)?;
     let mut out = Vec::new();
     for round in 0..=rounds {
-        for mode in [Mode::Eager, Mode::Captured] {
+        for &mode in modes {
             let before = llama.timings();
             let t = Instant::now();
             let got = generate(&mut llama, mode, tokens)?;

@@ -7,7 +7,9 @@
 //! from the decode example, and this crate's [`attention::ATTENTION`]); the
 //! K and V projections written straight into the cache slot through views;
 //! the whole step **captured once**, then moved to each position and token
-//! by one graph update and replayed ([`step::Llama`]).
+//! by one graph update and replayed ([`step::Llama`]). Or K tokens per
+//! replay: the step captured inside a WHILE (C14), the next token chosen on
+//! the device ([`step::Llama::decode_on_device`], [`loop_kernels`]).
 //!
 //! [`check::check`] teacher-forces a reference's tokens and compares the
 //! logits it lists; `seam-llama check` and `seam-llama generate` are the
@@ -17,6 +19,7 @@ pub mod attention;
 pub mod bench;
 pub mod check;
 pub mod gguf;
+pub mod loop_kernels;
 pub mod model;
 pub mod reference;
 pub mod step;

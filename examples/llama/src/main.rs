@@ -9,8 +9,8 @@
 
 use clap::{Parser, Subcommand};
 use seam::Device;
-use seam_example_llama::bench::{self, spread, BOS};
-use seam_example_llama::check::{argmax, TOLERANCE};
+use seam_example_llama::bench::{self, spread};
+use seam_example_llama::check::TOLERANCE;
 use seam_example_llama::{check, reference, Error, Llama, Mode, Model};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -58,6 +58,10 @@ enum Command {
         /// Append one CSV row per round to this file.
         #[arg(long)]
         csv: Option<PathBuf>,
+        /// Also time K tokens per replay, the device's own loop choosing
+        /// each (C14; on devices with conditional bodies).
+        #[arg(long)]
+        per_replay: Option<u32>,
     },
     /// Decode greedily from BOS and time it.
     Generate {
@@ -69,8 +73,11 @@ enum Command {
         #[arg(long)]
         device: Option<String>,
         /// Launch by launch instead of replaying the captured step.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "per_replay")]
         eager: bool,
+        /// K tokens per replay, the device's own loop choosing each (C14).
+        #[arg(long)]
+        per_replay: Option<u32>,
     },
 }
 
@@ -88,7 +95,15 @@ fn main() -> ExitCode {
             tokens,
             device,
             eager,
-        } => run_generate(&model, tokens, device.as_deref(), eager),
+            per_replay,
+        } => {
+            let mode = match (eager, per_replay) {
+                (true, _) => Mode::Eager,
+                (false, Some(k)) => Mode::OnDevice { per_replay: k },
+                (false, None) => Mode::Captured,
+            };
+            run_generate(&model, tokens, device.as_deref(), mode)
+        }
         Command::Bench {
             model,
             shape,
@@ -96,11 +111,11 @@ fn main() -> ExitCode {
             rounds,
             device,
             csv,
+            per_replay,
         } => run_bench(
             model.as_deref(),
             shape.as_deref(),
-            tokens,
-            rounds,
+            (tokens, rounds, per_replay),
             device.as_deref(),
             csv.as_deref(),
         ),
@@ -236,7 +251,7 @@ fn run_generate(
     model: &Path,
     tokens: u32,
     device: Option<&str>,
-    eager: bool,
+    mode: Mode,
 ) -> Result<ExitCode, Error> {
     let model = load(model)?;
     if tokens == 0 || tokens > model.config.seq_len {
@@ -245,23 +260,14 @@ fn run_generate(
             model.config.seq_len
         )));
     }
-    let mode = if eager { Mode::Eager } else { Mode::Captured };
     for dev in devices(device)? {
         let id = dev.info().id();
         let mut llama = Llama::new(&dev, &model, tokens)?;
-        let mut token = BOS;
-        let mut out = Vec::with_capacity(tokens as usize);
-        // The first step captures (or compiles); it is timed apart.
+        // The first round compiles and captures; the second is timed.
+        bench::generate(&mut llama, mode, tokens)?;
         let t0 = Instant::now();
-        let mut first = 0.0;
-        for i in 0..tokens {
-            token = argmax(&llama.step(token, mode)?);
-            out.push(token);
-            if i == 0 {
-                first = t0.elapsed().as_secs_f64();
-            }
-        }
-        let rest = t0.elapsed().as_secs_f64() - first;
+        let out = bench::generate(&mut llama, mode, tokens)?;
+        let secs = t0.elapsed().as_secs_f64();
         let ids: Vec<String> = out.iter().map(u32::to_string).collect();
         println!("generate on {id} ({mode:?}): {}", ids.join(" "));
         if let Some(vocab) = &model.vocab {
@@ -271,10 +277,8 @@ fn run_generate(
             );
         }
         println!(
-            "generate on {id} ({mode:?}): first token {:.1} ms, then {:.0} tokens/s over {} tokens",
-            first * 1e3,
-            (tokens.saturating_sub(1)) as f64 / rest.max(1e-9),
-            tokens.saturating_sub(1)
+            "generate on {id} ({mode:?}): {:.0} tokens/s over {tokens} tokens (a second run; the first compiled and captured)",
+            tokens as f64 / secs.max(1e-9),
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -283,8 +287,7 @@ fn run_generate(
 fn run_bench(
     model: Option<&Path>,
     shape: Option<&str>,
-    tokens: u32,
-    rounds: u32,
+    (tokens, rounds, per_replay): (u32, u32, Option<u32>),
     device: Option<&str>,
     csv: Option<&Path>,
 ) -> Result<ExitCode, Error> {
@@ -320,11 +323,20 @@ fn run_bench(
     let mut rows = String::new();
     for dev in devices(device)? {
         let id = dev.info().id();
-        let result = bench::bench(&dev, &model, tokens, rounds)?;
+        let mut modes = vec![Mode::Eager, Mode::Captured];
+        let looped = per_replay.map(|k| Mode::OnDevice { per_replay: k });
+        match (looped, dev.conditional_support()) {
+            (Some(_), seam::ConditionalSupport::Unsupported(why)) => {
+                println!("bench {name} on {id}: no K tokens per replay ({why})")
+            }
+            (Some(m), _) => modes.push(m),
+            (None, _) => {}
+        }
+        let result = bench::bench(&dev, &model, tokens, rounds, &modes)?;
         let of = |mode: Mode| -> Vec<&bench::Round> {
             result.iter().filter(|r| r.mode == mode).collect()
         };
-        for mode in [Mode::Eager, Mode::Captured] {
+        for &mode in &modes {
             let r = of(mode);
             let (med, lo, hi) = spread(&r.iter().map(|r| r.tokens_per_s).collect::<Vec<_>>());
             let part =
@@ -339,10 +351,7 @@ fn run_bench(
             for (i, x) in r.iter().enumerate() {
                 rows.push_str(&format!(
                     "seam,{id},{name},{},{tokens},{i},{:.2},{:.2},{:.2},{:.2}\n",
-                    match mode {
-                        Mode::Eager => "eager",
-                        Mode::Captured => "captured",
-                    },
+                    mode.name(),
                     x.tokens_per_s,
                     x.update_us,
                     x.submit_us,
@@ -350,15 +359,21 @@ fn run_bench(
                 ));
             }
         }
-        let ratios: Vec<f64> = of(Mode::Captured)
-            .iter()
-            .zip(of(Mode::Eager))
-            .map(|(c, e)| c.tokens_per_s / e.tokens_per_s)
-            .collect();
-        let (med, lo, hi) = spread(&ratios);
-        println!(
-            "bench {name} on {id}: captured ÷ eager {med:.2}× ({lo:.2}–{hi:.2}, round by round)"
-        );
+        // Each mode against the one before it (captured ÷ eager, K per
+        // replay ÷ captured), round by round.
+        for pair in modes.windows(2) {
+            let ratios: Vec<f64> = of(pair[1])
+                .iter()
+                .zip(of(pair[0]))
+                .map(|(a, b)| a.tokens_per_s / b.tokens_per_s)
+                .collect();
+            let (med, lo, hi) = spread(&ratios);
+            println!(
+                "bench {name} on {id}: {} ÷ {} {med:.2}× ({lo:.2}–{hi:.2}, round by round)",
+                pair[1].name(),
+                pair[0].name()
+            );
+        }
     }
     if let Some(path) = csv {
         use std::io::Write;

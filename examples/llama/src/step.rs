@@ -9,6 +9,18 @@ use seam::{ops, Buffer, BufferId, Change, DType, Device, Graph, OpCall, OpKind, 
 use seam_kernels::user::{rope_freqs, ADD_RMS_NORM, ROPE};
 use std::time::{Duration, Instant};
 
+mod on_device;
+
+/// Where the parts of a step that move with the position and token come
+/// from: launch parameters and views (`Host`), or the state buffer on the
+/// device, with `advance` at the end (`Device`: its token list, K, and the
+/// stop token).
+#[derive(Clone, Copy)]
+enum At {
+    Host { pos: u32, token: u32 },
+    Device { out: BufferId, k: u32, stop: u32 },
+}
+
 /// How a step runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -16,6 +28,21 @@ pub enum Mode {
     Eager,
     /// Replay of the one captured graph, updated to the position and token.
     Captured,
+    /// Up to `per_replay` tokens a replay, the device choosing each next
+    /// token in a loop of its own (C14, [`Llama::decode_on_device`]); a
+    /// single [`Llama::step`] is refused in it.
+    OnDevice { per_replay: u32 },
+}
+
+impl Mode {
+    /// The mode's name in CSV rows and reports.
+    pub fn name(&self) -> String {
+        match self {
+            Mode::Eager => "eager".into(),
+            Mode::Captured => "captured".into(),
+            Mode::OnDevice { per_replay } => format!("on-device-{per_replay}"),
+        }
+    }
 }
 
 /// Host time spent per part of the steps run so far.
@@ -71,6 +98,10 @@ struct Buffers {
     gate: Buffer<f32>,
     ffn: Buffer<f32>,
     logits: Buffer<f32>,
+    /// The decode state K tokens per replay read and advance
+    /// (`loop_kernels::STATE_WORDS`), and RoPE's angles at its position.
+    state: Buffer<u32>,
+    freq_pos: Buffer<f32>,
 }
 
 /// A model on one device with its KV cache, and (once a captured step ran)
@@ -81,6 +112,8 @@ pub struct Llama {
     max_pos: u32,
     b: Buffers,
     graph: Option<(Graph, u32, u32)>,
+    /// The graph that decodes K tokens per replay, once made (`on_device.rs`).
+    looped: Option<on_device::Looped>,
     pos: u32,
     updates: usize,
     timings: Timings,
@@ -139,6 +172,8 @@ impl Llama {
             gate: zeros(cfg.hidden_dim)?,
             ffn: zeros(cfg.dim)?,
             logits: zeros(cfg.vocab_size)?,
+            state: dev.buffer_from(&[0u32; crate::loop_kernels::STATE_WORDS])?,
+            freq_pos: zeros(cfg.head_size() / 2)?,
         };
         Ok(Llama {
             dev: dev.clone(),
@@ -146,6 +181,7 @@ impl Llama {
             max_pos,
             b,
             graph: None,
+            looped: None,
             pos: 0,
             updates: 0,
             timings: Timings::default(),
@@ -168,6 +204,12 @@ impl Llama {
     /// library's node in place (cuBLAS on CUDA) would otherwise record the
     /// graph anew on every token.
     pub fn launches(&self, pos: u32, token: u32) -> Vec<OpCall> {
+        self.build(At::Host { pos, token })
+    }
+
+    /// The step with the moving parts (`at`) as [`Llama::launches`] or
+    /// `launches_on_device` (`on_device.rs`) make them.
+    fn build(&self, at_: At) -> Vec<OpCall> {
         let (b, c) = (&self.b, &self.cfg);
         let (d, kv, hid) = (c.dim as usize, c.kv_dim() as usize, c.hidden_dim as usize);
         let slots = self.max_pos as usize;
@@ -180,10 +222,10 @@ impl Llama {
                 seam::Params::dims(1, c.dim, 0).with_scalars(c.eps, 0.0),
             )
         };
-        let rope = |x: View, y: View, heads: u32| {
+        let rope = |x: View, freqs: BufferId, y: View, heads: u32, pos: u32| {
             ops::user(
                 &ROPE,
-                &[x, whole(b.freqs.id()), y],
+                &[x, whole(freqs), y],
                 seam::Params::dims(heads, c.head_size(), pos),
             )
         };
@@ -191,7 +233,12 @@ impl Llama {
         let proj = |x: BufferId, w: View, y: View, n: u32, k: u32| ops::gemm(x, w, y, 1, n, k);
         let (dim, kvd, hidden) = (c.dim, c.kv_dim(), c.hidden_dim);
         let mut v = vec![
-            ops::copy(at(b.emb.id(), token as usize * d, d), b.resid.id(), dim),
+            match at_ {
+                At::Host { token, .. } => {
+                    ops::copy(at(b.emb.id(), token as usize * d, d), b.resid.id(), dim)
+                }
+                At::Device { .. } => on_device::embed(b),
+            },
             ops::rms_norm(
                 b.resid.id(),
                 at(b.rms_att.id(), 0, d),
@@ -201,14 +248,17 @@ impl Llama {
                 c.eps,
             ),
         ];
+        if let At::Device { .. } = at_ {
+            v.push(on_device::pos_freqs(b, c));
+        }
         for l in 0..c.n_layers as usize {
             if l > 0 {
                 v.push(fused(b.ffn.id(), at(b.rms_att.id(), l * d, d)));
             }
             let cache = l * slots * kv;
-            let (k_slot, v_slot) = (
-                at(b.kc.id(), cache + pos as usize * kv, kv),
-                at(b.vc.id(), cache + pos as usize * kv, kv),
+            let (kc, vc) = (
+                at(b.kc.id(), cache, slots * kv),
+                at(b.vc.id(), cache, slots * kv),
             );
             v.extend([
                 proj(
@@ -232,20 +282,33 @@ impl Llama {
                     kvd,
                     dim,
                 ),
-                rope(whole(b.q.id()), whole(b.q.id()), c.n_heads),
-                rope(whole(b.k.id()), k_slot, c.n_kv_heads),
-                ops::copy(b.v.id(), v_slot, kvd),
-                ops::user(
-                    &ATTENTION,
-                    &[
-                        whole(b.q.id()),
-                        at(b.kc.id(), cache, slots * kv),
-                        at(b.vc.id(), cache, slots * kv),
-                        whole(b.att.id()),
-                        whole(b.attn.id()),
-                    ],
-                    attention::params(c.n_heads, c.n_kv_heads, c.head_size(), pos + 1),
-                ),
+            ]);
+            let (q, k) = (whole(b.q.id()), whole(b.k.id()));
+            match at_ {
+                At::Host { pos, .. } => {
+                    let slot = cache + pos as usize * kv;
+                    v.extend([
+                        rope(q, b.freqs.id(), q, c.n_heads, pos),
+                        rope(k, b.freqs.id(), at(b.kc.id(), slot, kv), c.n_kv_heads, pos),
+                        ops::copy(b.v.id(), at(b.vc.id(), slot, kv), kvd),
+                        ops::user(
+                            &ATTENTION,
+                            &[q, kc, vc, whole(b.att.id()), whole(b.attn.id())],
+                            attention::params(c.n_heads, c.n_kv_heads, c.head_size(), pos + 1),
+                        ),
+                    ]);
+                }
+                // RoPE at position 1 on angles already at the state's
+                // position; K rotated in place, then stored to its slot.
+                At::Device { .. } => v.extend([
+                    rope(q, b.freq_pos.id(), q, c.n_heads, 1),
+                    rope(k, b.freq_pos.id(), k, c.n_kv_heads, 1),
+                    on_device::store(b, b.k.id(), kc, self.max_pos, kvd),
+                    on_device::store(b, b.v.id(), vc, self.max_pos, kvd),
+                    on_device::attention(b, c, kc, vc, self.max_pos),
+                ]),
+            }
+            v.extend([
                 proj(
                     b.attn.id(),
                     at(b.wo.id(), l * d * d, d * d),
@@ -287,6 +350,9 @@ impl Llama {
             c.vocab_size,
             dim,
         ));
+        if let At::Device { out, k, stop } = at_ {
+            v.push(on_device::advance(b, c, out, k, stop, self.max_pos));
+        }
         v
     }
 
@@ -319,8 +385,9 @@ impl Llama {
         self.pos = 0;
     }
 
-    /// Feed `token` at the next position and return the logits.
-    pub fn step(&mut self, token: u32, mode: Mode) -> Result<Vec<f32>, Error> {
+    /// Refused by name: feeding `token` at the next position, where the
+    /// KV cache is full or the token is past the vocabulary.
+    fn check_feed(&self, token: u32) -> Result<(), Error> {
         let id = self.dev.info().id();
         if self.pos >= self.max_pos {
             return Err(Error::Input(format!(
@@ -334,6 +401,13 @@ impl Llama {
                 self.cfg.vocab_size
             )));
         }
+        Ok(())
+    }
+
+    /// Feed `token` at the next position and return the logits.
+    pub fn step(&mut self, token: u32, mode: Mode) -> Result<Vec<f32>, Error> {
+        let id = self.dev.info().id();
+        self.check_feed(token)?;
         match mode {
             Mode::Eager => {
                 let t = Instant::now();
@@ -343,6 +417,11 @@ impl Llama {
                 self.timings.submit += t.elapsed();
             }
             Mode::Captured => self.replay(token)?,
+            Mode::OnDevice { .. } => {
+                return Err(Error::Input(format!(
+                    "{id}: a step feeds one token and returns its logits; decode_on_device decodes on the device"
+                )))
+            }
         }
         self.pos += 1;
         let t = Instant::now();
@@ -391,18 +470,26 @@ impl Llama {
     /// which may allocate nothing) and capture the step at `pos`, `token`.
     fn capture(&self, pos: u32, token: u32) -> Result<Graph, Error> {
         let launches = self.launches(pos, token);
-        let mut kinds: Vec<(OpKind, DType)> = Vec::new();
-        for call in &launches {
-            if !kinds.iter().any(|(op, _)| *op == call.op) {
-                kinds.push((call.op, DType::F32));
-            }
-        }
-        self.dev.prepare(&kinds)?;
+        self.prepare(&launches)?;
         let scope = self.dev.capture()?;
         for call in &launches {
             self.dev.launch(call)?;
         }
         Ok(scope.end_graph()?)
+    }
+}
+
+impl Llama {
+    /// Prepare every op of `launches` (vendor resources and pipelines are
+    /// made outside a capture, which may allocate nothing).
+    fn prepare(&self, launches: &[OpCall]) -> Result<(), Error> {
+        let mut kinds: Vec<(OpKind, DType)> = Vec::new();
+        for call in launches {
+            if !kinds.iter().any(|(op, _)| *op == call.op) {
+                kinds.push((call.op, DType::F32));
+            }
+        }
+        Ok(self.dev.prepare(&kinds)?)
     }
 }
 

@@ -99,27 +99,30 @@ fn bad_params_are_refused_by_name() {
     }
 }
 
-/// The WGSL source validates with the prelude and declares its entry
-/// point with the definition's workgroup size.
+/// Every WGSL source of the crate (attention, and the kernels that decode
+/// K tokens per replay) passes core's checks of a user kernel (naga's
+/// validation with the prelude, bindings and fields against the
+/// definition) and declares its entry point with the definition's
+/// workgroup size.
 #[test]
 fn wgsl_source_validates() {
-    let src = format!(
-        "{}\n{}",
-        seam::kernel::WGSL_PRELUDE,
-        ATTENTION.wgsl.unwrap()
-    );
-    let module =
-        naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("{}", e.emit_to_string(&src)));
-    naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::all(),
-    )
-    .validate(&module)
-    .unwrap_or_else(|e| panic!("{}", e.emit_to_string(&src)));
-    let ep = module
-        .entry_points
-        .iter()
-        .find(|e| e.name == ATTENTION.name)
-        .unwrap();
-    assert_eq!(ep.workgroup_size, ATTENTION.workgroup_size);
+    use seam_example_llama::loop_kernels::{ADVANCE, ATTENTION_AT, EMBED_AT, POS_FREQS, STORE_AT};
+    for def in [
+        &ATTENTION,
+        &ATTENTION_AT,
+        &EMBED_AT,
+        &POS_FREQS,
+        &STORE_AT,
+        &ADVANCE,
+    ] {
+        let m = seam::wgsl::compile(seam::Kernel::new(def))
+            .unwrap_or_else(|e| panic!("{}: {e}", def.name));
+        let ep = m
+            .module
+            .entry_points
+            .iter()
+            .find(|e| e.name == def.name)
+            .unwrap_or_else(|| panic!("{}: no entry point", def.name));
+        assert_eq!(ep.workgroup_size, def.workgroup_size, "{}", def.name);
+    }
 }

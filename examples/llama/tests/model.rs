@@ -4,6 +4,7 @@
 //! where the logits are wrong.
 
 use seam::Device;
+use seam_example_llama::check::argmax;
 use seam_example_llama::reference;
 use seam_example_llama::{check, Config, Error, Llama, Mode, Model};
 
@@ -220,4 +221,46 @@ fn the_check_fails_wrong_logits() {
         check(&cpu(), &m, &past, |_, _| {}),
         Err(Error::Reference(_))
     ));
+}
+
+/// The greedy tokens of one replay per token (captured steps, argmax on
+/// the host) and of K tokens per replay (the loop on the device) are the
+/// same, and so are the last step's logits, bit for bit: from a first
+/// token, again from where the first replay stopped, to the stop token,
+/// and to the end of the KV cache.
+#[test]
+fn k_tokens_per_replay_equal_one_per_replay() {
+    let m = Model::random(small(true), 21);
+    let (a, b) = (cpu(), cpu());
+    let mut host = Llama::new(&a, &m, 9).unwrap();
+    let mut device = Llama::new(&b, &m, 9).unwrap();
+    let greedy = |llama: &mut Llama, token: u32, n: usize| {
+        let mut out = vec![token];
+        for _ in 0..n {
+            let t = *out.last().unwrap();
+            out.push(argmax(&llama.step(t, Mode::Captured).unwrap()));
+        }
+        out.split_off(1)
+    };
+    let want = greedy(&mut host, 5, 8);
+    // A classifier of its own: the tokens are not the input repeated (a
+    // tied one echoes the input token with these random weights).
+    assert_eq!(want, [26, 4, 20, 19, 14, 27, 23, 23]);
+    let got = device.decode_on_device(5, 3, None).unwrap();
+    assert_eq!(got, want[..3]);
+    assert_eq!(device.pos(), 3);
+    let rest = device.decode_on_device(want[2], 5, None).unwrap();
+    assert_eq!(rest, want[3..]);
+    assert_eq!(device.logits().unwrap(), host.logits().unwrap());
+    // The cache ends after 9 positions: one more token, then none.
+    assert_eq!(device.pos(), 8);
+    assert_eq!(device.decode_on_device(want[7], 4, None).unwrap().len(), 1);
+    assert!(device.decode_on_device(0, 4, None).is_err());
+    // Stopping at a token: the loop ends after it, on the device.
+    device.reset();
+    let stop = want[1];
+    let until = device.decode_on_device(5, 8, Some(stop)).unwrap();
+    let end = want.iter().position(|&t| t == stop).unwrap();
+    assert_eq!(until, want[..=end]);
+    assert!(device.decode_on_device(5, 0, None).is_err());
 }

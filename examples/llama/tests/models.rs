@@ -8,20 +8,30 @@
 //!   GGUF) against Hugging Face transformers on the CPU, 32 steps
 //!   (`reference/`). The file: `SEAM_SMOLLM2` (`fetch-smollm2.sh` fetches
 //!   it); minutes a device in a debug build, so only where asked for.
+//! - `stories260k_decodes_k_tokens_per_replay`: stories260K decoded 8
+//!   greedy tokens per replay by a WHILE on the device (C14), 64 tokens
+//!   from BOS, against one replay per token with the argmax on the host
+//!   (the same tokens, the same last logits, bit for bit) and against
+//!   llama2.c's greedy tokens. Ignored, with the reason, on a device
+//!   without conditional bodies.
 //!
 //! A trial is *ignored* with the reason where its model is not at hand or
 //! the device does not open, and fails where `SEAM_REQUIRE_DEVICES` names
 //! the device.
 
 use libtest_mimic::{Arguments, Completion, Trial};
-use seam_example_llama::{check, reference, Model};
+use seam::Device;
+use seam_example_llama::check::argmax;
+use seam_example_llama::reference::Step;
+use seam_example_llama::{check, reference, Llama, Mode, Model};
 use std::path::PathBuf;
 
-/// A model, its reference, and where to find them.
+/// A model, its reference, where to find them, and what is run.
 struct Case {
     name: &'static str,
     /// The model file and the reference, or why they are not at hand.
     files: fn() -> Result<(PathBuf, PathBuf), String>,
+    run: fn(&Device, &Model, &[Step]) -> Result<Completion, String>,
 }
 
 fn stories() -> Result<(PathBuf, PathBuf), String> {
@@ -55,10 +65,17 @@ const CASES: &[Case] = &[
     Case {
         name: "stories260k_agrees_with_llama2c",
         files: stories,
+        run: teacher_forced,
     },
     Case {
         name: "smollm2_135m_agrees_with_transformers",
         files: smollm2,
+        run: teacher_forced,
+    },
+    Case {
+        name: "stories260k_decodes_k_tokens_per_replay",
+        files: stories,
+        run: k_per_replay,
     },
 ];
 
@@ -91,8 +108,14 @@ fn run(case: &Case, id: &str) -> Result<Completion, String> {
     };
     let model = Model::load(&model).map_err(|e| e.to_string())?;
     let refs = reference::load(&refs).map_err(|e| e.to_string())?;
-    let r = check(&dev, &model, &refs, |_, _| {}).map_err(|e| e.to_string())?;
-    eprintln!("{} on {id}: {}", case.name, r.describe());
+    (case.run)(&dev, &model, &refs)
+}
+
+/// Every step of the reference, teacher-forced, eagerly and replayed.
+fn teacher_forced(dev: &Device, model: &Model, refs: &[Step]) -> Result<Completion, String> {
+    let id = dev.info().id();
+    let r = check(dev, model, refs, |_, _| {}).map_err(|e| e.to_string())?;
+    eprintln!("on {id}: {}", r.describe());
     if !r.passed() {
         return Err(format!("{id}: {}", r.failures.join("; ")));
     }
@@ -106,6 +129,53 @@ fn run(case: &Case, id: &str) -> Result<Completion, String> {
             r.updates, r.argmax_checked
         ));
     }
+    Ok(Completion::Completed)
+}
+
+/// 64 greedy tokens from the reference's first input, 8 per replay by the
+/// device's own loop, against one replay per token with the argmax on the
+/// host and against the reference's choices.
+fn k_per_replay(dev: &Device, model: &Model, refs: &[Step]) -> Result<Completion, String> {
+    let id = dev.info().id();
+    if let seam::ConditionalSupport::Unsupported(why) = dev.conditional_support() {
+        return Ok(Completion::ignored_with(format!(
+            "conditional bodies unsupported: {why}"
+        )));
+    }
+    let n = refs.len().min(64);
+    let e = |e: seam_example_llama::Error| e.to_string();
+    let mut host = Llama::new(dev, model, n as u32).map_err(e)?;
+    let mut want = Vec::with_capacity(n);
+    let mut token = refs[0].input;
+    for _ in 0..n {
+        token = argmax(&host.step(token, Mode::Captured).map_err(e)?);
+        want.push(token);
+    }
+    let mut looped = Llama::new(dev, model, n as u32).map_err(e)?;
+    let mut got = Vec::with_capacity(n);
+    let mut token = refs[0].input;
+    while got.len() < n {
+        let made = looped.decode_on_device(token, 8, None).map_err(e)?;
+        token = *made
+            .last()
+            .ok_or_else(|| format!("{id}: a replay made no token"))?;
+        got.extend(made);
+    }
+    if got != want {
+        return Err(format!(
+            "{id}: 8 per replay {got:?} != one per replay {want:?}"
+        ));
+    }
+    if looped.logits().map_err(e)? != host.logits().map_err(e)? {
+        return Err(format!(
+            "{id}: the last logits differ between the two loops"
+        ));
+    }
+    let reference: Vec<u32> = refs[..n].iter().map(|s| s.next).collect();
+    if got != reference {
+        return Err(format!("{id}: {got:?} != the reference's {reference:?}"));
+    }
+    eprintln!("on {id}: {n} tokens, 8 per replay, as one per replay and the reference");
     Ok(Completion::Completed)
 }
 
