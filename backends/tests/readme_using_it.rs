@@ -2,7 +2,8 @@
 //! `seam::Result<()>` and run on the CPU reference. A test compares the
 //! README's text with the body below, so the README cannot drift from code
 //! that compiles (it once needed `Box<dyn Error>`: opening a device returned
-//! a bare `ErrorKind`).
+//! a bare `ErrorKind`). The README's support table is checked against
+//! what each device found here reports.
 
 use seam::kernel::{CudaSource, Field, KernelDef};
 use seam::ops::{Access, Binding};
@@ -156,4 +157,81 @@ fn readme_registration_is_the_documented_example() {
         lines(example, true),
         "README's registration differs"
     );
+}
+
+/// The README's "Capture support" table says, per backend, which way it
+/// captures, updates a graph (C13) and runs conditional bodies (C14): each
+/// such cell leads (before its first `:`) with the `Native` / `Emulated` /
+/// `Unsupported` the backend may report. Every row is checked for that
+/// form, and every device found here must report one its row names.
+#[test]
+fn readme_support_table_is_what_each_device_here_reports() {
+    const KINDS: [&str; 3] = ["Native", "Emulated", "Unsupported"];
+    let readme = include_str!("../../README.md");
+    let section = readme
+        .split("## Capture support")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("README has a \"## Capture support\" section");
+    let rows: Vec<Vec<&str>> = section
+        .lines()
+        .filter(|l| l.starts_with('|') && !l.starts_with("|---"))
+        .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
+        .collect();
+    let header = &rows[0];
+    let column = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("no column `{name}` in {header:?}"))
+    };
+    let columns = [
+        column("capture"),
+        column("graph update (C13)"),
+        column("conditional bodies (C14)"),
+    ];
+    // What a cell says a backend may report: the kinds named before its ':'.
+    let named = |cell: &str| -> Vec<&'static str> {
+        let lead = cell.split(':').next().unwrap_or(cell);
+        KINDS
+            .into_iter()
+            .filter(|k| lead.split(|c: char| !c.is_alphabetic()).any(|w| w == *k))
+            .collect()
+    };
+    for row in &rows[1..] {
+        assert_eq!(row.len(), header.len(), "README row {row:?}");
+        for &c in &columns {
+            assert!(
+                !named(row[c]).is_empty(),
+                "README: {}'s `{}` names none of {KINDS:?}: {}",
+                row[0],
+                header[c],
+                row[c]
+            );
+        }
+    }
+    let kind = |debug: String| debug.split('(').next().unwrap_or_default().to_string();
+    let found = seam_backends::discover();
+    assert!(!found.devices.is_empty(), "the CPU reference at least");
+    for slot in &found.devices {
+        let dev = slot.device().expect(&slot.id);
+        let row = rows[1..]
+            .iter()
+            .find(|r| r[0] == slot.backend)
+            .unwrap_or_else(|| panic!("README's table has no row for {}", slot.backend));
+        let reported = [
+            kind(format!("{:?}", dev.capture_support())),
+            kind(format!("{:?}", dev.update_support())),
+            kind(format!("{:?}", dev.conditional_support())),
+        ];
+        for (&c, reported) in columns.iter().zip(&reported) {
+            assert!(
+                named(row[c]).contains(&reported.as_str()),
+                "{}: reports {reported} for `{}`; README says: {}",
+                slot.id,
+                header[c],
+                row[c]
+            );
+        }
+    }
 }
