@@ -170,7 +170,8 @@ mod tests {
     /// command buffer has one). Mutations: `||` → `&&` in `check_indirect`
     /// (an unaligned offset inside the buffer taken), and in
     /// `update_buffer`'s check → red; the barrier not
-    /// counted (`+=` → `*=`) → red.
+    /// counted (`+=` → `*=`) → red; the dispatch's name lost from its
+    /// other refusals (`Counts::call` → "") → red.
     #[test]
     fn indirect_arguments_are_checked_and_their_barrier_counted() {
         let Some(mut gpu) = super::super::super::test_gpu() else {
@@ -201,6 +202,11 @@ mod tests {
         }
         cmd.dispatch_indirect(&fill, &out, &params, &control, 52)
             .unwrap();
+        // The dispatch's other refusals name it too (not `vkCmdDispatch`).
+        let e = cmd
+            .dispatch_indirect(&fill, &[], &params, &control, 0)
+            .expect_err("a dispatch without its binding taken");
+        assert!(e.to_string().contains("vkCmdDispatchIndirect"), "{e}");
         // The control words' write: whole words inside the buffer only.
         cmd.barrier_indirect().unwrap();
         for (offset, len) in [(0, 0), (0, 3), (2, 4), (60, 8)] {
@@ -211,6 +217,10 @@ mod tests {
         }
         cmd.update_buffer(&control, 56, &[0u8; 8]).unwrap();
         cmd.end().unwrap();
+        let e = cmd
+            .dispatch_indirect(&fill, &out, &params, &control, 0)
+            .expect_err("a dispatch into an ended command buffer taken");
+        assert!(e.to_string().contains("vkCmdDispatchIndirect"), "{e}");
         drop(cmd);
 
         // More than one command's 64 KiB: every word lands where it
