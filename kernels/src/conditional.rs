@@ -485,6 +485,21 @@ mod tests {
         let mut ext = [0u64; 2];
         (GATE.extents)(&g.params(), &mut ext);
         assert_eq!(ext, [1, 20]);
+        // A gate of a body with no dispatch of its own (only nested
+        // bodies) touches latches past its count words: the control
+        // buffer's extent reaches the higher of its latch and the one it
+        // follows. Mutation: the latch's `+ 1` → `- 1` or `* 1` → red.
+        for (follows, latch, want) in [(NONE, 5, 6), (7, 2, 8), (3, 9, 10)] {
+            let g = Gate {
+                cond_word: 0,
+                follows,
+                latch,
+                first_word: 2,
+                count: 0,
+            };
+            (GATE.extents)(&g.params(), &mut ext);
+            assert_eq!(ext, [1, want], "follows {follows}, latch {latch}");
+        }
         // The setter of a CUDA conditional node reads one word and carries
         // its handle's two halves.
         let handle = 0x0123_4567_89ab_cdef_u64;
