@@ -90,12 +90,11 @@ impl Command {
         }
     }
 
-    /// This command's bit among a later access's five kinds.
+    /// This command's bit among a later access's five kinds: dispatch and
+    /// copy, reading and writing, then the indirect read (the third
+    /// command, which never writes: bit 4, [`INDIRECT_KIND`]).
     fn kind(self, writes: bool) -> u8 {
-        match self {
-            Command::Indirect => INDIRECT_KIND,
-            _ => 1 << (2 * self as u8 + writes as u8),
-        }
+        1 << (2 * self as u8 + writes as u8)
     }
 }
 
@@ -104,6 +103,8 @@ impl Command {
 const ALL_KINDS: u8 = 0b1111;
 /// An indirect dispatch's read of its arguments.
 const INDIRECT_KIND: u8 = 0b1_0000;
+/// Every later kind.
+const EVERY_KIND: u8 = ALL_KINDS | INDIRECT_KIND;
 /// The later kinds that conflict with an earlier read: the writes.
 const WRITE_KINDS: u8 = 0b1010;
 
@@ -133,7 +134,7 @@ impl Scope {
     fn orders_any_write(&self) -> u8 {
         Command::WRITERS
             .iter()
-            .fold(ALL_KINDS | INDIRECT_KIND, |k, &c| k & self.orders(c, true))
+            .fold(EVERY_KIND, |k, &c| k & self.orders(c, true))
     }
 
     /// Whether it makes a write by `earlier` visible to the host.
@@ -271,7 +272,7 @@ impl Audit {
         self.pending.retain_mut(|p| {
             p.ordered |= scope.orders(p.command, p.writes);
             let needed = match (p.writes, indirect.contains(&p.buffer)) {
-                (true, true) => ALL_KINDS | INDIRECT_KIND,
+                (true, true) => EVERY_KIND,
                 (true, false) => ALL_KINDS,
                 (false, _) => WRITE_KINDS,
             };

@@ -355,3 +355,15 @@ fn every_write_must_be_visible_to_the_host_at_the_end() {
     a.reset();
     a.end().unwrap();
 }
+
+/// Each later access has a bit of its own: dispatch and copy, reading and
+/// writing, in `ALL_KINDS`; the indirect read is `INDIRECT_KIND`.
+#[test]
+fn each_later_access_has_its_own_kind() {
+    let kinds: Vec<u8> = Command::LATER.iter().map(|&(c, w)| c.kind(w)).collect();
+    assert_eq!(kinds, [0b1, 0b10, 0b100, 0b1000, INDIRECT_KIND]);
+    assert_eq!(kinds.iter().fold(0, |a, k| a | k), EVERY_KIND);
+    assert_eq!(kinds[..4].iter().fold(0, |a, k| a | k), ALL_KINDS);
+    assert_eq!(Command::WRITERS.map(|c| c.kind(true)), [0b10, 0b1000]);
+    assert_eq!(WRITE_KINDS, 0b1010);
+}
