@@ -84,6 +84,71 @@ impl Nesting {
     }
 }
 
+/// What a backend records of a capture for [`unroll`]: its launches
+/// (counted from the last [`Recorder::take`]) and the bodies around them,
+/// each body checked against the unroll bound when it opens ([`Nesting`]).
+pub struct Recorder<C> {
+    open: Nesting,
+    structure: Vec<Structure<C>>,
+    launches: u32,
+    bodies: bool,
+}
+
+impl<C> Default for Recorder<C> {
+    fn default() -> Self {
+        Recorder {
+            open: Nesting::default(),
+            structure: Vec::new(),
+            launches: 0,
+            bodies: false,
+        }
+    }
+}
+
+impl<C> Recorder<C> {
+    /// A launch: its index among those recorded since the last take.
+    pub fn launch(&mut self) -> u32 {
+        let index = self.launches;
+        self.structure.push(Structure::Dispatch(index));
+        self.launches += 1;
+        index
+    }
+
+    /// Open a body of `kind` over the condition at `word` of `cond`;
+    /// refused as [`Nesting::open`] refuses it, nothing recorded.
+    pub fn open(&mut self, kind: ConditionalKind, cond: C, word: u32) -> Result<(), ErrorKind> {
+        self.open.open(kind)?;
+        self.structure.push(Structure::Begin(kind, cond, word));
+        self.bodies = true;
+        Ok(())
+    }
+
+    /// Close the innermost body ([`ErrorKind::NoOpenConditional`] where
+    /// none is open).
+    pub fn close(&mut self) -> Result<(), ErrorKind> {
+        self.open.close()?;
+        self.structure.push(Structure::End);
+        Ok(())
+    }
+
+    /// Whether a launch now goes into a body.
+    pub fn is_open(&self) -> bool {
+        self.open.depth() > 0
+    }
+
+    /// Whether a body was ever opened (then the graph is unrolled).
+    pub fn has_bodies(&self) -> bool {
+        self.bodies
+    }
+
+    /// What was recorded since the last take, for [`unroll`]; launches are
+    /// counted from 0 again.
+    pub fn take(&mut self) -> Vec<Structure<C>> {
+        self.launches = 0;
+        std::mem::take(&mut self.structure)
+    }
+}
+
 /// The workgroups a gate's launch dispatches ([`GATE`]'s grid: one).
 pub fn gate_groups(gate: &Gate) -> (u32, u32, u32) {
     let [x, y, z] = (GATE.grid)(&gate.params());
@@ -556,6 +621,45 @@ mod tests {
             unroll(w(u32::MAX), MAX_STEPS),
             Err(ErrorKind::TooLarge { .. })
         ));
+    }
+
+    /// The recorder numbers launches from its last take, records a body
+    /// only once its bound is accepted, and remembers that one opened.
+    /// Mutations: a refused body recorded, or `take` keeping the count →
+    /// red.
+    #[test]
+    fn the_recorder_keeps_what_unroll_reads() {
+        use Structure::*;
+        let shape = |s: Vec<Structure<char>>| -> Vec<String> {
+            s.into_iter()
+                .map(|i| match i {
+                    Dispatch(n) => format!("d{n}"),
+                    Begin(_, c, w) => format!("{c}{w}"),
+                    End => "end".into(),
+                })
+                .collect()
+        };
+        let mut r = Recorder::default();
+        assert_eq!(r.launch(), 0);
+        assert!(!r.has_bodies() && !r.is_open());
+        assert!(matches!(r.close(), Err(ErrorKind::NoOpenConditional)));
+        let huge = ConditionalKind::While {
+            max_iterations: u32::MAX,
+        };
+        assert!(matches!(
+            r.open(huge, 'x', 0),
+            Err(ErrorKind::TooLarge { .. })
+        ));
+        assert!(!r.has_bodies() && !r.is_open());
+        r.open(ConditionalKind::If, 'c', 3).unwrap();
+        assert!(r.is_open());
+        assert_eq!(r.launch(), 1);
+        r.close().unwrap();
+        assert!(!r.is_open() && r.has_bodies());
+        assert_eq!(shape(r.take()), ["d0", "c3", "d1", "end"]);
+        assert_eq!(r.launch(), 0);
+        assert_eq!(shape(r.take()), ["d0"]);
+        assert!(r.has_bodies());
     }
 
     /// The gate's WGSL passes core's checks of a user kernel (naga's

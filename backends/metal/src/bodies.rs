@@ -14,7 +14,7 @@ use crate::dispatch;
 use crate::sys::{self, Buffer};
 use seam::{Conditional, DType, ErrorKind, Kernel, OpKind};
 use seam_kernels::conditional::{
-    control_words, counts_word, gate_groups, unroll, Nesting, Structure, Unrolled, GATE, MAX_STEPS,
+    control_words, counts_word, gate_groups, unroll, Recorder, Unrolled, GATE, MAX_STEPS,
 };
 use std::sync::Arc;
 
@@ -23,21 +23,18 @@ use std::sync::Arc;
 #[derive(Default)]
 pub(crate) struct Capture {
     pub(crate) launches: Vec<Recorded>,
-    structure: Vec<Structure<Arc<Buffer>>>,
-    open: Nesting,
-    bodies: bool,
+    bodies: Recorder<Arc<Buffer>>,
 }
 
 impl Capture {
     pub(crate) fn push(&mut self, rec: Recorded) {
-        self.structure
-            .push(Structure::Dispatch(self.launches.len() as u32));
+        self.bodies.launch();
         self.launches.push(rec);
     }
 
     /// Whether it opened a body (then the graph is unrolled).
     pub(crate) fn has_bodies(&self) -> bool {
-        self.bodies
+        self.bodies.has_bodies()
     }
 }
 
@@ -53,27 +50,22 @@ impl MetalBackend {
     pub(crate) fn begin_body(&mut self, c: &Conditional) -> Result<(), ErrorKind> {
         let cond = self.buffer(c.cond)?;
         let capture = self.capture.as_mut().ok_or(ErrorKind::NotCapturing)?;
-        capture.open.open(c.kind)?;
         capture
-            .structure
-            .push(Structure::Begin(c.kind, cond, (c.byte_offset / 4) as u32));
-        capture.bodies = true;
-        Ok(())
+            .bodies
+            .open(c.kind, cond, (c.byte_offset / 4) as u32)
     }
 
     pub(crate) fn end_body(&mut self) -> Result<(), ErrorKind> {
         let capture = self.capture.as_mut().ok_or(ErrorKind::NotCapturing)?;
-        capture.open.close()?;
-        capture.structure.push(Structure::End);
-        Ok(())
+        capture.bodies.close()
     }
 
     /// A capture with bodies as its steps and control buffer.
     pub(crate) fn unrolled(
         &mut self,
-        capture: Capture,
+        mut capture: Capture,
     ) -> Result<(Vec<Step>, Arc<Buffer>), ErrorKind> {
-        let (steps, latches, slots) = unroll(capture.structure, MAX_STEPS)?;
+        let (steps, latches, slots) = unroll(capture.bodies.take(), MAX_STEPS)?;
         let words = control_words(latches, &slots, |l| capture.launches[l as usize].groups);
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         let size = bytes

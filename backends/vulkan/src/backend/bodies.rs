@@ -16,7 +16,7 @@ use crate::sys::Pipeline;
 use seam::ops::Access;
 use seam::{Conditional, DType, ErrorKind, Kernel, Launch, OpKind, RawBuffer};
 use seam_kernels::conditional::{
-    control_words, counts_word, gate_groups, unroll, Nesting, Structure, Unrolled, GATE, MAX_STEPS,
+    control_words, counts_word, gate_groups, unroll, Recorder, Structure, Unrolled, GATE, MAX_STEPS,
 };
 
 /// A launch inside a body, held until its outermost body closes.
@@ -31,8 +31,7 @@ struct Held {
 /// The launches of the capture's open bodies and the structure around them.
 #[derive(Default)]
 pub(super) struct Bodies {
-    open: Nesting,
-    structure: Vec<Structure<RawBuffer>>,
+    recorder: Recorder<RawBuffer>,
     held: Vec<Held>,
     /// Launches captured so far (a launch's index in its graph).
     pub(super) launches: u32,
@@ -45,13 +44,12 @@ pub(super) struct Bodies {
 impl Bodies {
     /// Whether a launch now goes into a body.
     pub(super) fn is_open(&self) -> bool {
-        self.open.depth() > 0
+        self.recorder.is_open()
     }
 
     /// Hold `launch` for the body it is in.
     pub(super) fn hold(&mut self, launch: &Launch, pipeline: Pipeline, groups: (u32, u32, u32)) {
-        self.structure
-            .push(Structure::Dispatch(self.held.len() as u32));
+        self.recorder.launch();
         self.held.push(Held {
             launch: launch.clone(),
             pipeline,
@@ -68,20 +66,17 @@ impl VulkanBackend {
             return Err(ErrorKind::NotCapturing);
         }
         self.buffer(c.cond)?;
-        self.bodies.open.open(c.kind)?;
         self.bodies
-            .structure
-            .push(Structure::Begin(c.kind, c.cond, (c.byte_offset / 4) as u32));
-        Ok(())
+            .recorder
+            .open(c.kind, c.cond, (c.byte_offset / 4) as u32)
     }
 
     pub(super) fn end_body(&mut self) -> Result<(), ErrorKind> {
-        self.bodies.open.close()?;
-        self.bodies.structure.push(Structure::End);
+        self.bodies.recorder.close()?;
         if self.bodies.is_open() {
             return Ok(());
         }
-        let structure = std::mem::take(&mut self.bodies.structure);
+        let structure = self.bodies.recorder.take();
         let held = std::mem::take(&mut self.bodies.held);
         if let Err(e) = self.record_bodies(structure, held) {
             self.bodies.failed.get_or_insert(e);

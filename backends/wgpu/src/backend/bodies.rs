@@ -6,7 +6,7 @@ use super::WgpuBackend;
 use crate::replay::{Dispatch, Graph};
 use seam::{Conditional, DType, ErrorKind, Kernel, OpKind};
 use seam_kernels::conditional::{
-    control_words, counts_word, gate_groups, unroll, Nesting, Structure, Unrolled, GATE, MAX_STEPS,
+    control_words, counts_word, gate_groups, unroll, Recorder, Unrolled, GATE, MAX_STEPS,
 };
 use std::sync::Arc;
 
@@ -15,17 +15,12 @@ use std::sync::Arc;
 #[derive(Default)]
 pub(crate) struct Recording {
     dispatches: Vec<Dispatch>,
-    structure: Vec<Structure<wgpu::Buffer>>,
-    /// The bodies open.
-    open: Nesting,
-    /// A body was opened: the graph is unrolled.
-    bodies: bool,
+    bodies: Recorder<wgpu::Buffer>,
 }
 
 impl Recording {
     pub(super) fn dispatch(&mut self, d: Dispatch) {
-        self.structure
-            .push(Structure::Dispatch(self.dispatches.len() as u32));
+        self.bodies.launch();
         self.dispatches.push(d);
     }
 }
@@ -34,28 +29,22 @@ impl WgpuBackend {
     pub(super) fn begin_body(&mut self, c: &Conditional) -> Result<(), ErrorKind> {
         let cond = self.buf(c.cond)?.buffer.clone();
         let rec = self.recording.as_mut().ok_or(ErrorKind::NotCapturing)?;
-        rec.open.open(c.kind)?;
-        rec.structure
-            .push(Structure::Begin(c.kind, cond, (c.byte_offset / 4) as u32));
-        rec.bodies = true;
-        Ok(())
+        rec.bodies.open(c.kind, cond, (c.byte_offset / 4) as u32)
     }
 
     pub(super) fn end_body(&mut self) -> Result<(), ErrorKind> {
         let rec = self.recording.as_mut().ok_or(ErrorKind::NotCapturing)?;
-        rec.open.close()?;
-        rec.structure.push(Structure::End);
-        Ok(())
+        rec.bodies.close()
     }
 
     /// The graph a capture made: its dispatches as recorded or, with
     /// bodies, unrolled with their gates over a control buffer of its own.
-    pub(super) fn graph(&mut self, rec: Recording) -> Result<Graph, ErrorKind> {
+    pub(super) fn graph(&mut self, mut rec: Recording) -> Result<Graph, ErrorKind> {
         let node_timed = self.recording_nodes;
-        if !rec.bodies {
+        if !rec.bodies.has_bodies() {
             return Ok(Graph::new(rec.dispatches, node_timed));
         }
-        let (steps, latches, slots) = unroll(rec.structure, MAX_STEPS)?;
+        let (steps, latches, slots) = unroll(rec.bodies.take(), MAX_STEPS)?;
         let words = control_words(latches, &slots, |launch| {
             let g = rec.dispatches[launch as usize].groups;
             [g.0, g.1, g.2]
