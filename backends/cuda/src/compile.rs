@@ -45,6 +45,21 @@ impl Target {
         }
     }
 
+    /// The target for `source`: PTX for this architecture where the source
+    /// calls `cudaGraphSetConditional`, a device function NVRTC leaves
+    /// undefined in its cubin and the driver resolves when it loads PTX
+    /// (the setter of a conditional node's handle, C14); else `self`.
+    pub fn for_source(&self, source: &str) -> Target {
+        if self.kind == ImageKind::Cubin && source.contains("cudaGraphSetConditional") {
+            Target {
+                arch: self.arch.replacen("sm_", "compute_", 1),
+                kind: ImageKind::Ptx,
+            }
+        } else {
+            self.clone()
+        }
+    }
+
     /// What kernels compiled with [`Target::options`] promise for f32
     /// subnormals (C11).
     pub fn subnormals(&self) -> seam::Subnormals {
@@ -97,6 +112,7 @@ pub fn image(target: &Target, op: OpKind, dtype: DType) -> Result<Arc<Vec<u8>>, 
         _ => ErrorKind::OpUnsupported { op, dtype },
     })?;
     let name = format!("{}.cu", op.name());
+    let target = target.for_source(&source);
     let img = Arc::new(
         sys::nvrtc_compile(&source, &name, &target.options(), target.kind)
             .map_err(|e| seam_streamgraph::rtc::user_compile_error(op, "NVRTC", e))?,
@@ -126,6 +142,27 @@ pub fn context(ordinal: usize) -> Result<Arc<Context>, ErrorKind> {
 #[cfg(test)]
 mod subnormal_tests {
     use super::*;
+
+    /// Mutation: compile the handle's setter to a cubin, or every kernel
+    /// to PTX → red.
+    #[test]
+    fn only_the_condition_setter_is_compiled_to_ptx() {
+        let t = Target {
+            arch: "sm_90".into(),
+            kind: sys::ImageKind::Cubin,
+        };
+        let set = seam_kernels::source(
+            OpKind::User(seam::Kernel::new(&seam_kernels::conditional::SET_CONDITION)),
+            Language::CudaC,
+        )
+        .expect("the setter has CUDA C");
+        let ptx = t.for_source(&set);
+        assert_eq!(
+            (ptx.arch.as_str(), ptx.kind),
+            ("compute_90", sys::ImageKind::Ptx)
+        );
+        assert_eq!(t.for_source("extern \"C\" __global__ void k() {}"), t);
+    }
 
     /// Mutation: add `--use_fast_math` to `Target::options` → red.
     #[test]

@@ -159,11 +159,16 @@ pub static ATTENTION: KernelDef = KernelDef {
         include_str!("../kernels/attend.wgsl"),
         include_str!("../kernels/attention.wgsl")
     )),
-    // SAFETY: attention.cu reads `q` below heads × head_size, `kc` and `vc`
+    // SAFETY: attend.cu (called by attention.cu with n = d2) reads `q` below heads × head_size, `kc` and `vc`
     // below n × kv_heads × head_size (a kv head below kv_heads, since
     // `check` makes kv_heads divide heads), writes `att` below heads × n and
     // `out` below heads × head_size: the extents of `extents`.
-    cuda: Some(unsafe { CudaSource::trusted(include_str!("../kernels/attention.cu")) }),
+    cuda: Some(unsafe {
+        CudaSource::trusted(concat!(
+            include_str!("../kernels/attend.cu"),
+            include_str!("../kernels/attention.cu")
+        ))
+    }),
     cpu: Some(attention_cpu),
     samples: &[
         Params {

@@ -3,8 +3,9 @@
 //! `u32` state buffer ([`STATE_WORDS`]: the token fed, its position, the
 //! loop's condition and the tokens made so far) instead of launch
 //! parameters, and [`ADVANCE`] writes the next one. Each has WGSL (wgpu,
-//! Vulkan, Metal) and a CPU implementation; no CUDA C (the CUDA and HIP
-//! backends run no conditional bodies).
+//! Vulkan, Metal), CUDA C (the CUDA backend's conditional nodes; in CUDA
+//! C a binding's pointer already starts at its view) and a CPU
+//! implementation.
 //!
 //! Every step computes what the one-token step computes, bit for bit: RoPE
 //! is the same kernel fed `pos · freq` ([`POS_FREQS`], one rounding, as the
@@ -13,7 +14,7 @@
 //! `n` read from the state.
 
 use crate::attention;
-use seam::kernel::{Field, KernelDef, ParamError, MAX_GRID_EDGE};
+use seam::kernel::{CudaSource, Field, KernelDef, ParamError, MAX_GRID_EDGE};
 use seam::ops::{Access, Binding};
 use seam::{DType, Params, Tolerance};
 
@@ -80,6 +81,7 @@ pub fn embed_at_cpu(p: &Params, b: &mut [Vec<u8>]) {
 
 /// The embedding row of the state's token: bindings `emb` (`vocab × dim`),
 /// `state`, `out` (`dim`).
+#[allow(unsafe_code)] // trusts its CUDA C (`CudaSource::trusted`)
 pub static EMBED_AT: KernelDef = KernelDef {
     name: "embed_at_f32",
     bindings: &[
@@ -109,7 +111,20 @@ fn embed_at_f32(@builtin(global_invocation_id) g: vec3<u32>) {
 }
 ",
     ),
-    cuda: None,
+    // SAFETY: reads state[0] and the row of a token clamped below vocab
+    // (d1), so `emb` below vocab × dim; writes `out` below dim (d0); each
+    // thread at most one element, none past d0: the extents above.
+    cuda: Some(unsafe {
+        CudaSource::trusted(
+            r#"extern "C" __global__ void embed_at_f32(const float* emb, const unsigned int* state, float* out, Params p) {
+    unsigned int x = blockIdx.x * 64u + threadIdx.x;
+    if (x >= p.d0) return;
+    unsigned int tok = min(state[0], p.d1 - 1u);
+    out[x] = emb[(unsigned long long)tok * p.d0 + x];
+}
+"#,
+        )
+    }),
     cpu: Some(embed_at_cpu),
     samples: &[Params::dims(1, 1, 0), Params::dims(70, 3, 0)],
 };
@@ -139,6 +154,7 @@ pub fn pos_freqs_cpu(p: &Params, b: &mut [Vec<u8>]) {
 /// RoPE's angles at the state's position: bindings `freq`, `state`, `out`
 /// (each `n` = head_size / 2 but the state). RoPE fed them at position 1
 /// rotates as at the state's position.
+#[allow(unsafe_code)] // trusts its CUDA C (`CudaSource::trusted`)
 pub static POS_FREQS: KernelDef = KernelDef {
     name: "pos_freqs_f32",
     bindings: &[
@@ -167,7 +183,18 @@ fn pos_freqs_f32(@builtin(global_invocation_id) g: vec3<u32>) {
 }
 ",
     ),
-    cuda: None,
+    // SAFETY: reads state[1] and `freq` below n (d0), writes `out` below
+    // n: the extents above.
+    cuda: Some(unsafe {
+        CudaSource::trusted(
+            r#"extern "C" __global__ void pos_freqs_f32(const float* freq, const unsigned int* state, float* out, Params p) {
+    unsigned int x = blockIdx.x * 64u + threadIdx.x;
+    if (x >= p.d0) return;
+    out[x] = __fmul_rn((float)state[1], freq[x]);
+}
+"#,
+        )
+    }),
     cpu: Some(pos_freqs_cpu),
     samples: &[Params::dims(1, 0, 0), Params::dims(65, 0, 0)],
 };
@@ -198,6 +225,7 @@ pub fn store_at_cpu(p: &Params, b: &mut [Vec<u8>]) {
 
 /// A K or V vector into its cache slot at the state's position: bindings
 /// `src` (`n`), `state`, `dst` (`slots × n`).
+#[allow(unsafe_code)] // trusts its CUDA C (`CudaSource::trusted`)
 pub static STORE_AT: KernelDef = KernelDef {
     name: "store_at_f32",
     bindings: &[
@@ -227,7 +255,20 @@ fn store_at_f32(@builtin(global_invocation_id) g: vec3<u32>) {
 }
 ",
     ),
-    cuda: None,
+    // SAFETY: reads state[1] and `src` below n (d0), writes the slot of a
+    // position clamped below slots (d1), so `dst` below slots × n: the
+    // extents above.
+    cuda: Some(unsafe {
+        CudaSource::trusted(
+            r#"extern "C" __global__ void store_at_f32(const float* src, const unsigned int* state, float* dst, Params p) {
+    unsigned int x = blockIdx.x * 64u + threadIdx.x;
+    if (x >= p.d0) return;
+    unsigned int pos = min(state[1], p.d1 - 1u);
+    dst[(unsigned long long)pos * p.d0 + x] = src[x];
+}
+"#,
+        )
+    }),
     cpu: Some(store_at_cpu),
     samples: &[Params::dims(1, 1, 0), Params::dims(70, 3, 0)],
 };
@@ -249,6 +290,7 @@ pub fn attention_at_cpu(p: &Params, b: &mut [Vec<u8>]) {
 /// [`attention::ATTENTION`] with `n` = the state's position + 1 (at most
 /// d2, the cache's positions, which the views must hold): bindings as
 /// attention's, then `state`.
+#[allow(unsafe_code)] // trusts its CUDA C (`CudaSource::trusted`)
 pub static ATTENTION_AT: KernelDef = KernelDef {
     name: "attention_at_f32",
     bindings: &[
@@ -270,7 +312,15 @@ pub static ATTENTION_AT: KernelDef = KernelDef {
         include_str!("../kernels/attend.wgsl"),
         include_str!("../kernels/attention_at.wgsl")
     )),
-    cuda: None,
+    // SAFETY: attend.cu with n = the state's position + 1, at most d2
+    // (state[1] read, nothing else of it): attention's own accesses at
+    // n ≤ d2, inside the extents of `attention::extents`.
+    cuda: Some(unsafe {
+        CudaSource::trusted(concat!(
+            include_str!("../kernels/attend.cu"),
+            include_str!("../kernels/attention_at.cu")
+        ))
+    }),
     cpu: Some(attention_at_cpu),
     samples: attention::ATTENTION.samples,
 };
@@ -314,6 +364,7 @@ pub fn advance_cpu(p: &Params, b: &mut [Vec<u8>]) {
 /// `state`, `out` (`capacity`). One workgroup: each invocation the first
 /// largest of its strided share, then a tree that keeps the lower index
 /// of equals.
+#[allow(unsafe_code)] // trusts its CUDA C (`CudaSource::trusted`)
 pub static ADVANCE: KernelDef = KernelDef {
     name: "advance_u32",
     bindings: &[
@@ -380,7 +431,55 @@ fn advance_u32(@builtin(local_invocation_id) li: vec3<u32>) {
 }
 ",
     ),
-    cuda: None,
+    // SAFETY: one block of 64 (the grid above): reads `logits` below
+    // vocab (d0) and the state's four words, writes the state's words and
+    // `out` below its capacity (d2) only: the extents above.
+    cuda: Some(unsafe {
+        CudaSource::trusted(
+            r#"#define SEAM_NONE 0xffffffffu
+
+extern "C" __global__ void advance_u32(const float* logits, unsigned int* state, unsigned int* out, Params p) {
+    __shared__ float best_v[64];
+    __shared__ unsigned int best_i[64];
+    unsigned int i = threadIdx.x;
+    float bv = 0.0f;
+    unsigned int bi = SEAM_NONE;
+    for (unsigned int t = i; t < p.d0; t += 64u) {
+        float v = logits[t];
+        if (bi == SEAM_NONE || v > bv) {
+            bv = v;
+            bi = t;
+        }
+    }
+    best_v[i] = bv;
+    best_i[i] = bi;
+    __syncthreads();
+    for (unsigned int half = 32u; half > 0u; half >>= 1) {
+        if (i < half) {
+            float ov = best_v[i + half];
+            unsigned int oi = best_i[i + half];
+            unsigned int mine = best_i[i];
+            if (oi != SEAM_NONE && (mine == SEAM_NONE || ov > best_v[i] || (ov == best_v[i] && oi < mine))) {
+                best_v[i] = ov;
+                best_i[i] = oi;
+            }
+        }
+        __syncthreads();
+    }
+    if (i == 0u) {
+        unsigned int tok = best_i[0] == SEAM_NONE ? 0u : best_i[0];
+        unsigned int made = state[3];
+        if (made < p.d2) out[made] = tok;
+        unsigned int pos = state[1] + 1u;
+        state[0] = tok;
+        state[1] = pos;
+        state[3] = made + 1u;
+        state[2] = (tok != p.bits && pos < p.d1) ? 1u : 0u;
+    }
+}
+"#,
+        )
+    }),
     cpu: Some(advance_cpu),
     samples: &[
         Params {
