@@ -211,18 +211,26 @@ fn seam_gate() {
 
 fn set_extents(_: &Params, out: &mut [u64]) {
     out[0] = 1;
+    out[1] = 1;
 }
 
 /// The condition of a CUDA conditional node (C14, native): one thread
 /// sets the node's handle (the 64 bits of `d0` | `d1` << 32) from the `u32`
-/// `cond` views, non-zero or zero, before the node (IF, WHILE) and at the
-/// end of each iteration of a WHILE's body. CUDA C only: the device-side
+/// `cond` view, before the node (IF, WHILE; `bits` 0) and at the end of
+/// each iteration of a WHILE's body (`bits` 1), counting the iterations in
+/// `iter` (one word: 0 before the node, one more after each iteration), so
+/// the node runs its body while the condition is non-zero and fewer than
+/// `d2` (`max_iterations`; an IF 1) iterations ran: the driver's WHILE
+/// node has no bound of its own. CUDA C only: the device-side
 /// `cudaGraphSetConditional` (CUDA 12.4), declared here, not included.
 #[allow(unsafe_code)] // trusts its CUDA C (`CudaSource::trusted`)
 pub static SET_CONDITION: KernelDef = KernelDef {
     name: "seam_set_condition",
-    bindings: &[Binding::fixed("cond", Access::Read, DType::U32)],
-    reads: &[Field::D0, Field::D1],
+    bindings: &[
+        Binding::fixed("cond", Access::Read, DType::U32),
+        Binding::fixed("iter", Access::Write, DType::U32),
+    ],
+    reads: &[Field::D0, Field::D1, Field::D2, Field::Bits],
     extents: set_extents,
     workgroup_size: [1, 1, 1],
     grid: gate_grid,
@@ -230,16 +238,18 @@ pub static SET_CONDITION: KernelDef = KernelDef {
     allows_aliasing: false,
     tolerance: Tolerance::BitExact,
     wgsl: None,
-    // SAFETY: reads cond[0] (the view holds one element: `set_extents`)
-    // and writes no memory; the handle is the graph's own (the backend
-    // passes the one it created for the node).
+    // SAFETY: reads cond[0], reads and writes iter[0] (each view holds one
+    // element: `set_extents`), one thread; the handle is the graph's own
+    // (the backend passes the one it created for the node).
     cuda: Some(unsafe {
         seam::kernel::CudaSource::trusted(
             r#"extern "C" __device__ void cudaGraphSetConditional(unsigned long long handle, unsigned int value);
 
-extern "C" __global__ void seam_set_condition(const unsigned int* cond, Params p) {
+extern "C" __global__ void seam_set_condition(const unsigned int* cond, unsigned int* iter, Params p) {
     unsigned long long handle = ((unsigned long long)p.d1 << 32) | p.d0;
-    cudaGraphSetConditional(handle, cond[0] != 0u ? 1u : 0u);
+    unsigned int n = p.bits == 0u ? 0u : iter[0] + 1u;
+    iter[0] = n;
+    cudaGraphSetConditional(handle, (cond[0] != 0u && n < p.d2) ? 1u : 0u);
 }
 "#,
         )
@@ -248,11 +258,15 @@ extern "C" __global__ void seam_set_condition(const unsigned int* cond, Params p
     samples: &[],
 };
 
-/// The params of a [`SET_CONDITION`] launch for conditional `handle`.
-pub fn set_condition_params(handle: u64) -> Params {
+/// [`SET_CONDITION`]'s params: the node's `handle`, its bound (an IF's 1,
+/// a WHILE's `max_iterations`), and whether an iteration just ran (the
+/// setter at the end of a WHILE's body) or none yet (before the node).
+pub fn set_condition_params(handle: u64, bound: u32, after_iteration: bool) -> Params {
     Params {
         d0: handle as u32,
         d1: (handle >> 32) as u32,
+        d2: bound,
+        bits: u32::from(after_iteration),
         ..Params::ZERO
     }
 }
@@ -565,14 +579,16 @@ mod tests {
             (GATE.extents)(&g.params(), &mut ext);
             assert_eq!(ext, [1, want], "follows {follows}, latch {latch}");
         }
-        // The setter of a CUDA conditional node reads one word and carries
-        // its handle's two halves.
+        // The setter of a CUDA conditional node reads one word, counts in
+        // another, and carries its handle's two halves, its bound and
+        // whether an iteration ran.
         let handle = 0x0123_4567_89ab_cdef_u64;
-        let p = set_condition_params(handle);
-        assert_eq!((p.d0, p.d1), (0x89ab_cdef, 0x0123_4567));
-        let mut ext = [0u64; 1];
+        let p = set_condition_params(handle, 7, true);
+        assert_eq!((p.d0, p.d1, p.d2, p.bits), (0x89ab_cdef, 0x0123_4567, 7, 1));
+        assert_eq!(set_condition_params(handle, 1, false).bits, 0);
+        let mut ext = [0u64; 2];
         (SET_CONDITION.extents)(&p, &mut ext);
-        assert_eq!(ext, [1]);
+        assert_eq!(ext, [1, 1]);
     }
 
     /// A body's copies are its bound times those of the bodies around it:

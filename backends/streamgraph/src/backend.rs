@@ -33,6 +33,10 @@ pub struct StreamBackend<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D> = NoB
     bracket: Option<u64>,
     /// The capture's open conditional bodies, innermost last (`bodies.rs`).
     bodies: Vec<bodies::OpenBody>,
+    /// The WHILE nodes' iteration counters, a word per nesting depth
+    /// (`bodies.rs`), allocated before the first capture where the driver
+    /// has conditional nodes; not a seam buffer.
+    counters: Option<D::Memory>,
     kernels: KernelTable<D::Function>,
     /// Live buffers and their bytes (`ResourceCounts::bytes`).
     buffers: Buffers<D::Memory>,
@@ -53,6 +57,7 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
             node_timing: false,
             bracket: None,
             bodies: Vec::new(),
+            counters: None,
             kernels: KernelTable::new(),
             buffers: Buffers::new(),
             compiler,
@@ -352,6 +357,9 @@ where
         // So is the setter of conditional nodes, where the driver has them.
         if self.driver.conditional_available().is_ok() {
             self.load_kernels(bodies::setter())?;
+            if self.counters.is_none() {
+                self.counters = Some(self.driver.alloc(4 * bodies::MAX_DEPTH)?);
+            }
         }
         self.bodies.clear();
         self.graphs.begin_capture(&self.driver, self.node_timing)
@@ -519,7 +527,7 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> Drop for StreamBackend<D
         self.graphs.release_all(&self.driver);
         self.timer.release_all(&self.driver);
         let _ = self.quiesce();
-        for mem in self.buffers.drain() {
+        for mem in self.buffers.drain().chain(self.counters.take()) {
             self.driver.free(mem);
         }
     }

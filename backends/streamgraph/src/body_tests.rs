@@ -25,8 +25,9 @@ fn shape(log: &[Call]) -> Vec<String> {
 /// condition after each iteration); the setter reads the condition's own
 /// buffer and carries the handle. Node timing on: no event recorded into
 /// a body or after one opened. Mutations: the WHILE's closing setter
-/// left out, the setter's handle halves swapped, the capture left timed
-/// → red.
+/// left out, the setter's handle halves swapped, its bound or iteration
+/// flag dropped, a body's counter at another depth, the capture left
+/// timed → red.
 #[test]
 fn bodies_become_conditional_nodes_with_their_setters() {
     let (b, d) = backend(false);
@@ -97,15 +98,26 @@ fn bodies_become_conditional_nodes_with_their_setters() {
         .filter(|k| k.name == "seam_set_condition")
         .collect();
     assert_eq!(setters.len(), 3);
-    for (k, want) in setters.iter().zip([handles[0], handles[1], handles[0]]) {
+    // Each carries its body's bound (the WHILE's 8, the IF's 1) and
+    // whether an iteration just ran (only the WHILE's closing setter).
+    let wants = [(handles[0], 8, 0), (handles[1], 1, 0), (handles[0], 8, 1)];
+    for (k, (handle, bound, after)) in setters.iter().zip(wants) {
         let p = k.params.expect("the setter's params");
-        assert_eq!(u64::from(p.d0) | u64::from(p.d1) << 32, want);
-        assert_eq!(k.buffers.len(), 1);
+        assert_eq!(u64::from(p.d0) | u64::from(p.d1) << 32, handle);
+        assert_eq!((p.d2, p.bits), (bound, after));
+        assert_eq!(k.buffers.len(), 2);
     }
-    // The WHILE's condition is element 1 of `cond`, the IF's element 2:
-    // each setter's argument points at its own word.
+    // The counters are one allocation of the backend's, neither buffer of
+    // the capture, kept across setters.
+    assert!(setters
+        .iter()
+        .all(|k| k.buffers[1] == setters[0].buffers[1]));
+    assert_ne!(setters[0].buffers[1], setters[0].buffers[0]);
+    // The WHILE's condition is element 1 of `cond`, the IF's element 2,
+    // each setter's argument pointing at its own word; the WHILE counts in
+    // word 0 (depth 0), the IF in word 1.
     let offsets: Vec<_> = setters.iter().map(|k| k.offsets.clone()).collect();
-    assert_eq!(offsets, [vec![4], vec![8], vec![4]]);
+    assert_eq!(offsets, [vec![4, 0], vec![8, 4], vec![4, 0]]);
 }
 
 /// A driver without conditional nodes: the backend reports them
