@@ -12,9 +12,9 @@
 //! - GEMM goes through cuBLAS (`cublasGemmEx`, f32 compute) with a workspace
 //!   set at `prepare`, so a prepared GEMM can be captured (C7).
 //! - Conditional bodies (C14) are the driver's conditional nodes, each body
-//!   captured on a stream of its own (`sys/conditional.rs`): built and
-//!   type-checked, not yet run on a device, so reported unsupported unless
-//!   `SEAM_CUDA_CONDITIONAL=1`.
+//!   captured on a stream of its own (`sys/conditional.rs`), a WHILE
+//!   bounded by an iteration counter its setter keeps; on where the driver
+//!   has them (CUDA 12.4), off with `SEAM_CUDA_CONDITIONAL=0`.
 //!
 //! All `unsafe` lives in `sys` (driver, NVRTC, cuBLAS bindings); the rest
 //! is safe Rust.

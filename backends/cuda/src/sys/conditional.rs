@@ -6,8 +6,8 @@
 //! body ends. The kernel that sets the handle from the condition is
 //! seam-kernels' `SET_CONDITION`, launched by the stream backend.
 //!
-//! Off unless `SEAM_CUDA_CONDITIONAL=1` (`super::conditional_nodes`): this
-//! code has type-checked and has not run on a device yet.
+//! On where the driver has them, off with `SEAM_CUDA_CONDITIONAL=0`
+//! (`super::conditional_nodes`).
 
 use super::{check, conditional_nodes, driver::Stream};
 use cudarc::driver::sys as cu;
