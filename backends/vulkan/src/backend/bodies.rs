@@ -4,11 +4,12 @@
 //! workgroup counts from a buffer when the device reaches it. The launches
 //! of an outermost body (and of the bodies in it) are held until it
 //! closes; then it is unrolled into the command buffer: a
-//! `vkCmdUpdateBuffer` of the control buffer's starting words, and each
-//! gate and indirect dispatch after a barrier whose scopes hold
+//! `vkCmdUpdateBuffer` of the control buffer's starting words, each gate
+//! and the first dispatch after it behind a barrier whose scopes hold
 //! indirect-argument reads on both sides
-//! (`sys::CommandBuffer::barrier_indirect`), which the barrier audit
-//! checks. A graph with bodies is recorded anew by an
+//! (`sys::CommandBuffer::barrier_indirect`), the other dispatches of a copy
+//! barriered only where they touch a buffer as an earlier one did (as
+//! every capture's are), all of which the barrier audit checks. A graph with bodies is recorded anew by an
 //! update (core's re-record), never patched.
 
 use super::VulkanBackend;
@@ -109,14 +110,23 @@ impl VulkanBackend {
         let rec = self.capture.as_mut().ok_or(ErrorKind::NotCapturing)?;
         rec.barrier_indirect()?;
         rec.update_buffer(&control, 0, &bytes)?;
+        // Where barriers go: before every step where every dispatch has one
+        // (`SEAM_VULKAN_BARRIERS=every`, a node-timed graph); else before
+        // each gate (it reads a condition the copy before wrote, and writes
+        // counts the copy before read) and before the first dispatch after
+        // it (which reads those counts), and between a copy's dispatches
+        // only where they touch a buffer as the capture's dispatches do.
+        let every = self.every_barrier || self.capture_nodes.is_some();
+        let mut after_gate = false;
         for step in steps {
             let VulkanBackend {
                 buffers, capture, ..
             } = &mut *self;
             let rec = capture.as_mut().ok_or(ErrorKind::NotCapturing)?;
-            rec.barrier_indirect()?;
             let launch = match step {
                 Unrolled::Gate { cond, gate: g } => {
+                    rec.barrier_indirect()?;
+                    after_gate = true;
                     let bindings = [
                         (buffers.get(cond)?, Access::Read),
                         (&control, Access::Write),
@@ -139,6 +149,11 @@ impl VulkanBackend {
                         .map(|(v, s)| Ok((buffers.get(v.buffer)?, s.access)))
                         .collect::<Result<Vec<_>, ErrorKind>>()?;
                     let params = launch.immediates();
+                    if every || std::mem::take(&mut after_gate) {
+                        rec.barrier_indirect()?;
+                    } else {
+                        rec.barrier_for(&bindings)?;
+                    }
                     match slot {
                         Some(s) => rec.dispatch_indirect(
                             pipeline,
