@@ -3,6 +3,8 @@
 //! compiler, loaded once; an op the vendor's BLAS serves goes there.
 
 mod bodies;
+#[cfg(test)]
+pub(crate) use bodies::MAX_DEPTH;
 
 use crate::driver::{Compiler, NoBlas, OpKernels, StreamDriver, VendorBlas};
 use crate::graphs::{LaunchNode, StreamGraphs};

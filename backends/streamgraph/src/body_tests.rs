@@ -145,3 +145,41 @@ fn a_driver_without_conditional_nodes_refuses_a_body() {
     dev.launch(&ops::silu(x.id(), x.id(), 4)).unwrap();
     scope.end_graph().unwrap();
 }
+
+/// Bodies nest as deep as the counters have words: `MAX_DEPTH` nested
+/// IFs capture (the innermost setter's counter is the last word of the
+/// counters' allocation, in range), one more is refused by name when it
+/// opens, with the capture still usable. Mutations: the counters
+/// allocated smaller (`4 * MAX_DEPTH` → `4 + MAX_DEPTH`), the depth check
+/// off by one → red.
+#[test]
+fn bodies_nest_as_deep_as_the_counters_reach() {
+    use crate::backend::MAX_DEPTH;
+    fn nest(
+        scope: &seam::CaptureScope<'_>,
+        dev: &Device,
+        cond: seam::BufferId,
+        x: seam::BufferId,
+        depth: usize,
+    ) -> seam::Result<()> {
+        if depth == 0 {
+            return dev.launch(&ops::silu(x, x, 4));
+        }
+        scope.run_if(cond, || nest(scope, dev, cond, x, depth - 1))
+    }
+    let (b, d) = backend(false);
+    d.set_conditional_available(true);
+    let dev = Device::new(Box::new(b));
+    let x = dev.buffer_from(&[1.0f32; 4]).unwrap();
+    let cond = dev.buffer_from(&[1u32]).unwrap();
+    let scope = dev.capture().unwrap();
+    nest(&scope, &dev, cond.id(), x.id(), MAX_DEPTH).unwrap();
+    let e = nest(&scope, &dev, cond.id(), x.id(), MAX_DEPTH + 1).unwrap_err();
+    assert!(
+        matches!(e.kind, seam::ErrorKind::TooLarge { .. }) && e.to_string().contains("deep"),
+        "{e}"
+    );
+    dev.launch(&ops::silu(x.id(), x.id(), 4)).unwrap();
+    scope.end_graph().unwrap();
+    assert!(d.violations().is_empty(), "{:?}", d.violations());
+}
