@@ -260,6 +260,30 @@ impl<B: Backend> Direct<B> {
         self.backend.abort_capture()
     }
 
+    /// [`Backend::begin_conditional`] inside the open capture, its
+    /// condition a whole `u32` word of a live buffer.
+    pub fn begin_conditional(&mut self, c: &crate::backend::Conditional) -> Result<(), ErrorKind> {
+        if self.recording.is_none() {
+            return Err(ErrorKind::NotCapturing);
+        }
+        let bytes = self.size(c.cond)?;
+        if !c.byte_offset.is_multiple_of(4) || c.byte_offset + 4 > bytes as u64 {
+            return Err(ErrorKind::ConditionOutOfRange {
+                id: c.cond.0,
+                offset: (c.byte_offset / 4) as usize,
+                len: bytes / 4,
+            });
+        }
+        // SAFETY: `c.cond` is a live allocation (its size is known) and
+        // the word at `c.byte_offset` lies within it (checked above).
+        unsafe { self.backend.begin_conditional(c) }
+    }
+
+    /// [`Backend::end_conditional`].
+    pub fn end_conditional(&mut self) -> Result<(), ErrorKind> {
+        self.backend.end_conditional()
+    }
+
     /// [`Backend::replay`] of a live graph.
     pub fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
         self.graph(target)?;

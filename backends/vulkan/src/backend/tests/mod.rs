@@ -450,3 +450,65 @@ fn a_body_past_the_step_bound_is_refused_when_the_capture_ends() {
     scope.end_graph().unwrap().replay().unwrap();
     assert_eq!(x.read().unwrap(), vec![2.0]);
 }
+
+/// An unrolled body's barriers: with the hazard rule, one before the
+/// control words' update, then per copy one before the gate and one
+/// before the first dispatch after it, none between two independent
+/// dispatches; where every dispatch has one (`every`, a node-timed
+/// capture) one before each step. The results are the body's either way.
+/// Mutations: the rule's `every` taken from one setting alone (`||` →
+/// `&&`), the barrier after the gate dropped, the one before the gate
+/// dropped → red (counts; the audit too for the last two).
+#[test]
+fn a_body_has_barriers_at_its_gates_and_hazards_only() {
+    use seam::testing::RawCall;
+    use seam::{Backend, Conditional, ConditionalKind, DType, Params, ReplayTarget};
+    let mut b = match VulkanBackend::open(0) {
+        Ok(b) => Direct::new(b),
+        Err(e) => return skipped(e),
+    };
+    let bufs: Vec<RawBuffer> = (0..4).map(|_| b.alloc(1024).unwrap()).collect();
+    let [one, x, y, cond] = bufs[..] else {
+        unreachable!()
+    };
+    let add = |a, c, out| {
+        RawCall::whole(
+            OpKind::Add,
+            DType::U32,
+            &[a, c, out],
+            256,
+            Params::dims(256, 0, 0),
+        )
+    };
+    let body = Conditional {
+        kind: ConditionalKind::While { max_iterations: 2 },
+        cond,
+        byte_offset: 0,
+    };
+    for (every, node_timed, want) in [(false, false, 5), (true, false, 7), (false, true, 7)] {
+        b.every_barrier = every;
+        if b.set_node_timing(node_timed).is_err() {
+            continue;
+        }
+        for (buf, v) in [(one, 1), (x, 0), (y, 0), (cond, 1)] {
+            b.write(buf, 0, &words(v)).unwrap();
+        }
+        b.begin_capture().unwrap();
+        b.begin_conditional(&body).unwrap();
+        b.launch(&add(one, one, x)).unwrap();
+        b.launch(&add(one, one, y)).unwrap();
+        b.end_conditional().unwrap();
+        let got = b.capture.as_ref().map(|c| c.barriers());
+        let label = format!("every {every}, node timed {node_timed}");
+        assert_eq!(got, Some(want), "{label}");
+        let g = b.end_capture_graph().unwrap();
+        b.replay(ReplayTarget::Graph(g)).unwrap();
+        b.destroy_graph(g).unwrap();
+        // The condition stays 1: both copies ran (x = y = 1 + 1 each).
+        assert_eq!(
+            (read(&mut b, x), read(&mut b, y)),
+            (words(2), words(2)),
+            "{label}"
+        );
+    }
+}
