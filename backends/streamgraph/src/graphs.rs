@@ -38,6 +38,9 @@ pub struct Captured<D: GraphDriver> {
     launches: Vec<LaunchNode<D::Node>>,
     /// Where it was captured with node timing on: its event record nodes.
     nodes: Option<NodeEvents<D::Event>>,
+    /// Events its graph records but nobody reads (node timing dropped in
+    /// the middle of its capture): alive as long as the graph.
+    kept: Vec<D::Event>,
 }
 
 impl<D: GraphDriver> Captured<D> {
@@ -69,6 +72,10 @@ pub struct StreamGraphs<D: GraphDriver> {
     /// The open capture's node events so far, where node timing is on
     /// (`None` also once one failed to record: the graph is not timed).
     recording_events: Option<Vec<D::Event>>,
+    /// The open capture's node events already recorded into its graph
+    /// when node timing stopped in the middle of it: its event record
+    /// nodes still name them, so they live as long as the graph does.
+    kept_events: Vec<D::Event>,
     /// The exec `end_capture` made (current) and the handles'
     /// (`end_capture_graph`), never aliasing (C3).
     graphs: Graphs<Captured<D>>,
@@ -80,6 +87,7 @@ impl<D: GraphDriver> Default for StreamGraphs<D> {
             capturing: false,
             recording: Vec::new(),
             recording_events: None,
+            kept_events: Vec::new(),
             graphs: Graphs::new(),
         }
     }
@@ -106,14 +114,15 @@ impl<D: GraphDriver> StreamGraphs<D> {
         d.begin_capture()?;
         self.capturing = true;
         self.recording.clear();
+        self.drop_events(d);
         self.recording_events = node_timed.then(Vec::new);
         self.stamp(d);
         Ok(())
     }
 
     /// Record the open capture's next node event (after a launch). One
-    /// that fails leaves the graph untimed (its events are destroyed at
-    /// the end of the capture): a launch is never refused for it.
+    /// that fails leaves the graph untimed (its events kept unread until
+    /// the graph goes): a launch is never refused for it.
     pub fn stamp(&mut self, d: &D) {
         let Some(events) = self.recording_events.as_mut() else {
             return;
@@ -121,25 +130,34 @@ impl<D: GraphDriver> StreamGraphs<D> {
         let ev = match d.create_event() {
             Ok(ev) => ev,
             Err(_) => {
-                self.drop_events(d);
+                self.untime();
                 return;
             }
         };
         let recorded = d.record_event_in_capture(&ev);
         events.push(ev);
         if recorded.is_err() {
-            self.drop_events(d);
+            self.untime();
         }
     }
 
     /// The open capture records no more node events and is captured
-    /// untimed (a conditional body, where event nodes may not go).
-    pub fn untime(&mut self, d: &D) {
-        self.drop_events(d);
+    /// untimed (a conditional body, where event nodes may not go). The
+    /// events it recorded so far are kept: its graph's event record nodes
+    /// name them, and destroying an event such a node names leaves the
+    /// graph recording into a freed event (a crash on the H200 when a
+    /// node-timed capture opened a body).
+    pub fn untime(&mut self) {
+        if let Some(events) = self.recording_events.take() {
+            self.kept_events.extend(events);
+        }
     }
 
+    /// Destroy the open capture's events (its graph is gone or was never
+    /// made).
     fn drop_events(&mut self, d: &D) {
-        for ev in self.recording_events.take().into_iter().flatten() {
+        self.untime();
+        for ev in self.kept_events.drain(..) {
             d.destroy_event(ev);
         }
     }
@@ -262,13 +280,18 @@ impl<D: GraphDriver> StreamGraphs<D> {
         self.capturing = false;
         let launches = std::mem::take(&mut self.recording);
         let events = self.recording_events.take();
+        let kept = std::mem::take(&mut self.kept_events);
+        let drop_all = |events: Option<Vec<D::Event>>, kept: Vec<D::Event>| {
+            events
+                .into_iter()
+                .flatten()
+                .chain(kept)
+                .for_each(|ev| d.destroy_event(ev));
+        };
         let graph = match d.end_capture() {
             Ok(graph) => graph,
             Err(e) => {
-                events
-                    .into_iter()
-                    .flatten()
-                    .for_each(|ev| d.destroy_event(ev));
+                drop_all(events, kept);
                 return Err(e);
             }
         };
@@ -276,10 +299,7 @@ impl<D: GraphDriver> StreamGraphs<D> {
             Ok(exec) => exec,
             Err(e) => {
                 d.destroy_graph(graph);
-                events
-                    .into_iter()
-                    .flatten()
-                    .for_each(|ev| d.destroy_event(ev));
+                drop_all(events, kept);
                 return Err(e);
             }
         };
@@ -291,6 +311,7 @@ impl<D: GraphDriver> StreamGraphs<D> {
                 events,
                 unread: None,
             }),
+            kept,
         };
         if let Err(e) = d.upload(&captured.exec) {
             destroy(d, captured);
@@ -300,11 +321,11 @@ impl<D: GraphDriver> StreamGraphs<D> {
     }
 }
 
-/// Exec first, then the graph it came from, then its node events.
+/// Exec first, then the graph it came from, then its events.
 fn destroy<D: GraphDriver>(d: &D, c: Captured<D>) {
     d.destroy_exec(c.exec);
     d.destroy_graph(c.graph);
-    for ev in c.nodes.into_iter().flat_map(|n| n.events) {
+    for ev in c.nodes.into_iter().flat_map(|n| n.events).chain(c.kept) {
         d.destroy_event(ev);
     }
 }

@@ -98,10 +98,12 @@ fn no_events_no_node_timing() {
     assert!(dev.set_node_timing(true).is_err());
 }
 
-/// Node events that cannot become part of a graph are not leaked: an
-/// aborted node-timed capture destroys them, and one that fails to record
-/// leaves the graph untimed (no node spans) with its events destroyed.
-/// Mutation: `drop_events` → `()` → red.
+/// Node events are not leaked, nor destroyed while a graph's event record
+/// node names them: an aborted node-timed capture destroys them after its
+/// graph; one that fails to record leaves the graph untimed (no node
+/// spans), its events kept, unread, until the graph goes (the fake
+/// driver's violations hold the order). Mutations: `drop_events` → `()`,
+/// `untime` destroying the events → red.
 #[test]
 fn node_events_of_captures_that_go_are_destroyed() {
     let (b, d) = crate::fake::backend(false);
@@ -120,12 +122,15 @@ fn node_events_of_captures_that_go_are_destroyed() {
     let g = s.end_graph().unwrap();
     assert_eq!(
         d.live(),
-        (1, 1, 0),
-        "the graph is kept, untimed, its events gone"
+        (1, 1, 2),
+        "the graph is kept, untimed, with its two events (the one its first node records, the one that failed)"
     );
     dev.set_tracing(true);
     g.replay().unwrap();
     let log = dev.take_trace_log("t").unwrap();
     assert!(log.node_spans.is_empty());
+    drop((g, x));
+    drop(dev);
+    assert_eq!(d.live(), (0, 0, 0), "graphs, execs, events at the end");
     assert_clean(&d);
 }

@@ -60,7 +60,7 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
                 ),
             });
         }
-        self.graphs.untime(&self.driver);
+        self.graphs.untime();
         let handle = self.driver.conditional_handle()?;
         let body = OpenBody {
             kind: c.kind,

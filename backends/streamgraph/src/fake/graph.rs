@@ -288,6 +288,16 @@ impl GraphDriver for FakeDriver {
         if !s.events.remove(&event) {
             s.violations.push(format!("event {event} destroyed twice"));
         }
+        // An event record node names its event for the life of its graph.
+        let named = s.recorded_events.iter().any(|&(_, e)| e == event)
+            || s.graphs
+                .values()
+                .any(|g| g.events.iter().any(|&(_, e)| e == event));
+        if named {
+            s.violations.push(format!(
+                "event {event} destroyed while an event record node of a live graph or the open capture names it"
+            ));
+        }
         s.recorded_at.remove(&event);
     }
 }
