@@ -55,6 +55,13 @@ pub struct Registration {
     /// How its devices time the launches inside a replay (C10): a device
     /// that reports anything else fails `c10_node_spans_inside_replays`.
     pub node_timing: DeclaredNodeTiming,
+    /// How its devices time the launches of a graph that holds conditional
+    /// bodies (C14), where that differs from [`Registration::node_timing`]
+    /// (CUDA: event record nodes may not sit in a conditional node's body,
+    /// so such a graph is captured untimed); a device that returns node
+    /// spans it declares unavailable, or none where it declares them,
+    /// fails `c14_node_spans_follow_iterations`.
+    pub body_node_timing: DeclaredNodeTiming,
     /// What its devices can do, for cases that need it (`Tag`s).
     pub capabilities: &'static [Capability],
     /// Cases it can never run: their trials are ignored with the reason.
@@ -178,6 +185,7 @@ impl Registration {
             capture: &[CaptureKind::Native],
             device_timing: DeclaredTiming::Timed,
             node_timing: DeclaredNodeTiming::Native,
+            body_node_timing: DeclaredNodeTiming::Native,
             capabilities: ALL_CAPABILITIES,
             unsupported: &[],
             expected_failures: &[],
@@ -197,10 +205,22 @@ impl Registration {
         }
     }
 
-    /// Declare how the backend times the nodes inside a replay.
+    /// Declare how the backend times the nodes inside a replay (of graphs
+    /// with conditional bodies too, unless
+    /// [`Registration::with_body_node_timing`] says otherwise after it).
     pub const fn with_node_timing(self, node_timing: DeclaredNodeTiming) -> Registration {
         Registration {
             node_timing,
+            body_node_timing: node_timing,
+            ..self
+        }
+    }
+
+    /// Declare how the backend times the nodes of a graph holding
+    /// conditional bodies, where that differs from its other graphs.
+    pub const fn with_body_node_timing(self, body_node_timing: DeclaredNodeTiming) -> Registration {
+        Registration {
+            body_node_timing,
             ..self
         }
     }
@@ -280,6 +300,7 @@ mod tests {
         capture: &[CaptureKind::Native, CaptureKind::Emulated],
         device_timing: DeclaredTiming::Untimed("no clock"),
         node_timing: DeclaredNodeTiming::Unavailable("no clock"),
+        body_node_timing: DeclaredNodeTiming::Unavailable("no clock"),
         capabilities: &[Capability::Half],
         unsupported: &[Expectation {
             case: "c8_x",
@@ -322,6 +343,15 @@ mod tests {
             .with_capture(&[CaptureKind::Emulated])
             .with_timing(DeclaredTiming::Untimed("none"))
             .with_node_timing(DeclaredNodeTiming::Coarse("per piece"));
+        assert_eq!(r.body_node_timing, DeclaredNodeTiming::Coarse("per piece"));
+        let b = r.with_body_node_timing(DeclaredNodeTiming::Unavailable("bodies"));
+        assert_eq!(
+            (b.node_timing, b.body_node_timing),
+            (
+                DeclaredNodeTiming::Coarse("per piece"),
+                DeclaredNodeTiming::Unavailable("bodies")
+            )
+        );
         assert_eq!(r.node_timing, DeclaredNodeTiming::Coarse("per piece"));
         assert!(!r.has(Capability::Half) && r.has(Capability::Threads));
         assert_eq!(r.expected_failure("c1_x").unwrap().reason, "why");

@@ -72,6 +72,12 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 #[cfg(test)]
 mod tests;
 
-/// The CUDA backend's description of itself (`seam::registration`).
+/// The CUDA backend's description of itself (`seam::registration`): a
+/// graph holding conditional bodies is captured untimed (event record
+/// nodes may not sit in a conditional node's body).
 pub const REGISTRATION: seam::Registration =
-    seam::Registration::new("cuda", Some("cuda"), device_count, open);
+    seam::Registration::new("cuda", Some("cuda"), device_count, open).with_body_node_timing(
+        seam::DeclaredNodeTiming::Unavailable(
+            "event record nodes may not sit in a conditional node's body: a graph holding one is captured untimed",
+        ),
+    );
