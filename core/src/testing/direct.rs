@@ -267,7 +267,11 @@ impl<B: Backend> Direct<B> {
             return Err(ErrorKind::NotCapturing);
         }
         let bytes = self.size(c.cond)?;
-        if !c.byte_offset.is_multiple_of(4) || c.byte_offset + 4 > bytes as u64 {
+        if !c.byte_offset.is_multiple_of(4)
+            || c.byte_offset
+                .checked_add(4)
+                .is_none_or(|end| end > bytes as u64)
+        {
             return Err(ErrorKind::ConditionOutOfRange {
                 id: c.cond.0,
                 offset: (c.byte_offset / 4) as usize,
@@ -434,6 +438,55 @@ mod tests {
         assert_eq!(calls(), before + 3);
         d.free(b).unwrap();
         assert_eq!(d.free(b), Err(ErrorKind::UnknownBuffer { id: b.0 }));
+    }
+
+    /// A conditional body reaches the backend only inside a capture, over a
+    /// whole word of a live buffer: outside a capture, an unknown buffer,
+    /// a word past the end or unaligned are refused before it (the null
+    /// backend, which has no bodies, answers the rest). Mutations: the
+    /// call kept from the backend (`Ok(())`), the range test reversed →
+    /// red.
+    #[test]
+    fn a_body_reaches_the_backend_only_over_a_word_of_a_live_buffer() {
+        use crate::backend::{Conditional, ConditionalKind};
+        let mut d = Direct::new(NullBackend::new(CaptureSupport::Native));
+        let cond = d.alloc(64).unwrap();
+        let at = |cond, byte_offset| Conditional {
+            kind: ConditionalKind::If,
+            cond,
+            byte_offset,
+        };
+        assert_eq!(
+            d.begin_conditional(&at(cond, 0)),
+            Err(ErrorKind::NotCapturing)
+        );
+        d.begin_capture().unwrap();
+        assert_eq!(
+            d.begin_conditional(&at(RawBuffer(999), 0)),
+            Err(ErrorKind::UnknownBuffer { id: 999 })
+        );
+        for byte_offset in [64, 62, u64::MAX - 3] {
+            assert!(
+                matches!(
+                    d.begin_conditional(&at(cond, byte_offset)),
+                    Err(ErrorKind::ConditionOutOfRange { .. })
+                ),
+                "byte {byte_offset}"
+            );
+        }
+        for byte_offset in [0, 60] {
+            assert!(
+                matches!(
+                    d.begin_conditional(&at(cond, byte_offset)),
+                    Err(ErrorKind::ConditionalUnsupported { .. })
+                ),
+                "byte {byte_offset}: the backend's own answer"
+            );
+        }
+        assert!(matches!(
+            d.end_conditional(),
+            Err(ErrorKind::ConditionalUnsupported { .. })
+        ));
     }
 
     /// A buffer the open capture, the current graph or a handle uses is not
