@@ -465,12 +465,15 @@ mod tests {
             d.begin_conditional(&at(RawBuffer(999), 0)),
             Err(ErrorKind::UnknownBuffer { id: 999 })
         );
-        for byte_offset in [64, 62, u64::MAX - 3] {
-            assert!(
-                matches!(
-                    d.begin_conditional(&at(cond, byte_offset)),
-                    Err(ErrorKind::ConditionOutOfRange { .. })
-                ),
+        // The error names the word asked for and the buffer's words.
+        for (byte_offset, word) in [(64, 16), (62, 15), (u64::MAX - 3, (u64::MAX / 4) as usize)] {
+            assert_eq!(
+                d.begin_conditional(&at(cond, byte_offset)),
+                Err(ErrorKind::ConditionOutOfRange {
+                    id: cond.0,
+                    offset: word,
+                    len: 16
+                }),
                 "byte {byte_offset}"
             );
         }
