@@ -24,6 +24,18 @@ fn words(v: u32) -> Vec<u8> {
     [v; 256].iter().flat_map(|w| w.to_le_bytes()).collect()
 }
 
+/// `out = a + c` over 256 u32.
+fn add(a: RawBuffer, c: RawBuffer, out: RawBuffer) -> seam::testing::RawCall {
+    use seam::{DType, Params};
+    seam::testing::RawCall::whole(
+        OpKind::Add,
+        DType::U32,
+        &[a, c, out],
+        256,
+        Params::dims(256, 0, 0),
+    )
+}
+
 /// A zeroed accumulator of 256 u32 and the launch `acc += 1`, on `b`.
 fn accumulate(b: &mut Direct<VulkanBackend>) -> (RawBuffer, seam::testing::RawCall) {
     use seam::{DType, Params};
@@ -303,8 +315,7 @@ fn a_vulkan_1_2_device_answers_its_own_feature_queries() {
 /// counts (and the barrier audit) red.
 #[test]
 fn a_barrier_only_before_a_dispatch_that_depends_on_an_unbarriered_one() {
-    use seam::testing::RawCall;
-    use seam::{Backend, DType, Params, ReplayTarget};
+    use seam::{Backend, ReplayTarget};
     let mut b = match VulkanBackend::open(0) {
         Ok(b) => Direct::new(b),
         Err(e) => return skipped(e),
@@ -316,15 +327,6 @@ fn a_barrier_only_before_a_dispatch_that_depends_on_an_unbarriered_one() {
     for (buf, v) in [(one, 1), (x, 0), (y, 0), (z, 0), (w, 0), (r, 0)] {
         b.write(buf, 0, &words(v)).unwrap();
     }
-    let add = |a, c, out| {
-        RawCall::whole(
-            OpKind::Add,
-            DType::U32,
-            &[a, c, out],
-            256,
-            Params::dims(256, 0, 0),
-        )
-    };
     // (launch, barriers recorded after it): x and y independent; z reads
     // both (read after write); w reads what was only read; z += w writes
     // what was read and written.
@@ -461,8 +463,7 @@ fn a_body_past_the_step_bound_is_refused_when_the_capture_ends() {
 /// dropped → red (counts; the audit too for the last two).
 #[test]
 fn a_body_has_barriers_at_its_gates_and_hazards_only() {
-    use seam::testing::RawCall;
-    use seam::{Backend, Conditional, ConditionalKind, DType, Params, ReplayTarget};
+    use seam::{Backend, Conditional, ConditionalKind, ReplayTarget};
     let mut b = match VulkanBackend::open(0) {
         Ok(b) => Direct::new(b),
         Err(e) => return skipped(e),
@@ -470,15 +471,6 @@ fn a_body_has_barriers_at_its_gates_and_hazards_only() {
     let bufs: Vec<RawBuffer> = (0..4).map(|_| b.alloc(1024).unwrap()).collect();
     let [one, x, y, cond] = bufs[..] else {
         unreachable!()
-    };
-    let add = |a, c, out| {
-        RawCall::whole(
-            OpKind::Add,
-            DType::U32,
-            &[a, c, out],
-            256,
-            Params::dims(256, 0, 0),
-        )
     };
     let body = Conditional {
         kind: ConditionalKind::While { max_iterations: 2 },
