@@ -208,13 +208,19 @@ pub fn events() -> Result<(), String> {
         .clone()
 }
 
+/// Whether [`CONDITIONAL_ENV`]'s value turns conditional nodes off: `0`
+/// alone (unset or anything else leaves them on).
+fn turned_off(value: Option<&str>) -> bool {
+    value == Some("0")
+}
+
 /// Conditional nodes can be captured: the driver has their entry points and
 /// is CUDA 12.4 or newer (WHILE nodes), and `SEAM_CUDA_CONDITIONAL=0` does
 /// not turn them off (the suite's C14 passed with them on an H200, CUDA
 /// 13.0, driver 580.159.04).
 pub fn conditional_nodes() -> Result<(), String> {
     static COND: OnceLock<Result<(), String>> = OnceLock::new();
-    if std::env::var(CONDITIONAL_ENV).is_ok_and(|v| v == "0") {
+    if turned_off(std::env::var(CONDITIONAL_ENV).ok().as_deref()) {
         return Err(format!(
             "the cuda backend's conditional nodes are turned off ({CONDITIONAL_ENV}=0)"
         ));
@@ -302,4 +308,33 @@ pub(crate) fn check_rtc(call: &'static str, r: rtc::nvrtcResult) -> Result<(), E
 
 pub(crate) fn ready() -> Result<(), ErrorKind> {
     driver().map_err(|reason| ErrorKind::Unavailable { reason })
+}
+
+#[cfg(test)]
+mod conditional_env_tests {
+    /// `SEAM_CUDA_CONDITIONAL=0` turns conditional nodes off; unset, `1`
+    /// or anything else leaves them on. Mutations: the test negated or
+    /// made constant → red.
+    #[test]
+    fn only_zero_turns_conditional_nodes_off() {
+        assert!(super::turned_off(Some("0")));
+        for v in [None, Some("1"), Some(""), Some("off")] {
+            assert!(!super::turned_off(v), "{v:?}");
+        }
+    }
+
+    /// Conditional nodes are never reported where the driver cannot be
+    /// loaded (every CI machine): the answer names what is missing.
+    /// Mutation: `conditional_nodes` → `Ok(())` → red on a machine
+    /// without a CUDA driver.
+    #[test]
+    fn no_driver_no_conditional_nodes() {
+        if let Err(why) = super::driver() {
+            let e = super::conditional_nodes().expect_err("conditional nodes without a driver");
+            assert!(
+                e.contains("driver") || e.contains("CUDA"),
+                "{e} (driver: {why})"
+            );
+        }
+    }
 }
