@@ -241,6 +241,28 @@ pub const GROUPS: &[Group] = &[
         judged_by: "the suite on lavapipe's vulkan:0, validated, and the kernels crate's own tests",
         timeout_s: 300,
     },
+    Group {
+        name: "llama",
+        package: "seam-example-llama",
+        // What stands between a model file and its logits: the loaders and
+        // their refusals, the references and the check's verdict, in full;
+        // the decode step, attention and the on-device loop sampled.
+        files: &[
+            "examples/llama/src/gguf.rs",
+            "examples/llama/src/model.rs",
+            "examples/llama/src/check.rs",
+            "examples/llama/src/reference.rs",
+        ],
+        sampled: Some((&["examples/llama/src/**"], 60)),
+        exclude: &[],
+        test_packages: &["seam-example-llama"],
+        // Every test of the crate on cpu:0; its lavapipe trials (a minute a
+        // mutant here) are left to the suite's groups and CI's test command.
+        test_args: &["--tests", "--", "--skip", "vulkan:0::", "--skip", "wgpu:0::"],
+        env: &[],
+        judged_by: "the model crate's own tests on cpu:0: the loaders' round trips and refusals, eager = captured, K tokens per replay, the attention kernel against f64, and stories260K against llama2.c's logits where SEAM_STORIES260K names it",
+        timeout_s: 300,
+    },
 ];
 
 /// The groups a run names, or every group.

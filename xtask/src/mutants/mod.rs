@@ -161,6 +161,7 @@ fn package_dir(package: &str) -> String {
         "seam-conformance" => "conformance".into(),
         "xtask" => "xtask".into(),
         "seam-backends" => "backends".into(),
+        "seam-example-llama" => "examples/llama".into(),
         p => format!("backends/{}", p.trim_start_matches("seam-")),
     }
 }

@@ -33,6 +33,7 @@ fn packages_are_found_where_the_workspace_keeps_them() {
         ("seam-streamgraph", "backends/streamgraph"),
         ("seam-conformance", "conformance"),
         ("seam-kernels", "kernels"),
+        ("seam-example-llama", "examples/llama"),
     ] {
         assert_eq!(package_dir(p), d);
         assert!(root().join(d).join("Cargo.toml").is_file(), "{d}");
