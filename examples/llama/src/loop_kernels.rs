@@ -482,10 +482,7 @@ extern "C" __global__ void advance_u32(const float* logits, unsigned int* state,
     }),
     cpu: Some(advance_cpu),
     samples: &[
-        Params {
-            bits: 0,
-            ..Params::dims(1, 1, 1)
-        },
+        Params::dims(1, 1, 1),
         Params {
             bits: 2,
             ..Params::dims(300, 8, 4)

@@ -55,7 +55,8 @@ impl Config {
                 format!("dim {dim} is not an even head size times {h} heads"),
             ));
         }
-        if kv == 0 || kv > h || !h.is_multiple_of(kv) {
+        // (0 divides no count of heads: `h` is not 0 here.)
+        if !h.is_multiple_of(kv) {
             return Err((true, format!("{kv} does not divide the {h} heads")));
         }
         Ok(())
@@ -224,7 +225,7 @@ impl Model {
             n_kv_heads,
             vocab_size: h[5].unsigned_abs(),
             seq_len,
-            own_classifier: h[5] < 0,
+            own_classifier: h[5].is_negative(),
             eps: EPS,
             rope_theta: THETA,
         };

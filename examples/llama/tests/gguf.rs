@@ -66,6 +66,12 @@ fn small(own_classifier: bool) -> Config {
 /// `m` as llama.cpp writes a llama GGUF, all tensors F32, less the tensors
 /// named in `skip`, with `arch` as the architecture.
 fn gguf(m: &Model, arch: &str, skip: &[&str]) -> Vec<u8> {
+    gguf_with(m, arch, skip, Vec::new())
+}
+
+/// [`gguf`] with the metadata keys of `over` set to their values (added,
+/// or in place of the model's).
+fn gguf_with(m: &Model, arch: &str, skip: &[&str], over: Vec<(&str, MetadataValue)>) -> Vec<u8> {
     let c = &m.config;
     let w = &m.weights;
     let mut b = GGUFBuilder::new()
@@ -94,6 +100,9 @@ fn gguf(m: &Model, arch: &str, skip: &[&str]) -> Vec<u8> {
             "llama.rope.dimension_count",
             MetadataValue::U32(c.head_size()),
         );
+    for (key, value) in over {
+        b = b.add_metadata(key, value);
+    }
     let (d, kv, h, v) = (
         c.dim as u64,
         c.kv_dim() as u64,
@@ -163,6 +172,89 @@ fn malformed_gguf_files_name_the_key_or_tensor() {
         let e = parse("m.gguf", &good[..cut]).unwrap_err();
         assert!(!e.reason.is_empty(), "{e}");
     }
+}
+
+/// Metadata a model cannot have is refused naming its key: a size of 0, a
+/// RoPE base or epsilon that is 0, negative, infinite or NaN.
+#[test]
+fn impossible_metadata_is_refused_by_key() {
+    let m = Model::random(small(false), 9);
+    let refused = |key: &'static str, value: MetadataValue| {
+        let e = parse("m.gguf", &gguf_with(&m, "llama", &[], vec![(key, value)])).unwrap_err();
+        assert_eq!(e.field, key, "{e}");
+    };
+    for key in [
+        "llama.embedding_length",
+        "llama.feed_forward_length",
+        "llama.block_count",
+        "llama.context_length",
+    ] {
+        refused(key, MetadataValue::U32(0));
+    }
+    for key in [
+        "llama.rope.freq_base",
+        "llama.attention.layer_norm_rms_epsilon",
+    ] {
+        for v in [0.0, -1.0, f32::INFINITY, f32::NAN] {
+            refused(key, MetadataValue::F32(v));
+        }
+    }
+}
+
+/// A tensor's error names the byte offset of its data in the file: the
+/// first element's bytes are there, and the bad element's where the
+/// reason says.
+#[test]
+fn a_bad_tensor_is_named_at_its_offset_in_the_file() {
+    let m = Model::random(small(false), 9);
+    let layer = (m.config.dim * m.config.dim) as usize;
+    for (l, field) in [(0, "blk.0.attn_q.weight"), (1, "blk.1.attn_q.weight")] {
+        let mut bad = m.clone();
+        bad.weights.wq[l * layer + 3] = f32::NAN;
+        let file = gguf(&bad, "llama", &[]);
+        let e = parse("m.gguf", &file).unwrap_err();
+        assert_eq!(e.field, field, "{e}");
+        assert!(e.reason.contains("element 3 is NaN"), "{e}");
+        let at = |i: usize| {
+            let o = e.offset as usize + 4 * i;
+            f32::from_le_bytes(file[o..o + 4].try_into().unwrap())
+        };
+        assert_eq!(at(0), m.weights.wq[l * layer], "{e}");
+        assert!(at(3).is_nan(), "{e}");
+    }
+}
+
+/// A file's vocabulary comes with its model.
+#[test]
+fn a_files_vocabulary_spells_its_tokens() {
+    use gguf_rs_lib::format::metadata::MetadataArray;
+    use gguf_rs_lib::format::types::GGUFValueType;
+    let m = Model::random(small(false), 9);
+    let words: Vec<MetadataValue> = (0..20)
+        .map(|i| MetadataValue::String(format!("\u{2581}w{i}")))
+        .collect();
+    let tokens = MetadataArray::new(GGUFValueType::String, words).unwrap();
+    let file = gguf_with(
+        &m,
+        "llama",
+        &[],
+        vec![
+            (
+                "tokenizer.ggml.model",
+                MetadataValue::String("llama".into()),
+            ),
+            (
+                "tokenizer.ggml.tokens",
+                MetadataValue::Array(Box::new(tokens)),
+            ),
+        ],
+    );
+    let vocab = parse("m.gguf", &file).unwrap().vocab.unwrap();
+    assert_eq!(vocab.text(&[3, 19]), " w3 w19");
+    assert!(parse("m.gguf", &gguf(&m, "llama", &[]))
+        .unwrap()
+        .vocab
+        .is_none());
 }
 
 /// Token text as each tokenizer spells it: GPT-2's byte-level characters

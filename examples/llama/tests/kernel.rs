@@ -1,8 +1,12 @@
 //! The attention kernel's CPU implementation against plain f64 math, its
 //! parameter checks, and its WGSL against naga.
 
+use seam::kernel::KernelDef;
 use seam::Params;
 use seam_example_llama::attention::{attention_cpu, params, ATTENTION};
+use seam_example_llama::loop_kernels::{
+    ADVANCE, ATTENTION_AT, EMBED_AT, MADE, POS, POS_FREQS, STATE_WORDS, STORE_AT,
+};
 
 fn bytes(v: &[f32]) -> Vec<u8> {
     bytemuck::cast_slice(v).to_vec()
@@ -78,6 +82,120 @@ fn attention_matches_f64() {
     }
 }
 
+/// Every kernel of the crate with the state words that make it touch its
+/// last elements: the last row, the last slot, the cache's last position,
+/// the last place in the list of tokens made.
+fn worst(def: &KernelDef, p: &Params) -> Vec<u8> {
+    let far = u32::MAX / 2; // clamped by each kernel to its last row or slot
+    let mut state = [far, far, 1, 0];
+    if def.name == ATTENTION_AT.name {
+        state[POS] = p.d2 - 1;
+    }
+    if def.name == ADVANCE.name {
+        state[MADE] = p.d2 - 1;
+    }
+    bytemuck::cast_slice(&state).to_vec()
+}
+
+/// Each binding's declared extent is what the kernel touches (core checks
+/// every view against it, so a smaller one would let a launch read past
+/// its buffers): sized by the extents, every kernel runs on each of its
+/// samples; one element short in any binding but the state (whose extent
+/// is the whole state, whatever words a kernel reads), it reads or writes
+/// past the end.
+#[test]
+fn extents_are_what_each_kernel_touches() {
+    let defs: [&KernelDef; 6] = [
+        &ATTENTION,
+        &ATTENTION_AT,
+        &EMBED_AT,
+        &POS_FREQS,
+        &STORE_AT,
+        &ADVANCE,
+    ];
+    for def in defs {
+        let run = def.cpu.unwrap();
+        for p in def.samples {
+            let mut ext = vec![0u64; def.bindings.len()];
+            (def.extents)(p, &mut ext);
+            let sized = |short: Option<usize>| -> Vec<Vec<u8>> {
+                ext.iter()
+                    .enumerate()
+                    .map(|(b, &e)| match def.bindings[b].name {
+                        "state" => worst(def, p),
+                        _ => vec![0u8; 4 * (e as usize - usize::from(short == Some(b)))],
+                    })
+                    .collect()
+            };
+            assert!(
+                std::panic::catch_unwind(|| run(p, &mut sized(None))).is_ok(),
+                "{} {p:?}: sized by its extents {ext:?}, it failed",
+                def.name
+            );
+            for (b, binding) in def.bindings.iter().enumerate() {
+                if binding.name == "state" {
+                    assert_eq!(ext[b], STATE_WORDS as u64, "{}", def.name);
+                    continue;
+                }
+                let ran = std::panic::catch_unwind(|| run(p, &mut sized(Some(b))));
+                assert!(
+                    ran.is_err(),
+                    "{} {p:?}: `{}` one element short of {} ran",
+                    def.name,
+                    binding.name,
+                    ext[b]
+                );
+            }
+        }
+    }
+}
+
+/// The token list's capacity holds: full, `advance` appends nothing and
+/// still moves the state on.
+#[test]
+fn advance_appends_only_while_the_list_has_room() {
+    let p = ADVANCE.samples[1];
+    let logits: Vec<f32> = (0..p.d0).map(|i| if i == 7 { 9.0 } else { 0.0 }).collect();
+    let full = p.d2;
+    let state = [3u32, 5, 1, full];
+    let mut b = vec![
+        bytes(&logits),
+        bytemuck::cast_slice(&state).to_vec(),
+        vec![0xAB; 4 * full as usize],
+    ];
+    (ADVANCE.cpu.unwrap())(&p, &mut b);
+    assert_eq!(
+        b[2],
+        vec![0xAB; 4 * full as usize],
+        "a full list is left as it was"
+    );
+    let s: Vec<u32> = bytemuck::pod_collect_to_vec(&b[1]);
+    assert_eq!(s, [7, 6, 1, full + 1]);
+}
+
+/// A zero size is refused by its name, on every kernel with a size.
+#[test]
+fn zero_sizes_are_refused_by_name() {
+    let refused = |def: &KernelDef, p: Params| def.check.unwrap()(&p).unwrap_err().name;
+    let p = EMBED_AT.samples[1];
+    assert_eq!(refused(&EMBED_AT, Params { d0: 0, ..p }), "dim");
+    assert_eq!(refused(&EMBED_AT, Params { d1: 0, ..p }), "vocab");
+    let p = STORE_AT.samples[1];
+    assert_eq!(refused(&STORE_AT, Params { d0: 0, ..p }), "n");
+    assert_eq!(refused(&STORE_AT, Params { d1: 0, ..p }), "slots");
+    let p = ADVANCE.samples[1];
+    assert_eq!(refused(&ADVANCE, Params { d0: 0, ..p }), "vocab");
+    assert_eq!(refused(&ADVANCE, Params { d1: 0, ..p }), "max_pos");
+    assert_eq!(refused(&ADVANCE, Params { d2: 0, ..p }), "capacity");
+    for def in [&EMBED_AT, &STORE_AT, &ADVANCE, &POS_FREQS] {
+        for p in def.samples {
+            if let Some(check) = def.check {
+                check(p).unwrap();
+            }
+        }
+    }
+}
+
 #[test]
 fn bad_params_are_refused_by_name() {
     let check = ATTENTION.check.unwrap();
@@ -106,7 +224,6 @@ fn bad_params_are_refused_by_name() {
 /// workgroup size.
 #[test]
 fn wgsl_source_validates() {
-    use seam_example_llama::loop_kernels::{ADVANCE, ATTENTION_AT, EMBED_AT, POS_FREQS, STORE_AT};
     for def in [
         &ATTENTION,
         &ATTENTION_AT,

@@ -37,6 +37,17 @@ fn a_checkpoint_reads_back_what_was_written() {
         assert_eq!(back, m);
         assert_eq!(back.weights.wcls == back.weights.token_embedding, !own);
     }
+    // As many kv heads as heads (multi-head attention), and one for all.
+    for kv in [6, 1] {
+        let m = Model::random(
+            Config {
+                n_kv_heads: kv,
+                ..small(false)
+            },
+            5,
+        );
+        assert_eq!(Model::parse("m.bin", &m.to_bytes()).unwrap(), m);
+    }
 }
 
 /// Every malformed file is refused naming the field and its byte offset.
@@ -53,12 +64,38 @@ fn malformed_checkpoints_name_the_field_and_offset() {
     b[16..20].copy_from_slice(&4i32.to_le_bytes());
     assert_eq!(err(&b).field, "n_kv_heads", "4 does not divide 6");
     let mut b = good.clone();
-    b[4..8].copy_from_slice(&0i32.to_le_bytes());
-    let e = err(&b);
-    assert_eq!((e.field.as_str(), e.offset), ("hidden_dim", 4));
+    b[16..20].copy_from_slice(&12i32.to_le_bytes());
+    assert_eq!(err(&b).field, "n_kv_heads", "more kv heads than heads");
     let mut b = good.clone();
-    b[20..24].copy_from_slice(&0i32.to_le_bytes());
-    assert_eq!(err(&b).field, "vocab_size");
+    b[12..16].copy_from_slice(&8i32.to_le_bytes());
+    let e = err(&b);
+    assert_eq!(
+        e.field, "n_heads",
+        "dim 24 over 8 heads: an odd head size of 3"
+    );
+    assert!(e.reason.contains("not an even head size"), "{e}");
+    // Every header field but vocab_size must be positive, named at its
+    // offset; vocab_size (negative: the file has its own classifier) must
+    // be a size.
+    let fields = ["dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads"];
+    for (i, field) in fields.iter().chain(&["", "seq_len"]).enumerate() {
+        if field.is_empty() {
+            continue;
+        }
+        for v in [0i32, -3] {
+            let mut b = good.clone();
+            b[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+            let e = err(&b);
+            assert_eq!((e.field.as_str(), e.offset), (*field, 4 * i as u64), "{e}");
+            assert!(e.reason.contains(&format!("{v} is not positive")), "{e}");
+        }
+    }
+    for v in [0, i32::MIN] {
+        let mut b = good.clone();
+        b[20..24].copy_from_slice(&v.to_le_bytes());
+        let e = err(&b);
+        assert_eq!((e.field.as_str(), e.offset), ("vocab_size", 20), "{e}");
+    }
     // Cut inside wq: the embedding (30 × 24) and rms_att (2 × 24) precede it.
     let wq = 28 + 4 * (30 * 24 + 2 * 24);
     let e = err(&good[..wq + 100]);
@@ -215,12 +252,18 @@ fn the_check_fails_wrong_logits() {
     fed[2].input = 10;
     let r = check(&cpu(), &m, &fed, |_, _| {}).unwrap();
     assert!(!r.passed(), "{}", r.describe());
-    let mut past = refs.clone();
-    past[1].top[3].0 = 30;
-    assert!(matches!(
-        check(&cpu(), &m, &past, |_, _| {}),
-        Err(Error::Reference(_))
-    ));
+    // A token past the vocabulary (30) anywhere in a step is the
+    // reference's fault: fed, chosen or listed.
+    let past: [fn(&mut reference::Step); 3] =
+        [|s| s.input = 30, |s| s.next = 30, |s| s.top[3].0 = 30];
+    for move_past in past {
+        let mut refs = refs.clone();
+        move_past(&mut refs[1]);
+        assert!(matches!(
+            check(&cpu(), &m, &refs, |_, _| {}),
+            Err(Error::Reference(e)) if e.contains("step 1 names a token past")
+        ));
+    }
 }
 
 /// The greedy tokens of one replay per token (captured steps, argmax on
