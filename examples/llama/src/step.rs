@@ -509,3 +509,15 @@ fn transposed(w: &[f32], layers: u32, rows: usize, cols: usize) -> Vec<f32> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Mode;
+
+    #[test]
+    fn modes_are_named_as_the_reports_name_them() {
+        assert_eq!(Mode::Eager.name(), "eager");
+        assert_eq!(Mode::Captured.name(), "captured");
+        assert_eq!(Mode::OnDevice { per_replay: 8 }.name(), "on-device-8");
+    }
+}

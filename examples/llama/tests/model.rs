@@ -277,15 +277,18 @@ fn k_tokens_per_replay_equal_one_per_replay() {
     let (a, b) = (cpu(), cpu());
     let mut host = Llama::new(&a, &m, 9).unwrap();
     let mut device = Llama::new(&b, &m, 9).unwrap();
-    let greedy = |llama: &mut Llama, token: u32, n: usize| {
+    let mut last = Vec::new();
+    let mut greedy = |llama: &mut Llama, token: u32, n: usize| {
         let mut out = vec![token];
         for _ in 0..n {
             let t = *out.last().unwrap();
-            out.push(argmax(&llama.step(t, Mode::Captured).unwrap()));
+            last = llama.step(t, Mode::Captured).unwrap();
+            out.push(argmax(&last));
         }
         out.split_off(1)
     };
     let want = greedy(&mut host, 5, 8);
+    assert_eq!(last.len(), 30, "the last step's logits, one per token");
     // A classifier of its own: the tokens are not the input repeated (a
     // tied one echoes the input token with these random weights).
     assert_eq!(want, [26, 4, 20, 19, 14, 27, 23, 23]);
@@ -294,7 +297,12 @@ fn k_tokens_per_replay_equal_one_per_replay() {
     assert_eq!(device.pos(), 3);
     let rest = device.decode_on_device(want[2], 5, None).unwrap();
     assert_eq!(rest, want[3..]);
-    assert_eq!(device.logits().unwrap(), host.logits().unwrap());
+    assert_eq!(
+        device.logits().unwrap(),
+        last,
+        "the last step's, bit for bit"
+    );
+    assert_eq!(host.logits().unwrap(), last);
     // The cache ends after 9 positions: one more token, then none.
     assert_eq!(device.pos(), 8);
     assert_eq!(device.decode_on_device(want[7], 4, None).unwrap().len(), 1);
