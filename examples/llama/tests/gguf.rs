@@ -180,7 +180,9 @@ fn malformed_gguf_files_name_the_key_or_tensor() {
 fn impossible_metadata_is_refused_by_key() {
     let m = Model::random(small(false), 9);
     let refused = |key: &'static str, value: MetadataValue| {
-        let e = parse("m.gguf", &gguf_with(&m, "llama", &[], vec![(key, value)])).unwrap_err();
+        let e = parse("m.gguf", &gguf_with(&m, "llama", &[], vec![(key, value)]))
+            .err()
+            .unwrap_or_else(|| panic!("`{key}` of that value is refused"));
         assert_eq!(e.field, key, "{e}");
     };
     for key in [
@@ -191,6 +193,18 @@ fn impossible_metadata_is_refused_by_key() {
     ] {
         refused(key, MetadataValue::U32(0));
     }
+    // A vocabulary of no token: the embedding is [dim, 0].
+    let none = Model::random(
+        Config {
+            vocab_size: 0,
+            ..small(false)
+        },
+        9,
+    );
+    let Err(e) = parse("m.gguf", &gguf(&none, "llama", &[])) else {
+        panic!("a vocabulary of no token was read");
+    };
+    assert_eq!(e.field, "token_embd.weight", "{e}");
     for key in [
         "llama.rope.freq_base",
         "llama.attention.layer_norm_rms_epsilon",

@@ -1,7 +1,7 @@
 //! The attention kernel's CPU implementation against plain f64 math, its
 //! parameter checks, and its WGSL against naga.
 
-use seam::kernel::KernelDef;
+use seam::kernel::{KernelDef, MAX_GRID_EDGE};
 use seam::Params;
 use seam_example_llama::attention::{attention_cpu, params, ATTENTION};
 use seam_example_llama::loop_kernels::{
@@ -54,6 +54,7 @@ fn attention_matches_f64() {
         ];
         attention_cpu(&p, &mut b);
         let out = f32s(&b[4]);
+        let att = f32s(&b[3]);
         let (hs, n) = (hs as usize, n as usize);
         for h in 0..heads as usize {
             let g = h / (heads / kv) as usize;
@@ -68,6 +69,14 @@ fn attention_matches_f64() {
             let mx = scores.iter().cloned().fold(f64::MIN, f64::max);
             let e: Vec<f64> = scores.iter().map(|s| (s - mx).exp()).collect();
             let total: f64 = e.iter().sum();
+            // The scratch holds each head's exponentials, in its own row.
+            for (t, want) in e.iter().enumerate() {
+                let got = att[h * n + t] as f64;
+                assert!(
+                    (got - want).abs() <= 1e-5 + 1e-5 * want.abs(),
+                    "heads {heads}/{kv}, hs {hs}, n {n}: att[{h}, {t}] = {got}, f64 {want}"
+                );
+            }
             for d in 0..hs {
                 let want: f64 = (0..n)
                     .map(|t| e[t] / total * vc[t * kv_dim + g * hs + d] as f64)
@@ -211,6 +220,22 @@ fn bad_params_are_refused_by_name() {
         ..params(8, 4, 8, 1)
     };
     assert_eq!(check(&nan).unwrap_err().name, "scale");
+    for s0 in [0.0, -0.5, f32::INFINITY] {
+        let p = Params {
+            s0,
+            ..params(8, 4, 8, 1)
+        };
+        assert_eq!(check(&p).unwrap_err().name, "scale", "{s0}");
+    }
+    // As many heads as a grid edge holds (one workgroup each), not one more.
+    check(&params(MAX_GRID_EDGE, 1, 8, 1)).unwrap();
+    let e = check(&params(MAX_GRID_EDGE + 1, 1, 8, 1)).unwrap_err();
+    assert_eq!(e.name, "heads");
+    assert_eq!(
+        (ATTENTION.grid)(&params(6, 2, 8, 3)),
+        [6, 1, 1],
+        "a workgroup per head"
+    );
     ATTENTION.well_formed().unwrap();
     for p in ATTENTION.samples {
         check(p).unwrap();
