@@ -160,26 +160,55 @@ fn extents_are_what_each_kernel_touches() {
 }
 
 /// The token list's capacity holds: full, `advance` appends nothing and
-/// still moves the state on.
+/// still moves the state on; the end-of-sequence token (the sample's
+/// `bits`) clears the condition.
 #[test]
 fn advance_appends_only_while_the_list_has_room() {
     let p = ADVANCE.samples[1];
-    let logits: Vec<f32> = (0..p.d0).map(|i| if i == 7 { 9.0 } else { 0.0 }).collect();
+    let run = |best: u32, state: [u32; 4]| {
+        let logits: Vec<f32> = (0..p.d0)
+            .map(|i| if i == best { 9.0 } else { 0.0 })
+            .collect();
+        let mut b = vec![
+            bytes(&logits),
+            bytemuck::cast_slice(&state).to_vec(),
+            vec![0xAB; 4 * p.d2 as usize],
+        ];
+        (ADVANCE.cpu.unwrap())(&p, &mut b);
+        let s: Vec<u32> = bytemuck::pod_collect_to_vec(&b[1]);
+        let out: Vec<u32> = bytemuck::pod_collect_to_vec(&b[2]);
+        (s, out)
+    };
     let full = p.d2;
-    let state = [3u32, 5, 1, full];
-    let mut b = vec![
-        bytes(&logits),
-        bytemuck::cast_slice(&state).to_vec(),
-        vec![0xAB; 4 * full as usize],
-    ];
-    (ADVANCE.cpu.unwrap())(&p, &mut b);
+    let (s, out) = run(7, [3, 5, 1, full]);
     assert_eq!(
-        b[2],
-        vec![0xAB; 4 * full as usize],
+        out,
+        vec![0xABAB_ABAB; full as usize],
         "a full list is left as it was"
     );
-    let s: Vec<u32> = bytemuck::pod_collect_to_vec(&b[1]);
     assert_eq!(s, [7, 6, 1, full + 1]);
+    let (s, out) = run(7, [3, 5, 1, full - 1]);
+    assert_eq!(out[full as usize - 1], 7, "the last place taken");
+    assert_eq!(s, [7, 6, 1, full]);
+    assert_eq!(p.bits, 2, "the sample's end-of-sequence token");
+    let (s, _) = run(p.bits, [3, 5, 1, 0]);
+    assert_eq!(s, [p.bits, 6, 0, 1], "stopped at the end-of-sequence token");
+    // At the last position the loop stops whatever the token.
+    let (s, _) = run(7, [3, p.d1 - 1, 1, 0]);
+    assert_eq!(s, [7, p.d1, 0, 1], "stopped at max_pos");
+}
+
+/// The grid: a workgroup of 64 per 64 elements, at most a grid edge; one
+/// for `advance`.
+#[test]
+fn grids_cover_their_elements() {
+    for (d0, groups) in [(1, 1), (64, 1), (65, 2), (u32::MAX, MAX_GRID_EDGE)] {
+        let p = Params::dims(d0, 1, 1);
+        for def in [&EMBED_AT, &POS_FREQS, &STORE_AT] {
+            assert_eq!((def.grid)(&p), [groups, 1, 1], "{} over {d0}", def.name);
+        }
+    }
+    assert_eq!((ADVANCE.grid)(&ADVANCE.samples[1]), [1, 1, 1]);
 }
 
 /// A zero size is refused by its name, on every kernel with a size.
@@ -192,6 +221,8 @@ fn zero_sizes_are_refused_by_name() {
     let p = STORE_AT.samples[1];
     assert_eq!(refused(&STORE_AT, Params { d0: 0, ..p }), "n");
     assert_eq!(refused(&STORE_AT, Params { d1: 0, ..p }), "slots");
+    let p = POS_FREQS.samples[1];
+    assert_eq!(refused(&POS_FREQS, Params { d0: 0, ..p }), "n");
     let p = ADVANCE.samples[1];
     assert_eq!(refused(&ADVANCE, Params { d0: 0, ..p }), "vocab");
     assert_eq!(refused(&ADVANCE, Params { d1: 0, ..p }), "max_pos");
