@@ -289,6 +289,7 @@ fn k_tokens_per_replay_equal_one_per_replay() {
     };
     let want = greedy(&mut host, 5, 8);
     assert_eq!(last.len(), 30, "the last step's logits, one per token");
+    assert_eq!(host.timings().steps, 8, "every step counted");
     // A classifier of its own: the tokens are not the input repeated (a
     // tied one echoes the input token with these random weights).
     assert_eq!(want, [26, 4, 20, 19, 14, 27, 23, 23]);
@@ -307,7 +308,10 @@ fn k_tokens_per_replay_equal_one_per_replay() {
     assert_eq!(device.pos(), 8);
     assert_eq!(device.decode_on_device(want[7], 4, None).unwrap().len(), 1);
     assert!(device.decode_on_device(0, 4, None).is_err());
-    // Stopping at a token: the loop ends after it, on the device.
+    // Stopping at a token: the loop ends after it, on the device; the
+    // same K with another stop is another loop, not the one captured.
+    device.reset();
+    assert_eq!(device.decode_on_device(5, 8, None).unwrap(), want);
     device.reset();
     let stop = want[1];
     let until = device.decode_on_device(5, 8, Some(stop)).unwrap();
