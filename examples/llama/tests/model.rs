@@ -296,6 +296,7 @@ fn k_tokens_per_replay_equal_one_per_replay() {
     let got = device.decode_on_device(5, 3, None).unwrap();
     assert_eq!(got, want[..3]);
     assert_eq!(device.pos(), 3);
+    assert_eq!(device.timings().steps, 3, "the tokens the device made");
     let rest = device.decode_on_device(want[2], 5, None).unwrap();
     assert_eq!(rest, want[3..]);
     assert_eq!(
