@@ -8,6 +8,17 @@ use seam_example_llama::loop_kernels::{
     ADVANCE, ATTENTION_AT, EMBED_AT, MADE, POS, POS_FREQS, STATE_WORDS, STORE_AT,
 };
 
+/// Every kernel of the crate: attention, and the kernels that decode K
+/// tokens per replay.
+static KERNELS: [&KernelDef; 6] = [
+    &ATTENTION,
+    &ATTENTION_AT,
+    &EMBED_AT,
+    &POS_FREQS,
+    &STORE_AT,
+    &ADVANCE,
+];
+
 fn bytes(v: &[f32]) -> Vec<u8> {
     bytemuck::cast_slice(v).to_vec()
 }
@@ -114,15 +125,7 @@ fn worst(def: &KernelDef, p: &Params) -> Vec<u8> {
 /// past the end.
 #[test]
 fn extents_are_what_each_kernel_touches() {
-    let defs: [&KernelDef; 6] = [
-        &ATTENTION,
-        &ATTENTION_AT,
-        &EMBED_AT,
-        &POS_FREQS,
-        &STORE_AT,
-        &ADVANCE,
-    ];
-    for def in defs {
+    for def in KERNELS {
         let run = def.cpu.unwrap();
         for p in def.samples {
             let mut ext = vec![0u64; def.bindings.len()];
@@ -280,14 +283,7 @@ fn bad_params_are_refused_by_name() {
 /// workgroup size.
 #[test]
 fn wgsl_source_validates() {
-    for def in [
-        &ATTENTION,
-        &ATTENTION_AT,
-        &EMBED_AT,
-        &POS_FREQS,
-        &STORE_AT,
-        &ADVANCE,
-    ] {
+    for def in KERNELS {
         let m = seam::wgsl::compile(seam::Kernel::new(def))
             .unwrap_or_else(|e| panic!("{}: {e}", def.name));
         let ep = m
