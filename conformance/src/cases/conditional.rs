@@ -375,8 +375,9 @@ fn moved_contents(d: &Device, on: &Bufs, rest: &Bufs) -> seam::Result<Snapshot> 
 
 /// C13 reaches inside bodies: new parameters for a launch inside a WHILE,
 /// then a rebind of the accumulator and of the conditions' buffer, then a
-/// rebind back, each replayed against the host loop of the changed
-/// program; the buffers rebound away from keep what they held.
+/// rebind back given in one call with a parameter change, each replayed
+/// against the host loop of the changed program; the buffers rebound away
+/// from keep what they held.
 ///
 /// Mutation: a rebind leaves conditions where they were (`moved = true`
 /// dropped in core/src/device/update.rs, so the graph keeps reading the old
@@ -386,7 +387,9 @@ fn moved_contents(d: &Device, on: &Bufs, rest: &Bufs) -> seam::Result<Snapshot> 
 /// dropped from the moved `Region`: the rebind back then moves nothing),
 /// and a body's count of nested bodies wrong when it is not the capture's
 /// first (`len - at - 1` → `len + at - 1` in `end_body`: the re-record
-/// walks past the structure).
+/// walks past the structure); and rebinds given beside other changes
+/// leaving conditions where they were (the rebind back with its parameter
+/// change then leaves the loop on the moved counter).
 pub const C14_UPDATES_REACH_INSIDE_BODIES: Case = Case {
     name: "c14_updates_reach_inside_bodies",
     rule: Rule::C14,
@@ -460,8 +463,14 @@ pub const C14_UPDATES_REACH_INSIDE_BODIES: Case = Case {
             (old.acc, old.ctl),
             "the buffers rebound away from keep what they held"
         );
-        let back: Vec<_> = pairs.iter().map(|&(a, b)| (b, a)).collect();
-        d.update(&g, &Change::rebinds(&back))?;
+        // Back in one call with a parameter change (the same parameters):
+        // rebinds beside other changes move the conditions as well.
+        let mut back = Change::rebinds(&pairs.map(|(a, b)| (b, a)));
+        back.push(Change::Params {
+            index: 0,
+            params: p,
+        });
+        d.update(&g, &back)?;
         moved.reset(0)?;
         for k in [2, 4] {
             round(

@@ -49,7 +49,9 @@ pub(super) fn vals(n: usize, k: f32) -> Vec<f32> {
 
 /// Rebind `a` and `out` of a captured graph to fresh buffers; a replay then
 /// gives, bit for bit, what a fresh capture over the new buffers gives, and
-/// the old buffers keep what the last replay before the rebind left.
+/// the old buffers keep what the last replay before the rebind left. With
+/// `b` dropped by its owner (the graph holds it), updates of the launch
+/// that binds it still apply.
 ///
 /// Mutation: `apply` in core/src/device/update.rs updating its tables but
 /// neither patching nor re-recording the backend's graph (the backend's
@@ -61,7 +63,9 @@ pub(super) fn vals(n: usize, k: f32) -> Vec<f32> {
 /// `SEAM_VULKAN_VALIDATION=sync` at "drop: validation: replay: … [
 /// UNASSIGNED-CoreValidation-DrawState-InvalidCommandBuffer-VkDescriptorSet
 /// ] … invalid because bound VkDescriptorSet 0x…[] was destroyed or
-/// updated".
+/// updated". Also red: an update refusing every launch that binds a
+/// buffer its owner dropped ("unknown or freed buffer", which the graph
+/// still holds).
 pub const C13_REBIND_EQUALS_FRESH_CAPTURE: Case = Case {
     name: "c13_rebind_equals_fresh_capture",
     rule: Rule::C13,
@@ -96,6 +100,31 @@ pub const C13_REBIND_EQUALS_FRESH_CAPTURE: Case = Case {
             "the old output changed after the rebind"
         );
         check_eq!(a.read()?, vals(n, 1.0), "the old input");
+        // `b` dropped: the graph holds it, and updates of the launch that
+        // binds it still apply (a rebind, then a rebind with a parameter
+        // change in one call), computing what they did.
+        let add = ops::add(out2.id(), b.id(), out2.id(), n as u32).params;
+        drop(b);
+        let out4 = d.buffer_from(&vec![0.0f32; n])?;
+        g.device()
+            .update(&g, &Change::rebinds(&[(out2.id(), out4.id())]))?;
+        g.replay()?;
+        check!(
+            d.read_bytes(out4.id())? == rebound,
+            "rebound again after b was dropped: the result changed"
+        );
+        let mut back = Change::rebinds(&[(out4.id(), out2.id())]);
+        back.push(Change::Params {
+            index: 2,
+            params: add,
+        });
+        out2.write(&vec![0.0f32; n])?;
+        g.device().update(&g, &back)?;
+        g.replay()?;
+        check!(
+            d.read_bytes(out2.id())? == rebound,
+            "rebound back with new parameters after b was dropped: the result changed"
+        );
         cx.digest_bytes(&rebound);
         Ok(())
     },

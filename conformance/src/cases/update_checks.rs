@@ -12,13 +12,15 @@ const CAP: &[Tag] = &[Tag::NeedsCapture];
 /// another dtype, one too short for a launch, another device's buffer, a
 /// freed one, a buffer the graph does not use, an update inside a capture,
 /// a launch index past the end, parameters a launch cannot take, a launch
-/// of the same op on another element type. Afterwards
+/// of the same op on another element type, one buffer rebound twice in one
+/// call. Afterwards
 /// the graph still gives its original result.
 ///
 /// Mutation: drop the dtype check in `Device::rebind` → red on cpu:0 at
 /// "expected ErrorKind::RebindMismatch { .. }, got error: … rebind: copy:
 /// binding `dst` must be i32, buffer is f32" (lowering still refuses the
-/// launch, but not by the name that says what the rebind did wrong).
+/// launch, but not by the name that says what the rebind did wrong). Also
+/// red: a buffer rebound twice in one call taken as its first pair.
 pub const C13_BAD_UPDATES_REFUSED: Case = Case {
     name: "c13_bad_updates_refused",
     rule: Rule::C13,
@@ -73,6 +75,25 @@ pub const C13_BAD_UPDATES_REFUSED: Case = Case {
             ErrorKind::RebindMismatch { .. }
         );
         let p = ops::scale_add(out.id(), out.id(), n as u32, 1.0, 0.0).params;
+        // One buffer rebound twice in one call, alone or beside a parameter change.
+        let a3 = d.buffer_from(&vals(n, 5.0))?;
+        let mut twice = Change::rebinds(&[(a.id(), a2.id()), (a.id(), a3.id())]);
+        let e = expect_err!(
+            g.device().update(&g, &twice),
+            ErrorKind::InvalidUpdate { .. }
+        );
+        check!(
+            e.to_string().contains("rebound twice"),
+            "the error says why: {e}"
+        );
+        twice.push(Change::Params {
+            index: 1,
+            params: p,
+        });
+        expect_err!(
+            g.device().update(&g, &twice),
+            ErrorKind::InvalidUpdate { .. }
+        );
         expect_err!(
             g.device().update(
                 &g,

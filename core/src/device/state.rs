@@ -127,6 +127,17 @@ impl State {
     /// of `validate::lower`, a user kernel's with the bindings its WGSL
     /// declares read-only (found when it was registered here).
     pub(super) fn lower(&self, call: &OpCall) -> Result<Launch, ErrorKind> {
+        self.lower_keeping(call, &[])
+    }
+
+    /// [`State::lower`] for a launch of a graph update: a buffer of `kept`
+    /// (what the launch bound before the update) may be one its owner
+    /// released, which the graph still holds; any other must be live.
+    pub(super) fn lower_keeping(
+        &self,
+        call: &OpCall,
+        kept: &[crate::View],
+    ) -> Result<Launch, ErrorKind> {
         let read_only = match call.op {
             OpKind::User(k) => self
                 .kernels
@@ -135,7 +146,13 @@ impl State {
                 .map_or(0, |(_, r)| *r),
             _ => 0,
         };
-        crate::validate::lower(call, read_only, |id| self.live_meta(id))
+        crate::validate::lower(call, read_only, |id| {
+            if kept.iter().any(|v| v.buffer == id) {
+                self.meta(id)
+            } else {
+                self.live_meta(id)
+            }
+        })
     }
 
     pub(super) fn new(backend: Box<dyn Backend>, device: Arc<str>) -> State {

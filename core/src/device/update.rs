@@ -48,8 +48,11 @@ impl Device {
     ///   KV-cache write to the next slot). The graph holds the buffers its
     ///   launches use afterwards.
     ///
-    /// Each index is changed at most once per update; rebinds apply to
-    /// every launch after its own change.
+    /// Each index is changed at most once per update, and each `old` buffer
+    /// rebound at most once; rebinds apply to every launch after its own
+    /// change, and to the conditions of conditional bodies (C14). A launch
+    /// may keep binding a buffer its owner dropped (the graph holds it);
+    /// no change may bind one anew.
     ///
     /// ```
     /// # fn main() -> seam::Result<()> {
@@ -122,7 +125,7 @@ impl Device {
                     }
                 }
             }
-            replace_launches(st, target, &calls)
+            replace_launches(st, target, &calls, &pairs)
         })
     }
 }
@@ -178,14 +181,19 @@ impl Change {
     }
 }
 
-/// The rebind rules: each old buffer is one the graph uses, each new one
-/// live with its element type.
+/// The rebind rules: each old buffer is one the graph uses, named once,
+/// each new one live with its element type.
 fn check_rebinds(
     st: &State,
     entry: &ExecEntry,
     pairs: &[(BufferId, BufferId)],
 ) -> std::result::Result<(), ErrorKind> {
-    for &(old, new) in pairs {
+    for (i, &(old, new)) in pairs.iter().enumerate() {
+        if pairs[..i].iter().any(|(earlier, _)| *earlier == old) {
+            return Err(ErrorKind::InvalidUpdate {
+                reason: format!("buffer {} is rebound twice in one call", old.n),
+            });
+        }
         if !entry.uses.contains(&old) {
             return Err(ErrorKind::NotUsedByGraph { id: old.n });
         }
@@ -217,7 +225,25 @@ fn rebind(
         .iter()
         .map(|b| swap(pairs, *b))
         .collect::<BTreeSet<BufferId>>();
-    // A condition moves too (C14): the graph is then recorded anew.
+    let regions = moved_regions(st, entry, pairs)?;
+    apply(
+        st,
+        target,
+        lowered,
+        NewCalls::Rebound(pairs),
+        Some(uses),
+        regions,
+    )
+}
+
+/// The graph's conditional bodies after `pairs` moved their conditions
+/// (C14), each moved one checked as at capture; `None` when none moved. A
+/// moved condition has the graph recorded anew.
+fn moved_regions(
+    st: &State,
+    entry: &ExecEntry,
+    pairs: &[(BufferId, BufferId)],
+) -> std::result::Result<Option<Vec<Region>>, ErrorKind> {
     let mut regions = entry.regions.clone();
     let mut moved = false;
     for r in regions.iter_mut() {
@@ -232,22 +258,17 @@ fn rebind(
             moved = true;
         }
     }
-    let regions = moved.then_some(regions);
-    apply(
-        st,
-        target,
-        lowered,
-        NewCalls::Rebound(pairs),
-        Some(uses),
-        regions,
-    )
+    Ok(moved.then_some(regions))
 }
 
-/// An update of whole launches (index, new call).
+/// An update of whole launches (index, new call), with `pairs` the
+/// rebinds given beside them (already applied to the calls) for the
+/// conditions they move.
 fn replace_launches(
     st: &mut State,
     target: GraphRef,
     changes: &[(usize, OpCall)],
+    pairs: &[(BufferId, BufferId)],
 ) -> std::result::Result<(), ErrorKind> {
     let entry = check_updatable(st, target)?;
     let launches = entry.recorded.len();
@@ -263,6 +284,8 @@ fn replace_launches(
     if let Some(&(index, _)) = sorted.iter().find(|(i, _)| *i >= launches) {
         return Err(ErrorKind::NoSuchLaunch { index, launches });
     }
+    let regions = moved_regions(st, entry, pairs)?;
+    let conditions = regions.as_ref().unwrap_or(&entry.regions);
     let mut next = sorted.iter().peekable();
     let uses = entry
         .recorded
@@ -275,7 +298,7 @@ fn replace_launches(
             };
             views.iter().map(|v| v.buffer)
         })
-        .chain(entry.regions.iter().map(|r| r.cond))
+        .chain(conditions.iter().map(|r| r.cond))
         .collect::<BTreeSet<BufferId>>();
     let (lowered, calls) = lower_changes(st, target, sorted)?;
     apply(
@@ -284,7 +307,7 @@ fn replace_launches(
         lowered,
         NewCalls::Given(calls),
         Some(uses),
-        None,
+        regions,
     )
 }
 
@@ -325,7 +348,7 @@ fn lower_changes(
                 requested: call.op,
             });
         }
-        let launch = st.lower(&call)?;
+        let launch = st.lower_keeping(&call, &was.call.buffers)?;
         if launch.dtype != was.launch.dtype {
             return Err(ErrorKind::UpdateChangesDtype {
                 index,
@@ -345,7 +368,8 @@ fn lower_changes(
 /// shortcut cannot vouch for. The shortcut: a recorded launch is its call
 /// lowered over buffers whose metadata never changes, so where each new
 /// buffer has its old one's type (checked by `rebind`) and at least its
-/// length, every other buffer of the launch is still live, and the swap
+/// length (every other buffer of the launch is held by the graph, even
+/// one its owner released, so its metadata is as it was), and the swap
 /// makes no two of its bindings the same buffer that were not before (nor
 /// the reverse), every check `lower` makes passes as it did (view ranges
 /// and needs only grow more room; aliasing depends on which bindings share
@@ -371,15 +395,6 @@ fn rebound_launches(
             .position(|(old, _)| *old == id)
             .filter(|&p| pairs[p].1 != id)
     };
-    // The graph's buffers a launch can no longer be lowered over (released
-    // by their owner): a launch binding one is lowered in full, to fail as
-    // `lower` fails.
-    let gone: Vec<BufferId> = entry
-        .uses
-        .iter()
-        .copied()
-        .filter(|&b| st.live_meta(b).is_err())
-        .collect();
     let mut lowered = Vec::new();
     for (index, r) in entry.recorded.iter().enumerate() {
         let views = &r.call.buffers;
@@ -396,11 +411,9 @@ fn rebound_launches(
         let to = |k: usize| moved[k].map_or(views[k].buffer, |p| pairs[p].1);
         // (A recorded launch has at most MAX_BINDINGS views: `moved` holds
         // one entry per view.)
-        let vouched = moved.iter().zip(views.iter()).all(|(m, v)| match m {
-            Some(p) => new[*p].1,
-            None => !gone.contains(&v.buffer),
-        }) && (0..views.len())
-            .all(|i| (0..i).all(|j| (views[i].buffer == views[j].buffer) == (to(i) == to(j))));
+        let vouched = moved.iter().all(|m| m.is_none_or(|p| new[p].1))
+            && (0..views.len())
+                .all(|i| (0..i).all(|j| (views[i].buffer == views[j].buffer) == (to(i) == to(j))));
         let launch = if vouched {
             let mut launch = r.launch.clone();
             for ((raw, m), v) in launch.buffers.iter_mut().zip(moved).zip(views.iter()) {
@@ -418,7 +431,7 @@ fn rebound_launches(
             for v in call.buffers.iter_mut() {
                 v.buffer = swap(pairs, v.buffer);
             }
-            st.lower(&call)?
+            st.lower_keeping(&call, views)?
         };
         lowered.push((index, launch));
     }
