@@ -290,8 +290,14 @@ impl Backend for CpuBackend {
 
     fn alloc(&mut self, bytes: usize) -> Result<RawBuffer, ErrorKind> {
         // Contents are unspecified by the seam; a recognisable poison pattern
-        // makes a test that forgets to initialise a buffer fail loudly.
-        let memory = Arc::new(Mutex::new(vec![0xA5; bytes]));
+        // makes a test that forgets to initialise a buffer fail loudly. Host
+        // memory that cannot be had is an error, not an abort.
+        let mut poison = Vec::new();
+        poison.try_reserve_exact(bytes).map_err(|e| {
+            ErrorKind::driver("alloc", format!("{bytes} bytes of host memory: {e}"))
+        })?;
+        poison.resize(bytes, 0xA5);
+        let memory = Arc::new(Mutex::new(poison));
         Ok(self.buffers.insert(memory, bytes as u64))
     }
 
