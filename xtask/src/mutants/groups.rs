@@ -147,9 +147,11 @@ pub const GROUPS: &[Group] = &[
             "binary_output",
             "--test",
             "git_commit",
+            "--bin",
+            "seam-conformance",
         ],
         env: &[],
-        judged_by: "the harness's unit tests, the fake-child isolation tests, hostile and committed reports, the trace file, the report's commit",
+        judged_by: "the harness's unit tests and the command line's, the fake-child isolation tests, hostile and committed reports, the trace file, the report's commit",
         timeout_s: 300,
     },
     Group {
