@@ -341,6 +341,20 @@ pub const MUTATIONS: &[Mutation] = &[
         what: "rebind does not compare the new buffer's dtype with the old one's",
     },
     Mutation {
+        case: "c13_bad_updates_refused",
+        file: UPDATE,
+        find: "        if pairs[..i].iter().any(|(earlier, _)| *earlier == old) {",
+        replace: "        if pairs[..i].iter().any(|(earlier, _)| *earlier == old) && false {",
+        what: "one buffer rebound twice in one call is taken as its first pair",
+    },
+    Mutation {
+        case: "c13_rebind_equals_fresh_capture",
+        file: STATE,
+        find: "            if kept.iter().any(|v| v.buffer == id) {",
+        replace: "            if kept.iter().any(|v| v.buffer == id) && false {",
+        what: "an update refuses a launch that binds a buffer its owner dropped (the graph holds it)",
+    },
+    Mutation {
         case: "c13_rebinds_leave_resources_flat",
         file: CPU,
         find: "        slot.program.launches = Arc::new(list);\n        Ok(())",
@@ -576,6 +590,13 @@ pub const MUTATIONS: &[Mutation] = &[
         find: "            moved = true;",
         replace: "",
         what: "a rebind leaves conditions where they were (the graph keeps reading the old buffer)",
+    },
+    Mutation {
+        case: "c14_updates_reach_inside_bodies",
+        file: UPDATE,
+        find: "    let regions = moved_regions(st, entry, pairs)?;\n    let conditions",
+        replace: "    let regions: Option<Vec<Region>> = None;\n    let conditions",
+        what: "rebinds given beside other changes leave conditions where they were",
     },
     Mutation {
         case: "c14_misuse_refused_capture_usable",
