@@ -28,7 +28,8 @@ pub use faulty::{FaultPlan, Faults, FaultyBackend};
 pub use machine::{check_against_model, run_sequence, PropConfig, PropReport};
 
 /// The fault sweep (every k of every workload) and `model_cases` seeded
-/// model sequences on a CPU reference device; panics with what went wrong.
+/// model sequences on a CPU reference device (half of them opening with a
+/// captured graph); panics with what went wrong.
 ///
 /// `core` and `backends/cpu` run this (with the conformance suite) as their
 /// own tests, so that `cargo xtask mutants` judges mutants of either package
@@ -55,10 +56,16 @@ pub fn assert_reference_checks_pass(model_cases: u32) {
         "fault sweep on cpu:0:\n{}",
         failures.join("\n")
     );
-    let cfg = PropConfig {
-        cases: model_cases,
-        max_len: 40,
-        seed: Some(0x5EA3_0001),
-    };
-    check_against_model(&cpu, &cfg).unwrap_or_else(|e| panic!("model vs cpu:0: {e}"));
+    // Half the sequences open with buffers, half with a captured graph
+    // (where graph updates find something to change).
+    for opening in [steps::Opening::Buffers, steps::Opening::Graph] {
+        let cfg = PropConfig {
+            cases: model_cases.div_ceil(2),
+            max_len: 40,
+            opening,
+            seed: Some(0x5EA3_0001),
+        };
+        check_against_model(&cpu, &cfg)
+            .unwrap_or_else(|e| panic!("model vs cpu:0 ({opening:?} opening): {e}"));
+    }
 }

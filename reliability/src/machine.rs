@@ -5,13 +5,15 @@
 //! the backend's), or anything left alive once every handle is dropped.
 
 use crate::faulty::{FaultPlan, Faults, FaultyBackend};
-use crate::model::{MLaunch, MTarget, Model, Slot, Thread, BOGUS};
-use crate::steps::{self, BufSel, FillValue, GraphSel, Step, TargetSel};
+use crate::model::{MChange, MLaunch, MTarget, Model, Slot, Thread, BOGUS};
+use crate::steps::{
+    self, BufSel, ChangeSel, FillValue, GraphSel, IndexSel, Step, TargetSel, UseSel,
+};
 use crate::Opener;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
 use seam::{
-    f16, BufferId, DType, Device, Error, ErrorKind, GraphId, GraphRef, OpCall, Params,
-    ResourceCounts,
+    f16, BufferId, Change, DType, Device, Error, ErrorKind, GraphId, GraphRef, OpCall, OpKind,
+    Params, ResourceCounts,
 };
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -175,6 +177,114 @@ fn on(thread: Thread, f: impl FnOnce() -> seam::Result<()> + Send) -> seam::Resu
     }
 }
 
+/// A launch step's call, for the model and for the device; a small fill
+/// value is encoded for its first buffer's element type.
+fn launch(
+    m: &Model,
+    bufs: &[BufferId],
+    op: OpKind,
+    sels: &[BufSel],
+    n: u32,
+    value: FillValue,
+) -> (MLaunch, OpCall) {
+    let sel: Vec<(Slot, BufferId)> = sels.iter().map(|b| buf(bufs, *b)).collect();
+    let dst = sel.first().and_then(|(s, _)| m.dtype_of(*s));
+    let bits = bits(dst, value);
+    let ml = MLaunch {
+        op,
+        bufs: sel.iter().map(|(s, _)| *s).collect(),
+        n,
+        bits,
+    };
+    let oc = OpCall {
+        op,
+        buffers: sel.iter().map(|(_, id)| seam::View::from(*id)).collect(),
+        params: params(n, bits),
+    };
+    (ml, oc)
+}
+
+/// A fill value's bits for a destination of `dtype` (u32 when unknown).
+fn bits(dtype: Option<DType>, value: FillValue) -> u32 {
+    match value {
+        FillValue::Small(v) => encode(dtype.unwrap_or(DType::U32), v),
+        FillValue::Raw(b) => b,
+    }
+}
+
+/// The parameters of the model's ops: the element count and a value.
+fn params(n: u32, bits: u32) -> Params {
+    Params {
+        d0: n,
+        bits,
+        ..Params::default()
+    }
+}
+
+/// An update step's change, for the model and for the device: indices and
+/// rebound buffers resolved against the graph the model holds. New
+/// parameters encode a small value for the launch's recorded destination.
+fn change(m: &Model, bufs: &[BufferId], t: MTarget, c: &ChangeSel) -> (MChange, Change) {
+    let (launches, used) = m.graph_shape(t);
+    let index = |i: &IndexSel| match *i {
+        IndexSel::Within(i) => i % launches.max(1),
+        IndexSel::Raw(i) => i,
+    };
+    match c {
+        ChangeSel::Rebind(a, b) => {
+            let (sa, ia) = match *a {
+                UseSel::Used(i) if !used.is_empty() => {
+                    let s = used[i % used.len()];
+                    (s, bufs[s])
+                }
+                UseSel::Used(i) => buf(bufs, BufSel::Nth(i)),
+                UseSel::Any(sel) => buf(bufs, sel),
+            };
+            let (sb, ib) = buf(bufs, *b);
+            (MChange::Rebind(sa, sb), Change::Rebind { old: ia, new: ib })
+        }
+        ChangeSel::Params { index: i, n, value } => {
+            let index = &index(i);
+            let dst = m
+                .recorded(t, *index)
+                .and_then(|l| l.bufs.first())
+                .and_then(|s| m.dtype_of(*s));
+            let bits = bits(dst, *value);
+            (
+                MChange::Params {
+                    index: *index,
+                    n: *n,
+                    bits,
+                },
+                Change::Params {
+                    index: *index,
+                    params: params(*n, bits),
+                },
+            )
+        }
+        ChangeSel::Launch {
+            index: i,
+            op,
+            bufs: sels,
+            n,
+            value,
+        } => {
+            let index = &index(i);
+            let (ml, oc) = launch(m, bufs, *op, sels, *n, *value);
+            (
+                MChange::Launch {
+                    index: *index,
+                    launch: ml,
+                },
+                Change::Launch {
+                    index: *index,
+                    call: oc,
+                },
+            )
+        }
+    }
+}
+
 fn buf(bufs: &[BufferId], s: BufSel) -> (Slot, BufferId) {
     match s {
         BufSel::Nth(i) if !bufs.is_empty() => {
@@ -272,29 +382,7 @@ impl Run {
                 value,
                 thread,
             } => {
-                let sel: Vec<(Slot, BufferId)> = sels.iter().map(|b| buf(bufs, *b)).collect();
-                let bits = match value {
-                    FillValue::Small(v) => {
-                        let dst = sel.first().and_then(|(s, _)| m.dtype_of(*s));
-                        encode(dst.unwrap_or(DType::U32), *v)
-                    }
-                    FillValue::Raw(b) => *b,
-                };
-                let ml = MLaunch {
-                    op: *op,
-                    bufs: sel.iter().map(|(s, _)| *s).collect(),
-                    n: *n,
-                    bits,
-                };
-                let oc = OpCall {
-                    op: *op,
-                    buffers: sel.iter().map(|(_, id)| seam::View::from(*id)).collect(),
-                    params: Params {
-                        d0: *n,
-                        bits,
-                        ..Params::default()
-                    },
-                };
+                let (ml, oc) = launch(m, bufs, *op, sels, *n, *value);
                 let dev: &Device = d;
                 agree(
                     call,
@@ -365,6 +453,12 @@ impl Run {
                 let (slot, id) = graph(graphs, *g);
                 m.release_graph(slot);
                 d.low_level().release_graph(id);
+            }
+            Step::Update(t, sels) => {
+                let (mt, dt) = target(graphs, *t);
+                let (mc, dc): (Vec<MChange>, Vec<Change>) =
+                    sels.iter().map(|c| change(m, bufs, mt, c)).unzip();
+                agree(call, m.update(mt, &mc), d.update(dt, &dc), cov)?;
             }
         }
         self.check_live()
@@ -475,6 +569,8 @@ pub fn run_sequence(open: &Opener, steps: &[Step]) -> Result<Coverage, String> {
 pub struct PropConfig {
     pub cases: u32,
     pub max_len: usize,
+    /// How every sequence opens.
+    pub opening: steps::Opening,
     /// A fixed RNG seed (reproducible); `None` draws one (PROPTEST_RNG_SEED still applies).
     pub seed: Option<u64>,
 }
@@ -507,7 +603,7 @@ pub fn check_against_model(open: &Opener, cfg: &PropConfig) -> Result<PropReport
     let mut runner = TestRunner::new(config);
     let totals = Mutex::new((0u64, Coverage::new()));
     let start = Instant::now();
-    let result = runner.run(&steps::sequence(cfg.max_len), |seq| {
+    let result = runner.run(&steps::sequence(cfg.max_len, cfg.opening), |seq| {
         let cov = run_sequence(open, &seq).map_err(TestCaseError::fail)?;
         let mut t = totals.lock().unwrap_or_else(|p| p.into_inner());
         t.0 += seq.len() as u64;

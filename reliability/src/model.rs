@@ -29,6 +29,17 @@ pub struct MLaunch {
     pub bits: u32,
 }
 
+/// One change of a graph update (C13).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MChange {
+    /// Every launch that binds the first buffer binds the second.
+    Rebind(Slot, Slot),
+    /// Launch `index`'s element count and value, over its recorded buffers.
+    Params { index: usize, n: u32, bits: u32 },
+    /// Launch `index` replaced by `launch` (the same op, any buffers).
+    Launch { index: usize, launch: MLaunch },
+}
+
 /// Whose thread a call comes from: the capture belongs to the one that began it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Thread {
@@ -299,6 +310,13 @@ impl Model {
     // ----- work -----
 
     fn validate(&self, l: &MLaunch) -> R<()> {
+        self.validate_keeping(l, &[])
+    }
+
+    /// [`Self::validate`] for a launch of a graph update: a buffer of `kept`
+    /// (what the launch bound before) may be one its owner released, which
+    /// the graph still holds.
+    fn validate_keeping(&self, l: &MLaunch, kept: &[Slot]) -> R<()> {
         let op = l.op;
         let (names, dtypes) = signature(op);
         if l.bufs.len() != names.len() {
@@ -313,7 +331,7 @@ impl Model {
             let b = self
                 .bufs
                 .get(&s)
-                .filter(|b| !b.released)
+                .filter(|b| !b.released || kept.contains(&s))
                 .ok_or(ErrorKind::UnknownBuffer { id: s as u64 })?;
             metas.push((b.dtype, b.data.len()));
         }
@@ -468,6 +486,142 @@ impl Model {
         for l in &ops {
             self.execute(l);
         }
+        Ok(())
+    }
+
+    fn exec(&self, target: MTarget) -> R<&MExec> {
+        match target {
+            MTarget::Current => self.current.as_ref().ok_or(ErrorKind::NoCurrentGraph),
+            MTarget::Handle(s) => self
+                .graphs
+                .get(&s)
+                .ok_or(ErrorKind::UnknownGraph { id: s as u64 }),
+        }
+    }
+
+    /// How many launches a graph holds, and the buffers they bind (none for
+    /// a graph the target does not name).
+    pub fn graph_shape(&self, target: MTarget) -> (usize, Vec<Slot>) {
+        self.exec(target)
+            .map(|e| (e.ops.len(), e.uses.iter().copied().collect()))
+            .unwrap_or_default()
+    }
+
+    /// The launch a graph recorded at `index`, if it has one.
+    pub fn recorded(&self, target: MTarget, index: usize) -> Option<&MLaunch> {
+        self.exec(target).ok()?.ops.get(index)
+    }
+
+    /// One graph update (C13), all or nothing. Checked in this order, the
+    /// first failure refusing the whole update: no capture open; the graph;
+    /// each rebind (its old buffer named once, used by the graph; its new
+    /// one live, of the old one's element type); each `Params` index; no
+    /// launch changed twice; each `Launch` index; then every launch that
+    /// changes, in capture order, as a launch is validated (the same op and
+    /// element type as recorded; a buffer it bound before may be one its
+    /// owner released). Applied: the changes, then the rebinds over every
+    /// launch; the graph holds what its launches bind, and released buffers
+    /// it no longer binds are freed.
+    pub fn update(&mut self, target: MTarget, changes: &[MChange]) -> R<()> {
+        if self.capture.is_some() {
+            return Err(ErrorKind::UpdateInCapture);
+        }
+        let exec = self.exec(target)?;
+        let pairs: Vec<(Slot, Slot)> = changes
+            .iter()
+            .filter_map(|c| match c {
+                MChange::Rebind(old, new) => Some((*old, *new)),
+                _ => None,
+            })
+            .collect();
+        for (i, &(old, new)) in pairs.iter().enumerate() {
+            if pairs[..i].iter().any(|(o, _)| *o == old) {
+                return Err(ErrorKind::InvalidUpdate {
+                    reason: String::new(),
+                });
+            }
+            if !exec.uses.contains(&old) {
+                return Err(ErrorKind::NotUsedByGraph { id: old as u64 });
+            }
+            let n = self
+                .bufs
+                .get(&new)
+                .filter(|b| !b.released)
+                .ok_or(ErrorKind::UnknownBuffer { id: new as u64 })?;
+            if n.dtype != self.bufs[&old].dtype {
+                return Err(ErrorKind::RebindMismatch {
+                    old: old as u64,
+                    new: new as u64,
+                    reason: String::new(),
+                });
+            }
+        }
+        let len = exec.ops.len();
+        let mut changed: BTreeMap<usize, MLaunch> = BTreeMap::new();
+        let mut twice = false;
+        for c in changes {
+            let (index, l) = match c {
+                MChange::Rebind(..) => continue,
+                MChange::Params { index, n, bits } => {
+                    let was = exec.ops.get(*index).ok_or(ErrorKind::NoSuchLaunch {
+                        index: *index,
+                        launches: len,
+                    })?;
+                    let l = MLaunch {
+                        n: *n,
+                        bits: *bits,
+                        ..was.clone()
+                    };
+                    (*index, l)
+                }
+                MChange::Launch { index, launch } => (*index, launch.clone()),
+            };
+            twice |= changed.insert(index, l).is_some();
+        }
+        if twice {
+            return Err(ErrorKind::InvalidUpdate {
+                reason: String::new(),
+            });
+        }
+        if let Some(&index) = changed.keys().find(|&&i| i >= len) {
+            return Err(ErrorKind::NoSuchLaunch {
+                index,
+                launches: len,
+            });
+        }
+        let swap = |s: Slot| pairs.iter().find(|(o, _)| *o == s).map_or(s, |(_, n)| *n);
+        let mut ops = exec.ops.clone();
+        for (i, was) in exec.ops.iter().enumerate() {
+            let mut l = changed.get(&i).cloned().unwrap_or_else(|| was.clone());
+            l.bufs.iter_mut().for_each(|b| *b = swap(*b));
+            if l == *was {
+                continue;
+            }
+            if l.op != was.op {
+                return Err(ErrorKind::UpdateChangesOp {
+                    index: i,
+                    recorded: was.op,
+                    requested: l.op,
+                });
+            }
+            self.validate_keeping(&l, &was.bufs)?;
+            let dtype = |l: &MLaunch| self.bufs[&l.bufs[0]].dtype;
+            if dtype(&l) != dtype(was) {
+                return Err(ErrorKind::UpdateChangesDtype {
+                    index: i,
+                    recorded: dtype(was),
+                    requested: dtype(&l),
+                });
+            }
+            ops[i] = l;
+        }
+        let exec = match target {
+            MTarget::Current => self.current.as_mut().expect("checked"),
+            MTarget::Handle(s) => self.graphs.get_mut(&s).expect("checked"),
+        };
+        exec.uses = ops.iter().flat_map(|l| l.bufs.iter().copied()).collect();
+        exec.ops = ops;
+        self.sweep();
         Ok(())
     }
 

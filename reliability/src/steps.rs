@@ -38,6 +38,41 @@ pub enum FillValue {
     Raw(u32),
 }
 
+/// A launch of the graph an update step names: mostly one it has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexSel {
+    /// The `i % launches`-th launch (0 for a graph of none).
+    Within(usize),
+    /// Index `i` as given (past the end: `NoSuchLaunch`).
+    Raw(usize),
+}
+
+/// The buffer a rebind moves: mostly one the graph uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UseSel {
+    /// The `i % used`-th buffer the graph binds (any buffer if it binds none).
+    Used(usize),
+    Any(BufSel),
+}
+
+/// One change of an update step (C13).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChangeSel {
+    Rebind(UseSel, BufSel),
+    Params {
+        index: IndexSel,
+        n: u32,
+        value: FillValue,
+    },
+    Launch {
+        index: IndexSel,
+        op: OpKind,
+        bufs: Vec<BufSel>,
+        n: u32,
+        value: FillValue,
+    },
+}
+
 /// One seam call.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
@@ -79,6 +114,8 @@ pub enum Step {
     Destroy(GraphSel),
     /// `release_graph`: what dropping an owned `Graph` does.
     ReleaseGraph(GraphSel),
+    /// `Device::update` with these changes, as one update.
+    Update(TargetSel, Vec<ChangeSel>),
 }
 
 impl Step {
@@ -100,6 +137,7 @@ impl Step {
             Step::ReplayCount(_) => "replay_count",
             Step::Destroy(_) => "destroy_graph",
             Step::ReleaseGraph(_) => "release_graph",
+            Step::Update(..) => "update",
         }
     }
 }
@@ -138,17 +176,72 @@ fn thread() -> impl Strategy<Value = Thread> {
     prop_oneof![15 => Just(Thread::Main), 1 => Just(Thread::Other)]
 }
 
+/// A launch index: mostly one the graph has, sometimes any.
+fn index() -> impl Strategy<Value = IndexSel> {
+    prop_oneof![
+        9 => (0usize..16).prop_map(IndexSel::Within),
+        1 => (0usize..=12).prop_map(IndexSel::Raw),
+    ]
+}
+
+fn use_sel() -> impl Strategy<Value = UseSel> {
+    prop_oneof![
+        9 => (0usize..16).prop_map(UseSel::Used),
+        1 => buf_sel().prop_map(UseSel::Any),
+    ]
+}
+
+fn change() -> impl Strategy<Value = ChangeSel> {
+    prop_oneof![
+        5 => (use_sel(), buf_sel()).prop_map(|(a, b)| ChangeSel::Rebind(a, b)),
+        3 => (index(), elements(), fill_value()).prop_map(|(index, n, value)| ChangeSel::Params {
+            index,
+            n,
+            value
+        }),
+        3 => (index(), launch()).prop_map(|(index, l)| match l {
+            Step::Launch { op, bufs, n, value, .. } => ChangeSel::Launch {
+                index,
+                op,
+                bufs,
+                n,
+                value,
+            },
+            _ => unreachable!("launch() draws launches"),
+        }),
+    ]
+}
+
+/// An update: mostly one change, up to four.
+fn update() -> impl Strategy<Value = Step> {
+    let changes = prop_oneof![
+        6 => prop::collection::vec(change(), 1..=1),
+        3 => prop::collection::vec(change(), 2..=4),
+        1 => Just(Vec::new()),
+    ];
+    (target_sel(), changes).prop_map(|(t, c)| Step::Update(t, c))
+}
+
+/// A launch's element count: mostly within the buffers, sometimes 0 or past them.
+fn elements() -> impl Strategy<Value = u32> {
+    prop_oneof![12 => 1u32..=4, 6 => 5u32..=8, 1 => Just(0u32), 1 => 9u32..=12]
+}
+
+fn fill_value() -> impl Strategy<Value = FillValue> {
+    prop_oneof![
+        9 => (0u16..50).prop_map(FillValue::Small),
+        1 => (0x1_0000u32..0x2_0000).prop_map(FillValue::Raw),
+    ]
+}
+
 fn launch() -> impl Strategy<Value = Step> {
     let op = prop_oneof![
         3 => Just(OpKind::Add),
         2 => Just(OpKind::Copy),
         2 => Just(OpKind::Fill),
     ];
-    let n = prop_oneof![12 => 1u32..=4, 6 => 5u32..=8, 1 => Just(0u32), 1 => 9u32..=12];
-    let value = prop_oneof![
-        9 => (0u16..50).prop_map(FillValue::Small),
-        1 => (0x1_0000u32..0x2_0000).prop_map(FillValue::Raw),
-    ];
+    let n = elements();
+    let value = fill_value();
     // Right arity most of the time; any of 0..=4 buffers otherwise.
     let arity_off = prop_oneof![12 => Just(None), 1 => (0usize..=4).prop_map(Some)];
     (
@@ -212,19 +305,52 @@ pub fn step() -> impl Strategy<Value = Step> {
         2 => target_sel().prop_map(Step::ReplayCount),
         2 => graph_sel().prop_map(Step::Destroy),
         2 => graph_sel().prop_map(Step::ReleaseGraph),
+        6 => update(),
     ]
 }
 
-/// A sequence of at most `max_len` steps; it opens with one to three u32
-/// allocations so most launches name live buffers.
-pub fn sequence(max_len: usize) -> impl Strategy<Value = Vec<Step>> {
-    let opening = prop::collection::vec(
+/// How a sequence opens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opening {
+    /// One to three u32 allocations, so most launches name live buffers.
+    Buffers,
+    /// Three written u32 buffers of 8 elements and a graph of one to four
+    /// launches over them, so most updates (C13) find a graph to change.
+    Graph,
+}
+
+/// A sequence of at most `max_len` steps after its opening.
+pub fn sequence(max_len: usize, opening: Opening) -> impl Strategy<Value = Vec<Step>> {
+    let allocs = prop::collection::vec(
         (1usize..=8).prop_map(|len| Step::Alloc {
             dtype: DType::U32,
             len: Some(len.max(4)),
         }),
         1..=3,
     );
+    let graph = prop::collection::vec(graph_launch(), 1..=4).prop_map(|launches| {
+        let mut s = Vec::new();
+        for i in 0..3 {
+            s.push(Step::Alloc {
+                dtype: DType::U32,
+                len: Some(8),
+            });
+            s.push(Step::Write {
+                buf: BufSel::Nth(i),
+                host: DType::U32,
+                offset: 0,
+                data: (0..8).map(|k| (10 * i + k) as u16).collect(),
+            });
+        }
+        s.push(Step::BeginCapture);
+        s.extend(launches);
+        s.push(Step::EndCaptureGraph(Thread::Main));
+        s
+    });
+    let opening = match opening {
+        Opening::Buffers => allocs.boxed(),
+        Opening::Graph => graph.boxed(),
+    };
     (
         opening,
         prop::collection::vec(step(), 0..=max_len.saturating_sub(3)),
@@ -233,4 +359,27 @@ pub fn sequence(max_len: usize) -> impl Strategy<Value = Vec<Step>> {
             a.extend(b);
             a
         })
+}
+
+/// A launch of the right arity over the graph opening's three buffers.
+fn graph_launch() -> impl Strategy<Value = Step> {
+    let op = prop_oneof![
+        3 => Just(OpKind::Add),
+        2 => Just(OpKind::Copy),
+        2 => Just(OpKind::Fill),
+    ];
+    (op, prop::collection::vec(0usize..3, 3), 1u32..=8, 0u16..50).prop_map(|(op, bufs, n, v)| {
+        let arity = match op {
+            OpKind::Fill => 1,
+            OpKind::Copy => 2,
+            _ => 3,
+        };
+        Step::Launch {
+            op,
+            bufs: bufs[..arity].iter().map(|&i| BufSel::Nth(i)).collect(),
+            n,
+            value: FillValue::Small(v),
+            thread: Thread::Main,
+        }
+    })
 }

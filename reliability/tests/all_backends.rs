@@ -5,6 +5,7 @@
 //! sequences per device (default 500: opening a GPU device per sequence is slow).
 
 use seam_reliability::faults::sweep_all;
+use seam_reliability::steps::Opening;
 use seam_reliability::{check_against_model, PropConfig};
 
 fn cases() -> u32 {
@@ -23,19 +24,22 @@ fn model_on_every_device() {
     }
     let mut failed = Vec::new();
     for slot in &found.devices {
-        let cfg = PropConfig {
-            cases: cases(),
-            max_len: 40,
-            seed: None,
-        };
-        match check_against_model(&*slot.open, &cfg) {
-            Ok(r) => eprintln!(
-                "{}: {} sequences, {} steps, {:.2?}: agrees with the model",
-                slot.id, r.cases, r.steps, r.elapsed
-            ),
-            Err(e) => {
-                eprintln!("{}: DISAGREES\n{e}", slot.id);
-                failed.push(slot.id.clone());
+        for opening in [Opening::Buffers, Opening::Graph] {
+            let cfg = PropConfig {
+                cases: cases(),
+                max_len: 40,
+                opening,
+                seed: None,
+            };
+            match check_against_model(&*slot.open, &cfg) {
+                Ok(r) => eprintln!(
+                    "{} ({opening:?} opening): {} sequences, {} steps, {:.2?}: agrees with the model",
+                    slot.id, r.cases, r.steps, r.elapsed
+                ),
+                Err(e) => {
+                    eprintln!("{} ({opening:?} opening): DISAGREES\n{e}", slot.id);
+                    failed.push(slot.id.clone());
+                }
             }
         }
     }
