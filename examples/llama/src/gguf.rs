@@ -102,12 +102,26 @@ pub fn parse(file: &str, bytes: &[u8]) -> Result<Model, LoadError> {
             format!("`{arch}`: only `llama` is read"),
         ));
     }
+    // An integer of any of GGUF's integer types (writers differ: the
+    // format's own files use u32, others i32); `None` when the key is absent.
+    let integer = |full: &str| -> Result<Option<i128>, LoadError> {
+        match meta.get(full) {
+            None => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .map(i128::from)
+                .or_else(|| v.as_i64().map(i128::from))
+                .map(Some)
+                .ok_or_else(|| err(0, full, format!("{v:?} is not an integer"))),
+        }
+    };
     let int = |key: &str| -> Result<u32, LoadError> {
         let full = format!("llama.{key}");
-        meta.get_u64(&full)
-            .and_then(|v| u32::try_from(v).ok())
+        let v = integer(&full)?.ok_or_else(|| err(0, &full, "missing".into()))?;
+        u32::try_from(v)
+            .ok()
             .filter(|v| *v > 0)
-            .ok_or_else(|| err(0, &full, "missing, or not a positive 32-bit integer".into()))
+            .ok_or_else(|| err(0, &full, format!("{v} is not a positive 32-bit integer")))
     };
     let (dim, hidden_dim, n_layers) = (
         int("embedding_length")?,
@@ -130,7 +144,18 @@ pub fn parse(file: &str, bytes: &[u8]) -> Result<Model, LoadError> {
         }
     };
     let rope_theta = float("rope.freq_base", 10_000.0)?;
-    let eps = float("attention.layer_norm_rms_epsilon", 1e-5)? as f32;
+    let eps_key = "attention.layer_norm_rms_epsilon";
+    let eps = float(eps_key, 1e-5)?;
+    // Used as an f32: it must stay finite and non-zero there.
+    let eps = Some(eps as f32)
+        .filter(|e| e.is_finite() && *e > 0.0)
+        .ok_or_else(|| {
+            err(
+                0,
+                &format!("llama.{eps_key}"),
+                format!("{eps:e} is not a finite number > 0 as an f32"),
+            )
+        })?;
     let base = r.tensor_data_offset();
     let vocab_size = r
         .get_tensor_info("token_embd.weight")
@@ -162,8 +187,8 @@ pub fn parse(file: &str, bytes: &[u8]) -> Result<Model, LoadError> {
         Err((true, why)) => return Err(err(0, "llama.attention.head_count_kv", why)),
         Ok(()) => {}
     }
-    if let Some(rot) = meta.get_u64("llama.rope.dimension_count") {
-        if rot != (dim / n_heads) as u64 {
+    if let Some(rot) = integer("llama.rope.dimension_count")? {
+        if rot != i128::from(dim / n_heads) {
             return Err(err(
                 0,
                 "llama.rope.dimension_count",

@@ -36,8 +36,8 @@ enum Command {
         /// Device ids (`cpu:0`, `vulkan:0,wgpu:0`, …); default: every device found.
         #[arg(long)]
         device: Option<String>,
-        /// Only the first N steps of the reference.
-        #[arg(long)]
+        /// Only the first N steps of the reference (N ≥ 1).
+        #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
         steps: Option<usize>,
     },
     /// Time greedy decoding per device, eager and captured in alternating
@@ -58,9 +58,9 @@ enum Command {
         /// Append one CSV row per round to this file.
         #[arg(long)]
         csv: Option<PathBuf>,
-        /// Also time K tokens per replay, the device's own loop choosing
-        /// each (C14; on devices with conditional bodies).
-        #[arg(long)]
+        /// Also time K tokens per replay (K ≥ 1), the device's own loop
+        /// choosing each (C14; on devices with conditional bodies).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         per_replay: Option<u32>,
     },
     /// Decode greedily from BOS and time it.
@@ -75,8 +75,8 @@ enum Command {
         /// Launch by launch instead of replaying the captured step.
         #[arg(long, conflicts_with = "per_replay")]
         eager: bool,
-        /// K tokens per replay, the device's own loop choosing each (C14).
-        #[arg(long)]
+        /// K tokens per replay (K ≥ 1), the device's own loop choosing each (C14).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         per_replay: Option<u32>,
     },
 }
@@ -198,7 +198,7 @@ fn run_check(
 ) -> Result<ExitCode, Error> {
     let model = load(model)?;
     let mut refs = reference::load(refs)?;
-    refs.truncate(steps.unwrap_or(usize::MAX).max(1));
+    refs.truncate(steps.unwrap_or(usize::MAX));
     if refs.len() > model.config.seq_len as usize {
         return Err(Error::Input(format!(
             "the reference has {} steps; the model takes {} positions",
@@ -291,6 +291,16 @@ fn run_bench(
     device: Option<&str>,
     csv: Option<&Path>,
 ) -> Result<ExitCode, Error> {
+    // Before any round runs: a CSV path that cannot take rows.
+    if let Some(path) = csv {
+        let folder = path.parent().filter(|f| !f.as_os_str().is_empty());
+        if path.is_dir() || folder.is_some_and(|f| !f.is_dir()) {
+            return Err(Error::Input(format!(
+                "--csv {}: not a file in an existing folder",
+                path.display()
+            )));
+        }
+    }
     let (model, name) = match (model, shape) {
         (Some(path), _) => (
             load(path)?,

@@ -68,8 +68,9 @@ impl Config {
     }
 
     /// Every f32 array of the file in order: name and element count
-    /// (including the RoPE tables this crate skips).
-    fn fields(&self) -> Vec<(&'static str, usize)> {
+    /// (including the RoPE tables this crate skips); `None` where the count
+    /// overflows `usize` (a hostile header).
+    fn fields(&self) -> Vec<(&'static str, Option<usize>)> {
         let (d, h, l) = (
             self.dim as usize,
             self.hidden_dim as usize,
@@ -81,23 +82,28 @@ impl Config {
             self.seq_len as usize,
         );
         let half = self.head_size() as usize / 2;
+        let product = |factors: &[usize]| {
+            factors
+                .iter()
+                .try_fold(1usize, |acc, &k| acc.checked_mul(k))
+        };
         let mut f = vec![
-            ("token_embedding", v * d),
-            ("rms_att", l * d),
-            ("wq", l * d * d),
-            ("wk", l * kv * d),
-            ("wv", l * kv * d),
-            ("wo", l * d * d),
-            ("rms_ffn", l * d),
-            ("w1", l * h * d),
-            ("w2", l * d * h),
-            ("w3", l * h * d),
-            ("rms_final", d),
-            ("freq_cis_real", s * half),
-            ("freq_cis_imag", s * half),
+            ("token_embedding", product(&[v, d])),
+            ("rms_att", product(&[l, d])),
+            ("wq", product(&[l, d, d])),
+            ("wk", product(&[l, kv, d])),
+            ("wv", product(&[l, kv, d])),
+            ("wo", product(&[l, d, d])),
+            ("rms_ffn", product(&[l, d])),
+            ("w1", product(&[l, h, d])),
+            ("w2", product(&[l, d, h])),
+            ("w3", product(&[l, h, d])),
+            ("rms_final", Some(d)),
+            ("freq_cis_real", product(&[s, half])),
+            ("freq_cis_imag", product(&[s, half])),
         ];
         if self.own_classifier {
-            f.push(("wcls", v * d));
+            f.push(("wcls", product(&[v, d])));
         }
         f
     }
@@ -237,6 +243,13 @@ impl Model {
         let mut arrays: Vec<Vec<f32>> = Vec::new();
         let mut at = 28usize;
         for (field, count) in config.fields() {
+            let Some(count) = count else {
+                return Err(err(
+                    at,
+                    field,
+                    "its element count, from the header's sizes, overflows".into(),
+                ));
+            };
             let end = count
                 .checked_mul(4)
                 .and_then(|n| n.checked_add(at))

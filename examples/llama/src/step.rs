@@ -131,6 +131,24 @@ impl Llama {
                 cfg.seq_len
             )));
         }
+        // The cache and the scores are single buffers: their element
+        // counts must fit a u32 (a buffer's largest), checked before any
+        // upload.
+        let elements = |what: &str, factors: &[u32]| {
+            factors
+                .iter()
+                .try_fold(1u32, |acc, &k| acc.checked_mul(k))
+                .ok_or_else(|| {
+                    Error::Input(format!(
+                        "{}: a KV cache of {max_pos} positions: the {what} would hold {} elements, more than a buffer's {}",
+                        dev.info().id(),
+                        factors.iter().map(|&k| u128::from(k)).product::<u128>(),
+                        u32::MAX
+                    ))
+                })
+        };
+        let cache = elements("cache", &[cfg.n_layers, max_pos, cfg.kv_dim()])?;
+        let scores = elements("attention scores", &[cfg.n_heads, max_pos])?;
         for def in [&ROPE, &ADD_RMS_NORM, &ATTENTION] {
             dev.register_kernel(def)?;
         }
@@ -141,7 +159,6 @@ impl Llama {
             dev.buffer_from(&transposed(v, layers, rows as usize, cols as usize))
         };
         let zeros = |n: u32| dev.buffer_from(&vec![0f32; n as usize]);
-        let cache = cfg.n_layers * max_pos * cfg.kv_dim();
         let b = Buffers {
             emb: up(&w.token_embedding)?,
             rms_att: up(&w.rms_att)?,
@@ -163,7 +180,7 @@ impl Llama {
             v: zeros(kv)?,
             kc: zeros(cache)?,
             vc: zeros(cache)?,
-            att: zeros(cfg.n_heads * max_pos)?,
+            att: zeros(scores)?,
             attn: zeros(cfg.dim)?,
             o: zeros(cfg.dim)?,
             h1: zeros(cfg.hidden_dim)?,

@@ -213,6 +213,37 @@ fn impossible_metadata_is_refused_by_key() {
             refused(key, MetadataValue::F32(v));
         }
     }
+    // An f64 epsilon that an f32 cannot hold: 0 or infinite where it is used.
+    for v in [1e-300, 1e300] {
+        refused(
+            "llama.attention.layer_norm_rms_epsilon",
+            MetadataValue::F64(v),
+        );
+    }
+    // Integers of any GGUF integer type are read as integers: a signed
+    // block count of the model's layers loads, a negative one is refused,
+    // and RoPE over part of a head (dimension 1 of a head of 4) is refused
+    // whatever the type it is written in.
+    let signed = gguf_with(
+        &m,
+        "llama",
+        &[],
+        vec![("llama.block_count", MetadataValue::I32(2))],
+    );
+    assert_eq!(parse("m.gguf", &signed).unwrap().config, m.config);
+    refused("llama.block_count", MetadataValue::I32(-1));
+    refused("llama.block_count", MetadataValue::String("2".into()));
+    for v in [
+        MetadataValue::U32(1),
+        MetadataValue::I32(1),
+        MetadataValue::U64(1),
+    ] {
+        refused("llama.rope.dimension_count", v);
+    }
+    refused(
+        "llama.rope.dimension_count",
+        MetadataValue::String("4".into()),
+    );
 }
 
 /// A tensor's error names the byte offset of its data in the file: the

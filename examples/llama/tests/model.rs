@@ -117,6 +117,15 @@ fn malformed_checkpoints_name_the_field_and_offset() {
     let mut b = good.clone();
     b[20..24].copy_from_slice(&(-30i32).to_le_bytes());
     assert_eq!(err(&b).field, "wcls");
+    // Sizes whose later products overflow (dim 2^30, 2^31 - 1 layers: wq
+    // would hold 2^91 values): refused at the first field past the end of
+    // the file, not a panic while sizing the others.
+    let mut b = vec![0u8; 92];
+    for (i, v) in [1 << 30, 1, i32::MAX, 2, 2, 1, 1].iter().enumerate() {
+        b[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+    }
+    let e = err(&b);
+    assert_eq!((e.field.as_str(), e.offset), ("token_embedding", 28), "{e}");
 }
 
 #[test]
@@ -218,6 +227,26 @@ fn requests_past_the_model_are_refused() {
     for slots in [0, 10] {
         assert!(matches!(Llama::new(&dev, &m, slots), Err(Error::Input(_))));
     }
+    // A cache past a buffer's u32 elements: 1024 layers × 2^21 positions ×
+    // a kv width of 2 is 2^32, refused before anything is uploaded.
+    let tall = Config {
+        dim: 2,
+        hidden_dim: 1,
+        n_layers: 1024,
+        n_heads: 1,
+        n_kv_heads: 1,
+        vocab_size: 4,
+        seq_len: 1 << 21,
+        ..small(false)
+    };
+    let m = Model::random(tall, 3);
+    let dev = cpu();
+    let e = Llama::new(&dev, &m, 1 << 21).err().expect("refused");
+    assert!(
+        matches!(&e, Error::Input(why) if why.contains("the cache would hold 4294967296 elements")),
+        "{e}"
+    );
+    assert_eq!(dev.live().buffers, 0, "nothing uploaded");
 }
 
 /// The check passes its own logits and fails a logit moved past the
