@@ -141,6 +141,15 @@ pub fn compile(kernel: Kernel) -> Result<UserModule, ErrorKind> {
                 def.name
             ))
         })?;
+    // Pipeline-overridable constants need values at pipeline creation,
+    // which no backend gives (some would take the default, some refuse):
+    // refused here, so a kernel that registers runs on every backend.
+    if let Some((_, o)) = module.overrides.iter().next() {
+        return Err(refuse(format!(
+            "`override {}`: pipeline-overridable constants are not supported; declare a `const`",
+            o.name.as_deref().unwrap_or("(unnamed)")
+        )));
+    }
     if ep.stage != naga::ShaderStage::Compute {
         return Err(refuse(format!(
             "entry point `{}` is a {:?} shader, not @compute",
@@ -177,6 +186,23 @@ pub fn compile(kernel: Kernel) -> Result<UserModule, ErrorKind> {
                     return Err(refuse(format!("two variables at @group(0) @binding({k})")));
                 }
                 let binding = &def.bindings[k];
+                // A fixed-size array asks the bound range for its whole size,
+                // whatever the view holds (wgpu refuses a smaller binding when
+                // the work is submitted): the length is the view's.
+                if let naga::TypeInner::Array {
+                    size: naga::ArraySize::Constant(_) | naga::ArraySize::Pending(_),
+                    ..
+                } = module.types[g.ty].inner
+                {
+                    return Err(refuse(format!(
+                        "binding {k} (`{}`): its WGSL `{name}` is a fixed-size array; declare                          a runtime-sized `array<{}>`, whose length is the bound view's",
+                        binding.name,
+                        match binding.role {
+                            Role::Fixed(dtype) => wgsl_element(dtype),
+                            _ => "T",
+                        }
+                    )));
+                }
                 if let Role::Fixed(dtype) = binding.role {
                     element_type(&module, g.ty, dtype).map_err(|found| {
                         refuse(format!(

@@ -84,7 +84,8 @@ def!(
     )
 );
 
-// A fixed-size binding: no runtime-sized array, so no sizes block members.
+// A fixed-size binding: refused by the shared checks (its length would not
+// be the view's).
 def!(
     FIXED,
     "fixed4",
@@ -197,13 +198,16 @@ fn a_renamed_entry_point_is_found_by_its_msl_name() {
 }
 
 #[test]
-fn a_kernel_without_runtime_arrays_has_no_size_members() {
-    let m = msl(Kernel::new(&FIXED)).unwrap();
-    assert!(m.sizes.is_empty());
-    let args = arguments(&m.source, &m.entry_point.msl);
-    assert!(!args.contains("_buffer_sizes"), "{args}");
-    // The dispatch still binds one (unread) member.
-    assert_eq!(crate::dispatch::sizes(&m.sizes, &[16]), [0]);
+fn a_fixed_size_binding_is_refused_by_the_shared_checks() {
+    match msl(Kernel::new(&FIXED)) {
+        Err(ErrorKind::KernelCompile { kernel, log, .. }) => {
+            assert_eq!(kernel, "fixed4");
+            assert!(log.contains("fixed-size array"), "{log}");
+        }
+        other => panic!("{:?}", other.err()),
+    }
+    // A dispatch of a module without sizes members still binds one (unread).
+    assert_eq!(crate::dispatch::sizes(&[], &[16]), [0]);
 }
 
 #[test]

@@ -74,16 +74,42 @@ kernel!(
      }\n"
 );
 kernel!(NOT_WGSL, "seam_not_wgsl", "fn seam_not_wgsl( {\n");
+kernel!(
+    FIXED_SIZE,
+    "seam_fixed_size",
+    "@group(0) @binding(0) var<storage, read> x: array<f32, 1024>;\n\
+     @group(0) @binding(1) var<storage, read_write> y: array<f32>;\n\
+     @compute @workgroup_size(64)\n\
+     fn seam_fixed_size(@builtin(global_invocation_id) g: vec3<u32>) {\n\
+         if (g.x < p.d0) { y[p.o1 + g.x] = x[p.o0 + g.x]; }\n\
+     }\n"
+);
+kernel!(
+    OVERRIDE,
+    "seam_override",
+    "override scale: f32 = 2.0;\n\
+     @group(0) @binding(0) var<storage, read> x: array<f32>;\n\
+     @group(0) @binding(1) var<storage, read_write> y: array<f32>;\n\
+     @compute @workgroup_size(64)\n\
+     fn seam_override(@builtin(global_invocation_id) g: vec3<u32>) {\n\
+         if (g.x < p.d0) { y[p.o1 + g.x] = scale * x[p.o0 + g.x]; }\n\
+     }\n"
+);
 
 /// Kernels whose WGSL declares `array<u32>` for an f32 binding, writes a
-/// binding the definition reads, declares another `@workgroup_size`, or
-/// does not parse: each registration is `KernelCompile` naming the kernel
+/// binding the definition reads, declares another `@workgroup_size`, does
+/// not parse, binds a fixed-size array (its size, not the view's, is what
+/// wgpu asks of the binding) or declares an `override` (which one backend
+/// takes at its default and another refuses): each registration is
+/// `KernelCompile` naming the kernel
 /// and what is wrong, on every device (the CPU reference, which runs only
 /// each kernel's Rust, included), and a launch of it afterwards is
 /// `KernelNotRegistered`; nothing is allocated or left behind.
 ///
 /// Mutation: skip the WGSL check in `Device::register_kernel`
 /// (`def.wgsl.is_some()` → `… && false`) → red on cpu:0 ("registered").
+/// Also red: overrides or fixed-size arrays let through by core's check
+/// (cpu:0 registers them).
 pub const C12_BAD_KERNEL_SOURCES_REFUSED: Case = Case {
     name: "c12_bad_kernel_sources_refused",
     rule: Rule::C12,
@@ -99,6 +125,8 @@ pub const C12_BAD_KERNEL_SOURCES_REFUSED: Case = Case {
             (&WRITES_ITS_INPUT, "WGSL writes it"),
             (&OTHER_WORKGROUP, "@workgroup_size"),
             (&NOT_WGSL, "seam_not_wgsl.wgsl:1"),
+            (&FIXED_SIZE, "fixed-size array"),
+            (&OVERRIDE, "override scale"),
         ] {
             let e = match d.register_kernel(def) {
                 Ok(()) => return Err(crate::Failure(format!("{}: registered", def.name))),
