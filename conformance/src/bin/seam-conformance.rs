@@ -77,7 +77,20 @@ fn main() -> ExitCode {
     .into_iter()
     .flatten()
     .filter_map(|p| unwritable(p));
-    let problems: Vec<String> = plan.problems.iter().cloned().chain(unwritable).collect();
+    let outputs = [
+        ("--json", &args.json),
+        ("--junit", &args.junit),
+        ("--markdown", &args.markdown),
+        ("--trace", &args.trace),
+        ("--trace-logs", &args.trace_logs),
+    ];
+    let problems: Vec<String> = plan
+        .problems
+        .iter()
+        .cloned()
+        .chain(unwritable)
+        .chain(shared_outputs(&outputs))
+        .collect();
     if !problems.is_empty() {
         for p in &problems {
             eprintln!("seam-conformance: {p}");
@@ -271,6 +284,25 @@ fn unwritable(path: &std::path::Path) -> Option<String> {
     }
 }
 
+/// Outputs given the same file: each would overwrite the one before.
+fn shared_outputs(outputs: &[(&str, &Option<PathBuf>)]) -> Vec<String> {
+    let path = |p: &PathBuf| std::path::absolute(p).unwrap_or_else(|_| p.clone());
+    let given: Vec<(&str, PathBuf)> = outputs
+        .iter()
+        .filter_map(|(flag, p)| p.as_ref().map(|p| (*flag, path(p))))
+        .collect();
+    let mut out = Vec::new();
+    for (i, (a, pa)) in given.iter().enumerate() {
+        if let Some((b, _)) = given[..i].iter().find(|(_, pb)| pb == pa) {
+            out.push(format!(
+                "{b} and {a} both name {}: each output needs a file of its own",
+                pa.display()
+            ));
+        }
+    }
+    out
+}
+
 fn detail(v: &Verdict) -> String {
     match v {
         Verdict::Passed => String::new(),
@@ -334,8 +366,26 @@ fn print_matrix(report: &Report) {
 
 #[cfg(test)]
 mod tests {
-    use super::unwritable;
-    use std::path::Path;
+    use super::{shared_outputs, unwritable};
+    use std::path::{Path, PathBuf};
+
+    /// Two outputs naming one file (also by another spelling of it) are
+    /// refused, naming both flags; distinct files and absent outputs pass.
+    #[test]
+    fn outputs_need_files_of_their_own() {
+        let (a, b) = (Some(PathBuf::from("r.json")), Some(PathBuf::from("r.md")));
+        let none = None;
+        assert!(
+            shared_outputs(&[("--json", &a), ("--markdown", &b), ("--trace", &none)]).is_empty()
+        );
+        let same = Some(PathBuf::from("./r.json"));
+        let why = shared_outputs(&[("--json", &a), ("--markdown", &b), ("--junit", &same)]);
+        assert_eq!(why.len(), 1, "{why:?}");
+        assert!(
+            why[0].starts_with("--json and --junit both name"),
+            "{why:?}"
+        );
+    }
 
     /// A report path whose folder does not exist, or that is a folder, is
     /// refused; a file in an existing folder (or the current one) is not.

@@ -65,6 +65,10 @@ pub struct Plan {
     /// a filter that plans no trial): a run of such a plan would pass
     /// while checking less than asked, so the binary refuses it.
     pub problems: Vec<String>,
+    /// Every device discovery found and every backend it found missing
+    /// (`backend: reason`), whatever the filter selected: what a device
+    /// the filter names and discovery did not find is told.
+    pub discovered: (Vec<String>, Vec<String>),
 }
 
 impl Plan {
@@ -89,12 +93,7 @@ impl Plan {
                 .as_ref()
                 .map(|e| format!("device {id} failed to open: {e}")),
             None => {
-                let found: Vec<&str> = self.devices.iter().map(|d| d.id.as_str()).collect();
-                let missing: Vec<String> = self
-                    .missing
-                    .iter()
-                    .map(|m| format!("{}: {}", m.backend, m.reason))
-                    .collect();
+                let (found, missing) = &self.discovered;
                 Some(format!(
                     "discovery found no device {id} (devices: [{}]; missing backends: [{}])",
                     found.join(", "),
@@ -123,6 +122,12 @@ fn plan_requiring(filter: &Filter, found: Discovery, required: &[String]) -> Pla
     let known: Vec<&'static str> = (found.devices.iter().map(|s| s.backend))
         .chain(found.missing.iter().map(|m| m.backend))
         .collect();
+    let discovered = (
+        found.devices.iter().map(|s| s.id.clone()).collect(),
+        (found.missing.iter())
+            .map(|m| format!("{}: {}", m.backend, m.reason))
+            .collect(),
+    );
     let mut trials = Vec::new();
     let mut devices = Vec::new();
     let cases = planned_cases(filter);
@@ -208,6 +213,7 @@ fn plan_requiring(filter: &Filter, found: Discovery, required: &[String]) -> Pla
         devices,
         missing,
         problems: Vec::new(),
+        discovered,
     };
     plan.problems = problems(filter, &known);
     absent(&mut plan, filter, &cases, &known, required);
