@@ -119,6 +119,12 @@ pub enum MergeError {
         first: (String, String),
         other: (String, String),
     },
+    /// One report given twice (the same run's every field): its devices
+    /// would appear to agree with themselves.
+    Duplicate {
+        first: String,
+        again: String,
+    },
 }
 
 impl fmt::Display for MergeError {
@@ -138,6 +144,10 @@ impl fmt::Display for MergeError {
                 "refusing to merge reports of different seam versions: {} is seam {}, {} is seam {}; \
                  rerun the suite with one seam version on every machine",
                 first.0, first.1, other.0, other.1
+            ),
+            MergeError::Duplicate { first, again } => write!(
+                f,
+                "{again} is the report {first} again (the same run): each run is merged once"
             ),
         }
     }
@@ -202,6 +212,22 @@ pub fn merge(reports: &[(String, Report)]) -> Result<Matrix, MergeError> {
             first: (first_label.clone(), first.seam_version.clone()),
             other: (label.clone(), r.seam_version.clone()),
         });
+    }
+    // The same run twice: every field equal, down to each trial's duration.
+    let values: Vec<Option<serde_json::Value>> = reports
+        .iter()
+        .map(|(_, r)| serde_json::to_value(r).ok())
+        .collect();
+    for (i, v) in values.iter().enumerate() {
+        if let Some(j) = (v.is_some())
+            .then(|| values[..i].iter().position(|w| w == v))
+            .flatten()
+        {
+            return Err(MergeError::Duplicate {
+                first: reports[j].0.clone(),
+                again: reports[i].0.clone(),
+            });
+        }
     }
     let mut m = Matrix {
         seam_version: first.seam_version.clone(),

@@ -274,8 +274,41 @@ fn the_same_device_twice_gets_two_columns() {
             Some("1"),
         )],
     );
-    let m = merge(&[("1".into(), a.clone()), ("2".into(), a)]).unwrap();
+    // Another run on the same machine: started later.
+    let mut b = a.clone();
+    b.started_at = "2026-12-05T08:00:00Z".into();
+    let m = merge(&[("1".into(), a.clone()), ("2".into(), b)]).unwrap();
     assert_eq!(m.columns.len(), 2);
     assert_eq!(m.columns[1].key(), "cpu:0 @ h (report 2)");
     assert_eq!(m.rows[0].digests, Digests::Agree { devices: 2 });
+}
+
+/// One run's report given twice is refused, naming both: its devices would
+/// seem to agree with themselves.
+#[test]
+fn the_same_report_twice_is_refused() {
+    let a = report(
+        "h",
+        "0.1.0",
+        &["cpu:0"],
+        vec![t(
+            "cpu:0",
+            "c1_replay_reexecutes",
+            Verdict::Passed,
+            Some("1"),
+        )],
+    );
+    let two = [("x.json".into(), a.clone()), ("y.json".into(), a.clone())];
+    assert_eq!(
+        merge(&two).unwrap_err(),
+        MergeError::Duplicate {
+            first: "x.json".into(),
+            again: "y.json".into()
+        }
+    );
+    let e = merge(&[("x.json".into(), a.clone()), ("z".into(), a)]).unwrap_err();
+    assert!(
+        e.to_string().contains("z is the report x.json again"),
+        "{e}"
+    );
 }
