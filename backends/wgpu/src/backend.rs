@@ -28,8 +28,6 @@ const ALIGN: u64 = wgpu::COPY_BUFFER_ALIGNMENT;
 
 struct Buf {
     buffer: wgpu::Buffer,
-    /// Bytes, a whole number of words.
-    size: u64,
 }
 
 /// The wgpu device behind the seam.
@@ -128,20 +126,10 @@ impl WgpuBackend {
         if let Some(g) = self.bind_groups.get(&key) {
             return Ok(g.clone());
         }
-        let max_binding = self.gpu.limits.max_storage_buffer_binding_size;
+        // Every buffer fits one binding (`alloc`): bound whole.
         let mut bound = Vec::with_capacity(buffers.len());
-        for (i, b) in buffers.iter().enumerate() {
-            let buf = self.buf(*b)?;
-            if buf.size > max_binding {
-                return Err(ErrorKind::TooLarge {
-                    what: "storage binding",
-                    detail: format!(
-                        "{op}: binding {i} is {} bytes, the device binds at most {max_binding}",
-                        buf.size
-                    ),
-                });
-            }
-            bound.push(buf.buffer.clone());
+        for b in buffers {
+            bound.push(self.buf(*b)?.buffer.clone());
         }
         let entries: Vec<wgpu::BindGroupEntry> = bound
             .iter()
@@ -278,11 +266,21 @@ impl Backend for WgpuBackend {
         // Whole 16-byte quads: gemm reads b as `array<vec4<u32>>`.
         let round = seam_kernels::BUFFER_ROUND.max(ALIGN);
         let size = (bytes as u64).div_ceil(round) * round;
-        let max = self.gpu.limits.max_buffer_size;
+        // Kernels bind whole buffers, so a buffer past one storage binding
+        // could never be used: refused here, as the Vulkan backend refuses
+        // one past maxStorageBufferRange.
+        let limits = &self.gpu.limits;
+        let max = limits
+            .max_buffer_size
+            .min(limits.max_storage_buffer_binding_size);
         if size > max {
             return Err(ErrorKind::TooLarge {
                 what: "allocation",
-                detail: format!("{bytes} bytes, the device's largest buffer is {max}"),
+                detail: format!(
+                    "{bytes} bytes, the device's largest buffer a kernel can bind is {max} \
+                     (max_buffer_size {}, max_storage_buffer_binding_size {})",
+                    limits.max_buffer_size, limits.max_storage_buffer_binding_size
+                ),
             });
         }
         let buffer = self.gpu.checked("wgpu::Device::create_buffer", || {
@@ -295,7 +293,7 @@ impl Backend for WgpuBackend {
                 mapped_at_creation: false,
             })
         })?;
-        Ok(self.buffers.insert(Buf { buffer, size }, size))
+        Ok(self.buffers.insert(Buf { buffer }, size))
     }
 
     unsafe fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
