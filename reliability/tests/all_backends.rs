@@ -2,11 +2,29 @@
 //! finds (build with `--features portable` to include GPU backends).
 //! Ignored by default: `cargo test -p seam-reliability --features
 //! seam-backends/vulkan --test all_backends -- --ignored --nocapture`. `SEAM_MODEL_CASES` sets the
-//! sequences per device (default 500: opening a GPU device per sequence is slow).
+//! sequences per device and opening (default 500: opening a GPU device per sequence is slow).
+//! A device `SEAM_REQUIRE_DEVICES` names that discovery does not find fails
+//! both tests (CI runs the model here on lavapipe).
 
 use seam_reliability::faults::sweep_all;
 use seam_reliability::steps::Opening;
 use seam_reliability::{check_against_model, PropConfig};
+
+/// Every device `SEAM_REQUIRE_DEVICES` names was found: a lost device must
+/// not pass by running nothing.
+fn found_every_required_device(found: &seam_backends::Discovery) {
+    for id in seam::testing::required_devices() {
+        assert!(
+            found.devices.iter().any(|d| d.id == id),
+            "required device {id} not found (missing backends: {:?})",
+            found
+                .missing
+                .iter()
+                .map(|m| format!("{}: {}", m.backend, m.reason))
+                .collect::<Vec<_>>()
+        );
+    }
+}
 
 fn cases() -> u32 {
     std::env::var("SEAM_MODEL_CASES")
@@ -19,6 +37,7 @@ fn cases() -> u32 {
 #[ignore = "opens every device found; run with --ignored"]
 fn model_on_every_device() {
     let found = seam_backends::discover();
+    found_every_required_device(&found);
     for m in &found.missing {
         eprintln!("missing {}: {}", m.backend, m.reason);
     }
@@ -53,6 +72,7 @@ fn model_on_every_device() {
 #[ignore = "opens every device found; run with --ignored"]
 fn fault_sweep_on_every_device() {
     let found = seam_backends::discover();
+    found_every_required_device(&found);
     let mut unknown = Vec::new();
     for slot in &found.devices {
         let reports = match sweep_all(&*slot.open) {
