@@ -5,7 +5,7 @@
 //! the backend's), or anything left alive once every handle is dropped.
 
 use crate::faulty::{FaultPlan, Faults, FaultyBackend};
-use crate::model::{MChange, MLaunch, MTarget, Model, Slot, Thread, BOGUS};
+use crate::model::{MChange, MKind, MLaunch, MTarget, Model, Slot, Thread, BOGUS};
 use crate::steps::{
     self, BufSel, ChangeSel, FillValue, GraphSel, IndexSel, Step, TargetSel, UseSel,
 };
@@ -454,6 +454,46 @@ impl Run {
                 m.release_graph(slot);
                 d.low_level().release_graph(id);
             }
+            Step::BeginIf {
+                cond,
+                offset,
+                thread,
+            } => {
+                let (slot, id) = buf(bufs, *cond);
+                let dev: &Device = d;
+                agree(
+                    call,
+                    m.begin_body(*thread, MKind::If, slot, *offset),
+                    on(*thread, || dev.low_level().begin_if(id.view(*offset, 1))),
+                    cov,
+                )?;
+            }
+            Step::BeginWhile {
+                cond,
+                offset,
+                max,
+                thread,
+            } => {
+                let (slot, id) = buf(bufs, *cond);
+                let dev: &Device = d;
+                agree(
+                    call,
+                    m.begin_body(*thread, MKind::While(*max), slot, *offset),
+                    on(*thread, || {
+                        dev.low_level().begin_while(id.view(*offset, 1), *max)
+                    }),
+                    cov,
+                )?;
+            }
+            Step::EndBody(t) => {
+                let dev: &Device = d;
+                agree(
+                    call,
+                    m.end_body(*t),
+                    on(*t, || dev.low_level().end_body()),
+                    cov,
+                )?;
+            }
             Step::Update(t, sels) => {
                 let (mt, dt) = target(graphs, *t);
                 let (mc, dc): (Vec<MChange>, Vec<Change>) =
@@ -551,7 +591,13 @@ pub fn run_sequence(open: &Opener, steps: &[Step]) -> Result<Coverage, String> {
     let inner = open().map_err(|e| format!("opening the device: {e}"))?;
     let dev = Device::new(Box::new(FaultyBackend::new(inner, Faults(plan.clone()))));
     let mut run = Run {
-        model: Model::new(dev.capture_support().is_supported()),
+        model: Model::new(
+            dev.capture_support().is_supported(),
+            !matches!(
+                dev.conditional_support(),
+                seam::ConditionalSupport::Unsupported(_)
+            ),
+        ),
         dev,
         plan,
         bufs: Vec::new(),

@@ -29,6 +29,23 @@ pub struct MLaunch {
     pub bits: u32,
 }
 
+/// A conditional body's kind (C14).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MKind {
+    If,
+    While(u32),
+}
+
+/// One step of a captured program, in capture order: a launch (its index
+/// among the graph's launches), a body's opening with its condition (a u32
+/// buffer and element), a body's end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum MStep {
+    Launch(usize),
+    Begin(MKind, Slot, usize),
+    End,
+}
+
 /// One change of a graph update (C13).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MChange {
@@ -65,6 +82,10 @@ struct MBuf {
 #[derive(Clone, Debug, Default)]
 struct MExec {
     ops: Vec<MLaunch>,
+    /// The launches and conditional bodies in capture order.
+    prog: Vec<MStep>,
+    /// Bodies open (while capturing).
+    open: usize,
     uses: BTreeSet<Slot>,
     replays: u64,
     released: bool,
@@ -83,6 +104,7 @@ pub struct MLive {
 #[derive(Clone, Debug)]
 pub struct Model {
     capture_supported: bool,
+    conditional_supported: bool,
     bufs: BTreeMap<Slot, MBuf>,
     buf_slots: usize,
     graphs: BTreeMap<Slot, MExec>,
@@ -107,9 +129,10 @@ fn signature(op: OpKind) -> (&'static [&'static str], &'static [DType]) {
 }
 
 impl Model {
-    pub fn new(capture_supported: bool) -> Model {
+    pub fn new(capture_supported: bool, conditional_supported: bool) -> Model {
         Model {
             capture_supported,
+            conditional_supported,
             bufs: BTreeMap::new(),
             buf_slots: 0,
             graphs: BTreeMap::new(),
@@ -406,6 +429,7 @@ impl Model {
         match &mut self.capture {
             Some((_, cap)) => {
                 cap.uses.extend(l.bufs.iter().copied());
+                cap.prog.push(MStep::Launch(cap.ops.len()));
                 cap.ops.push(l.clone());
             }
             None => self.execute(l),
@@ -437,25 +461,93 @@ impl Model {
         Ok(())
     }
 
-    fn take_capture(&mut self, thread: Thread) -> R<MExec> {
-        match &self.capture {
+    /// The open capture, from its owner's thread.
+    fn owned_capture(&mut self, thread: Thread) -> R<&mut MExec> {
+        match &mut self.capture {
             None => Err(ErrorKind::NotCapturing),
             Some((owner, _)) if *owner != thread => Err(ErrorKind::CrossThreadCapture {
                 owner: String::new(),
             }),
-            Some(_) => Ok(self.capture.take().expect("checked").1),
+            Some((_, cap)) => Ok(cap),
         }
     }
 
+    fn take_capture(&mut self, thread: Thread) -> R<MExec> {
+        self.owned_capture(thread)?;
+        Ok(self.capture.take().expect("checked").1)
+    }
+
+    /// An end of the capture: refused, the capture left open, while a body is.
+    fn take_closed_capture(&mut self, thread: Thread) -> R<MExec> {
+        let open = self.owned_capture(thread)?.open;
+        if open > 0 {
+            return Err(ErrorKind::UnclosedConditional { open });
+        }
+        self.take_capture(thread)
+    }
+
+    /// A condition (C14): a live u32 buffer holding element `offset`.
+    fn check_condition(&self, cond: Slot, offset: usize) -> R<()> {
+        let b = self
+            .bufs
+            .get(&cond)
+            .filter(|b| !b.released)
+            .ok_or(ErrorKind::UnknownBuffer { id: cond as u64 })?;
+        if b.dtype != DType::U32 {
+            return Err(ErrorKind::ConditionDType {
+                id: cond as u64,
+                found: b.dtype,
+            });
+        }
+        if offset >= b.data.len() {
+            return Err(ErrorKind::ConditionOutOfRange {
+                id: cond as u64,
+                offset,
+                len: b.data.len(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Open a conditional body in the capture (C14).
+    pub fn begin_body(&mut self, thread: Thread, kind: MKind, cond: Slot, offset: usize) -> R<()> {
+        self.owned_capture(thread)?;
+        if kind == MKind::While(0) {
+            return Err(ErrorKind::ZeroIterations);
+        }
+        if !self.conditional_supported {
+            return Err(ErrorKind::ConditionalUnsupported {
+                reason: String::new(),
+            });
+        }
+        self.check_condition(cond, offset)?;
+        let cap = self.owned_capture(thread)?;
+        cap.uses.insert(cond);
+        cap.prog.push(MStep::Begin(kind, cond, offset));
+        cap.open += 1;
+        Ok(())
+    }
+
+    /// Close the innermost open body.
+    pub fn end_body(&mut self, thread: Thread) -> R<()> {
+        let cap = self.owned_capture(thread)?;
+        if cap.open == 0 {
+            return Err(ErrorKind::NoOpenConditional);
+        }
+        cap.prog.push(MStep::End);
+        cap.open -= 1;
+        Ok(())
+    }
+
     pub fn end_capture(&mut self, thread: Thread) -> R<()> {
-        let cap = self.take_capture(thread)?;
+        let cap = self.take_closed_capture(thread)?;
         self.current = Some(cap);
         self.sweep();
         Ok(())
     }
 
     pub fn end_capture_graph(&mut self, thread: Thread) -> R<Slot> {
-        let cap = self.take_capture(thread)?;
+        let cap = self.take_closed_capture(thread)?;
         let slot = self.graph_slots;
         self.graph_slots += 1;
         self.graphs.insert(slot, cap);
@@ -481,12 +573,64 @@ impl Model {
                 .ok_or(ErrorKind::UnknownGraph { id: s as u64 })?,
         };
         exec.replays += 1;
-        // C1: every replay re-runs the recorded ops over the current contents.
-        let ops = exec.ops.clone();
-        for l in &ops {
-            self.execute(l);
-        }
+        // C1: every replay re-runs the recorded program over the current contents.
+        let (ops, prog) = (exec.ops.clone(), exec.prog.clone());
+        self.run(&ops, &prog);
         Ok(())
+    }
+
+    /// Run a program (C14: a body's condition read when the replay reaches
+    /// it, before each iteration of a WHILE, at most its bound of times).
+    /// Where a condition is not known (never written), what the body writes
+    /// is not known either.
+    fn run(&mut self, ops: &[MLaunch], prog: &[MStep]) {
+        let mut i = 0;
+        while i < prog.len() {
+            match &prog[i] {
+                MStep::Launch(k) => {
+                    self.execute(&ops[*k]);
+                    i += 1;
+                }
+                MStep::End => unreachable!("a body's end is consumed with its body"),
+                MStep::Begin(kind, cond, offset) => {
+                    let end = i + body_len(&prog[i..]);
+                    let body = &prog[i + 1..end];
+                    let bound = match kind {
+                        MKind::If => 1,
+                        MKind::While(max) => *max,
+                    };
+                    for _ in 0..bound {
+                        match self.bufs[cond].data[*offset] {
+                            Some(0) => break,
+                            Some(_) => self.run(ops, body),
+                            None => {
+                                self.forget(ops, body);
+                                break;
+                            }
+                        }
+                    }
+                    i = end + 1;
+                }
+            }
+        }
+    }
+
+    /// What the launches of `prog` write becomes unknown.
+    fn forget(&mut self, ops: &[MLaunch], prog: &[MStep]) {
+        for step in prog {
+            if let MStep::Launch(k) = step {
+                let l = &ops[*k];
+                let out = match l.op {
+                    OpKind::Fill => l.bufs[0],
+                    OpKind::Copy => l.bufs[1],
+                    _ => l.bufs[2],
+                };
+                let n = l.n as usize;
+                if let Some(b) = self.bufs.get_mut(&out) {
+                    b.data[..n].fill(None);
+                }
+            }
+        }
     }
 
     fn exec(&self, target: MTarget) -> R<&MExec> {
@@ -590,6 +734,17 @@ impl Model {
             });
         }
         let swap = |s: Slot| pairs.iter().find(|(o, _)| *o == s).map_or(s, |(_, n)| *n);
+        // Conditions move with their buffers, checked as when captured.
+        let mut prog = exec.prog.clone();
+        for step in prog.iter_mut() {
+            if let MStep::Begin(_, cond, offset) = step {
+                let to = swap(*cond);
+                if to != *cond {
+                    self.check_condition(to, *offset)?;
+                    *cond = to;
+                }
+            }
+        }
         let mut ops = exec.ops.clone();
         for (i, was) in exec.ops.iter().enumerate() {
             let mut l = changed.get(&i).cloned().unwrap_or_else(|| was.clone());
@@ -619,8 +774,14 @@ impl Model {
             MTarget::Current => self.current.as_mut().expect("checked"),
             MTarget::Handle(s) => self.graphs.get_mut(&s).expect("checked"),
         };
-        exec.uses = ops.iter().flat_map(|l| l.bufs.iter().copied()).collect();
+        exec.uses = (ops.iter().flat_map(|l| l.bufs.iter().copied()))
+            .chain(prog.iter().filter_map(|s| match s {
+                MStep::Begin(_, cond, _) => Some(*cond),
+                _ => None,
+            }))
+            .collect();
         exec.ops = ops;
+        exec.prog = prog;
         self.sweep();
         Ok(())
     }
@@ -667,4 +828,23 @@ fn add(dtype: DType, a: u32, b: u32) -> u32 {
         DType::U32 | DType::I32 => a.wrapping_add(b),
         other => unreachable!("add over {other} is refused by validation"),
     }
+}
+
+/// How many steps a body spans from its `Begin` (at `prog[0]`) to its
+/// matching `End`, exclusive of the end.
+fn body_len(prog: &[MStep]) -> usize {
+    let mut depth = 0usize;
+    for (i, s) in prog.iter().enumerate() {
+        match s {
+            MStep::Begin(..) => depth += 1,
+            MStep::End => {
+                depth -= 1;
+                if depth == 0 {
+                    return i;
+                }
+            }
+            MStep::Launch(_) => {}
+        }
+    }
+    unreachable!("a captured program closes every body")
 }

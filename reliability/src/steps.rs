@@ -116,6 +116,21 @@ pub enum Step {
     ReleaseGraph(GraphSel),
     /// `Device::update` with these changes, as one update.
     Update(TargetSel, Vec<ChangeSel>),
+    /// Open an IF body (C14) on element `offset` of a buffer.
+    BeginIf {
+        cond: BufSel,
+        offset: usize,
+        thread: Thread,
+    },
+    /// Open a WHILE body of at most `max` iterations (0: refused).
+    BeginWhile {
+        cond: BufSel,
+        offset: usize,
+        max: u32,
+        thread: Thread,
+    },
+    /// Close the innermost open body.
+    EndBody(Thread),
 }
 
 impl Step {
@@ -138,6 +153,8 @@ impl Step {
             Step::Destroy(_) => "destroy_graph",
             Step::ReleaseGraph(_) => "release_graph",
             Step::Update(..) => "update",
+            Step::BeginIf { .. } | Step::BeginWhile { .. } => "begin_conditional",
+            Step::EndBody(_) => "end_conditional",
         }
     }
 }
@@ -174,6 +191,11 @@ fn dtype() -> impl Strategy<Value = DType> {
 
 fn thread() -> impl Strategy<Value = Thread> {
     prop_oneof![15 => Just(Thread::Main), 1 => Just(Thread::Other)]
+}
+
+/// A condition's element: mostly within a small buffer, sometimes past it.
+fn offset_in() -> impl Strategy<Value = usize> {
+    prop_oneof![9 => 0usize..=3, 1 => 4usize..=9]
 }
 
 /// A launch index: mostly one the graph has, sometimes any.
@@ -306,6 +328,15 @@ pub fn step() -> impl Strategy<Value = Step> {
         2 => graph_sel().prop_map(Step::Destroy),
         2 => graph_sel().prop_map(Step::ReleaseGraph),
         6 => update(),
+        2 => (buf_sel(), offset_in(), thread()).prop_map(|(cond, offset, thread)| Step::BeginIf {
+            cond,
+            offset,
+            thread
+        }),
+        2 => (buf_sel(), offset_in(), 0u32..=4, thread()).prop_map(|(cond, offset, max, thread)| {
+            Step::BeginWhile { cond, offset, max, thread }
+        }),
+        4 => thread().prop_map(Step::EndBody),
     ]
 }
 
@@ -314,8 +345,10 @@ pub fn step() -> impl Strategy<Value = Step> {
 pub enum Opening {
     /// One to three u32 allocations, so most launches name live buffers.
     Buffers,
-    /// Three written u32 buffers of 8 elements and a graph of one to four
-    /// launches over them, so most updates (C13) find a graph to change.
+    /// Four written u32 buffers of 8 elements and a graph of one to four
+    /// launches over them, half the time with some of them in an IF or a
+    /// WHILE (C14) on the fourth, so most updates (C13) find a graph to
+    /// change, bodies included.
     Graph,
 }
 
@@ -328,25 +361,64 @@ pub fn sequence(max_len: usize, opening: Opening) -> impl Strategy<Value = Vec<S
         }),
         1..=3,
     );
-    let graph = prop::collection::vec(graph_launch(), 1..=4).prop_map(|launches| {
-        let mut s = Vec::new();
-        for i in 0..3 {
-            s.push(Step::Alloc {
-                dtype: DType::U32,
-                len: Some(8),
-            });
-            s.push(Step::Write {
-                buf: BufSel::Nth(i),
-                host: DType::U32,
-                offset: 0,
-                data: (0..8).map(|k| (10 * i + k) as u16).collect(),
-            });
-        }
-        s.push(Step::BeginCapture);
-        s.extend(launches);
-        s.push(Step::EndCaptureGraph(Thread::Main));
-        s
-    });
+    // Half the graphs hold a body over some of their launches, conditioned
+    // on a fourth buffer's first element (0 to 3, which launches may write).
+    let body = prop_oneof![
+        2 => Just(None),
+        1 => Just(Some(None)),
+        1 => (1u32..=4).prop_map(|max| Some(Some(max))),
+    ];
+    let graph = (
+        prop::collection::vec(graph_launch(), 1..=4),
+        body,
+        0usize..=4,
+        0u16..=3,
+    )
+        .prop_map(|(launches, body, split, ctl)| {
+            let mut s = Vec::new();
+            for i in 0..4 {
+                s.push(Step::Alloc {
+                    dtype: DType::U32,
+                    len: Some(8),
+                });
+                let data = match i {
+                    3 => vec![ctl; 8],
+                    _ => (0..8).map(|k| (10 * i + k) as u16).collect(),
+                };
+                s.push(Step::Write {
+                    buf: BufSel::Nth(i),
+                    host: DType::U32,
+                    offset: 0,
+                    data,
+                });
+            }
+            s.push(Step::BeginCapture);
+            let split = split.min(launches.len());
+            let (before, inside) = launches.split_at(split);
+            s.extend(before.iter().cloned());
+            if let Some(kind) = body {
+                let (cond, offset, thread) = (BufSel::Nth(3), 0, Thread::Main);
+                s.push(match kind {
+                    None => Step::BeginIf {
+                        cond,
+                        offset,
+                        thread,
+                    },
+                    Some(max) => Step::BeginWhile {
+                        cond,
+                        offset,
+                        max,
+                        thread,
+                    },
+                });
+                s.extend(inside.iter().cloned());
+                s.push(Step::EndBody(Thread::Main));
+            } else {
+                s.extend(inside.iter().cloned());
+            }
+            s.push(Step::EndCaptureGraph(Thread::Main));
+            s
+        });
     let opening = match opening {
         Opening::Buffers => allocs.boxed(),
         Opening::Graph => graph.boxed(),
@@ -361,25 +433,32 @@ pub fn sequence(max_len: usize, opening: Opening) -> impl Strategy<Value = Vec<S
         })
 }
 
-/// A launch of the right arity over the graph opening's three buffers.
+/// A launch of the right arity over the graph opening's buffers (the
+/// fourth holds the condition of its body, if it has one).
 fn graph_launch() -> impl Strategy<Value = Step> {
     let op = prop_oneof![
         3 => Just(OpKind::Add),
         2 => Just(OpKind::Copy),
         2 => Just(OpKind::Fill),
     ];
-    (op, prop::collection::vec(0usize..3, 3), 1u32..=8, 0u16..50).prop_map(|(op, bufs, n, v)| {
-        let arity = match op {
-            OpKind::Fill => 1,
-            OpKind::Copy => 2,
-            _ => 3,
-        };
-        Step::Launch {
-            op,
-            bufs: bufs[..arity].iter().map(|&i| BufSel::Nth(i)).collect(),
-            n,
-            value: FillValue::Small(v),
-            thread: Thread::Main,
-        }
-    })
+    (
+        op,
+        prop::collection::vec(prop_oneof![6 => 0usize..3, 1 => Just(3usize)], 3),
+        1u32..=8,
+        0u16..50,
+    )
+        .prop_map(|(op, bufs, n, v)| {
+            let arity = match op {
+                OpKind::Fill => 1,
+                OpKind::Copy => 2,
+                _ => 3,
+            };
+            Step::Launch {
+                op,
+                bufs: bufs[..arity].iter().map(|&i| BufSel::Nth(i)).collect(),
+                n,
+                value: FillValue::Small(v),
+                thread: Thread::Main,
+            }
+        })
 }

@@ -56,7 +56,9 @@ fn run(part: u32, opening: Opening) {
         "part {part}: {} sequences, {} steps, {:.2?} (seed {})",
         r.cases, r.steps, r.elapsed, r.seed
     );
-    for (k, n) in r.coverage.iter().filter(|(k, _)| k.starts_with("update")) {
+    for (k, n) in
+        (r.coverage.iter()).filter(|(k, _)| k.starts_with("update") || k.contains("conditional"))
+    {
         eprintln!("part {part}: {k}: {n}");
     }
     // The sequences must reach the interesting states, not just bounce off

@@ -218,6 +218,9 @@ fn rebind(
 ) -> std::result::Result<(), ErrorKind> {
     let entry = check_updatable(st, target)?;
     check_rebinds(st, entry, pairs)?;
+    // The conditions first, then the launches, as an update of launches
+    // and rebinds together checks them.
+    let regions = moved_regions(st, entry, pairs)?;
     let lowered = rebound_launches(st, entry, pairs)?;
     // Every use of each old buffer moves to its new one.
     let uses = entry
@@ -225,7 +228,6 @@ fn rebind(
         .iter()
         .map(|b| swap(pairs, *b))
         .collect::<BTreeSet<BufferId>>();
-    let regions = moved_regions(st, entry, pairs)?;
     apply(
         st,
         target,
