@@ -27,7 +27,10 @@ const REPLAYS: usize = 3;
 /// refuses `set_node_timing(true)` with the reason and records no node
 /// spans. What the device reports must be what its registration declares.
 /// A traced replay's node spans reach the trace even when its graph is
-/// destroyed, or replayed again untraced, before the trace is taken.
+/// destroyed, or replayed again untraced, before the trace is taken. Where
+/// node timing is native, each span measures its own launch: of three
+/// dependent launches, the one over 4 Mi elements has a longer span than
+/// the two over 64 around it.
 ///
 /// Mutations: make the CPU backend stamp every launch but the last of a
 /// node-timed replay → red; make it time graphs captured with node timing
@@ -35,7 +38,8 @@ const REPLAYS: usize = 3;
 /// (skip `trace.forget`) → red (stale bindings). On Vulkan (lavapipe): a
 /// destroyed graph's unread stamps dropped (`retire` → `()`) → red; the
 /// check for unread stamps requiring both read and retired ones (`||` →
-/// `&&`) → red.
+/// `&&`) → red. Also red: node spans of zero length, or all at their
+/// replay's start (planted in a copy of the outside backend's wrapper).
 pub const C10_NODE_SPANS_INSIDE_REPLAYS: Case = Case {
     name: "c10_node_spans_inside_replays",
     rule: Rule::C10,
@@ -203,6 +207,9 @@ fn node_spans(cx: &Ctx) -> CaseResult {
         want.sort();
         check_eq!(got, want, "node slice names in the exported trace");
     }
+    if reg.node_timing == DeclaredNodeTiming::Native {
+        spans_measure_their_node(cx)?;
+    }
     for destroy in [true, false] {
         spans_outlive_their_graph(cx, &chain, destroy).map_err(|e| {
             let when = if destroy {
@@ -213,6 +220,57 @@ fn node_spans(cx: &Ctx) -> CaseResult {
             crate::Failure(format!("{when}: {}", e.0))
         })?;
     }
+    Ok(())
+}
+
+/// Elements of the large launch of [`spans_measure_their_node`].
+const LARGE: usize = 1 << 22;
+
+/// Each node span measures its own launch: in a node-timed graph of a
+/// launch over 64 elements, one over 4 Mi and one over 64 again (each
+/// reading what the one before wrote), the large launch's span is longer
+/// than either small one's, and every span is inside the replay's.
+fn spans_measure_their_node(cx: &Ctx) -> CaseResult {
+    let d = &cx.dev;
+    let small = d.buffer_from(&[1u32; N])?;
+    let big = d.buffer_from(&vec![1u32; LARGE])?;
+    d.set_node_timing(true)?;
+    let s = d.capture()?;
+    d.launch(&ops::add(small.id(), big.id(), big.id(), N as u32))?;
+    d.launch(&ops::add(big.id(), big.id(), big.id(), LARGE as u32))?;
+    d.launch(&ops::add(big.id(), small.id(), small.id(), N as u32))?;
+    let g = s.end_graph()?;
+    d.set_node_timing(false)?;
+    d.set_tracing(true);
+    g.replay()?;
+    d.set_tracing(false);
+    let log = d.take_trace_log("c10 node work")?;
+    let replays = replay_events(&log);
+    check_eq!(replays.len(), 1, "traced replays");
+    let tag = replays[0].0;
+    let whole = log.device_spans.iter().find(|s| s.tag == tag);
+    let whole = whole.ok_or_else(|| crate::Failure("the replay has no device span".into()))?;
+    let mut took = [None; 3];
+    for s in log.node_spans.iter().filter(|s| s.tag == tag) {
+        let first = s.nodes.map_or(usize::MAX, |n| n.first as usize);
+        check!(
+            s.start_ns >= whole.start_ns && s.end_ns <= whole.end_ns,
+            "launch {first}'s span is outside its replay's"
+        );
+        if let Some(t) = took.get_mut(first) {
+            *t = Some(s.end_ns.saturating_sub(s.start_ns));
+        }
+    }
+    let [Some(a), Some(b), Some(c)] = took else {
+        return Err(crate::Failure(format!(
+            "node spans of launches 0, 1, 2: {took:?}"
+        )));
+    };
+    check!(
+        b > a && b > c,
+        "the launch over {LARGE} elements took {b} ns, the ones over {N} before and after it \
+         {a} and {c} ns: a node span must measure its own launch"
+    );
     Ok(())
 }
 

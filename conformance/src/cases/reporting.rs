@@ -182,16 +182,21 @@ pub const C10_COUNTS_ARE_PER_HANDLE: Case = Case {
 
 /// Every replay on the record with its device time: for N in {1, 4, 32, 128},
 /// a traced window gives exactly N device spans tagged with the N replay
-/// events (plus one for a traced eager launch), each with end ≥ start, in
-/// queue order; the Chrome trace export of the window parses back with N
-/// replay slices. Whether a device times itself is what its backend's
+/// events, plus one for each of two traced eager launches after them (one
+/// over 4 Mi elements, one over 64), each with end ≥ start; the spans of
+/// the replays and the launches start in the order their work was queued,
+/// and the large launch's span is longer than the small one's (a span
+/// measures its own work); the Chrome trace export of the window parses
+/// back with N replay slices. Whether a device times itself is what its backend's
 /// registration declares (`DeclaredTiming`): a declared-timed device that
 /// does not time fails (a backend that stops timing cannot skip these
 /// checks), and an untimed one must say why and record no spans.
 ///
 /// Mutations: make the CPU backend's `take_device_spans` drop the last span
 /// → red; make the CPU backend's `device_timing` return `Err` → red at "cpu
-/// declares device timing, but the device does not time".
+/// declares device timing, but the device does not time". Also red: spans
+/// of two pieces of work given each other's tags, and eager spans of zero
+/// length (each planted in a copy of the outside backend's wrapper).
 pub const C10_DEVICE_SPANS_MATCH_REPLAYS: Case = Case {
     name: "c10_device_spans_match_replays",
     rule: Rule::C10,
@@ -205,10 +210,14 @@ pub const C10_DEVICE_SPANS_MATCH_REPLAYS: Case = Case {
     },
 };
 
+/// Elements of the large eager launch of [`spans_window`].
+const LARGE: usize = 1 << 22;
+
 fn spans_window(cx: &Ctx, n: usize) -> CaseResult {
     let d = &cx.dev;
     let one = d.buffer_from(&[1u32; 64])?;
     let dst = d.buffer_from(&[0u32; 64])?;
+    let big = d.buffer_from(&vec![1u32; LARGE])?;
     let s = d.capture()?;
     d.launch(&ops::add(one.id(), dst.id(), dst.id(), 64))?;
     let g = s.end_graph()?;
@@ -216,6 +225,7 @@ fn spans_window(cx: &Ctx, n: usize) -> CaseResult {
     for _ in 0..n {
         g.replay()?;
     }
+    d.launch(&ops::add(big.id(), big.id(), big.id(), LARGE as u32))?;
     d.launch(&ops::add(one.id(), dst.id(), dst.id(), 64))?;
     d.set_tracing(false);
     let log = d.take_trace_log("c10")?;
@@ -260,8 +270,8 @@ fn spans_window(cx: &Ctx, n: usize) -> CaseResult {
                 log.device_spans.iter().map(|s| (s.tag, s)).collect();
             check_eq!(
                 log.device_spans.len(),
-                n + 1,
-                "device spans (N replays + 1 eager launch)"
+                n + 2,
+                "device spans (N replays + 2 eager launches)"
             );
             let mut last_start = 0;
             for (i, tag) in replay_tags.iter().enumerate() {
@@ -279,6 +289,37 @@ fn spans_window(cx: &Ctx, n: usize) -> CaseResult {
                 last_start = span.start_ns;
             }
             check_eq!(slices, n, "replay slices in the exported trace");
+            // The eager launches, after the replays, in the order queued.
+            let launches: Vec<u64> = (log.events.iter())
+                .filter(|e| matches!(e.kind, EventKind::Launch { captured: false, .. }))
+                .map(|e| e.seq)
+                .collect();
+            check_eq!(launches.len(), 2, "traced eager launches");
+            let mut eager = Vec::new();
+            for (i, tag) in launches.iter().enumerate() {
+                let span = by_tag.get(tag).ok_or_else(|| {
+                    crate::Failure(format!("eager launch #{i} (seq {tag}) has no device span"))
+                })?;
+                check!(
+                    span.end_ns >= span.start_ns,
+                    "eager launch #{i}: span ends before it starts"
+                );
+                check!(
+                    span.start_ns >= last_start,
+                    "eager launch #{i} starts at {} ns, before the work queued ahead of it \
+                     (at {last_start} ns): spans given to the wrong work",
+                    span.start_ns
+                );
+                last_start = span.start_ns;
+                eager.push(span.end_ns - span.start_ns);
+            }
+            check!(
+                eager[0] > eager[1],
+                "the launch over {LARGE} elements took {} ns, the one over 64 {} ns: a span \
+                 must measure its own work",
+                eager[0],
+                eager[1]
+            );
         }
         (Some(why), seam::DeclaredTiming::Untimed(_)) => {
             check!(!why.is_empty(), "an untimed device must say why");
