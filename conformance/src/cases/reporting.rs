@@ -291,7 +291,15 @@ fn spans_window(cx: &Ctx, n: usize) -> CaseResult {
             check_eq!(slices, n, "replay slices in the exported trace");
             // The eager launches, after the replays, in the order queued.
             let launches: Vec<u64> = (log.events.iter())
-                .filter(|e| matches!(e.kind, EventKind::Launch { captured: false, .. }))
+                .filter(|e| {
+                    matches!(
+                        e.kind,
+                        EventKind::Launch {
+                            captured: false,
+                            ..
+                        }
+                    )
+                })
                 .map(|e| e.seq)
                 .collect();
             check_eq!(launches.len(), 2, "traced eager launches");

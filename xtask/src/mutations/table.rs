@@ -224,6 +224,20 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c10_device_spans_match_replays",
         file: CPU,
+        find: "                        spans.push(DeviceSpan::whole(tag, start_ns, ns));",
+        replace: "                        spans.push(DeviceSpan::whole(tag, start_ns, start_ns)); let _ = ns;",
+        what: "the CPU backend's replay and eager spans have no length",
+    },
+    Mutation {
+        case: "c10_node_spans_inside_replays",
+        file: CPU,
+        find: "spans.push(Stamp::Node(DeviceSpan::node(tag, i as u32, start, end)));",
+        replace: "spans.push(Stamp::Node(DeviceSpan::node(tag, i as u32, start, start))); let _ = end;",
+        what: "the CPU backend's node spans have no length",
+    },
+    Mutation {
+        case: "c10_device_spans_match_replays",
+        file: CPU,
         find: "        Ok(spans)\n    }",
         replace: "        spans.pop();\n        Ok(spans)\n    }",
         what: "the CPU backend drops the last device span",
