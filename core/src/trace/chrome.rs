@@ -82,6 +82,10 @@ pub fn chrome_trace(logs: &[TraceLog]) -> Value {
 /// graph's launches as the last `Nodes` event before it describes them.
 struct ReplayNodes<'a> {
     graph: Option<u64>,
+    /// Which current graph (`graph: None`) it replayed: the number of
+    /// captures into the current graph the log saw before it (each replaces
+    /// the one before). 0 for a handle.
+    current: u64,
     index: u64,
     nodes: Option<&'a [NodeDesc]>,
 }
@@ -90,10 +94,15 @@ struct ReplayNodes<'a> {
 fn replays_with_nodes(events: &[TraceEvent]) -> HashMap<u64, ReplayNodes<'_>> {
     let mut described: HashMap<Option<u64>, &[NodeDesc]> = HashMap::new();
     let mut out = HashMap::new();
+    let mut current = 0;
     for e in events {
         match &e.kind {
             EventKind::Nodes { graph, nodes } => {
                 described.insert(*graph, nodes);
+            }
+            EventKind::EndCapture { .. } => {
+                current += 1;
+                described.remove(&None);
             }
             EventKind::Replay { graph, index } => {
                 let nodes = described.get(graph).copied();
@@ -101,6 +110,7 @@ fn replays_with_nodes(events: &[TraceEvent]) -> HashMap<u64, ReplayNodes<'_>> {
                     e.seq,
                     ReplayNodes {
                         graph: *graph,
+                        current: if graph.is_none() { current } else { 0 },
                         index: *index,
                         nodes,
                     },
@@ -154,6 +164,7 @@ pub fn node_table(logs: &[TraceLog], graphs: usize, top: usize) -> String {
         device: &'a str,
         label: &'a str,
         graph: Option<u64>,
+        current: u64,
         replays: std::collections::BTreeSet<u64>,
         rows: std::collections::BTreeMap<u32, Row>,
         total_ns: u64,
@@ -161,16 +172,18 @@ pub fn node_table(logs: &[TraceLog], graphs: usize, top: usize) -> String {
     let mut all: Vec<Graph<'_>> = Vec::new();
     for log in logs {
         let replays = replays_with_nodes(&log.events);
-        let mut by_graph: HashMap<Option<u64>, usize> = HashMap::new();
+        // A graph handle, or one of the current graphs one after another.
+        let mut by_graph: HashMap<(Option<u64>, u64), usize> = HashMap::new();
         for s in &log.node_spans {
             let Some(r) = replays.get(&s.tag) else {
                 continue;
             };
-            let g = *by_graph.entry(r.graph).or_insert_with(|| {
+            let g = *by_graph.entry((r.graph, r.current)).or_insert_with(|| {
                 all.push(Graph {
                     device: &log.device,
                     label: &log.label,
                     graph: r.graph,
+                    current: r.current,
                     replays: Default::default(),
                     rows: Default::default(),
                     total_ns: 0,
@@ -194,7 +207,11 @@ pub fn node_table(logs: &[TraceLog], graphs: usize, top: usize) -> String {
     all.sort_by_key(|g| std::cmp::Reverse(g.total_ns));
     let mut out = String::new();
     for g in all.iter().take(graphs) {
-        let graph = g.graph.map_or("current".to_string(), |n| format!("g{n}"));
+        let graph = match g.graph {
+            Some(n) => format!("g{n}"),
+            None if g.current > 0 => format!("current (capture {})", g.current),
+            None => "current".to_string(),
+        };
         out += &format!(
             "{} {} {graph}: {} replays, {} nodes, {:.1} µs of node time a replay\n",
             g.device,
@@ -496,5 +513,55 @@ mod tests {
             "{table}"
         );
         assert_eq!(node_table(&[log("x", "y", vec![], vec![])], 5, 5), "");
+    }
+
+    /// Two graphs captured into the current graph one after the other are
+    /// two graphs of the table, each named by its own nodes, whatever order
+    /// the device returns their spans in. Mutations: the table keyed by
+    /// graph id alone (both current graphs one row `#0`, named by whichever
+    /// span came first), the capture count not advanced → red.
+    #[test]
+    fn current_graphs_one_after_another_are_apart_in_the_table() {
+        let described = |op: &'static str| EventKind::Nodes {
+            graph: None,
+            nodes: vec![NodeDesc {
+                op: op.into(),
+                bindings: vec!["b1".into()],
+            }],
+        };
+        let replay = |index| EventKind::Replay { graph: None, index };
+        let mut a = log(
+            "vulkan:0",
+            "t",
+            vec![
+                ev(0, 0, EventKind::EndCapture { launches: 1 }),
+                ev(1, 1_000, described("add")),
+                ev(2, 2_000, replay(0)),
+                ev(3, 3_000, EventKind::EndCapture { launches: 1 }),
+                ev(4, 4_000, described("silu")),
+                ev(5, 5_000, replay(0)),
+                ev(6, 6_000, replay(1)),
+            ],
+            vec![],
+        );
+        // The replaced graph's span last, as a device may return it.
+        a.node_spans = vec![
+            DeviceSpan::node(5, 0, 10_000, 14_000),
+            DeviceSpan::node(6, 0, 20_000, 24_000),
+            DeviceSpan::node(2, 0, 1_000, 2_000),
+        ];
+        let table = node_table(&[a], 5, 5);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 4, "{table}");
+        assert!(
+            lines[0].starts_with("vulkan:0 t current (capture 2): 2 replays, 1 nodes")
+                && lines[1].contains("silu"),
+            "{table}"
+        );
+        assert!(
+            lines[2].starts_with("vulkan:0 t current (capture 1): 1 replays, 1 nodes")
+                && lines[3].contains("add"),
+            "{table}"
+        );
     }
 }
