@@ -74,6 +74,12 @@ fn fake_child() {
                         std::process::abort()
                     }
                     "crash" => std::process::abort(),
+                    // A trial whose own output begins as the summary does,
+                    // then takes longer than the teardown limit.
+                    "chatty-slow" => {
+                        println!("\nconformance: the backend says hello");
+                        std::thread::sleep(Duration::from_secs(2));
+                    }
                     "hang" => loop {
                         std::thread::sleep(Duration::from_secs(3600));
                     },
@@ -291,6 +297,41 @@ fn a_child_that_prints_its_summary_then_sleeps_is_a_teardown_hang() {
         report.failed_lines(),
         ["FAILED cpu:0::teardown: printed its summary, then did not exit within 500ms"]
     );
+}
+
+/// A line a trial prints that only begins as the summary does starts no
+/// teardown clock: the child that prints one, then works on past the
+/// teardown limit, passes every trial. Mutation: the parent taking any line
+/// that starts `conformance: ` for the summary (as it did) → red (the
+/// trial crashed, "printed its summary, then did not exit").
+#[test]
+fn a_line_that_begins_like_the_summary_is_not_the_summary() {
+    let planned = planned();
+    let limits = Limits {
+        teardown: Duration::from_millis(500),
+        ..limits()
+    };
+    let (run, records) = run_fake("chatty-slow", &limits);
+    assert!(
+        matches!(run.end, ChildEnd::Exited(0)),
+        "{:?}\n{}",
+        run.end,
+        run.log
+    );
+    assert_eq!(records.len(), planned.len(), "{records:#?}");
+    assert!(
+        records.iter().all(|t| t.verdict == Verdict::Passed),
+        "{records:#?}"
+    );
+    assert!(Summary::is_line(&Summary::default().line()));
+    for not in [
+        "conformance: the backend says hello",
+        "conformance: 1 passed",
+        "conformance: 1 passed, 0 failed, 0 ignored, 0 expected failures, 0 unexpected passes, 0 timed out, 0 crashed, x teardown hangs",
+        "  conformance: 1 passed, 0 failed, 0 ignored, 0 expected failures, 0 unexpected passes, 0 timed out, 0 crashed, 0 teardown hangs",
+    ] {
+        assert!(!Summary::is_line(not), "{not}");
+    }
 }
 
 /// A device's files are named after it, without the `:`.

@@ -177,7 +177,7 @@ fn main() -> ExitCode {
             let summary = run
                 .log
                 .lines()
-                .find(|l| l.starts_with(isolate::SUMMARY_PREFIX))
+                .find(|l| seam_conformance::report::Summary::is_line(l))
                 .unwrap_or("no summary");
             eprintln!(
                 "[device {k}/{n}] {device}: {how} in {:.1} s — {summary}",

@@ -149,7 +149,7 @@ pub fn watch(mut cmd: Command, files: &ChildFiles, limits: &Limits) -> ChildRun 
             && log
                 .lines(&files.log)
                 .iter()
-                .any(|l| l.starts_with(SUMMARY_PREFIX))
+                .any(|l| crate::report::Summary::is_line(l))
         {
             summary_seen = Some(Instant::now());
         }

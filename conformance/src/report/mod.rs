@@ -152,6 +152,32 @@ impl Summary {
             == 0
     }
     /// One line, for logs and closing notes.
+    /// Whether `line` is a summary [`Summary::line`] writes (its whole
+    /// form, counts and all), not just any line that begins as one does:
+    /// what an isolated run's parent watches for to start a child's
+    /// teardown clock.
+    pub fn is_line(line: &str) -> bool {
+        let Some(rest) = line.trim_end().strip_prefix(crate::isolate::SUMMARY_PREFIX) else {
+            return false;
+        };
+        const COUNTS: [&str; 8] = [
+            " passed",
+            " failed",
+            " ignored",
+            " expected failures",
+            " unexpected passes",
+            " timed out",
+            " crashed",
+            " teardown hangs",
+        ];
+        let parts: Vec<&str> = rest.split(", ").collect();
+        parts.len() == COUNTS.len()
+            && parts.iter().zip(COUNTS).all(|(p, name)| {
+                p.strip_suffix(name)
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            })
+    }
+
     pub fn line(&self) -> String {
         format!(
             "conformance: {} passed, {} failed, {} ignored, {} expected failures, {} unexpected passes, {} timed out, {} crashed, {} teardown hangs",
