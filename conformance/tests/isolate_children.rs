@@ -60,7 +60,9 @@ fn fake_child() {
     let mut n = 0;
     let (report, _) = runner::run_all_observed(
         &plan,
-        RunOptions::default(),
+        RunOptions {
+            trace: behaviour == "crash-traced",
+        },
         |_| {
             if n == 0 && behaviour == "hang-first" {
                 loop {
@@ -73,7 +75,7 @@ fn fake_child() {
                         std::thread::sleep(Duration::from_secs(3));
                         std::process::abort()
                     }
-                    "crash" => std::process::abort(),
+                    "crash" | "crash-traced" => std::process::abort(),
                     // A trial whose own output begins as the summary does,
                     // then takes longer than the teardown limit.
                     "chatty-slow" => {
@@ -297,6 +299,27 @@ fn a_child_that_prints_its_summary_then_sleeps_is_a_teardown_hang() {
         report.failed_lines(),
         ["FAILED cpu:0::teardown: printed its summary, then did not exit within 500ms"]
     );
+}
+
+/// A traced child that crashes loses the trace of no trial that finished
+/// before the crash: each came back with its verdict. Mutation: the child
+/// keeping its traces to write once at the end (as it did) → red (no
+/// trace at all).
+#[test]
+fn a_traced_child_that_crashes_keeps_the_traces_of_finished_trials() {
+    let (run, records) = run_fake("crash-traced", &limits());
+    let passed = records
+        .iter()
+        .filter(|t| t.verdict == Verdict::Passed)
+        .count();
+    assert_eq!(passed, BAD_TRIAL, "{records:#?}");
+    assert_eq!(
+        run.traces.len(),
+        BAD_TRIAL,
+        "one trace log per finished trial: {:?}",
+        run.traces.iter().map(|t| &t.label).collect::<Vec<_>>()
+    );
+    assert!(run.trace_error.is_none(), "{:?}", run.trace_error);
 }
 
 /// A line a trial prints that only begins as the summary does starts no

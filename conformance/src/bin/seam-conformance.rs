@@ -51,9 +51,10 @@ struct Args {
     /// Internal: this process is a device child of an isolated run.
     #[arg(long, hide = true)]
     child: bool,
-    /// Internal: write the raw trace logs (JSON) here, for the parent to merge.
+    /// Internal: trace every trial and send its trace logs to the parent
+    /// with its verdict (a device child of a traced isolated run).
     #[arg(long, hide = true)]
-    trace_logs: Option<PathBuf>,
+    trace_stream: bool,
 }
 
 fn main() -> ExitCode {
@@ -67,22 +68,15 @@ fn main() -> ExitCode {
     let plan = runner::plan(&filter);
     // A filter that selects nothing, or a report that could not be
     // written, is refused before any trial runs.
-    let unwritable = [
-        &args.json,
-        &args.junit,
-        &args.markdown,
-        &args.trace,
-        &args.trace_logs,
-    ]
-    .into_iter()
-    .flatten()
-    .filter_map(|p| unwritable(p));
+    let unwritable = [&args.json, &args.junit, &args.markdown, &args.trace]
+        .into_iter()
+        .flatten()
+        .filter_map(|p| unwritable(p));
     let outputs = [
         ("--json", &args.json),
         ("--junit", &args.junit),
         ("--markdown", &args.markdown),
         ("--trace", &args.trace),
-        ("--trace-logs", &args.trace_logs),
     ];
     let problems: Vec<String> = plan
         .problems
@@ -129,7 +123,7 @@ fn main() -> ExitCode {
     } else {
         std::io::stderr().is_terminal()
     };
-    let trace = args.trace.is_some() || args.trace_logs.is_some();
+    let trace = args.trace.is_some() || args.trace_stream;
     let (report, traces) = if args.in_process {
         let total = plan.trials.len();
         let mut done = 0;
@@ -190,15 +184,6 @@ fn main() -> ExitCode {
     };
     if progress_line && args.in_process {
         eprintln!();
-    }
-    if let Some(path) = &args.trace_logs {
-        if let Err(e) = serde_json::to_string(&traces)
-            .map_err(|e| e.to_string())
-            .and_then(|s| std::fs::write(path, s).map_err(|e| e.to_string()))
-        {
-            eprintln!("error: writing {}: {e}", path.display());
-            return ExitCode::FAILURE;
-        }
     }
     print_matrix(&report);
     for line in report.failed_lines() {

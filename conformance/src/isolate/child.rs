@@ -24,7 +24,6 @@ pub enum ChildEnd {
 #[derive(Clone, Debug)]
 pub struct ChildFiles {
     pub json: PathBuf,
-    pub traces: PathBuf,
     /// The child's stdout and stderr.
     pub log: PathBuf,
     /// The verdict stream ([`STREAM_ENV`]).
@@ -36,7 +35,6 @@ impl ChildFiles {
         let safe = device.replace(':', "_");
         ChildFiles {
             json: dir.join(format!("{safe}.json")),
-            traces: dir.join(format!("{safe}.trace.json")),
             log: dir.join(format!("{safe}.log")),
             stream: dir.join(format!("{safe}.verdicts.jsonl")),
         }
@@ -56,7 +54,7 @@ pub struct ChildRun {
     pub running: Option<String>,
     /// Why the parent killed the child, when it did.
     pub killed: Option<String>,
-    /// The child wrote trace logs the parent could not read back.
+    /// The child sent trace logs the parent could not read back.
     pub trace_error: Option<String>,
 }
 
@@ -81,7 +79,7 @@ pub(super) fn tail(s: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-/// `exe --in-process --child --device <id> --json … [--case …] [--trace-logs …]`.
+/// `exe --in-process --child --device <id> --json … [--case …] [--trace-stream]`.
 pub fn child_command(
     exe: &Path,
     device: &str,
@@ -96,7 +94,7 @@ pub fn child_command(
         cmd.args(["--case", &cases.join(",")]);
     }
     if trace {
-        cmd.arg("--trace-logs").arg(&files.traces);
+        cmd.arg("--trace-stream");
     }
     cmd
 }
@@ -105,7 +103,7 @@ pub fn child_command(
 /// `files.stream`) and wait for it within `limits`, killing it past one.
 pub fn watch(mut cmd: Command, files: &ChildFiles, limits: &Limits) -> ChildRun {
     let start = Instant::now();
-    for stale in [&files.json, &files.traces, &files.stream] {
+    for stale in [&files.json, &files.stream] {
         let _ = std::fs::remove_file(stale);
     }
     let out = match std::fs::File::create(&files.log) {
@@ -189,21 +187,11 @@ pub fn watch(mut cmd: Command, files: &ChildFiles, limits: &Limits) -> ChildRun 
     let report = std::fs::read_to_string(&files.json)
         .ok()
         .and_then(|s| Report::from_json(&s).ok());
-    // A trace that does not read back is said, never dropped: the run
-    // asked for it, and an empty trace looks like a run that did nothing.
-    let (traces, trace_error) = match std::fs::read_to_string(&files.traces) {
-        Err(_) => (Vec::new(), None),
-        Ok(s) => match serde_json::from_str(&s) {
-            Ok(t) => (t, None),
-            Err(e) => (
-                Vec::new(),
-                Some(format!(
-                    "the device process's trace logs ({}) do not read back: {e}",
-                    files.traces.display()
-                )),
-            ),
-        },
-    };
+    // Each trial's trace came with its verdict, so a crash loses only the
+    // trace of the trial it crashed in; one that does not read back is
+    // said, never dropped (an empty trace looks like a run that did nothing).
+    let traces = std::mem::take(&mut stream.traces);
+    let trace_error = stream.trace_error.take();
     let mut text = String::new();
     if let Ok(mut f) = std::fs::File::open(&files.log) {
         let _ = f.read_to_string(&mut text);

@@ -14,6 +14,9 @@ pub enum StreamEvent {
     Start { name: String },
     /// A trial finished, with its record as the report will hold it.
     Done(TrialRecord),
+    /// The trace logs of the trial that just finished (a traced run), sent
+    /// with its verdict so that a later crash loses none of them.
+    Trace(Vec<seam::TraceLog>),
 }
 
 /// The child side of the verdict stream: appends one line per event, each
@@ -52,6 +55,13 @@ impl VerdictStream {
 
     pub fn finished(&mut self, record: &TrialRecord) {
         self.emit(&StreamEvent::Done(record.clone()));
+    }
+
+    /// The trace logs of the trial just finished (none: nothing sent).
+    pub fn traced(&mut self, logs: &[seam::TraceLog]) {
+        if !logs.is_empty() {
+            self.emit(&StreamEvent::Trace(logs.to_vec()));
+        }
     }
 
     fn emit(&mut self, event: &StreamEvent) {
@@ -100,6 +110,10 @@ pub(super) struct StreamState {
     pub(super) done: Vec<TrialRecord>,
     /// The trial started and not yet finished, and when the parent saw it start.
     pub(super) running: Option<(String, Instant)>,
+    /// The trace logs the trials sent.
+    pub(super) traces: Vec<seam::TraceLog>,
+    /// Why some of them did not read back (a trace is said, never dropped).
+    pub(super) trace_error: Option<String>,
 }
 
 impl StreamState {
@@ -117,6 +131,12 @@ impl StreamState {
                         self.running = None;
                     }
                     self.done.push(record);
+                }
+                Ok(StreamEvent::Trace(logs)) => self.traces.extend(logs),
+                Err(e) if line.starts_with("{\"Trace\"") => {
+                    self.trace_error.get_or_insert(format!(
+                        "a trace line of the device process's verdict stream does not read back: {e}"
+                    ));
                 }
                 Err(_) => {}
             }

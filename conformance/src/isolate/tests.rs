@@ -295,7 +295,8 @@ fn an_unreadable_trace_is_a_failed_record() {
         trials.clone(),
         summary(&trials),
     ));
-    r.trace_error = Some("the device process's trace logs do not read back".into());
+    r.trace_error =
+        Some("a trace line of the device process's verdict stream does not read back".into());
     let records = verdicts("cpu:0", &p, &r);
     assert_eq!(records.len(), 2);
     assert_eq!(records[1].name, "cpu:0::trace");

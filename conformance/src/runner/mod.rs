@@ -574,11 +574,13 @@ pub fn run_all_observed(
         stream.started(&trial.name);
         started(trial);
         let mut out = run_with(trial, opts);
-        traces.extend(out.trace.take());
+        let logs: Vec<seam::TraceLog> = out.trace.take().into_iter().collect();
         progress(trial, &out);
         summary.add(&out.verdict);
         let record = record(trial, out);
         stream.finished(&record);
+        stream.traced(&logs);
+        traces.extend(logs);
         records.push(record);
     }
     let report = Report::new(plan.devices.clone(), plan.missing.clone(), records, summary)
