@@ -517,9 +517,10 @@ mod tests {
 
     /// Two graphs captured into the current graph one after the other are
     /// two graphs of the table, each named by its own nodes, whatever order
-    /// the device returns their spans in. Mutations: the table keyed by
-    /// graph id alone (both current graphs one row `#0`, named by whichever
-    /// span came first), the capture count not advanced → red.
+    /// the device returns their spans in; one captured before the log began
+    /// is `current`. Mutations: the table keyed by graph id alone (both
+    /// current graphs one row `#0`, named by whichever span came first), the
+    /// capture count not advanced, `current > 0` taken as always true → red.
     #[test]
     fn current_graphs_one_after_another_are_apart_in_the_table() {
         let described = |op: &'static str| EventKind::Nodes {
@@ -561,6 +562,14 @@ mod tests {
         assert!(
             lines[2].starts_with("vulkan:0 t current (capture 1): 1 replays, 1 nodes")
                 && lines[3].contains("add"),
+            "{table}"
+        );
+        // A current graph captured before the log began is just `current`.
+        let mut b = log("cpu:0", "u", vec![ev(0, 0, replay(0))], vec![]);
+        b.node_spans = vec![DeviceSpan::node(0, 0, 1_000, 2_000)];
+        let table = node_table(&[b], 5, 5);
+        assert!(
+            table.starts_with("cpu:0 u current: 1 replays, 1 nodes"),
             "{table}"
         );
     }
