@@ -51,7 +51,8 @@ pub(super) fn vals(n: usize, k: f32) -> Vec<f32> {
 /// gives, bit for bit, what a fresh capture over the new buffers gives, and
 /// the old buffers keep what the last replay before the rebind left. With
 /// `b` dropped by its owner (the graph holds it), updates of the launch
-/// that binds it still apply.
+/// that binds it still apply, and a change binding it to another launch is
+/// refused.
 ///
 /// Mutation: `apply` in core/src/device/update.rs updating its tables but
 /// neither patching nor re-recording the backend's graph (the backend's
@@ -104,7 +105,16 @@ pub const C13_REBIND_EQUALS_FRESH_CAPTURE: Case = Case {
         // binds it still apply (a rebind, then a rebind with a parameter
         // change in one call), computing what they did.
         let add = ops::add(out2.id(), b.id(), out2.id(), n as u32).params;
+        let b_id = b.id();
         drop(b);
+        // No change binds it anew: launch 0 (the copy) never bound it.
+        expect_err!(
+            g.device().update(
+                &g,
+                &Change::launches(&[(0, ops::copy(b_id, out2.id(), n as u32))])
+            ),
+            ErrorKind::UnknownBuffer { .. }
+        );
         let out4 = d.buffer_from(&vec![0.0f32; n])?;
         g.device()
             .update(&g, &Change::rebinds(&[(out2.id(), out4.id())]))?;
