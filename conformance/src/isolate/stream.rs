@@ -133,7 +133,7 @@ impl StreamState {
                     self.done.push(record);
                 }
                 Ok(StreamEvent::Trace(logs)) => self.traces.extend(logs),
-                Err(e) if line.starts_with("{\"Trace\"") => {
+                Err(e) if line.starts_with("{\"trace\"") => {
                     self.trace_error.get_or_insert(format!(
                         "a trace line of the device process's verdict stream does not read back: {e}"
                     ));

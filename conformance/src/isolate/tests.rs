@@ -87,6 +87,47 @@ fn stream_lines_read_back_whole_and_a_torn_line_waits() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A trial's trace logs come back from the stream; a trace line that does
+/// not read back is said (`trace_error`), a line that is no event at all is
+/// skipped without one. Mutations: the trace line's guard taken as always
+/// true or always false → red.
+#[test]
+fn stream_traces_read_back_and_a_broken_one_is_said() {
+    let dir = std::env::temp_dir().join(format!("seam-isolate-traces-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let path = dir.join("v.jsonl");
+    let _ = std::fs::remove_file(&path);
+    let mut out = VerdictStream::to_file(&path).unwrap();
+    let log = seam::TraceLog {
+        device: "cpu:0".into(),
+        device_name: "cpu".into(),
+        label: "cpu:0::case0".into(),
+        events: Vec::new(),
+        device_spans: Vec::new(),
+        device_timing_unavailable: None,
+        node_spans: Vec::new(),
+        node_timing_unavailable: None,
+    };
+    out.traced(&[log]);
+    out.traced(&[]);
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    f.write_all(b"not an event\n").unwrap();
+    let mut state = StreamState::default();
+    state.poll(&path);
+    assert_eq!(state.traces.len(), 1);
+    assert_eq!(state.traces[0].label, "cpu:0::case0");
+    assert!(state.trace_error.is_none(), "{:?}", state.trace_error);
+    f.write_all(b"{\"trace\":[{\"device\":1}]}\n").unwrap();
+    state.poll(&path);
+    let why = state.trace_error.as_deref().unwrap_or_default();
+    assert!(why.contains("does not read back"), "{why:?}");
+    assert_eq!(state.traces.len(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The child died in the third of four trials: the first two keep their
 /// own verdicts (a pass and a failure), the third crashed, the fourth
 /// was not run; the run fails and each of them prints a FAILED line.
