@@ -159,10 +159,8 @@ fn node_spans(cx: &Ctx) -> CaseResult {
             [name(reads), name(&x), name(&y)],
             "replay #{k}: launch 0's bindings"
         );
-        let whole = log.device_spans.iter().find(|s| s.tag == tag);
-        let whole = whole.ok_or_else(|| {
-            crate::Failure(format!("replay #{k} of the timed graph has no device span"))
-        })?;
+        let whole = replay_span(&log, tag)
+            .map_err(|e| crate::Failure(format!("replay #{k} of the timed graph: {}", e.0)))?;
         let spans: Vec<&DeviceSpan> = log.node_spans.iter().filter(|s| s.tag == tag).collect();
         check_spans(&reg.node_timing, k, whole, &spans)?;
     }
@@ -234,22 +232,13 @@ fn spans_measure_their_node(cx: &Ctx) -> CaseResult {
     let d = &cx.dev;
     let small = d.buffer_from(&[1u32; N])?;
     let big = d.buffer_from(&vec![1u32; LARGE])?;
-    d.set_node_timing(true)?;
-    let s = d.capture()?;
-    d.launch(&ops::add(small.id(), big.id(), big.id(), N as u32))?;
-    d.launch(&ops::add(big.id(), big.id(), big.id(), LARGE as u32))?;
-    d.launch(&ops::add(big.id(), small.id(), small.id(), N as u32))?;
-    let g = s.end_graph()?;
-    d.set_node_timing(false)?;
-    d.set_tracing(true);
-    g.replay()?;
-    d.set_tracing(false);
-    let log = d.take_trace_log("c10 node work")?;
-    let replays = replay_events(&log);
-    check_eq!(replays.len(), 1, "traced replays");
-    let tag = replays[0].0;
-    let whole = log.device_spans.iter().find(|s| s.tag == tag);
-    let whole = whole.ok_or_else(|| crate::Failure("the replay has no device span".into()))?;
+    let three = |d: &seam::Device| -> seam::Result<()> {
+        d.launch(&ops::add(small.id(), big.id(), big.id(), N as u32))?;
+        d.launch(&ops::add(big.id(), big.id(), big.id(), LARGE as u32))?;
+        d.launch(&ops::add(big.id(), small.id(), small.id(), N as u32))
+    };
+    let (log, tag) = one_traced_replay(cx, &three, |_| Ok(()))?;
+    let whole = replay_span(&log, tag)?;
     let mut took = [None; 3];
     for s in log.node_spans.iter().filter(|s| s.tag == tag) {
         let first = s.nodes.map_or(usize::MAX, |n| n.first as usize);
@@ -282,28 +271,49 @@ fn spans_outlive_their_graph(
     chain: &dyn Fn(&seam::Device) -> seam::Result<()>,
     destroy: bool,
 ) -> CaseResult {
+    let (log, tag) = one_traced_replay(cx, chain, |g| {
+        if destroy {
+            drop(g);
+            Ok(())
+        } else {
+            g.replay()
+        }
+    })?;
+    let whole = replay_span(&log, tag)?;
+    let spans: Vec<&DeviceSpan> = log.node_spans.iter().filter(|s| s.tag == tag).collect();
+    check_spans(&cx.registration.node_timing, 0, whole, &spans)
+}
+
+/// The launches `record` makes, captured with node timing on and replayed
+/// once traced; `then` gets the graph before the trace is taken. The log,
+/// and the tag of its one traced replay.
+fn one_traced_replay(
+    cx: &Ctx,
+    record: &dyn Fn(&seam::Device) -> seam::Result<()>,
+    then: impl FnOnce(seam::Graph) -> seam::Result<()>,
+) -> Result<(TraceLog, u64), crate::Failure> {
     let d = &cx.dev;
     d.set_node_timing(true)?;
     let s = d.capture()?;
-    chain(d)?;
+    record(d)?;
     let g = s.end_graph()?;
     d.set_node_timing(false)?;
     d.set_tracing(true);
     g.replay()?;
     d.set_tracing(false);
-    if destroy {
-        drop(g);
-    } else {
-        g.replay()?;
-    }
-    let log = d.take_trace_log("c10 nodes kept")?;
+    then(g)?;
+    let log = d.take_trace_log("c10 nodes")?;
     let replays = replay_events(&log);
     check_eq!(replays.len(), 1, "traced replays");
-    let tag = replays[0].0;
-    let whole = log.device_spans.iter().find(|s| s.tag == tag);
-    let whole = whole.ok_or_else(|| crate::Failure("the replay has no device span".into()))?;
-    let spans: Vec<&DeviceSpan> = log.node_spans.iter().filter(|s| s.tag == tag).collect();
-    check_spans(&cx.registration.node_timing, 0, whole, &spans)
+    Ok((log, replays[0].0))
+}
+
+/// The device span of the replay tagged `tag`.
+fn replay_span(log: &TraceLog, tag: u64) -> Result<&DeviceSpan, crate::Failure> {
+    log.device_spans
+        .iter()
+        .find(|s| s.tag == tag)
+        .ok_or_else(|| crate::Failure("the replay has no device span".into()))
 }
 
 /// (seq, graph, replay index) of every replay event, in order.
