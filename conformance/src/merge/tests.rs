@@ -261,8 +261,10 @@ fn different_seam_versions_are_refused_naming_both() {
     assert_eq!(merge(&[]).unwrap_err(), MergeError::NoReports);
 }
 
+/// Two runs on one machine are two columns; one run's report given twice
+/// is refused.
 #[test]
-fn the_same_device_twice_gets_two_columns() {
+fn the_same_device_twice_gets_two_columns_the_same_run_is_refused() {
     let a = report(
         "h",
         "0.1.0",
@@ -281,23 +283,8 @@ fn the_same_device_twice_gets_two_columns() {
     assert_eq!(m.columns.len(), 2);
     assert_eq!(m.columns[1].key(), "cpu:0 @ h (report 2)");
     assert_eq!(m.rows[0].digests, Digests::Agree { devices: 2 });
-}
-
-/// One run's report given twice is refused, naming both: its devices would
-/// seem to agree with themselves.
-#[test]
-fn the_same_report_twice_is_refused() {
-    let a = report(
-        "h",
-        "0.1.0",
-        &["cpu:0"],
-        vec![t(
-            "cpu:0",
-            "c1_replay_reexecutes",
-            Verdict::Passed,
-            Some("1"),
-        )],
-    );
+    // One run's report given twice is refused, naming both: its devices
+    // would seem to agree with themselves.
     let two = [("x.json".into(), a.clone()), ("y.json".into(), a.clone())];
     assert_eq!(
         merge(&two).unwrap_err(),
