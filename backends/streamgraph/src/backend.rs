@@ -7,6 +7,7 @@ mod bodies;
 pub(crate) use bodies::MAX_DEPTH;
 
 use crate::driver::{Compiler, NoBlas, OpKernels, StreamDriver, VendorBlas};
+use crate::execs::Plan;
 use crate::graphs::{LaunchNode, StreamGraphs};
 use crate::launch::{KernelLaunch, VendorLaunch};
 use crate::tables::KernelTable;
@@ -134,8 +135,8 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
 
     /// Keep a launch the open capture just recorded, in capture order,
     /// and record the node event after it where the graph is node-timed.
-    fn note_captured(&mut self, node: LaunchNode<D::Node>) {
-        self.graphs.record_launch(node);
+    fn note_captured(&mut self, node: LaunchNode<D::Node>, l: &Launch) {
+        self.graphs.record_launch(node, l);
         self.graphs.stamp(&self.driver);
     }
 
@@ -151,8 +152,11 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
         }
     }
 
-    /// C13 in place: every change is checked and its arguments packed
-    /// before any node is touched, so a refused update patches nothing.
+    /// C13: every change is checked and its arguments packed before any
+    /// node is touched, so a refused update patches nothing. Then the
+    /// graph switches to a kept exec that runs the result, or gets a fresh
+    /// one where it ran the result before, or has its changed nodes
+    /// patched in place (`execs.rs`).
     fn patch(
         &mut self,
         target: ReplayTarget,
@@ -199,12 +203,34 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
             let launch = KernelLaunch::new(&self.driver, f, l, self.bindings(l)?)?;
             patches.push((node, launch));
         }
+        let want = captured.runs().after(changes);
+        match want.as_deref().map(|w| captured.runs().plan(w)) {
+            Some(Plan::Nothing) => return Ok(()),
+            Some(Plan::Swap(i)) => {
+                drop(patches);
+                let (runs, exec) = self.graphs.captured_mut(target)?.runs_mut();
+                if let Some(unknown) = runs.swap(exec, i) {
+                    self.driver.synchronize()?;
+                    self.driver.destroy_exec(unknown);
+                }
+                return Ok(());
+            }
+            Some(Plan::Fresh) => {
+                drop(patches);
+                if let Some(want) = want {
+                    return self.fresh_exec(target, want);
+                }
+                return Ok(());
+            }
+            _ => {}
+        }
         if self.driver.update_needs_idle_stream() {
             self.driver.synchronize()?;
         }
         // The changes are patched in order, up to the first failure. A
         // partly patched exec is never replayed: core re-records the graph,
         // and refuses its replays if that fails too.
+        let mut patched = Ok(());
         for (node, launch) in &patches {
             // CUDA: "The modifications only affect future launches of
             // hGraphExec. Already enqueued or running launches of hGraphExec
@@ -213,8 +239,56 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
             // before the update run with the old bindings. HIP documents no
             // such rule, so its driver asks for an idle stream first
             // (update_needs_idle_stream, above; docs/hip.md).
-            self.driver
-                .set_kernel_node(captured.exec(), captured.graph(), node, launch)?;
+            patched = self
+                .driver
+                .set_kernel_node(captured.exec(), captured.graph(), node, launch);
+            if patched.is_err() {
+                break;
+            }
+        }
+        drop(patches);
+        let known = patched.is_ok().then_some(want).flatten();
+        self.graphs
+            .captured_mut(target)?
+            .runs_mut()
+            .0
+            .patched(known);
+        patched
+    }
+
+    /// [`Plan::Fresh`]: a new exec of `target`'s graph with every kernel
+    /// node set to what `want` runs, made current; the old exec is kept
+    /// as a spare (one pushed out first, once the stream is idle). Nothing
+    /// changes where it fails before the swap: core then re-records.
+    fn fresh_exec(&mut self, target: ReplayTarget, want: Vec<Launch>) -> Result<(), ErrorKind> {
+        if let Some(old) = self.graphs.captured_mut(target)?.runs_mut().0.make_room() {
+            // A replay of it may still be running (C8).
+            self.driver.synchronize()?;
+            self.driver.destroy_exec(old);
+        }
+        let captured = self.graphs.captured(target)?;
+        let fresh = self.driver.instantiate(captured.graph())?;
+        let set = (|| {
+            for (node, l) in captured.launches().iter().zip(&want) {
+                // Vendor and unknown nodes are never patched: every exec
+                // of the graph runs them as captured.
+                if let LaunchNode::Kernel(node) = node {
+                    let f = self.kernel(l)?;
+                    let launch = KernelLaunch::new(&self.driver, f, l, self.bindings(l)?)?;
+                    self.driver
+                        .set_kernel_node(&fresh, captured.graph(), node, &launch)?;
+                }
+            }
+            self.driver.upload(&fresh)
+        })();
+        if let Err(e) = set {
+            self.driver.destroy_exec(fresh);
+            return Err(e);
+        }
+        let (runs, exec) = self.graphs.captured_mut(target)?.runs_mut();
+        if let Some(unknown) = runs.keep(exec, fresh, want) {
+            self.driver.synchronize()?;
+            self.driver.destroy_exec(unknown);
         }
         Ok(())
     }
@@ -275,6 +349,8 @@ where
         // No graph uses it (the trait's guarantees); queued eager work may
         // still read or write it.
         self.quiesce()?;
+        // Execs kept for launch sets that bind it go first (`execs.rs`).
+        self.graphs.forget_buffer(&self.driver, buffer);
         let mem = self.buffers.remove(buffer)?;
         self.driver.free(mem);
         Ok(())
@@ -304,7 +380,7 @@ where
         self.driver.select()?;
         if self.blas.routes(l.op) {
             self.launch_vendor(l)?;
-            self.note_captured(LaunchNode::Vendor);
+            self.note_captured(LaunchNode::Vendor, l);
             return Ok(());
         }
         if self.kernels.get(l.op, l.dtype).is_none() {
@@ -324,7 +400,7 @@ where
                 Ok(node) => LaunchNode::Kernel(node),
                 Err(e) => LaunchNode::Unknown(e),
             };
-            self.note_captured(node);
+            self.note_captured(node, l);
         }
         Ok(())
     }

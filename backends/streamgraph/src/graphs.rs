@@ -14,9 +14,10 @@
 //!   graph's exec.
 
 use crate::driver::GraphDriver;
+use crate::execs::Runs;
 use crate::timing::NodeEvents;
 use seam::table::Graphs;
-use seam::{ErrorKind, RawGraph, ReplayTarget};
+use seam::{ErrorKind, Launch, RawBuffer, RawGraph, ReplayTarget};
 
 /// What one captured launch put in the graph.
 pub enum LaunchNode<N> {
@@ -36,6 +37,9 @@ pub struct Captured<D: GraphDriver> {
     exec: D::Exec,
     graph: D::Graph,
     launches: Vec<LaunchNode<D::Node>>,
+    /// What `exec`'s launches run, and the other execs of `graph` kept for
+    /// launch sets it ran before (`execs.rs`).
+    runs: Runs<D::Exec>,
     /// Where it was captured with node timing on: its event record nodes.
     nodes: Option<NodeEvents<D::Event>>,
     /// Events its graph records but nobody reads (node timing dropped in
@@ -61,14 +65,24 @@ impl<D: GraphDriver> Captured<D> {
     pub fn nodes_mut(&mut self) -> Option<&mut NodeEvents<D::Event>> {
         self.nodes.as_mut()
     }
+    /// What its execs run (`execs.rs`).
+    pub fn runs(&self) -> &Runs<D::Exec> {
+        &self.runs
+    }
+    /// What its execs run, and the current exec, to switch or patch them.
+    pub fn runs_mut(&mut self) -> (&mut Runs<D::Exec>, &mut D::Exec) {
+        (&mut self.runs, &mut self.exec)
+    }
 }
 
 /// One stream's capture state: whether a capture is open, the current exec
 /// (`end_capture`) and the handles (`end_capture_graph`).
 pub struct StreamGraphs<D: GraphDriver> {
     capturing: bool,
-    /// The open capture's launches so far, in capture order.
+    /// The open capture's launches so far, in capture order: the node
+    /// each added, and what it runs.
     recording: Vec<LaunchNode<D::Node>>,
+    recording_runs: Vec<Launch>,
     /// The open capture's node events so far, where node timing is on
     /// (`None` also once one failed to record: the graph is not timed).
     recording_events: Option<Vec<D::Event>>,
@@ -86,6 +100,7 @@ impl<D: GraphDriver> Default for StreamGraphs<D> {
         StreamGraphs {
             capturing: false,
             recording: Vec::new(),
+            recording_runs: Vec::new(),
             recording_events: None,
             kept_events: Vec::new(),
             graphs: Graphs::new(),
@@ -114,6 +129,7 @@ impl<D: GraphDriver> StreamGraphs<D> {
         d.begin_capture()?;
         self.capturing = true;
         self.recording.clear();
+        self.recording_runs.clear();
         self.drop_events(d);
         self.recording_events = node_timed.then(Vec::new);
         self.stamp(d);
@@ -164,9 +180,24 @@ impl<D: GraphDriver> StreamGraphs<D> {
 
     /// Note a launch the open capture has just recorded (only launches that
     /// succeeded: core's capture-order index counts exactly those).
-    pub fn record_launch(&mut self, launch: LaunchNode<D::Node>) {
+    pub fn record_launch(&mut self, launch: LaunchNode<D::Node>, runs: &Launch) {
         if self.capturing {
             self.recording.push(launch);
+            self.recording_runs.push(runs.clone());
+        }
+    }
+
+    /// `buffer` is about to be freed (the stream is idle): the execs kept
+    /// for launch sets that bind it are destroyed, and those sets
+    /// forgotten (`execs.rs`). No graph holds the buffer itself.
+    pub fn forget_buffer(&mut self, d: &D, buffer: RawBuffer) {
+        let targets: Vec<ReplayTarget> = self.graphs.iter().map(|(t, _)| t).collect();
+        for t in targets {
+            if let Ok(c) = self.graphs.target_mut(t) {
+                for exec in c.runs.forget(buffer) {
+                    d.destroy_exec(exec);
+                }
+            }
         }
     }
 
@@ -249,6 +280,7 @@ impl<D: GraphDriver> StreamGraphs<D> {
     pub fn abort_capture(&mut self, d: &D) -> Result<(), ErrorKind> {
         self.capturing = false;
         self.recording.clear();
+        self.recording_runs.clear();
         if let Ok(graph) = d.end_capture() {
             d.destroy_graph(graph);
         }
@@ -279,6 +311,7 @@ impl<D: GraphDriver> StreamGraphs<D> {
     fn end_and_instantiate(&mut self, d: &D) -> Result<Captured<D>, ErrorKind> {
         self.capturing = false;
         let launches = std::mem::take(&mut self.recording);
+        let runs = Runs::new(std::mem::take(&mut self.recording_runs));
         let events = self.recording_events.take();
         let kept = std::mem::take(&mut self.kept_events);
         let drop_all = |events: Option<Vec<D::Event>>, kept: Vec<D::Event>| {
@@ -307,6 +340,7 @@ impl<D: GraphDriver> StreamGraphs<D> {
             exec,
             graph,
             launches,
+            runs,
             nodes: events.map(|events| NodeEvents {
                 events,
                 unread: None,
@@ -321,8 +355,11 @@ impl<D: GraphDriver> StreamGraphs<D> {
     }
 }
 
-/// Exec first, then the graph it came from, then its events.
-fn destroy<D: GraphDriver>(d: &D, c: Captured<D>) {
+/// Execs first, then the graph they came from, then its events.
+fn destroy<D: GraphDriver>(d: &D, mut c: Captured<D>) {
+    for exec in c.runs.take_spares() {
+        d.destroy_exec(exec);
+    }
     d.destroy_exec(c.exec);
     d.destroy_graph(c.graph);
     for ev in c.nodes.into_iter().flat_map(|n| n.events).chain(c.kept) {

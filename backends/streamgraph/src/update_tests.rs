@@ -265,3 +265,148 @@ fn a_driver_that_needs_an_idle_stream_waits_before_patching() {
     assert!(matches!(log[1], Call::SetKernelNode { .. }), "{log:?}");
     assert_clean(&d);
 }
+
+/// The driver's ids of the buffers allocated since the log was cleared.
+fn allocated(d: &FakeDriver) -> Vec<u32> {
+    d.log()
+        .iter()
+        .filter_map(|c| match c {
+            Call::Alloc { buffer, .. } => Some(*buffer),
+            _ => None,
+        })
+        .collect()
+}
+
+fn instantiated(d: &FakeDriver) -> Vec<u32> {
+    d.log()
+        .iter()
+        .filter_map(|c| match c {
+            Call::Instantiate { exec, .. } => Some(*exec),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Updates that alternate a graph between two launch sets (`execs.rs`):
+/// the first patches in place; the first one back makes one fresh exec,
+/// patched to that set; every switch after that launches the kept exec
+/// and touches no node. Every replay runs what the last update asked for.
+/// Mutations: `plan` never answering `Swap` (patches on every switch),
+/// never `Fresh` (no second exec), `keep` or `swap` losing the old exec's
+/// launch set, `after` ignoring the changes → red.
+#[test]
+fn updates_back_and_forth_switch_execs_instead_of_patching() {
+    let (mut b, d) = backend(false);
+    let [x, y, z] = three(&mut b, 4);
+    let [p, _, _] = three(&mut b, 4);
+    b.begin_capture().unwrap();
+    b.launch(&add(x, y, z, 4)).unwrap();
+    b.launch(&add(z, y, z, 4)).unwrap();
+    let h = b.end_capture_graph().unwrap();
+    let t = ReplayTarget::Graph(h);
+    let first = d.last_exec();
+    let to_p = [(0, add(p, y, z, 4))];
+    let to_x = [(0, add(x, y, z, 4))];
+    // Away: patched in place, no new exec.
+    d.clear_log();
+    b.update_launches(t, &to_p).unwrap();
+    assert_eq!(
+        patched(&d),
+        [Call::SetKernelNode {
+            exec: first,
+            node: 0
+        }]
+    );
+    assert!(instantiated(&d).is_empty(), "{:?}", d.log());
+    b.replay(t).unwrap();
+    // Back: a set the graph ran before gets a fresh exec, every kernel
+    // node of it set; the patched one is kept.
+    d.clear_log();
+    b.update_launches(t, &to_x).unwrap();
+    let fresh = instantiated(&d);
+    assert_eq!(fresh.len(), 1, "{:?}", d.log());
+    let second = fresh[0];
+    assert_eq!(
+        patched(&d),
+        [0, 1].map(|node| Call::SetKernelNode { exec: second, node })
+    );
+    assert!(
+        !d.log().contains(&Call::DestroyExec(first)),
+        "{:?}",
+        d.log()
+    );
+    b.replay(t).unwrap();
+    // Every switch after that: no patch, no instantiation.
+    for (changes, exec, buffer) in [(&to_p, first, 4), (&to_x, second, 1), (&to_p, first, 4)] {
+        d.clear_log();
+        b.update_launches(t, changes).unwrap();
+        assert!(patched(&d).is_empty(), "{:?}", d.log());
+        assert!(instantiated(&d).is_empty(), "{:?}", d.log());
+        b.replay(t).unwrap();
+        assert_eq!(d.log().last(), Some(&Call::Launch(exec)), "{:?}", d.log());
+        let run = d.runs().last().cloned().unwrap();
+        assert_eq!(run.1[0].buffers, [buffer, 2, 3]);
+        assert_eq!(run.1[1].buffers, [3, 2, 3]);
+    }
+    // The same launch set again is no switch: nothing happens.
+    d.clear_log();
+    b.update_launches(t, &to_p).unwrap();
+    assert!(patched(&d).is_empty() && instantiated(&d).is_empty());
+    // A third set is patched in place, in the exec that runs now.
+    d.clear_log();
+    let [q, _, _] = three(&mut b, 4);
+    let q_id = allocated(&d)[0];
+    d.clear_log();
+    b.update_launches(t, &[(1, add(z, q, z, 4))]).unwrap();
+    assert_eq!(
+        patched(&d),
+        [Call::SetKernelNode {
+            exec: first,
+            node: 1
+        }]
+    );
+    b.replay(t).unwrap();
+    assert_eq!(d.runs().last().unwrap().1[1].buffers, [3, q_id, 3]);
+    b.destroy_graph(h).unwrap();
+    let log = d.log();
+    for exec in [first, second] {
+        assert!(log.contains(&Call::DestroyExec(exec)), "{log:?}");
+    }
+    assert_clean(&d);
+}
+
+/// An exec kept for a launch set binds buffers the graph no longer holds:
+/// freeing one destroys that exec (after the stream is idle) and forgets
+/// the set, so an update to a buffer made later, even in the freed one's
+/// slot, is patched, never served by a stale exec. Mutation: `forget`
+/// keeping everything → the free leaves the exec alive → red.
+#[test]
+fn freeing_a_buffer_drops_the_execs_kept_for_it() {
+    let (mut b, d) = backend(false);
+    let [x, y, z] = three(&mut b, 4);
+    let [p, _, _] = three(&mut b, 4);
+    b.begin_capture().unwrap();
+    b.launch(&add(x, y, z, 4)).unwrap();
+    let h = b.end_capture_graph().unwrap();
+    let t = ReplayTarget::Graph(h);
+    let first = d.last_exec();
+    b.update_launches(t, &[(0, add(p, y, z, 4))]).unwrap();
+    b.update_launches(t, &[(0, add(x, y, z, 4))]).unwrap();
+    b.replay(t).unwrap();
+    // `first` runs the set with `p`, kept; the graph itself binds x.
+    d.clear_log();
+    b.free(p).unwrap();
+    let log = without_selects(d.log());
+    let destroyed = log.iter().position(|c| *c == Call::DestroyExec(first));
+    let synced = log.iter().position(|c| *c == Call::Sync);
+    assert!(destroyed.is_some() && synced < destroyed, "{log:?}");
+    d.clear_log();
+    let [q, _, _] = three(&mut b, 4);
+    let q_id = allocated(&d)[0];
+    d.clear_log();
+    b.update_launches(t, &[(0, add(q, y, z, 4))]).unwrap();
+    assert_eq!(patched(&d).len(), 1, "{:?}", d.log());
+    b.replay(t).unwrap();
+    assert_eq!(d.runs().last().unwrap().1[0].buffers[0], q_id);
+    assert_clean(&d);
+}

@@ -140,6 +140,111 @@ pub const C13_REBIND_EQUALS_FRESH_CAPTURE: Case = Case {
     },
 };
 
+/// A graph rebound back and forth between buffer sets (double-buffered
+/// inputs), with a parameter change and back on the way, computes at every
+/// replay what the last update asked for, into that set's output only; a
+/// set whose buffers were freed after the graph left them is never used
+/// again, and a set made later computes right. Every input value is new at
+/// every step (small multiples of 1/4: exact in f32 whichever way a device
+/// rounds `2a + 1 + b`), so a replay that ran an earlier step's bindings or
+/// parameters shows. Backends that keep an exec per launch set (the stream
+/// backend, `backends/streamgraph/src/execs.rs`) switch between them here.
+///
+/// Mutation: the stream backend's `Runs::swap` leaving the current exec in
+/// place (the update answered Ok, nothing switched) → red on cuda:0 at
+/// "step 2 (set 1)"; `Runs::forget` keeping every spare → the exec kept
+/// for the freed set is launched for the set made later → red at "step
+/// 9 (set 3)".
+pub const C13_UPDATES_BACK_AND_FORTH: Case = Case {
+    name: "c13_updates_back_and_forth",
+    rule: Rule::C13,
+    tags: CAP,
+    modes: ONCE,
+    body: |cx| {
+        let d = &cx.dev;
+        let n = 64;
+        let b = d.buffer_from(&vals(n, -3.0))?;
+        let set = |k: f32| -> seam::Result<(Buffer<f32>, Buffer<f32>)> {
+            Ok((
+                d.buffer_from(&vals(n, k))?,
+                d.buffer_from(&vec![0.0f32; n])?,
+            ))
+        };
+        let mut sets = vec![Some(set(1.0)?), Some(set(2.0)?), Some(set(3.0)?)];
+        let g = {
+            let (a0, out0) = sets[0].as_ref().expect("made above");
+            capture(d, a0, &b, out0)?
+        };
+        // scale_add's parameters with factor `f` (its buffers are not in them).
+        let scale = |f: f32| ops::scale_add(b.id(), b.id(), n as u32, f, 1.0).params;
+        // (set, scale factor); the set freed after step 7 and the one made
+        // after it (3) at 8 on.
+        let steps = [
+            (1, 2.0),
+            (0, 2.0),
+            (1, 2.0),
+            (0, 3.0),
+            (0, 2.0),
+            (2, 2.0),
+            (1, 2.0),
+            (0, 2.0),
+            (3, 2.0),
+            (3, 2.0),
+            (0, 2.0),
+            (3, 2.0),
+        ];
+        let (mut cur, mut factor) = (0usize, 2.0f32);
+        let mut last: Vec<Option<Vec<f32>>> = vec![None; 4];
+        for (step, &(to, f)) in steps.iter().enumerate() {
+            if step == 8 {
+                // Set 1 was left at step 7: its buffers go back to their owner.
+                drop(sets[1].take());
+                last[1] = None;
+                sets.push(Some(set(4.0)?));
+            }
+            let k = 10.0 + step as f32;
+            let input = vals(n, k);
+            let (a_to, out_to) = sets[to].as_ref().expect("a live set");
+            a_to.write(&input)?;
+            let mut changes = Vec::new();
+            if to != cur {
+                let (a_cur, out_cur) = sets[cur].as_ref().expect("the graph's set");
+                changes = Change::rebinds(&[(a_cur.id(), a_to.id()), (out_cur.id(), out_to.id())]);
+            }
+            if f != factor {
+                changes.push(Change::Params {
+                    index: 1,
+                    params: scale(f),
+                });
+            }
+            if !changes.is_empty() {
+                g.device().update(&g, &changes)?;
+            }
+            (cur, factor) = (to, f);
+            g.replay()?;
+            let want: Vec<f32> = input
+                .iter()
+                .zip(vals(n, -3.0))
+                .map(|(a, b)| a * f + 1.0 + b)
+                .collect();
+            check_eq!(out_to.read()?, want, "step {step} (set {to})");
+            last[to] = Some(want);
+            for (i, s) in sets.iter().enumerate() {
+                if let (Some((_, out)), Some(kept)) = (s, &last[i]) {
+                    check_eq!(
+                        &out.read()?,
+                        kept,
+                        "step {step}: set {i}'s output, not the replay's"
+                    );
+                }
+            }
+        }
+        let (_, out3) = sets[3].as_ref().expect("the last set");
+        cx.digest_bytes(&d.read_bytes(out3.id())?);
+        Ok(())
+    },
+};
+
 /// Replays queued before a rebind run with the old bindings; the replay
 /// queued after it, with the new ones. No host call in between: four adds
 /// over 4 Mi elements, three replays, the rebind and one more replay are

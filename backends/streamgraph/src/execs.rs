@@ -1,0 +1,187 @@
+//! What a graph's execs run, so that a C13 update back to launches the
+//! graph ran before switches execs instead of patching every node.
+//!
+//! A rebind that alternates a graph between buffer sets (double-buffered
+//! inputs, ping-pong activations) patches every node it moves, each time:
+//! on the H100, the per-node `cudaGraphExecKernelNodeSetParams` of a chain
+//! of 1000 one-thread kernels made a switch and replay 1.37× the replay
+//! alone, while keeping one exec per buffer set and launching the other
+//! ran at 1.00× (`bench/probes/update_probe.cu`, 2026-12-05; the probe's
+//! other designs: a device table of pointers 1.13×, slowing every plain
+//! replay by the same 13 %; `__constant__` slots 1.17×; whole-graph
+//! `cudaGraphExecUpdate` 1.19× without the cost of building its source
+//! graph).
+//!
+//! So each graph keeps what every launch of its current exec runs
+//! (capture order), the launch sets an in-place patch moved it away from
+//! (the last [`LEFT`]), and up to [`SPARES`] other execs of the same graph
+//! with what theirs run. An update whose result a spare runs swaps that
+//! spare in: no node is touched. One whose result the graph ran before but
+//! no exec runs now gets a fresh exec of the graph, patched to it, and the
+//! current one is kept as a spare: a set seen twice costs one
+//! instantiation, and every switch between kept sets after that costs
+//! none. Anything else is patched in place as before, so an update that
+//! never comes back (a KV-cache slot moving every step) keeps no exec.
+//!
+//! Soundness: a spare binds buffers the graph may no longer hold (a rebind
+//! releases the old buffer to its owner). The backend drops every spare
+//! and remembered set that names a buffer before that buffer is freed
+//! ([`Runs::forget`]), so a kept exec only ever points at live memory, and
+//! a buffer handle reused after a free can never match a stale exec.
+
+use seam::{Launch, RawBuffer};
+
+/// Execs kept besides the current one, per graph.
+pub const SPARES: usize = 2;
+/// Launch sets an in-place patch moved a graph away from, remembered per graph.
+pub const LEFT: usize = 4;
+
+/// An exec of the graph that is not the current one, and what its launches run.
+struct Spare<E> {
+    exec: E,
+    runs: Vec<Launch>,
+}
+
+/// How an update reaches the launch set it asks for.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// The current exec runs it already: nothing to do.
+    Nothing,
+    /// A kept exec runs it: swap it in ([`Runs::swap`]).
+    Swap(usize),
+    /// The graph ran it before: a fresh exec of the graph, patched to it
+    /// ([`Runs::keep`]).
+    Fresh,
+    /// Patch the current exec's changed nodes ([`Runs::patched`]).
+    InPlace,
+}
+
+/// What a graph's execs run (see the module's docs).
+pub struct Runs<E> {
+    /// What each launch of the current exec runs, in capture order;
+    /// `None` once an in-place patch failed part-way (its state unknown,
+    /// the exec is never kept as a spare).
+    now: Option<Vec<Launch>>,
+    /// Most recently used last.
+    spares: Vec<Spare<E>>,
+    /// Most recent last.
+    left: Vec<Vec<Launch>>,
+}
+
+impl<E> Runs<E> {
+    /// A freshly captured graph: its exec runs `now`.
+    pub fn new(now: Vec<Launch>) -> Self {
+        Runs {
+            now: Some(now),
+            spares: Vec::new(),
+            left: Vec::new(),
+        }
+    }
+
+    /// What the current exec would run with `changes` (launch index, new
+    /// launch; indices the graph holds) applied, where its state is known.
+    pub fn after(&self, changes: &[(usize, Launch)]) -> Option<Vec<Launch>> {
+        let mut want = self.now.clone()?;
+        for (index, l) in changes {
+            *want.get_mut(*index)? = l.clone();
+        }
+        Some(want)
+    }
+
+    /// How to reach `want`.
+    pub fn plan(&self, want: &[Launch]) -> Plan {
+        if self.now.as_deref() == Some(want) {
+            return Plan::Nothing;
+        }
+        if let Some(i) = self.spares.iter().position(|s| s.runs == want) {
+            return Plan::Swap(i);
+        }
+        if self.left.iter().any(|l| l == want) {
+            Plan::Fresh
+        } else {
+            Plan::InPlace
+        }
+    }
+
+    /// Whether [`keep`](Runs::keep) would push a spare out: the one it
+    /// would drop, taken now (the caller waits for the stream and destroys
+    /// it before making the fresh exec).
+    pub fn make_room(&mut self) -> Option<E> {
+        (self.spares.len() >= SPARES).then(|| self.spares.remove(0).exec)
+    }
+
+    /// [`Plan::Swap`]: spare `i` becomes `exec`, and `exec` a spare.
+    /// Returns the old exec where it cannot be kept (its launches
+    /// unknown), for the caller to destroy.
+    pub fn swap(&mut self, exec: &mut E, i: usize) -> Option<E> {
+        let mut spare = self.spares.remove(i);
+        std::mem::swap(exec, &mut spare.exec);
+        match self.now.replace(spare.runs) {
+            Some(runs) => {
+                spare.runs = runs;
+                self.spares.push(spare);
+                None
+            }
+            None => Some(spare.exec),
+        }
+    }
+
+    /// [`Plan::Fresh`]: `fresh` (patched to `want`) becomes `exec`; the
+    /// old one is kept as a spare. Returns an exec that could not be kept
+    /// (none: [`make_room`](Runs::make_room) made room, and `now` is known
+    /// on this path), for the caller to destroy.
+    pub fn keep(&mut self, exec: &mut E, fresh: E, want: Vec<Launch>) -> Option<E> {
+        let old = std::mem::replace(exec, fresh);
+        self.left.retain(|l| *l != want);
+        match self.now.replace(want) {
+            Some(runs) if self.spares.len() < SPARES => {
+                self.spares.push(Spare { exec: old, runs });
+                None
+            }
+            _ => Some(old),
+        }
+    }
+
+    /// [`Plan::InPlace`] done: the current exec runs `want` (`None`: the
+    /// patch failed part-way, or its state was unknown already).
+    pub fn patched(&mut self, want: Option<Vec<Launch>>) {
+        match (self.now.take(), want) {
+            (Some(was), Some(want)) => {
+                if was != want {
+                    self.left.retain(|l| *l != was);
+                    if self.left.len() >= LEFT {
+                        self.left.remove(0);
+                    }
+                    self.left.push(was);
+                }
+                self.now = Some(want);
+            }
+            (_, want) => self.now = want,
+        }
+    }
+
+    /// `buffer` is about to be freed: every spare and remembered set that
+    /// binds it is dropped; the spares' execs are returned for the caller
+    /// to destroy (the stream is idle: a free waits for it).
+    pub fn forget(&mut self, buffer: RawBuffer) -> Vec<E> {
+        let binds = |runs: &[Launch]| {
+            runs.iter()
+                .any(|l| l.buffers.iter().any(|v| v.buffer == buffer))
+        };
+        self.left.retain(|l| !binds(l));
+        let (gone, kept): (Vec<_>, Vec<_>) = self.spares.drain(..).partition(|s| binds(&s.runs));
+        self.spares = kept;
+        gone.into_iter().map(|s| s.exec).collect()
+    }
+
+    /// Every spare exec, for destruction with the graph.
+    pub fn take_spares(&mut self) -> Vec<E> {
+        self.left.clear();
+        self.spares.drain(..).map(|s| s.exec).collect()
+    }
+
+    /// Execs kept besides the current one.
+    pub fn spares(&self) -> usize {
+        self.spares.len()
+    }
+}
