@@ -521,9 +521,11 @@ where
     }
 
     /// Kernel nodes are patched in the instantiated graph
-    /// (`cuGraphExecKernelNodeSetParams`, `hipGraphExecKernelNodeSetParams`):
-    /// no re-capture, no re-instantiation. A vendor (cuBLAS) launch is the
-    /// exception: its update is refused here and core re-records the graph.
+    /// (`cuGraphExecKernelNodeSetParams`, `hipGraphExecKernelNodeSetParams`),
+    /// no re-capture; an update back to launches the graph ran before
+    /// switches to an exec kept for them (`execs.rs`). A vendor (cuBLAS)
+    /// launch is the exception: its update is refused here and core
+    /// re-records the graph.
     fn update_support(&self) -> UpdateSupport {
         UpdateSupport::Native
     }

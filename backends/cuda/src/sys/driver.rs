@@ -383,15 +383,12 @@ impl StreamDriver for Stream {
         })
     }
 
-    /// `cuGraphExecKernelNodeSetParams`: "The modifications only affect
+    /// No: `cuGraphExecKernelNodeSetParams` "The modifications only affect
     /// future launches of hGraphExec. Already enqueued or running launches
     /// of hGraphExec are not affected by this call. hNode is also not
     /// modified by this call." (CUDA Driver API reference), which is what
     /// C13's "replays queued before the update run with the old bindings"
     /// needs; the graph keeps its captured parameters.
-    /// No: "The modifications only affect future launches of hGraphExec.
-    /// Already enqueued or running launches of hGraphExec are not affected
-    /// by this call." (cuGraphExecKernelNodeSetParams, CUDA Driver API).
     fn update_needs_idle_stream(&self) -> bool {
         false
     }
