@@ -152,11 +152,11 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
         }
     }
 
-    /// C13: every change is checked and its arguments packed before any
-    /// node is touched, so a refused update patches nothing. Then the
-    /// graph switches to a kept exec that runs the result, or gets a fresh
-    /// one where it ran the result before, or has its changed nodes
-    /// patched in place (`execs.rs`).
+    /// C13: every change is checked before any node is touched, so a
+    /// refused update patches nothing. Then the graph switches to a kept
+    /// exec that runs the result, or gets a fresh one where it ran the
+    /// result before, or has its changed nodes patched in place
+    /// (`execs.rs`); only the last packs arguments for the changed nodes.
     fn patch(
         &mut self,
         target: ReplayTarget,
@@ -166,7 +166,7 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
         let set_params = || format!("{api}GraphExecKernelNodeSetParams");
         let captured = self.graphs.captured(target)?;
         let launches = captured.launches();
-        let mut patches = Vec::with_capacity(changes.len());
+        let mut nodes = Vec::with_capacity(changes.len());
         for (index, l) in changes {
             let index = *index;
             // Core gave an index the graph holds and a launch of the op and
@@ -199,15 +199,11 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
                     format!("launch {index} ({}) now goes to the vendor library", l.op),
                 ));
             }
-            let f = self.kernel(l)?;
-            let launch = KernelLaunch::new(&self.driver, f, l, self.bindings(l)?)?;
-            patches.push((node, launch));
+            nodes.push(node);
         }
-        let want = captured.runs().after(changes);
-        match want.as_deref().map(|w| captured.runs().plan(w)) {
-            Some(Plan::Nothing) => return Ok(()),
-            Some(Plan::Swap(i)) => {
-                drop(patches);
+        match captured.runs().plan(changes) {
+            Plan::Nothing => return Ok(()),
+            Plan::Swap(i) => {
                 let (runs, exec) = self.graphs.captured_mut(target)?.runs_mut();
                 if let Some(unknown) = runs.swap(exec, i) {
                     self.driver.synchronize()?;
@@ -215,14 +211,18 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
                 }
                 return Ok(());
             }
-            Some(Plan::Fresh) => {
-                drop(patches);
-                if let Some(want) = want {
+            Plan::Fresh => {
+                if let Some(want) = captured.runs().after(changes) {
                     return self.fresh_exec(target, want);
                 }
-                return Ok(());
             }
-            _ => {}
+            Plan::InPlace => {}
+        }
+        let mut patches = Vec::with_capacity(changes.len());
+        for (node, (_, l)) in nodes.into_iter().zip(changes) {
+            let f = self.kernel(l)?;
+            let launch = KernelLaunch::new(&self.driver, f, l, self.bindings(l)?)?;
+            patches.push((node, launch));
         }
         if self.driver.update_needs_idle_stream() {
             self.driver.synchronize()?;
@@ -247,12 +247,8 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
             }
         }
         drop(patches);
-        let known = patched.is_ok().then_some(want).flatten();
-        self.graphs
-            .captured_mut(target)?
-            .runs_mut()
-            .0
-            .patched(known);
+        let runs = self.graphs.captured_mut(target)?.runs_mut().0;
+        runs.patched(patched.is_ok().then_some(changes));
         patched
     }
 

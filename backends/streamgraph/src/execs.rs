@@ -88,15 +88,37 @@ impl<E> Runs<E> {
         Some(want)
     }
 
-    /// How to reach `want`.
-    pub fn plan(&self, want: &[Launch]) -> Plan {
-        if self.now.as_deref() == Some(want) {
+    /// How to reach what the current exec would run with `changes`
+    /// applied. Compared launch by launch, nothing copied: an update that
+    /// switches execs costs a comparison of the graph's launches.
+    pub fn plan(&self, changes: &[(usize, Launch)]) -> Plan {
+        let Some(now) = self.now.as_deref() else {
+            return Plan::InPlace;
+        };
+        // The launch each index asks for where a change names it (the last
+        // change of an index wins, as `after` applies them).
+        let mut asked: Vec<Option<&Launch>> = vec![None; now.len()];
+        for (index, l) in changes {
+            match asked.get_mut(*index) {
+                Some(slot) => *slot = Some(l),
+                None => return Plan::InPlace,
+            }
+        }
+        let runs_it = |runs: &[Launch]| {
+            runs.len() == now.len()
+                && runs
+                    .iter()
+                    .zip(now)
+                    .zip(&asked)
+                    .all(|((r, n), a)| r == a.unwrap_or(n))
+        };
+        if changes.iter().all(|(i, l)| now[*i] == *l) {
             return Plan::Nothing;
         }
-        if let Some(i) = self.spares.iter().position(|s| s.runs == want) {
+        if let Some(i) = self.spares.iter().position(|s| runs_it(&s.runs)) {
             return Plan::Swap(i);
         }
-        if self.left.iter().any(|l| l == want) {
+        if self.left.iter().any(|l| runs_it(l)) {
             Plan::Fresh
         } else {
             Plan::InPlace
@@ -142,22 +164,28 @@ impl<E> Runs<E> {
         }
     }
 
-    /// [`Plan::InPlace`] done: the current exec runs `want` (`None`: the
-    /// patch failed part-way, or its state was unknown already).
-    pub fn patched(&mut self, want: Option<Vec<Launch>>) {
-        match (self.now.take(), want) {
-            (Some(was), Some(want)) => {
-                if was != want {
-                    self.left.retain(|l| *l != was);
-                    if self.left.len() >= LEFT {
-                        self.left.remove(0);
-                    }
-                    self.left.push(was);
-                }
-                self.now = Some(want);
-            }
-            (_, want) => self.now = want,
+    /// [`Plan::InPlace`] done: the current exec runs what it did with
+    /// `changes` applied (`None`: the patch failed part-way, and what it
+    /// runs is unknown from now on).
+    pub fn patched(&mut self, changes: Option<&[(usize, Launch)]>) {
+        let (Some(now), Some(changes)) = (self.now.as_mut(), changes) else {
+            self.now = None;
+            return;
+        };
+        if changes.iter().all(|(i, l)| now.get(*i) == Some(l)) {
+            return;
         }
+        let was = now.clone();
+        for (index, l) in changes {
+            if let Some(slot) = now.get_mut(*index) {
+                *slot = l.clone();
+            }
+        }
+        self.left.retain(|l| *l != was);
+        if self.left.len() >= LEFT {
+            self.left.remove(0);
+        }
+        self.left.push(was);
     }
 
     /// `buffer` is about to be freed: every spare and remembered set that
