@@ -125,9 +125,9 @@ impl<E> Runs<E> {
         }
     }
 
-    /// Whether [`keep`](Runs::keep) would push a spare out: the one it
-    /// would drop, taken now (the caller waits for the stream and destroys
-    /// it before making the fresh exec).
+    /// Room for [`keep`](Runs::keep)'s spare: where [`SPARES`] are kept,
+    /// the least recently used one, taken out (the caller waits for the
+    /// stream and destroys it before making the fresh exec).
     pub fn make_room(&mut self) -> Option<E> {
         (self.spares.len() >= SPARES).then(|| self.spares.remove(0).exec)
     }
@@ -149,18 +149,18 @@ impl<E> Runs<E> {
     }
 
     /// [`Plan::Fresh`]: `fresh` (patched to `want`) becomes `exec`; the
-    /// old one is kept as a spare. Returns an exec that could not be kept
-    /// (none: [`make_room`](Runs::make_room) made room, and `now` is known
-    /// on this path), for the caller to destroy.
+    /// old one is kept as a spare ([`make_room`](Runs::make_room) made
+    /// room). Returns the old exec where it cannot be kept (its launches
+    /// unknown), for the caller to destroy.
     pub fn keep(&mut self, exec: &mut E, fresh: E, want: Vec<Launch>) -> Option<E> {
         let old = std::mem::replace(exec, fresh);
         self.left.retain(|l| *l != want);
         match self.now.replace(want) {
-            Some(runs) if self.spares.len() < SPARES => {
+            Some(runs) => {
                 self.spares.push(Spare { exec: old, runs });
                 None
             }
-            _ => Some(old),
+            None => Some(old),
         }
     }
 
@@ -206,10 +206,5 @@ impl<E> Runs<E> {
     pub fn take_spares(&mut self) -> Vec<E> {
         self.left.clear();
         self.spares.drain(..).map(|s| s.exec).collect()
-    }
-
-    /// Execs kept besides the current one.
-    pub fn spares(&self) -> usize {
-        self.spares.len()
     }
 }

@@ -1,7 +1,7 @@
 //! C13 against the recording fake driver: kernel nodes patched in the
 //! instantiated graph (`StreamBackend::update_launches`), checked without a GPU.
 
-use crate::backend_tests::{add, assert_clean, backend, gemm, three, without_selects};
+use crate::backend_tests::{add, assert_clean, backend, gemm, three, without_selects, Fake};
 use crate::fake::{Call, FakeDriver};
 use seam::testing::RawCall;
 use seam::{Backend, DType, ErrorKind, GraphUser, OpKind, RawGraph, ReplayTarget, ResourceCounts};
@@ -408,5 +408,75 @@ fn freeing_a_buffer_drops_the_execs_kept_for_it() {
     assert_eq!(patched(&d).len(), 1, "{:?}", d.log());
     b.replay(t).unwrap();
     assert_eq!(d.runs().last().unwrap().1[0].buffers[0], q_id);
+    assert_clean(&d);
+}
+
+/// One update of launch 0 and a replay; what it did: the execs
+/// instantiated, the nodes patched, the log.
+fn step(
+    b: &mut Fake,
+    d: &FakeDriver,
+    t: ReplayTarget,
+    call: RawCall,
+) -> (Vec<u32>, usize, Vec<Call>) {
+    d.clear_log();
+    b.update_launches(t, &[(0, call)]).unwrap();
+    b.replay(t).unwrap();
+    (instantiated(d), patched(d).len(), d.log())
+}
+
+/// Which launch sets a graph remembers and which execs it keeps, over
+/// four sets of launch 0's first buffer (x as captured, then p, q, r):
+/// a set left by an in-place patch is remembered until the graph comes
+/// back to it (then it gets a fresh exec), the free of a buffer no kept
+/// set binds forgets nothing, and a fresh exec beyond the spares' room
+/// pushes out the least recently used one, after the stream is idle.
+/// Mutations: the remembered sets filtered the wrong way when one is
+/// added (in `patched` or `keep`) or when a buffer is freed (`forget`),
+/// `forget`'s binding test inverted, `make_room` taking nothing → red.
+#[test]
+fn kept_sets_and_execs_follow_use_within_their_bounds() {
+    let (mut b, d) = backend(false);
+    let [x, y, z] = three(&mut b, 4);
+    let [p, q, r] = three(&mut b, 4);
+    let [u, _, _] = three(&mut b, 4);
+    b.begin_capture().unwrap();
+    b.launch(&add(x, y, z, 4)).unwrap();
+    let t = ReplayTarget::Graph(b.end_capture_graph().unwrap());
+    let exec1 = d.last_exec();
+    let to = |b: &mut Fake, buffer| step(b, &d, t, add(buffer, y, z, 4));
+    assert_eq!(to(&mut b, p).0.len(), 0, "x → p: in place");
+    assert_eq!(to(&mut b, q).1, 1, "p → q: in place");
+    // A buffer no set binds: nothing forgotten.
+    b.free(u).unwrap();
+    let mut to = |buffer| to(&mut b, buffer);
+    let (fresh, _, _) = to(x);
+    assert_eq!(fresh.len(), 1, "q → x: x was left, so a fresh exec");
+    let exec2 = fresh[0];
+    let (fresh, _, _) = to(p);
+    assert_eq!(fresh.len(), 1, "x → p: p was left too, a fresh exec");
+    let exec3 = fresh[0];
+    // Kept: exec1 (q), exec2 (x); current exec3 (p). Switches only.
+    for (buffer, exec) in [(q, exec1), (x, exec2)] {
+        let (fresh, patches, log) = to(buffer);
+        assert_eq!((fresh.len(), patches), (0, 0), "{log:?}");
+        assert_eq!(log.last(), Some(&Call::Launch(exec)), "{log:?}");
+    }
+    // Now kept: exec3 (p), exec1 (q), least recent first; current exec2 (x).
+    let (fresh, patches, _) = to(r);
+    assert_eq!((fresh.len(), patches), (0, 1), "x → r: in place, in exec2");
+    let (fresh, _, log) = to(x);
+    assert_eq!(fresh.len(), 1, "r → x: a fresh exec");
+    let log = without_selects(log);
+    let gone = log.iter().position(|c| *c == Call::DestroyExec(exec3));
+    let synced = log.iter().position(|c| *c == Call::Sync);
+    let made = log
+        .iter()
+        .position(|c| matches!(c, Call::Instantiate { .. }));
+    assert!(
+        synced < gone && gone < made,
+        "exec3 (p) pushed out first: {log:?}"
+    );
+    assert!(!log.contains(&Call::DestroyExec(exec1)), "{log:?}");
     assert_clean(&d);
 }
