@@ -47,7 +47,9 @@ pub fn digested_outputs(case: &str) -> Option<Vec<(OpKind, DType)>> {
         // x through alternating u32 adds and muls, eager and replayed.
         "c2_eager_work_and_replays_keep_stream_order" => vec![(Add, U32), (Mul, U32)],
         // copy → scale_add → add over f32, after a rebind or a params update.
-        "c13_rebind_equals_fresh_capture" | "c13_update_params_equals_fresh_capture" => {
+        "c13_rebind_equals_fresh_capture"
+        | "c13_update_params_equals_fresh_capture"
+        | "c13_updates_back_and_forth" => {
             vec![(Copy, F32), (ScaleAdd, F32), (Add, F32)]
         }
         // k += b, then a copy of k into a slot of the cache, f32.
