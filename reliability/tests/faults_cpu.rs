@@ -93,3 +93,83 @@ fn failed_end_capture_leaves_device_usable() {
         "the launch after a failed end_capture_into_current must run"
     );
 }
+
+/// Fails each named call once, the first time it comes, and logs every call.
+struct FailOnce {
+    fail: std::sync::Arc<std::sync::Mutex<Vec<&'static str>>>,
+    log: std::sync::Arc<std::sync::Mutex<Vec<&'static str>>>,
+}
+
+impl seam::testing::Hooks for FailOnce {
+    fn before(&mut self, call: &'static str) -> Result<(), ErrorKind> {
+        self.log.lock().unwrap().push(call);
+        let mut fail = self.fail.lock().unwrap();
+        match fail.iter().position(|c| *c == call) {
+            Some(i) => {
+                fail.remove(i);
+                Err(ErrorKind::Injected { call })
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+/// A graph whose in-place update failed (a stream backend may have patched
+/// some of its nodes before the failure) and whose re-record failed too is
+/// refused; the next update must record it again whole, never patch it in
+/// place: a patch of its own changes alone would leave the nodes the failed
+/// update reached running launches core no longer records. Mutation: the
+/// next update taking the native path (`apply` ignoring `broken`) → red at
+/// "patched in place".
+#[test]
+fn an_update_of_a_broken_graph_records_it_again() {
+    use std::sync::{Arc, Mutex};
+    let (fail, log) = (
+        Arc::new(Mutex::new(Vec::new())),
+        Arc::new(Mutex::new(Vec::new())),
+    );
+    let hooks = FailOnce {
+        fail: fail.clone(),
+        log: log.clone(),
+    };
+    let dev = Device::new(Box::new(seam::testing::Forward::new(cpu().unwrap(), hooks)));
+    let a = dev.buffer_from(&[1.0f32, 2.0]).unwrap();
+    let b = dev.buffer_from(&[10.0f32, 20.0]).unwrap();
+    let out = dev.buffer_from(&[0.0f32, 0.0]).unwrap();
+    let scope = dev.capture().unwrap();
+    dev.launch(&ops::copy(a.id(), out.id(), 2)).unwrap();
+    dev.launch(&ops::scale_add(out.id(), out.id(), 2, 2.0, 1.0))
+        .unwrap();
+    let g = scope.end_graph().unwrap();
+    g.replay().unwrap();
+    assert_eq!(out.read().unwrap(), [3.0, 5.0]);
+    // The patch fails, then the re-record's capture: the graph is broken.
+    *fail.lock().unwrap() = vec!["update_launches", "begin_capture"];
+    let e = dev
+        .update(&g, &seam::Change::rebinds(&[(a.id(), b.id())]))
+        .unwrap_err();
+    assert_eq!(
+        e.kind,
+        ErrorKind::Injected {
+            call: "begin_capture"
+        },
+        "{e}"
+    );
+    assert!(matches!(
+        g.replay().unwrap_err().kind,
+        ErrorKind::GraphBroken { .. }
+    ));
+    // The next update: recorded again, whole.
+    log.lock().unwrap().clear();
+    let params = ops::scale_add(out.id(), out.id(), 2, 3.0, 1.0).params;
+    dev.update(&g, &[seam::Change::Params { index: 1, params }])
+        .unwrap();
+    let calls = log.lock().unwrap().clone();
+    assert!(
+        !calls.contains(&"update_launches"),
+        "patched in place: {calls:?}"
+    );
+    assert!(calls.contains(&"begin_capture"), "{calls:?}");
+    g.replay().unwrap();
+    assert_eq!(out.read().unwrap(), [4.0, 7.0]);
+}

@@ -59,7 +59,8 @@ pub(super) struct ExecEntry {
     /// replays have node spans, described by a `Nodes` event.
     pub(super) node_timed: bool,
     /// Set when an update failed half-way and could not be undone: replays
-    /// are refused (`GraphBroken`) until an update succeeds.
+    /// are refused (`GraphBroken`) until an update succeeds, which records
+    /// the graph again whole (never an in-place patch).
     pub(super) broken: Option<String>,
 }
 

@@ -468,7 +468,11 @@ fn apply(
     st.replay_target(target)?;
     let mut native = false;
     let mut patched_partly = false;
-    if regions.is_none() && st.backend.update_support() == UpdateSupport::Native {
+    // A broken graph (an in-place update failed part-way and its re-record
+    // failed too) is recorded again whole: patching only this update's
+    // changes would leave what the failed one reached in place.
+    let broken = st.entry(target)?.broken.is_some();
+    if regions.is_none() && !broken && st.backend.update_support() == UpdateSupport::Native {
         match st.update_raw(target, &lowered) {
             Ok(()) => native = true,
             Err(_) => patched_partly = true,
