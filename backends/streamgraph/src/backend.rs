@@ -201,7 +201,13 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
             }
             nodes.push(node);
         }
-        match captured.runs().plan(changes) {
+        let keep = self.driver.keeps_execs();
+        let plan = if keep {
+            captured.runs().plan(changes)
+        } else {
+            Plan::InPlace
+        };
+        match plan {
             Plan::Nothing => return Ok(()),
             Plan::Swap(i) => {
                 let (runs, exec) = self.graphs.captured_mut(target)?.runs_mut();
@@ -247,8 +253,10 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
             }
         }
         drop(patches);
-        let runs = self.graphs.captured_mut(target)?.runs_mut().0;
-        runs.patched(patched.is_ok().then_some(changes));
+        if keep {
+            let runs = self.graphs.captured_mut(target)?.runs_mut().0;
+            runs.patched(patched.is_ok().then_some(changes));
+        }
         patched
     }
 
@@ -518,8 +526,9 @@ where
 
     /// Kernel nodes are patched in the instantiated graph
     /// (`cuGraphExecKernelNodeSetParams`, `hipGraphExecKernelNodeSetParams`),
-    /// no re-capture; an update back to launches the graph ran before
-    /// switches to an exec kept for them (`execs.rs`). A vendor (cuBLAS)
+    /// no re-capture; where the driver keeps execs, an update back to
+    /// launches the graph ran before switches to an exec kept for them
+    /// (`execs.rs`). A vendor (cuBLAS)
     /// launch is the exception: its update is refused here and core
     /// re-records the graph.
     fn update_support(&self) -> UpdateSupport {

@@ -163,6 +163,11 @@ pub trait StreamDriver: GraphDriver + Send {
     /// CUDA: no (its documentation promises it); HIP: yes (see docs/hip.md).
     /// No default: each driver says which.
     fn update_needs_idle_stream(&self) -> bool;
+    /// Whether an update back to launches a graph ran before may switch to
+    /// an exec kept for them (`execs.rs`) rather than patch in place. No
+    /// default: each driver says which (CUDA and HIP: only where their
+    /// switch asks for it, until the suite has run it on a GPU).
+    fn keeps_execs(&self) -> bool;
 }
 
 /// Every entry point of one op on one device, one per dtype it accepts.

@@ -23,6 +23,10 @@
 //! none. Anything else is patched in place as before, so an update that
 //! never comes back (a KV-cache slot moving every step) keeps no exec.
 //!
+//! Whether a backend keeps execs is its driver's (`keeps_execs`): the
+//! recording fake driver does, CUDA and HIP only with `SEAM_CUDA_KEEP_EXECS=1`
+//! / `SEAM_HIP_KEEP_EXECS=1` until the suite has run kept execs on a GPU.
+//!
 //! Soundness: a spare binds buffers the graph may no longer hold (a rebind
 //! releases the old buffer to its owner). The backend drops every spare
 //! and remembered set that names a buffer before that buffer is freed

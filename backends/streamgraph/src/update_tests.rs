@@ -480,3 +480,25 @@ fn kept_sets_and_execs_follow_use_within_their_bounds() {
     assert!(!log.contains(&Call::DestroyExec(exec1)), "{log:?}");
     assert_clean(&d);
 }
+
+/// A driver that keeps no execs (CUDA and HIP unless their switch asks)
+/// patches every update in place, back and forth alike, and never makes a
+/// second exec. Mutation: the backend planning whatever the driver says →
+/// red.
+#[test]
+fn a_driver_that_keeps_no_execs_patches_every_update() {
+    let (mut b, d) = backend(false);
+    d.set_keeps_execs(false);
+    let [x, y, z] = three(&mut b, 4);
+    let [p, _, _] = three(&mut b, 4);
+    b.begin_capture().unwrap();
+    b.launch(&add(x, y, z, 4)).unwrap();
+    let t = ReplayTarget::Graph(b.end_capture_graph().unwrap());
+    let exec = d.last_exec();
+    for buffer in [p, x, p, x] {
+        let (fresh, patches, log) = step(&mut b, &d, t, add(buffer, y, z, 4));
+        assert_eq!((fresh.len(), patches), (0, 1), "{log:?}");
+        assert_eq!(log.last(), Some(&Call::Launch(exec)), "{log:?}");
+    }
+    assert_clean(&d);
+}

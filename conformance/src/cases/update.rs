@@ -148,11 +148,14 @@ pub const C13_REBIND_EQUALS_FRESH_CAPTURE: Case = Case {
 /// every step (small multiples of 1/4: exact in f32 whichever way a device
 /// rounds `2a + 1 + b`), so a replay that ran an earlier step's bindings or
 /// parameters shows. Backends that keep an exec per launch set (the stream
-/// backend, `backends/streamgraph/src/execs.rs`) switch between them here.
+/// backend where its driver keeps them, `backends/streamgraph/src/execs.rs`:
+/// CUDA with `SEAM_CUDA_KEEP_EXECS=1`) switch between them here.
 ///
 /// Mutation: the stream backend's `Runs::swap` leaving the current exec in
-/// place (the update answered Ok, nothing switched) → red on cuda:0 at
-/// "step 2 (set 1)". What a free does to the execs kept for a set is held
+/// place (the update answered Ok, nothing switched): the stream backend's
+/// fake-driver test of the same walk goes red; on cuda:0 with kept execs
+/// on, this case should go red at "step 2 (set 1)", not yet run on a GPU.
+/// What a free does to the execs kept for a set is held
 /// by the stream backend's own tests: buffer handles are never reused, so
 /// no update can name a freed set again.
 pub const C13_UPDATES_BACK_AND_FORTH: Case = Case {

@@ -393,6 +393,13 @@ impl StreamDriver for Stream {
         false
     }
 
+    /// Only with `SEAM_CUDA_KEEP_EXECS=1` ([`super::KEEP_EXECS_ENV`]):
+    /// kept execs are proven against the recording fake driver, not yet by
+    /// the suite on a GPU (docs/decisions.md, D18).
+    fn keeps_execs(&self) -> bool {
+        super::keep_execs()
+    }
+
     fn set_kernel_node(
         &self,
         exec: &GraphExec,

@@ -108,6 +108,17 @@ const CONDITIONAL_SYMBOLS: &[&str] = &[
 /// What turns conditional nodes off (`conditional_nodes`).
 pub const CONDITIONAL_ENV: &str = "SEAM_CUDA_CONDITIONAL";
 
+/// What turns kept execs on (`keep_execs`): `1`.
+pub const KEEP_EXECS_ENV: &str = "SEAM_CUDA_KEEP_EXECS";
+
+/// Whether a graph update back to launches a graph ran before switches to
+/// an exec kept for them (seam-streamgraph's `execs.rs`): only where
+/// [`KEEP_EXECS_ENV`] is `1`, read once per process.
+pub fn keep_execs() -> bool {
+    static KEEP: OnceLock<bool> = OnceLock::new();
+    *KEEP.get_or_init(|| std::env::var(KEEP_EXECS_ENV).as_deref() == Ok("1"))
+}
+
 const NVRTC_SYMBOLS: &[&str] = &[
     "nvrtcVersion",
     "nvrtcGetNumSupportedArchs",

@@ -299,4 +299,10 @@ impl StreamDriver for Stream {
     fn update_needs_idle_stream(&self) -> bool {
         true
     }
+
+    /// Only with `SEAM_HIP_KEEP_EXECS=1`: kept execs have not run on an
+    /// AMD GPU (docs/hip.md).
+    fn keeps_execs(&self) -> bool {
+        std::env::var("SEAM_HIP_KEEP_EXECS").as_deref() == Ok("1")
+    }
 }

@@ -172,6 +172,8 @@ struct State {
     runs: Vec<(u32, Vec<FakeKernel>)>,
     /// Whether the driver asks for an idle stream before a patch.
     update_needs_idle: bool,
+    /// `keeps_execs` says no.
+    no_kept_execs: bool,
     /// `events_available` says no.
     no_events: bool,
     /// `conditional_available` says yes; bodies open, innermost last.
@@ -357,6 +359,11 @@ impl FakeDriver {
     /// Make the driver ask for an idle stream before a patch (as HIP's does).
     pub fn set_update_needs_idle(&self, on: bool) {
         self.s().update_needs_idle = on;
+    }
+
+    /// Whether `keeps_execs` says yes (it does unless turned off here).
+    pub fn set_keeps_execs(&self, on: bool) {
+        self.s().no_kept_execs = !on;
     }
 
     /// Whether the event calls are there (a driver without them: device

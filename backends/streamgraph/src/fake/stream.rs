@@ -163,6 +163,10 @@ impl StreamDriver for FakeDriver {
     fn update_needs_idle_stream(&self) -> bool {
         self.s().update_needs_idle
     }
+
+    fn keeps_execs(&self) -> bool {
+        !self.s().no_kept_execs
+    }
 }
 
 impl FakeDriver {
