@@ -151,10 +151,12 @@ pub const C13_REBIND_EQUALS_FRESH_CAPTURE: Case = Case {
 /// backend where its driver keeps them, `backends/streamgraph/src/execs.rs`:
 /// CUDA with `SEAM_CUDA_KEEP_EXECS=1`) switch between them here.
 ///
-/// Mutation: the stream backend's `Runs::swap` leaving the current exec in
-/// place (the update answered Ok, nothing switched): the stream backend's
-/// fake-driver test of the same walk goes red; on cuda:0 with kept execs
-/// on, this case should go red at "step 2 (set 1)", not yet run on a GPU.
+/// Mutation: the CPU backend answering Ok to an update of fewer than 3
+/// launches without patching (a parameter change alone) → red on cpu:0 at
+/// "step 4 (set 0)". The stream backend's `Runs::swap` leaving the current
+/// exec in place (the update answered Ok, nothing switched) turns its
+/// fake-driver test of the same walk red; on cuda:0 with kept execs on,
+/// this case should go red at "step 2 (set 1)", not yet run on a GPU.
 /// What a free does to the execs kept for a set is held
 /// by the stream backend's own tests: buffer handles are never reused, so
 /// no update can name a freed set again.

@@ -334,6 +334,13 @@ pub const MUTATIONS: &[Mutation] = &[
         what: "the CPU backend patches only a list no queued replay holds, and returns Ok otherwise (success with the stale launch)",
     },
     Mutation {
+        case: "c13_updates_back_and_forth",
+        file: CPU,
+        find: "        let bound: Vec<(usize, Bound)> = changes\n",
+        replace: "        if changes.len() < 3 {\n            return Ok(());\n        }\n        let bound: Vec<(usize, Bound)> = changes\n",
+        what: "the CPU backend answers Ok to an update of fewer than 3 launches without patching (a parameter change alone)",
+    },
+    Mutation {
         case: "c13_queued_replays_keep_old_params",
         file: CPU,
         find: "        let mut list = Vec::clone(&slot.program.launches);",
