@@ -116,7 +116,13 @@ pub const KEEP_EXECS_ENV: &str = "SEAM_CUDA_KEEP_EXECS";
 /// [`KEEP_EXECS_ENV`] is `1`, read once per process.
 pub fn keep_execs() -> bool {
     static KEEP: OnceLock<bool> = OnceLock::new();
-    *KEEP.get_or_init(|| std::env::var(KEEP_EXECS_ENV).as_deref() == Ok("1"))
+    *KEEP.get_or_init(|| turned_on(std::env::var(KEEP_EXECS_ENV).ok().as_deref()))
+}
+
+/// Whether [`KEEP_EXECS_ENV`]'s value turns kept execs on: `1` alone
+/// (unset or anything else leaves them off).
+fn turned_on(value: Option<&str>) -> bool {
+    value == Some("1")
 }
 
 const NVRTC_SYMBOLS: &[&str] = &[
@@ -331,6 +337,17 @@ mod conditional_env_tests {
         assert!(super::turned_off(Some("0")));
         for v in [None, Some("1"), Some(""), Some("off")] {
             assert!(!super::turned_off(v), "{v:?}");
+        }
+    }
+
+    /// `SEAM_CUDA_KEEP_EXECS=1` turns kept execs on; unset, `0` or
+    /// anything else leaves them off (they have not run on a GPU).
+    /// Mutations: the test negated or made constant → red.
+    #[test]
+    fn only_one_turns_kept_execs_on() {
+        assert!(super::turned_on(Some("1")));
+        for v in [None, Some("0"), Some(""), Some("on"), Some("true")] {
+            assert!(!super::turned_on(v), "{v:?}");
         }
     }
 
