@@ -349,9 +349,12 @@ pub trait Backend: Send {
     fn update_support(&self) -> UpdateSupport {
         UpdateSupport::Emulated
     }
-    /// Replace launches of a captured graph in place. `changes` are (index
-    /// in capture order, new launch), validated by core; each has the op
-    /// and dtype of the launch it replaces. Replays queued before this call
+    /// Replace launches of a captured graph in place. `now` is what the
+    /// graph runs before this update, every launch in capture order: core's
+    /// record of it, so a backend need keep no copy of its own (the stream
+    /// backend compares it with the launch sets of its kept execs).
+    /// `changes` are (index in capture order, new launch), validated by
+    /// core; each has the op and dtype of the launch it replaces. Replays queued before this call
     /// must still run the old launches. Called only when `update_support()`
     /// is `Native` and never while capturing; on an error core re-records
     /// the graph instead, so a partial update must not be left looking like
@@ -361,10 +364,13 @@ pub trait Backend: Send {
     /// The target is live, every index is below the graph's launch count,
     /// and every launch is one core's validation made against this
     /// backend's live buffers, with the op and dtype of the launch it
-    /// replaces.
+    /// replaces. `now` is what the target runs: never a graph that an
+    /// update failing part-way left partly patched (core records such a
+    /// graph again before it is updated or replayed).
     unsafe fn update_launches(
         &mut self,
         _target: ReplayTarget,
+        _now: &[Launch],
         _changes: &[(usize, Launch)],
     ) -> Result<(), ErrorKind> {
         Err(ErrorKind::UpdateUnsupported)

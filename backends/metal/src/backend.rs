@@ -344,6 +344,7 @@ impl Backend for MetalBackend {
     unsafe fn update_launches(
         &mut self,
         target: ReplayTarget,
+        _now: &[Launch],
         changes: &[(usize, Launch)],
     ) -> Result<(), ErrorKind> {
         if !self.native {

@@ -7,7 +7,7 @@ mod bodies;
 pub(crate) use bodies::MAX_DEPTH;
 
 use crate::driver::{Compiler, NoBlas, OpKernels, StreamDriver, VendorBlas};
-use crate::execs::Plan;
+use crate::execs::{after, Plan};
 use crate::graphs::{LaunchNode, StreamGraphs};
 use crate::launch::{KernelLaunch, VendorLaunch};
 use crate::tables::KernelTable;
@@ -135,8 +135,8 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
 
     /// Keep a launch the open capture just recorded, in capture order,
     /// and record the node event after it where the graph is node-timed.
-    fn note_captured(&mut self, node: LaunchNode<D::Node>, l: &Launch) {
-        self.graphs.record_launch(node, l);
+    fn note_captured(&mut self, node: LaunchNode<D::Node>) {
+        self.graphs.record_launch(node);
         self.graphs.stamp(&self.driver);
     }
 
@@ -160,6 +160,7 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
     fn patch(
         &mut self,
         target: ReplayTarget,
+        now: &[Launch],
         changes: &[(usize, Launch)],
     ) -> Result<(), ErrorKind> {
         let api = self.driver.api();
@@ -203,7 +204,7 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
         }
         let keep = self.driver.keeps_execs();
         let plan = if keep {
-            captured.runs().plan(changes)
+            captured.runs().plan(now, changes)
         } else {
             Plan::InPlace
         };
@@ -211,17 +212,10 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
             Plan::Nothing => return Ok(()),
             Plan::Swap(i) => {
                 let (runs, exec) = self.graphs.captured_mut(target)?.runs_mut();
-                if let Some(unknown) = runs.swap(exec, i) {
-                    self.driver.synchronize()?;
-                    self.driver.destroy_exec(unknown);
-                }
+                runs.swap(exec, i, now);
                 return Ok(());
             }
-            Plan::Fresh => {
-                if let Some(want) = captured.runs().after(changes) {
-                    return self.fresh_exec(target, want);
-                }
-            }
+            Plan::Fresh => return self.fresh_exec(target, now, &after(now, changes)),
             Plan::InPlace => {}
         }
         let mut patches = Vec::with_capacity(changes.len());
@@ -253,9 +247,9 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
             }
         }
         drop(patches);
-        if keep {
+        if keep && patched.is_ok() {
             let runs = self.graphs.captured_mut(target)?.runs_mut().0;
-            runs.patched(patched.is_ok().then_some(changes));
+            runs.patched(now, changes);
         }
         patched
     }
@@ -264,7 +258,12 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
     /// node set to what `want` runs, made current; the old exec is kept
     /// as a spare (one pushed out first, once the stream is idle). Nothing
     /// changes where it fails before the swap: core then re-records.
-    fn fresh_exec(&mut self, target: ReplayTarget, want: Vec<Launch>) -> Result<(), ErrorKind> {
+    fn fresh_exec(
+        &mut self,
+        target: ReplayTarget,
+        now: &[Launch],
+        want: &[Launch],
+    ) -> Result<(), ErrorKind> {
         if let Some(old) = self.graphs.captured_mut(target)?.runs_mut().0.make_room() {
             // A replay of it may still be running (C8).
             self.driver.synchronize()?;
@@ -273,7 +272,7 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
         let captured = self.graphs.captured(target)?;
         let fresh = self.driver.instantiate(captured.graph())?;
         let set = (|| {
-            for (node, l) in captured.launches().iter().zip(&want) {
+            for (node, l) in captured.launches().iter().zip(want) {
                 // Vendor and unknown nodes are never patched: every exec
                 // of the graph runs them as captured.
                 if let LaunchNode::Kernel(node) = node {
@@ -290,10 +289,7 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
             return Err(e);
         }
         let (runs, exec) = self.graphs.captured_mut(target)?.runs_mut();
-        if let Some(unknown) = runs.keep(exec, fresh, want) {
-            self.driver.synchronize()?;
-            self.driver.destroy_exec(unknown);
-        }
+        runs.keep(exec, fresh, now, want);
         Ok(())
     }
 
@@ -384,7 +380,7 @@ where
         self.driver.select()?;
         if self.blas.routes(l.op) {
             self.launch_vendor(l)?;
-            self.note_captured(LaunchNode::Vendor, l);
+            self.note_captured(LaunchNode::Vendor);
             return Ok(());
         }
         if self.kernels.get(l.op, l.dtype).is_none() {
@@ -404,7 +400,7 @@ where
                 Ok(node) => LaunchNode::Kernel(node),
                 Err(e) => LaunchNode::Unknown(e),
             };
-            self.note_captured(node, l);
+            self.note_captured(node);
         }
         Ok(())
     }
@@ -538,13 +534,14 @@ where
     unsafe fn update_launches(
         &mut self,
         target: ReplayTarget,
+        now: &[Launch],
         changes: &[(usize, Launch)],
     ) -> Result<(), ErrorKind> {
         self.driver.select()?;
         if self.graphs.is_capturing() {
             return Err(ErrorKind::UpdateInCapture);
         }
-        self.patch(target, changes)
+        self.patch(target, now, changes)
     }
 
     fn device_timing(&self) -> Result<(), String> {

@@ -12,11 +12,11 @@
 //! `cudaGraphExecUpdate` 1.19× without the cost of building its source
 //! graph).
 //!
-//! So each graph keeps what every launch of its current exec runs
-//! (capture order), the launch sets an in-place patch moved it away from
-//! (the last [`LEFT`]), and up to [`SPARES`] other execs of the same graph
-//! with what theirs run. An update whose result a spare runs swaps that
-//! spare in: no node is touched. One whose result the graph ran before but
+//! So each graph keeps the launch sets an in-place patch moved it away
+//! from (the last [`LEFT`]), and up to [`SPARES`] other execs of the same
+//! graph with what theirs run; what its current exec runs is core's record
+//! of the graph, which every update passes in. An update whose result a
+//! spare runs swaps that spare in: no node is touched. One whose result the graph ran before but
 //! no exec runs now gets a fresh exec of the graph, patched to it, and the
 //! current one is kept as a spare: a set seen twice costs one
 //! instantiation, and every switch between kept sets after that costs
@@ -60,45 +60,40 @@ pub enum Plan {
     InPlace,
 }
 
-/// What a graph's execs run (see the module's docs).
+/// What a graph's other execs run (see the module's docs). What its
+/// current exec runs is core's record of the graph, passed to every call
+/// that needs it (`now`): the stream backend keeps no copy of it.
 pub struct Runs<E> {
-    /// What each launch of the current exec runs, in capture order;
-    /// `None` once an in-place patch failed part-way (its state unknown,
-    /// the exec is never kept as a spare).
-    now: Option<Vec<Launch>>,
     /// Most recently used last.
     spares: Vec<Spare<E>>,
     /// Most recent last.
     left: Vec<Vec<Launch>>,
 }
 
-impl<E> Runs<E> {
-    /// A freshly captured graph: its exec runs `now`.
-    pub fn new(now: Vec<Launch>) -> Self {
+impl<E> Default for Runs<E> {
+    fn default() -> Self {
         Runs {
-            now: Some(now),
             spares: Vec::new(),
             left: Vec::new(),
         }
     }
+}
 
-    /// What the current exec would run with `changes` (launch index, new
-    /// launch; indices the graph holds) applied, where its state is known.
-    pub fn after(&self, changes: &[(usize, Launch)]) -> Option<Vec<Launch>> {
-        let mut want = self.now.clone()?;
-        for (index, l) in changes {
-            *want.get_mut(*index)? = l.clone();
-        }
-        Some(want)
+/// What a graph running `now` would run with `changes` (launch index,
+/// new launch; indices the graph holds) applied.
+pub fn after(now: &[Launch], changes: &[(usize, Launch)]) -> Vec<Launch> {
+    let mut want = now.to_vec();
+    for (index, l) in changes {
+        want[*index] = l.clone();
     }
+    want
+}
 
-    /// How to reach what the current exec would run with `changes`
+impl<E> Runs<E> {
+    /// How to reach what a graph running `now` would run with `changes`
     /// applied. Compared launch by launch, nothing copied: an update that
     /// switches execs costs a comparison of the graph's launches.
-    pub fn plan(&self, changes: &[(usize, Launch)]) -> Plan {
-        let Some(now) = self.now.as_deref() else {
-            return Plan::InPlace;
-        };
+    pub fn plan(&self, now: &[Launch], changes: &[(usize, Launch)]) -> Plan {
         // The launch each index asks for where a change names it (the last
         // change of an index wins, as `after` applies them).
         let mut asked: Vec<Option<&Launch>> = vec![None; now.len()];
@@ -136,60 +131,40 @@ impl<E> Runs<E> {
         (self.spares.len() >= SPARES).then(|| self.spares.remove(0).exec)
     }
 
-    /// [`Plan::Swap`]: spare `i` becomes `exec`, and `exec` a spare.
-    /// Returns the old exec where it cannot be kept (its launches
-    /// unknown), for the caller to destroy.
-    pub fn swap(&mut self, exec: &mut E, i: usize) -> Option<E> {
+    /// [`Plan::Swap`]: spare `i` becomes `exec`, and `exec`, which runs
+    /// `now`, a spare.
+    pub fn swap(&mut self, exec: &mut E, i: usize, now: &[Launch]) {
         let mut spare = self.spares.remove(i);
         std::mem::swap(exec, &mut spare.exec);
-        match self.now.replace(spare.runs) {
-            Some(runs) => {
-                spare.runs = runs;
-                self.spares.push(spare);
-                None
-            }
-            None => Some(spare.exec),
-        }
+        spare.runs = now.to_vec();
+        self.spares.push(spare);
     }
 
     /// [`Plan::Fresh`]: `fresh` (patched to `want`) becomes `exec`; the
-    /// old one is kept as a spare ([`make_room`](Runs::make_room) made
-    /// room). Returns the old exec where it cannot be kept (its launches
-    /// unknown), for the caller to destroy.
-    pub fn keep(&mut self, exec: &mut E, fresh: E, want: Vec<Launch>) -> Option<E> {
+    /// old one, which runs `now`, is kept as a spare
+    /// ([`make_room`](Runs::make_room) made room).
+    pub fn keep(&mut self, exec: &mut E, fresh: E, now: &[Launch], want: &[Launch]) {
         let old = std::mem::replace(exec, fresh);
-        self.left.retain(|l| *l != want);
-        match self.now.replace(want) {
-            Some(runs) => {
-                self.spares.push(Spare { exec: old, runs });
-                None
-            }
-            None => Some(old),
-        }
+        self.left.retain(|l| l != want);
+        self.spares.push(Spare {
+            exec: old,
+            runs: now.to_vec(),
+        });
     }
 
-    /// [`Plan::InPlace`] done: the current exec runs what it did with
-    /// `changes` applied (`None`: the patch failed part-way, and what it
-    /// runs is unknown from now on).
-    pub fn patched(&mut self, changes: Option<&[(usize, Launch)]>) {
-        let (Some(now), Some(changes)) = (self.now.as_mut(), changes) else {
-            self.now = None;
-            return;
-        };
+    /// [`Plan::InPlace`] done: the exec that ran `now` runs it with
+    /// `changes` applied, so `now` is remembered as a set left behind.
+    /// (Where a patch fails part-way, nothing is noted: core records the
+    /// graph again, and these runs go with the old graph.)
+    pub fn patched(&mut self, now: &[Launch], changes: &[(usize, Launch)]) {
         if changes.iter().all(|(i, l)| now.get(*i) == Some(l)) {
             return;
         }
-        let was = now.clone();
-        for (index, l) in changes {
-            if let Some(slot) = now.get_mut(*index) {
-                *slot = l.clone();
-            }
-        }
-        self.left.retain(|l| *l != was);
+        self.left.retain(|l| l != now);
         if self.left.len() >= LEFT {
             self.left.remove(0);
         }
-        self.left.push(was);
+        self.left.push(now.to_vec());
     }
 
     /// `buffer` is about to be freed: every spare and remembered set that

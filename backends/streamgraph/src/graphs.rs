@@ -17,7 +17,7 @@ use crate::driver::GraphDriver;
 use crate::execs::Runs;
 use crate::timing::NodeEvents;
 use seam::table::Graphs;
-use seam::{ErrorKind, Launch, RawBuffer, RawGraph, ReplayTarget};
+use seam::{ErrorKind, RawBuffer, RawGraph, ReplayTarget};
 
 /// What one captured launch put in the graph.
 pub enum LaunchNode<N> {
@@ -37,8 +37,8 @@ pub struct Captured<D: GraphDriver> {
     exec: D::Exec,
     graph: D::Graph,
     launches: Vec<LaunchNode<D::Node>>,
-    /// What `exec`'s launches run, and the other execs of `graph` kept for
-    /// launch sets it ran before (`execs.rs`).
+    /// The other execs of `graph` kept for launch sets it ran before, and
+    /// the sets it left (`execs.rs`); what `exec` runs is core's record.
     runs: Runs<D::Exec>,
     /// Where it was captured with node timing on: its event record nodes.
     nodes: Option<NodeEvents<D::Event>>,
@@ -65,11 +65,11 @@ impl<D: GraphDriver> Captured<D> {
     pub fn nodes_mut(&mut self) -> Option<&mut NodeEvents<D::Event>> {
         self.nodes.as_mut()
     }
-    /// What its execs run (`execs.rs`).
+    /// What its other execs run (`execs.rs`).
     pub fn runs(&self) -> &Runs<D::Exec> {
         &self.runs
     }
-    /// What its execs run, and the current exec, to switch or patch them.
+    /// What its other execs run, and the current exec, to switch or patch them.
     pub fn runs_mut(&mut self) -> (&mut Runs<D::Exec>, &mut D::Exec) {
         (&mut self.runs, &mut self.exec)
     }
@@ -80,9 +80,8 @@ impl<D: GraphDriver> Captured<D> {
 pub struct StreamGraphs<D: GraphDriver> {
     capturing: bool,
     /// The open capture's launches so far, in capture order: the node
-    /// each added, and what it runs.
+    /// each added.
     recording: Vec<LaunchNode<D::Node>>,
-    recording_runs: Vec<Launch>,
     /// The open capture's node events so far, where node timing is on
     /// (`None` also once one failed to record: the graph is not timed).
     recording_events: Option<Vec<D::Event>>,
@@ -100,7 +99,6 @@ impl<D: GraphDriver> Default for StreamGraphs<D> {
         StreamGraphs {
             capturing: false,
             recording: Vec::new(),
-            recording_runs: Vec::new(),
             recording_events: None,
             kept_events: Vec::new(),
             graphs: Graphs::new(),
@@ -129,7 +127,6 @@ impl<D: GraphDriver> StreamGraphs<D> {
         d.begin_capture()?;
         self.capturing = true;
         self.recording.clear();
-        self.recording_runs.clear();
         self.drop_events(d);
         self.recording_events = node_timed.then(Vec::new);
         self.stamp(d);
@@ -180,10 +177,9 @@ impl<D: GraphDriver> StreamGraphs<D> {
 
     /// Note a launch the open capture has just recorded (only launches that
     /// succeeded: core's capture-order index counts exactly those).
-    pub fn record_launch(&mut self, launch: LaunchNode<D::Node>, runs: &Launch) {
+    pub fn record_launch(&mut self, launch: LaunchNode<D::Node>) {
         if self.capturing {
             self.recording.push(launch);
-            self.recording_runs.push(runs.clone());
         }
     }
 
@@ -280,7 +276,6 @@ impl<D: GraphDriver> StreamGraphs<D> {
     pub fn abort_capture(&mut self, d: &D) -> Result<(), ErrorKind> {
         self.capturing = false;
         self.recording.clear();
-        self.recording_runs.clear();
         if let Ok(graph) = d.end_capture() {
             d.destroy_graph(graph);
         }
@@ -311,7 +306,7 @@ impl<D: GraphDriver> StreamGraphs<D> {
     fn end_and_instantiate(&mut self, d: &D) -> Result<Captured<D>, ErrorKind> {
         self.capturing = false;
         let launches = std::mem::take(&mut self.recording);
-        let runs = Runs::new(std::mem::take(&mut self.recording_runs));
+        let runs = Runs::default();
         let events = self.recording_events.take();
         let kept = std::mem::take(&mut self.kept_events);
         let drop_all = |events: Option<Vec<D::Event>>, kept: Vec<D::Event>| {

@@ -502,3 +502,68 @@ fn a_driver_that_keeps_no_execs_patches_every_update() {
     }
     assert_clean(&d);
 }
+
+/// Through core's `Device`, which tells the backend what the graph runs
+/// (its record, `now`): rebinds back and forth switch execs after the
+/// first return, a parameter change and its undoing are switches too, and
+/// every replay runs what core recorded. Mutations: core passing an empty
+/// or stale record (every switch patched; or a swap to the wrong exec)
+/// → red.
+#[test]
+fn core_tells_the_backend_what_the_graph_runs() {
+    use seam::{ops, Change, Device, Params};
+    let (b, d) = crate::fake::backend(false);
+    let dev = Device::new(Box::new(b));
+    let x = dev.buffer_from(&[1.0f32; 4]).unwrap();
+    let p = dev.buffer_from(&[5.0f32; 4]).unwrap();
+    let y = dev.buffer_from(&[2.0f32; 4]).unwrap();
+    let z = dev.buffer_from(&[0.0f32; 4]).unwrap();
+    let ids = allocated(&d);
+    let s = dev.capture().unwrap();
+    dev.launch(&ops::add(x.id(), y.id(), z.id(), 4)).unwrap();
+    dev.launch(&ops::add(z.id(), y.id(), z.id(), 4)).unwrap();
+    let g = s.end_graph().unwrap();
+    let switch = |changes: &[Change]| {
+        d.clear_log();
+        dev.update(&g, changes).unwrap();
+        let did = (patched(&d).len(), instantiated(&d).len());
+        g.replay().unwrap();
+        dev.synchronize().unwrap();
+        let run = d.runs().last().cloned().unwrap();
+        let n = run.1[0].params.map(|p| p.d0);
+        (did, run.1[0].buffers.clone(), n)
+    };
+    let to_p = [Change::Rebind {
+        old: x.id(),
+        new: p.id(),
+    }];
+    let to_x = [Change::Rebind {
+        old: p.id(),
+        new: x.id(),
+    }];
+    // Away (patched), back (a fresh exec), then switches alone.
+    assert_eq!(switch(&to_p).0, (1, 0));
+    assert_eq!(switch(&to_x).0, (2, 1));
+    for (changes, input) in [(&to_p, ids[1]), (&to_x, ids[0]), (&to_p, ids[1])] {
+        let (did, buffers, _) = switch(changes);
+        assert_eq!(did, (0, 0), "{:?}", d.log());
+        assert_eq!(buffers, [input, ids[2], ids[3]]);
+    }
+    // A parameter change away and back: the way back is a switch.
+    let params = |n: u32| {
+        [Change::Params {
+            index: 0,
+            params: Params::dims(n, 0, 0),
+        }]
+    };
+    let (did, _, n) = switch(&params(2));
+    assert_eq!((did, n), ((1, 0), Some(2)));
+    switch(&params(4));
+    let (did, buffers, n) = switch(&params(2));
+    assert_eq!((did, n), ((0, 0), Some(2)), "{:?}", d.log());
+    assert_eq!(buffers, [ids[1], ids[2], ids[3]]);
+    drop(g);
+    drop([x, p, y, z]);
+    drop(dev);
+    assert_clean(&d);
+}

@@ -122,17 +122,24 @@ impl State {
         changes: &[(usize, Launch)],
     ) -> Result<(), ErrorKind> {
         let raw = self.replay_target(target)?;
-        let count = self.entry(target)?.recorded.len();
+        let count = self.entry(target)?.record.len();
         if let Some((at, _)) = changes.iter().find(|(at, _)| *at >= count) {
             return Err(ErrorKind::NoSuchLaunch {
                 index: *at,
                 launches: count,
             });
         }
-        // SAFETY: the target is live, every index is in range (above), and
-        // each launch was lowered from live buffers with the recorded op
-        // and dtype (`update::lower_changes`).
-        unsafe { self.backend.update_launches(raw, changes) }
+        // Lent to the backend for the call (the backend is a field of
+        // `self`), put back before anything can return.
+        let now = std::mem::take(&mut self.entry_mut(target)?.record.launches);
+        // SAFETY: the target is live, every index is in range (above), each
+        // launch was lowered from live buffers with the recorded op and
+        // dtype (`update::lower_changes`), and `now` is the graph's record:
+        // an update that failed had the graph recorded again (`apply`), or
+        // left it broken, and a broken graph is never patched in place.
+        let r = unsafe { self.backend.update_launches(raw, &now, changes) };
+        self.entry_mut(target)?.record.launches = now;
+        r
     }
 
     /// Free a buffer no graph uses (`users_of` empty, checked by callers).

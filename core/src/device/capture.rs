@@ -98,7 +98,7 @@ impl Device {
                 thread: me,
                 node_timed: st.node_timing,
                 uses: BTreeSet::new(),
-                recorded: Vec::new(),
+                record: Default::default(),
                 regions: Vec::new(),
                 open: Vec::new(),
             });
@@ -152,7 +152,7 @@ impl Device {
                 Self::stop_recording(st);
             }
             if r.is_ok() {
-                let launches = cap.recorded.len();
+                let launches = cap.record.len();
                 st.current = Some(ExecEntry::new(None, cap));
                 st.trace.forget(None);
                 st.trace.record(|| EventKind::EndCapture { launches });
@@ -172,7 +172,7 @@ impl Device {
             }
             let out = r.map(|raw| {
                 let id = st.new_graph_id();
-                let launches = cap.recorded.len();
+                let launches = cap.record.len();
                 st.graphs.insert(id, ExecEntry::new(Some(raw), cap));
                 st.trace.record(|| EventKind::EndCaptureGraph {
                     graph: id.n,
@@ -226,8 +226,7 @@ impl Device {
             let entry = st.entry(target)?;
             if timed && entry.node_timed {
                 // Names this replay's node spans (before its tag is taken).
-                let nodes: Vec<NodeDesc> =
-                    entry.recorded.iter().map(|r| describe(&r.call)).collect();
+                let nodes: Vec<NodeDesc> = entry.record.calls.iter().map(describe).collect();
                 st.trace.describe(graph, || nodes);
             }
             let tag = st.trace.next_seq();

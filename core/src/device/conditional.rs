@@ -112,7 +112,7 @@ impl Device {
                 cond: cond.buffer,
                 offset: cond.offset,
                 raw,
-                first: cap.recorded.len(),
+                first: cap.record.len(),
                 end: usize::MAX,
                 inner: 0,
             });
@@ -136,7 +136,7 @@ impl Device {
             st.backend.end_conditional()?;
             let cap = st.capture.as_mut().expect("checked above");
             let at = cap.open.pop().expect("checked above");
-            let end = cap.recorded.len();
+            let end = cap.record.len();
             let inner = cap.regions.len() - at - 1;
             let r = &mut cap.regions[at];
             r.end = end;

@@ -210,10 +210,7 @@ impl Device {
             }
             let captured = if let Some(cap) = &mut st.capture {
                 cap.uses.extend(call.buffers.iter().map(|v| v.buffer));
-                cap.recorded.push(state::Recorded {
-                    call: call.clone(),
-                    launch,
-                });
+                cap.record.push(call.clone(), launch);
                 true
             } else {
                 false

@@ -37,20 +37,34 @@ pub(super) struct BufEntry {
     pub(super) guard: usize,
 }
 
-/// One captured launch, as the user stated it and as core lowered it: what
-/// a graph update (C13) re-validates and, where the backend cannot patch
-/// in place, re-records.
-#[derive(Clone, Debug)]
-pub(super) struct Recorded {
-    pub(super) call: OpCall,
-    pub(super) launch: Launch,
+/// What a graph runs, launch by launch in capture order: each launch as
+/// the user stated it (`calls`: what a graph update, C13, re-validates)
+/// and as core lowered it (`launches`: what the backend was given, what a
+/// re-record captures again, and what a backend patching in place is told
+/// the graph runs). The one record of what was captured: backends keep
+/// only their executable form.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Record {
+    pub(super) calls: Vec<OpCall>,
+    pub(super) launches: Vec<Launch>,
+}
+
+impl Record {
+    pub(super) fn len(&self) -> usize {
+        self.launches.len()
+    }
+
+    pub(super) fn push(&mut self, call: OpCall, launch: Launch) {
+        self.calls.push(call);
+        self.launches.push(launch);
+    }
 }
 
 pub(super) struct ExecEntry {
     /// `None` for the current graph (the backend's `ReplayTarget::Current`).
     pub(super) raw: Option<RawGraph>,
     pub(super) uses: BTreeSet<BufferId>,
-    pub(super) recorded: Vec<Recorded>,
+    pub(super) record: Record,
     /// Its conditional bodies (C14), in the order they were opened.
     pub(super) regions: Vec<Region>,
     pub(super) replays: u64,
@@ -69,7 +83,7 @@ impl ExecEntry {
         ExecEntry {
             raw,
             uses: cap.uses,
-            recorded: cap.recorded,
+            record: cap.record,
             regions: cap.regions,
             replays: 0,
             released: false,
@@ -84,7 +98,7 @@ pub(super) struct Capture {
     /// Node timing was on when it began (the backend times its nodes).
     pub(super) node_timed: bool,
     pub(super) uses: BTreeSet<BufferId>,
-    pub(super) recorded: Vec<Recorded>,
+    pub(super) record: Record,
     /// Conditional bodies opened so far (C14), and which are still open
     /// (indices into `regions`, innermost last).
     pub(super) regions: Vec<Region>,

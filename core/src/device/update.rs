@@ -11,7 +11,7 @@
 
 use super::conditional::{lower_condition, walk, Region, Step};
 use super::handles::{BufferId, GraphRef};
-use super::state::{ExecEntry, Recorded, State};
+use super::state::{ExecEntry, State};
 use super::Device;
 use crate::backend::{CaptureSupport, UpdateSupport};
 use crate::error::{ErrorKind, Result};
@@ -85,20 +85,24 @@ impl Device {
             }
             let entry = check_updatable(st, target)?;
             check_rebinds(st, entry, &pairs)?;
-            let launches = entry.recorded.len();
+            let launches = entry.record.len();
             let mut calls: Vec<(usize, OpCall)> = Vec::new();
             for c in changes {
                 let (index, call) = match c {
                     Change::Rebind { .. } => continue,
                     Change::Params { index, params } => {
                         let recorded =
-                            entry.recorded.get(*index).ok_or(ErrorKind::NoSuchLaunch {
-                                index: *index,
-                                launches,
-                            })?;
+                            entry
+                                .record
+                                .calls
+                                .get(*index)
+                                .ok_or(ErrorKind::NoSuchLaunch {
+                                    index: *index,
+                                    launches,
+                                })?;
                         let call = OpCall {
                             params: *params,
-                            ..recorded.call.clone()
+                            ..recorded.clone()
                         };
                         (*index, call)
                     }
@@ -109,14 +113,13 @@ impl Device {
             if !pairs.is_empty() {
                 // Rebinds reach every launch that uses an old buffer: the
                 // changed ones (after their change) and the rest.
-                for (i, r) in entry.recorded.iter().enumerate() {
+                for (i, r) in entry.record.calls.iter().enumerate() {
                     if !calls.iter().any(|(at, _)| *at == i)
-                        && r.call
-                            .buffers
+                        && r.buffers
                             .iter()
                             .any(|v| pairs.iter().any(|p| p.0 == v.buffer))
                     {
-                        calls.push((i, r.call.clone()));
+                        calls.push((i, r.clone()));
                     }
                 }
                 for (_, call) in &mut calls {
@@ -273,7 +276,7 @@ fn replace_launches(
     pairs: &[(BufferId, BufferId)],
 ) -> std::result::Result<(), ErrorKind> {
     let entry = check_updatable(st, target)?;
-    let launches = entry.recorded.len();
+    let launches = entry.record.len();
     let mut sorted: Vec<(usize, OpCall)> = changes.to_vec();
     sorted.sort_by_key(|(i, _)| *i);
     for pair in sorted.windows(2) {
@@ -290,13 +293,14 @@ fn replace_launches(
     let conditions = regions.as_ref().unwrap_or(&entry.regions);
     let mut next = sorted.iter().peekable();
     let uses = entry
-        .recorded
+        .record
+        .calls
         .iter()
         .enumerate()
         .flat_map(|(i, r)| {
             let views = match next.next_if(|(at, _)| *at == i) {
                 Some((_, call)) => &call.buffers,
-                None => &r.call.buffers,
+                None => &r.buffers,
             };
             views.iter().map(|v| v.buffer)
         })
@@ -338,23 +342,23 @@ fn lower_changes(
     target: GraphRef,
     changes: Vec<(usize, OpCall)>,
 ) -> std::result::Result<(Lowered, Vec<OpCall>), ErrorKind> {
-    let recorded = &st.entry(target)?.recorded;
+    let record = &st.entry(target)?.record;
     let mut lowered = Vec::with_capacity(changes.len());
     let mut calls = Vec::with_capacity(changes.len());
     for (index, call) in changes {
-        let was = &recorded[index];
-        if call.op != was.call.op {
+        let (was_call, was_launch) = (&record.calls[index], &record.launches[index]);
+        if call.op != was_call.op {
             return Err(ErrorKind::UpdateChangesOp {
                 index,
-                recorded: was.call.op,
+                recorded: was_call.op,
                 requested: call.op,
             });
         }
-        let launch = st.lower_keeping(&call, &was.call.buffers)?;
-        if launch.dtype != was.launch.dtype {
+        let launch = st.lower_keeping(&call, &was_call.buffers)?;
+        if launch.dtype != was_launch.dtype {
             return Err(ErrorKind::UpdateChangesDtype {
                 index,
-                recorded: was.launch.dtype,
+                recorded: was_launch.dtype,
                 requested: launch.dtype,
             });
         }
@@ -398,8 +402,9 @@ fn rebound_launches(
             .filter(|&p| pairs[p].1 != id)
     };
     let mut lowered = Vec::new();
-    for (index, r) in entry.recorded.iter().enumerate() {
-        let views = &r.call.buffers;
+    let record = &entry.record;
+    for (index, (r_call, r_launch)) in record.calls.iter().zip(&record.launches).enumerate() {
+        let views = &r_call.buffers;
         let mut moved = [None; crate::kernel::MAX_BINDINGS];
         let mut any = false;
         for (m, v) in moved.iter_mut().zip(views.iter()) {
@@ -417,7 +422,7 @@ fn rebound_launches(
             && (0..views.len())
                 .all(|i| (0..i).all(|j| (views[i].buffer == views[j].buffer) == (to(i) == to(j))));
         let launch = if vouched {
-            let mut launch = r.launch.clone();
+            let mut launch = r_launch.clone();
             for ((raw, m), v) in launch.buffers.iter_mut().zip(moved).zip(views.iter()) {
                 if let Some(p) = m {
                     let meta = new[*p].0;
@@ -429,7 +434,7 @@ fn rebound_launches(
             }
             launch
         } else {
-            let mut call = r.call.clone();
+            let mut call = r_call.clone();
             for v in call.buffers.iter_mut() {
                 v.buffer = swap(pairs, v.buffer);
             }
@@ -482,12 +487,13 @@ fn apply(
         let mut changed = lowered.iter().peekable();
         let launches: Vec<Launch> = st
             .entry(target)?
-            .recorded
+            .record
+            .launches
             .iter()
             .enumerate()
             .map(|(i, r)| match changed.next_if(|(at, _)| *at == i) {
                 Some((_, l)) => l.clone(),
-                None => r.launch.clone(),
+                None => r.clone(),
             })
             .collect();
         let structure = match &regions {
@@ -507,16 +513,16 @@ fn apply(
     match calls {
         NewCalls::Given(calls) => {
             for ((index, launch), call) in lowered.into_iter().zip(calls) {
-                entry.recorded[index] = Recorded { call, launch };
+                entry.record.calls[index] = call;
+                entry.record.launches[index] = launch;
             }
         }
         NewCalls::Rebound(pairs) => {
             for (index, launch) in lowered {
-                let r = &mut entry.recorded[index];
-                for v in r.call.buffers.iter_mut() {
+                for v in entry.record.calls[index].buffers.iter_mut() {
                     v.buffer = swap(pairs, v.buffer);
                 }
-                r.launch = launch;
+                entry.record.launches[index] = launch;
             }
         }
     }

@@ -73,19 +73,22 @@ pub struct Direct<B: Backend> {
 }
 
 /// What a graph's launch was captured as: what an update must keep (op
-/// and dtype) and the buffers it holds.
+/// and dtype), the buffers it holds, and the launch the backend was given
+/// (what [`Backend::update_launches`] is told the graph runs).
 struct Recorded {
     op: OpKind,
     dtype: DType,
     buffers: Vec<RawBuffer>,
+    launch: Launch,
 }
 
 impl Recorded {
-    fn of(call: &RawCall) -> Recorded {
+    fn of(call: &RawCall, launch: Launch) -> Recorded {
         Recorded {
             op: call.op,
             dtype: call.dtype,
             buffers: call.buffers.iter().map(|v| v.buffer).collect(),
+            launch,
         }
     }
 }
@@ -223,7 +226,7 @@ impl<B: Backend> Direct<B> {
         // live allocations' sizes.
         unsafe { self.backend.launch(&launch) }?;
         if let Some(rec) = &mut self.recording {
-            rec.push(Recorded::of(call));
+            rec.push(Recorded::of(call, launch));
         }
         Ok(())
     }
@@ -308,7 +311,10 @@ impl<B: Backend> Direct<B> {
 
     /// [`Backend::update_launches`] with calls that pass core's checks,
     /// at indices the graph holds, each with the op and dtype of the
-    /// launch it replaces.
+    /// launch it replaces, and what the graph runs as recorded. A failed
+    /// update leaves the record as it was (the backend may have patched
+    /// part of the graph: core records such a graph again before its next
+    /// update, which this harness leaves to the test).
     pub fn update_launches(
         &mut self,
         target: ReplayTarget,
@@ -337,16 +343,19 @@ impl<B: Backend> Direct<B> {
             }
             lowered.push((index, self.lower(call)?));
         }
+        let now: Vec<Launch> = recorded.iter().map(|r| r.launch.clone()).collect();
         // SAFETY: the graph is live, every index in range, every launch
-        // checked as `launch` checks it and of the op and dtype it replaces.
-        let updated = unsafe { self.backend.update_launches(target, &lowered) };
+        // checked as `launch` checks it and of the op and dtype it
+        // replaces; `now` is what it runs (the caller's part where an
+        // earlier update failed, as the doc says).
+        let updated = unsafe { self.backend.update_launches(target, &now, &lowered) };
         let key = match target {
             ReplayTarget::Current => None,
             ReplayTarget::Graph(g) => Some(g),
         };
         if let Some(graph) = self.graphs.get_mut(&key) {
-            for (index, call) in changes {
-                let new = Recorded::of(call);
+            for ((index, call), (_, launch)) in changes.iter().zip(lowered) {
+                let new = Recorded::of(call, launch);
                 match updated {
                     Ok(()) => graph[*index] = new,
                     // A failed update may have patched part of the graph:

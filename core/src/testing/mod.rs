@@ -379,11 +379,12 @@ impl<H: Hooks> Backend for Forward<H> {
     unsafe fn update_launches(
         &mut self,
         target: ReplayTarget,
+        now: &[Launch],
         changes: &[(usize, Launch)],
     ) -> Result<(), ErrorKind> {
         // SAFETY: forwarded unchanged; our caller's guarantees are the inner's.
         self.call("update_launches", |b| unsafe {
-            b.update_launches(target, changes)
+            b.update_launches(target, now, changes)
         })
     }
     fn device_timing(&self) -> Result<(), String> {

@@ -350,8 +350,8 @@ pub const MUTATIONS: &[Mutation] = &[
     Mutation {
         case: "c13_update_params_equals_fresh_capture",
         file: UPDATE,
-        find: "                        let call = OpCall {\n                            params: *params,\n                            ..recorded.call.clone()\n                        };",
-        replace: "                        let _ = params;\n                        let call = recorded.call.clone();",
+        find: "                        let call = OpCall {\n                            params: *params,\n                            ..recorded.clone()\n                        };",
+        replace: "                        let _ = params;\n                        let call = recorded.clone();",
         what: "a Change::Params keeps the recorded parameters",
     },
     Mutation {

@@ -481,6 +481,7 @@ impl Backend for VulkanBackend {
     unsafe fn update_launches(
         &mut self,
         target: ReplayTarget,
+        _now: &[Launch],
         changes: &[(usize, Launch)],
     ) -> Result<(), ErrorKind> {
         self.validated("update_launches", |b| b.update(target, changes))

@@ -52,17 +52,13 @@ fn a_rebinds_shortcut_lowers_what_lowering_gives() {
         let entry = st.entry(target).unwrap();
         let fast = rebound_launches(&st, entry, pairs);
         let changes: Vec<(usize, OpCall)> = entry
-            .recorded
+            .record
+            .calls
             .iter()
             .enumerate()
-            .filter(|(_, r)| {
-                r.call
-                    .buffers
-                    .iter()
-                    .any(|v| swap(pairs, v.buffer) != v.buffer)
-            })
+            .filter(|(_, r)| r.buffers.iter().any(|v| swap(pairs, v.buffer) != v.buffer))
             .map(|(i, r)| {
-                let mut call = r.call.clone();
+                let mut call = r.clone();
                 call.buffers
                     .iter_mut()
                     .for_each(|v| v.buffer = swap(pairs, v.buffer));
