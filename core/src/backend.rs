@@ -351,10 +351,15 @@ pub trait Backend: Send {
     }
     /// Replace launches of a captured graph in place. `now` is what the
     /// graph runs before this update, every launch in capture order: core's
-    /// record of it, so a backend need keep no copy of its own (the stream
-    /// backend compares it with the launch sets of its kept execs).
-    /// `changes` are (index in capture order, new launch), validated by
-    /// core; each has the op and dtype of the launch it replaces. Replays queued before this call
+    /// record of it, lent for the call, so a backend need keep no copy of
+    /// its own (the stream backend compares it with the launch sets of its
+    /// kept execs). Where the call returns `Ok`, the backend may leave in
+    /// `now` instead a list equal to it with `changes` applied (the stream
+    /// backend exchanges it for the list a kept exec runs, which saves a
+    /// copy of every launch); core applies `changes` to it afterwards
+    /// either way. `changes` are (index in capture order, new launch),
+    /// validated by core; each has the op and dtype of the launch it
+    /// replaces. Replays queued before this call
     /// must still run the old launches. Called only when `update_support()`
     /// is `Native` and never while capturing; on an error core re-records
     /// the graph instead, so a partial update must not be left looking like
@@ -370,7 +375,7 @@ pub trait Backend: Send {
     unsafe fn update_launches(
         &mut self,
         _target: ReplayTarget,
-        _now: &[Launch],
+        _now: &mut Vec<Launch>,
         _changes: &[(usize, Launch)],
     ) -> Result<(), ErrorKind> {
         Err(ErrorKind::UpdateUnsupported)

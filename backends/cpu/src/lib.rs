@@ -426,7 +426,7 @@ impl Backend for CpuBackend {
     unsafe fn update_launches(
         &mut self,
         target: ReplayTarget,
-        _now: &[Launch],
+        _now: &mut Vec<Launch>,
         changes: &[(usize, Launch)],
     ) -> Result<(), ErrorKind> {
         let bound: Vec<(usize, Bound)> = changes

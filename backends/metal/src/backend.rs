@@ -344,7 +344,7 @@ impl Backend for MetalBackend {
     unsafe fn update_launches(
         &mut self,
         target: ReplayTarget,
-        _now: &[Launch],
+        _now: &mut Vec<Launch>,
         changes: &[(usize, Launch)],
     ) -> Result<(), ErrorKind> {
         if !self.native {

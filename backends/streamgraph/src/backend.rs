@@ -160,7 +160,7 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
     fn patch(
         &mut self,
         target: ReplayTarget,
-        now: &[Launch],
+        now: &mut Vec<Launch>,
         changes: &[(usize, Launch)],
     ) -> Result<(), ErrorKind> {
         let api = self.driver.api();
@@ -215,7 +215,10 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
                 runs.swap(exec, i, now);
                 return Ok(());
             }
-            Plan::Fresh => return self.fresh_exec(target, now, &after(now, changes)),
+            Plan::Fresh => {
+                let want = after(now, changes);
+                return self.fresh_exec(target, now, want);
+            }
             Plan::InPlace => {}
         }
         let mut patches = Vec::with_capacity(changes.len());
@@ -261,8 +264,8 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
     fn fresh_exec(
         &mut self,
         target: ReplayTarget,
-        now: &[Launch],
-        want: &[Launch],
+        now: &mut Vec<Launch>,
+        want: Vec<Launch>,
     ) -> Result<(), ErrorKind> {
         if let Some(old) = self.graphs.captured_mut(target)?.runs_mut().0.make_room() {
             // A replay of it may still be running (C8).
@@ -272,7 +275,7 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
         let captured = self.graphs.captured(target)?;
         let fresh = self.driver.instantiate(captured.graph())?;
         let set = (|| {
-            for (node, l) in captured.launches().iter().zip(want) {
+            for (node, l) in captured.launches().iter().zip(&want) {
                 // Vendor and unknown nodes are never patched: every exec
                 // of the graph runs them as captured.
                 if let LaunchNode::Kernel(node) = node {
@@ -534,7 +537,7 @@ where
     unsafe fn update_launches(
         &mut self,
         target: ReplayTarget,
-        now: &[Launch],
+        now: &mut Vec<Launch>,
         changes: &[(usize, Launch)],
     ) -> Result<(), ErrorKind> {
         self.driver.select()?;

@@ -132,23 +132,24 @@ impl<E> Runs<E> {
     }
 
     /// [`Plan::Swap`]: spare `i` becomes `exec`, and `exec`, which runs
-    /// `now`, a spare.
-    pub fn swap(&mut self, exec: &mut E, i: usize, now: &[Launch]) {
+    /// `now`, a spare; `now` is exchanged for the list the spare ran (what
+    /// the update asked for: core's record lent mutably, no launch copied).
+    pub fn swap(&mut self, exec: &mut E, i: usize, now: &mut Vec<Launch>) {
         let mut spare = self.spares.remove(i);
         std::mem::swap(exec, &mut spare.exec);
-        spare.runs = now.to_vec();
+        std::mem::swap(now, &mut spare.runs);
         self.spares.push(spare);
     }
 
     /// [`Plan::Fresh`]: `fresh` (patched to `want`) becomes `exec`; the
     /// old one, which runs `now`, is kept as a spare
-    /// ([`make_room`](Runs::make_room) made room).
-    pub fn keep(&mut self, exec: &mut E, fresh: E, now: &[Launch], want: &[Launch]) {
+    /// ([`make_room`](Runs::make_room) made room), and `now` becomes `want`.
+    pub fn keep(&mut self, exec: &mut E, fresh: E, now: &mut Vec<Launch>, want: Vec<Launch>) {
         let old = std::mem::replace(exec, fresh);
-        self.left.retain(|l| l != want);
+        self.left.retain(|l| *l != want);
         self.spares.push(Spare {
             exec: old,
-            runs: now.to_vec(),
+            runs: std::mem::replace(now, want),
         });
     }
 

@@ -130,14 +130,16 @@ impl State {
             });
         }
         // Lent to the backend for the call (the backend is a field of
-        // `self`), put back before anything can return.
-        let now = std::mem::take(&mut self.entry_mut(target)?.record.launches);
+        // `self`), put back before anything can return. Core's caller
+        // (`apply`) writes the changes into it afterwards, which is right
+        // whether the backend left it as it was or with them applied.
+        let mut now = std::mem::take(&mut self.entry_mut(target)?.record.launches);
         // SAFETY: the target is live, every index is in range (above), each
         // launch was lowered from live buffers with the recorded op and
         // dtype (`update::lower_changes`), and `now` is the graph's record:
         // an update that failed had the graph recorded again (`apply`), or
         // left it broken, and a broken graph is never patched in place.
-        let r = unsafe { self.backend.update_launches(raw, &now, changes) };
+        let r = unsafe { self.backend.update_launches(raw, &mut now, changes) };
         self.entry_mut(target)?.record.launches = now;
         r
     }

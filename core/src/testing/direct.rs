@@ -343,12 +343,12 @@ impl<B: Backend> Direct<B> {
             }
             lowered.push((index, self.lower(call)?));
         }
-        let now: Vec<Launch> = recorded.iter().map(|r| r.launch.clone()).collect();
+        let mut now: Vec<Launch> = recorded.iter().map(|r| r.launch.clone()).collect();
         // SAFETY: the graph is live, every index in range, every launch
         // checked as `launch` checks it and of the op and dtype it
         // replaces; `now` is what it runs (the caller's part where an
         // earlier update failed, as the doc says).
-        let updated = unsafe { self.backend.update_launches(target, &now, &lowered) };
+        let updated = unsafe { self.backend.update_launches(target, &mut now, &lowered) };
         let key = match target {
             ReplayTarget::Current => None,
             ReplayTarget::Graph(g) => Some(g),

@@ -379,7 +379,7 @@ impl<H: Hooks> Backend for Forward<H> {
     unsafe fn update_launches(
         &mut self,
         target: ReplayTarget,
-        now: &[Launch],
+        now: &mut Vec<Launch>,
         changes: &[(usize, Launch)],
     ) -> Result<(), ErrorKind> {
         // SAFETY: forwarded unchanged; our caller's guarantees are the inner's.

@@ -481,7 +481,7 @@ impl Backend for VulkanBackend {
     unsafe fn update_launches(
         &mut self,
         target: ReplayTarget,
-        _now: &[Launch],
+        _now: &mut Vec<Launch>,
         changes: &[(usize, Launch)],
     ) -> Result<(), ErrorKind> {
         self.validated("update_launches", |b| b.update(target, changes))
