@@ -482,8 +482,10 @@ fn kept_sets_and_execs_follow_use_within_their_bounds() {
 }
 
 /// A driver that keeps no execs (CUDA and HIP unless their switch asks)
-/// patches every update in place, back and forth alike, and never makes a
-/// second exec. Mutation: the backend planning whatever the driver says →
+/// patches every update in place, back and forth alike, never makes a
+/// second exec, and remembers no set it left: a driver that starts keeping
+/// later patches the way back too. Mutations: the backend planning
+/// whatever the driver says, or noting left sets while keeping none →
 /// red.
 #[test]
 fn a_driver_that_keeps_no_execs_patches_every_update() {
@@ -500,6 +502,9 @@ fn a_driver_that_keeps_no_execs_patches_every_update() {
         assert_eq!((fresh.len(), patches), (0, 1), "{log:?}");
         assert_eq!(log.last(), Some(&Call::Launch(exec)), "{log:?}");
     }
+    d.set_keeps_execs(true);
+    let (fresh, patches, log) = step(&mut b, &d, t, add(p, y, z, 4));
+    assert_eq!((fresh.len(), patches), (0, 1), "no set was noted: {log:?}");
     assert_clean(&d);
 }
 
