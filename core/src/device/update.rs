@@ -401,7 +401,7 @@ fn rebound_launches(
             .position(|(old, _)| *old == id)
             .filter(|&p| pairs[p].1 != id)
     };
-    let mut lowered = Vec::new();
+    let mut lowered = Vec::with_capacity(entry.record.len());
     let record = &entry.record;
     for (index, (r_call, r_launch)) in record.calls.iter().zip(&record.launches).enumerate() {
         let views = &r_call.buffers;
@@ -421,8 +421,11 @@ fn rebound_launches(
         let vouched = moved.iter().all(|m| m.is_none_or(|p| new[p].1))
             && (0..views.len())
                 .all(|i| (0..i).all(|j| (views[i].buffer == views[j].buffer) == (to(i) == to(j))));
-        let launch = if vouched {
-            let mut launch = r_launch.clone();
+        if vouched {
+            // Cloned straight into its slot, then patched there: a launch
+            // is 320 bytes, and each move of one is a copy.
+            lowered.push((index, r_launch.clone()));
+            let launch = &mut lowered.last_mut().expect("just pushed").1;
             for ((raw, m), v) in launch.buffers.iter_mut().zip(moved).zip(views.iter()) {
                 if let Some(p) = m {
                     let meta = new[*p].0;
@@ -432,15 +435,13 @@ fn rebound_launches(
                     }
                 }
             }
-            launch
         } else {
             let mut call = r_call.clone();
             for v in call.buffers.iter_mut() {
                 v.buffer = swap(pairs, v.buffer);
             }
-            st.lower_keeping(&call, views)?
-        };
-        lowered.push((index, launch));
+            lowered.push((index, st.lower_keeping(&call, views)?));
+        }
     }
     Ok(lowered)
 }
