@@ -24,8 +24,9 @@
 //! never comes back (a KV-cache slot moving every step) keeps no exec.
 //!
 //! Whether a backend keeps execs is its driver's (`keeps_execs`): the
-//! recording fake driver does, CUDA and HIP only with `SEAM_CUDA_KEEP_EXECS=1`
-//! / `SEAM_HIP_KEEP_EXECS=1` until the suite has run kept execs on a GPU.
+//! recording fake driver does, and CUDA unless `SEAM_CUDA_KEEP_EXECS=0`
+//! (the suite ran green with them on an H100, 2026-12-05); HIP only with
+//! `SEAM_HIP_KEEP_EXECS=1`, since it has never run on an AMD GPU.
 //!
 //! Soundness: a spare binds buffers the graph may no longer hold (a rebind
 //! releases the old buffer to its owner). The backend drops every spare

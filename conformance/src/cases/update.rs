@@ -149,7 +149,7 @@ pub const C13_REBIND_EQUALS_FRESH_CAPTURE: Case = Case {
 /// rounds `2a + 1 + b`), so a replay that ran an earlier step's bindings or
 /// parameters shows. Backends that keep an exec per launch set (the stream
 /// backend where its driver keeps them, `backends/streamgraph/src/execs.rs`:
-/// CUDA with `SEAM_CUDA_KEEP_EXECS=1`) switch between them here.
+/// CUDA unless `SEAM_CUDA_KEEP_EXECS=0`) switch between them here.
 ///
 /// Mutation: the CPU backend answering Ok to an update of fewer than 3
 /// launches without patching (a parameter change alone) → red on cpu:0 at

@@ -393,9 +393,10 @@ impl StreamDriver for Stream {
         false
     }
 
-    /// Only with `SEAM_CUDA_KEEP_EXECS=1` ([`super::KEEP_EXECS_ENV`]):
-    /// kept execs are proven against the recording fake driver, not yet by
-    /// the suite on a GPU (docs/decisions.md, D18).
+    /// Unless `SEAM_CUDA_KEEP_EXECS=0` ([`super::KEEP_EXECS_ENV`]): the
+    /// suite ran green with kept execs on an H100, and a rebind back and
+    /// forth costs a switch instead of a patch of every node
+    /// (docs/decisions.md, D18).
     fn keeps_execs(&self) -> bool {
         super::keep_execs()
     }

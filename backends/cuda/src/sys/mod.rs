@@ -108,21 +108,16 @@ const CONDITIONAL_SYMBOLS: &[&str] = &[
 /// What turns conditional nodes off (`conditional_nodes`).
 pub const CONDITIONAL_ENV: &str = "SEAM_CUDA_CONDITIONAL";
 
-/// What turns kept execs on (`keep_execs`): `1`.
+/// What turns kept execs off (`keep_execs`): `0`.
 pub const KEEP_EXECS_ENV: &str = "SEAM_CUDA_KEEP_EXECS";
 
 /// Whether a graph update back to launches a graph ran before switches to
-/// an exec kept for them (seam-streamgraph's `execs.rs`): only where
-/// [`KEEP_EXECS_ENV`] is `1`, read once per process.
+/// an exec kept for them (seam-streamgraph's `execs.rs`): unless
+/// [`KEEP_EXECS_ENV`] is `0` (the per-node patch alone, as before kept
+/// execs), read once per process.
 pub fn keep_execs() -> bool {
     static KEEP: OnceLock<bool> = OnceLock::new();
-    *KEEP.get_or_init(|| turned_on(std::env::var(KEEP_EXECS_ENV).ok().as_deref()))
-}
-
-/// Whether [`KEEP_EXECS_ENV`]'s value turns kept execs on: `1` alone
-/// (unset or anything else leaves them off).
-fn turned_on(value: Option<&str>) -> bool {
-    value == Some("1")
+    *KEEP.get_or_init(|| !turned_off(std::env::var(KEEP_EXECS_ENV).ok().as_deref()))
 }
 
 const NVRTC_SYMBOLS: &[&str] = &[
@@ -225,8 +220,8 @@ pub fn events() -> Result<(), String> {
         .clone()
 }
 
-/// Whether [`CONDITIONAL_ENV`]'s value turns conditional nodes off: `0`
-/// alone (unset or anything else leaves them on).
+/// Whether a switch's value ([`CONDITIONAL_ENV`], [`KEEP_EXECS_ENV`])
+/// turns its feature off: `0` alone (unset or anything else leaves it on).
 fn turned_off(value: Option<&str>) -> bool {
     value == Some("0")
 }
@@ -329,25 +324,14 @@ pub(crate) fn ready() -> Result<(), ErrorKind> {
 
 #[cfg(test)]
 mod conditional_env_tests {
-    /// `SEAM_CUDA_CONDITIONAL=0` turns conditional nodes off; unset, `1`
-    /// or anything else leaves them on. Mutations: the test negated or
-    /// made constant → red.
+    /// `SEAM_CUDA_CONDITIONAL=0` turns conditional nodes off, and
+    /// `SEAM_CUDA_KEEP_EXECS=0` kept execs; unset, `1` or anything else
+    /// leaves them on. Mutations: the test negated or made constant → red.
     #[test]
-    fn only_zero_turns_conditional_nodes_off() {
+    fn only_zero_turns_a_switch_off() {
         assert!(super::turned_off(Some("0")));
         for v in [None, Some("1"), Some(""), Some("off")] {
             assert!(!super::turned_off(v), "{v:?}");
-        }
-    }
-
-    /// `SEAM_CUDA_KEEP_EXECS=1` turns kept execs on; unset, `0` or
-    /// anything else leaves them off (they have not run on a GPU).
-    /// Mutations: the test negated or made constant → red.
-    #[test]
-    fn only_one_turns_kept_execs_on() {
-        assert!(super::turned_on(Some("1")));
-        for v in [None, Some("0"), Some(""), Some("on"), Some("true")] {
-            assert!(!super::turned_on(v), "{v:?}");
         }
     }
 
