@@ -104,8 +104,13 @@ impl<E> Runs<E> {
                 None => return Plan::InPlace,
             }
         }
+        // The launches the update names first: a set that differs from
+        // the result usually differs there (a KV-cache position that moves
+        // every step never matches a set it left), so most misses cost a
+        // comparison per change, not per launch.
         let runs_it = |runs: &[Launch]| {
             runs.len() == now.len()
+                && changes.iter().all(|(i, _)| Some(&runs[*i]) == asked[*i])
                 && runs
                     .iter()
                     .zip(now)
