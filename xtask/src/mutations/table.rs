@@ -127,7 +127,7 @@ pub const MUTATIONS: &[Mutation] = &[
         case: "c6_end_without_begin_refused",
         file: CAP,
         find: "            Some(_) => Ok(st.capture.take().expect(\"checked above\")),",
-        replace: "            Some(c) => Ok(Capture { thread: c.thread, node_timed: c.node_timed, uses: c.uses.clone(), recorded: c.recorded.clone(), regions: c.regions.clone(), open: c.open.clone() }),",
+        replace: "            Some(c) => Ok(Capture { thread: c.thread, node_timed: c.node_timed, uses: c.uses.clone(), record: c.record.clone(), regions: c.regions.clone(), open: c.open.clone() }),",
         what: "ending a capture does not close it in core",
     },
     Mutation {
@@ -581,7 +581,7 @@ pub const MUTATIONS: &[Mutation] = &[
         case: "c13_update_launch_moves_a_view",
         file: UPDATE,
         find: "    sorted.sort_by_key(|(i, _)| *i);",
-        replace: "    sorted.sort_by_key(|(i, _)| *i);\n    for (i, c) in sorted.iter_mut() {\n        if let Some(r) = entry.recorded.get(*i) {\n            c.buffers = r.call.buffers.clone();\n        }\n    }",
+        replace: "    sorted.sort_by_key(|(i, _)| *i);\n    for (i, c) in sorted.iter_mut() {\n        if let Some(r) = entry.record.calls.get(*i) {\n            c.buffers = r.buffers.clone();\n        }\n    }",
         what: "a Change::Launch keeps the recorded views",
     },
     Mutation {
