@@ -250,9 +250,11 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
             }
         }
         drop(patches);
-        if keep && patched.is_ok() {
-            let runs = self.graphs.captured_mut(target)?.runs_mut().0;
-            runs.patched(now, changes);
+        let runs = self.graphs.captured_mut(target)?.runs_mut().0;
+        match &patched {
+            Ok(()) if keep => runs.patched(now, changes),
+            Ok(()) => {}
+            Err(_) => runs.lose(),
         }
         patched
     }

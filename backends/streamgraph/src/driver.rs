@@ -165,8 +165,8 @@ pub trait StreamDriver: GraphDriver + Send {
     fn update_needs_idle_stream(&self) -> bool;
     /// Whether an update back to launches a graph ran before may switch to
     /// an exec kept for them (`execs.rs`) rather than patch in place. No
-    /// default: each driver says which (CUDA and HIP: only where their
-    /// switch asks for it, until the suite has run it on a GPU).
+    /// default: each driver says which (CUDA unless `SEAM_CUDA_KEEP_EXECS=0`;
+    /// HIP only with `SEAM_HIP_KEEP_EXECS=1`, never run on an AMD GPU).
     fn keeps_execs(&self) -> bool;
 }
 

@@ -16,12 +16,14 @@
 //! from (the last [`LEFT`]), and up to [`SPARES`] other execs of the same
 //! graph with what theirs run; what its current exec runs is core's record
 //! of the graph, which every update passes in. An update whose result a
-//! spare runs swaps that spare in: no node is touched. One whose result the graph ran before but
-//! no exec runs now gets a fresh exec of the graph, patched to it, and the
-//! current one is kept as a spare: a set seen twice costs one
-//! instantiation, and every switch between kept sets after that costs
-//! none. Anything else is patched in place as before, so an update that
-//! never comes back (a KV-cache slot moving every step) keeps no exec.
+//! spare runs swaps that spare in: no node is touched. One whose result
+//! the graph ran before but no exec runs now gets a fresh exec of the
+//! graph, patched to it, and the current one is kept as a spare: a set
+//! seen twice costs one instantiation, and every switch between kept sets
+//! after that costs none. Anything else is patched in place as before, so
+//! an update that never comes back (a KV-cache slot moving every step)
+//! keeps no exec. A graph whose in-place patch failed part-way keeps
+//! patching in place: what its exec runs is unknown.
 //!
 //! Whether a backend keeps execs is its driver's (`keeps_execs`): the
 //! recording fake driver does, and CUDA unless `SEAM_CUDA_KEEP_EXECS=0`
@@ -69,6 +71,12 @@ pub struct Runs<E> {
     spares: Vec<Spare<E>>,
     /// Most recent last.
     left: Vec<Vec<Launch>>,
+    /// An in-place patch of the current exec failed part-way: what it
+    /// runs is unknown, whatever record a caller passes, so it is never
+    /// kept and no update is planned against a kept set. Core records
+    /// such a graph again; a caller that does not (a test harness driving
+    /// the backend directly) gets in-place patches only.
+    lost: bool,
 }
 
 impl<E> Default for Runs<E> {
@@ -76,6 +84,7 @@ impl<E> Default for Runs<E> {
         Runs {
             spares: Vec::new(),
             left: Vec::new(),
+            lost: false,
         }
     }
 }
@@ -95,6 +104,9 @@ impl<E> Runs<E> {
     /// applied. Compared launch by launch, nothing copied: an update that
     /// switches execs costs a comparison of the graph's launches.
     pub fn plan(&self, now: &[Launch], changes: &[(usize, Launch)]) -> Plan {
+        if self.lost {
+            return Plan::InPlace;
+        }
         // The launch each index asks for where a change names it (the last
         // change of an index wins, as `after` applies them).
         let mut asked: Vec<Option<&Launch>> = vec![None; now.len()];
@@ -159,10 +171,16 @@ impl<E> Runs<E> {
         });
     }
 
+    /// [`Plan::InPlace`] failed part-way: the current exec's launches are
+    /// unknown from now on (`lost`), so every later update is planned in
+    /// place; the spares stay valid and are destroyed with the graph or a
+    /// freed buffer.
+    pub fn lose(&mut self) {
+        self.lost = true;
+    }
+
     /// [`Plan::InPlace`] done: the exec that ran `now` runs it with
     /// `changes` applied, so `now` is remembered as a set left behind.
-    /// (Where a patch fails part-way, nothing is noted: core records the
-    /// graph again, and these runs go with the old graph.)
     pub fn patched(&mut self, now: &[Launch], changes: &[(usize, Launch)]) {
         if changes.iter().all(|(i, l)| now.get(*i) == Some(l)) {
             return;

@@ -511,9 +511,8 @@ fn a_driver_that_keeps_no_execs_patches_every_update() {
 /// Through core's `Device`, which tells the backend what the graph runs
 /// (its record, `now`): rebinds back and forth switch execs after the
 /// first return, a parameter change and its undoing are switches too, and
-/// every replay runs what core recorded. Mutations: core passing an empty
-/// or stale record (every switch patched; or a swap to the wrong exec)
-/// → red.
+/// every replay runs what core recorded. Mutation: core passing an empty
+/// record (every switch patched) → red.
 #[test]
 fn core_tells_the_backend_what_the_graph_runs() {
     use seam::{ops, Change, Device, Params};
@@ -570,5 +569,31 @@ fn core_tells_the_backend_what_the_graph_runs() {
     drop(g);
     drop([x, p, y, z]);
     drop(dev);
+    assert_clean(&d);
+}
+
+/// A graph whose in-place patch failed is patched in place from then on,
+/// even by a caller that does not record it again (this harness, unlike
+/// core): what its exec runs is unknown, so no set is remembered, no exec
+/// is kept, and every replay runs what the last update asked. Mutation:
+/// `Runs::lose` doing nothing → the way back gets a fresh exec → red.
+#[test]
+fn a_failed_patch_keeps_the_graph_patching_in_place() {
+    let (mut b, d) = backend(false);
+    let [x, y, z] = three(&mut b, 4);
+    let [p, _, _] = three(&mut b, 4);
+    b.begin_capture().unwrap();
+    b.launch(&add(x, y, z, 4)).unwrap();
+    let t = ReplayTarget::Graph(b.end_capture_graph().unwrap());
+    let exec = d.last_exec();
+    let ids = allocated(&d);
+    d.fail_next("set_kernel_node");
+    assert!(b.update_launches(t, &[(0, add(p, y, z, 4))]).is_err());
+    for (buffer, id) in [(p, ids[3]), (x, ids[0]), (p, ids[3]), (x, ids[0])] {
+        let (fresh, patches, log) = step(&mut b, &d, t, add(buffer, y, z, 4));
+        assert_eq!((fresh.len(), patches), (0, 1), "{log:?}");
+        assert_eq!(log.last(), Some(&Call::Launch(exec)), "{log:?}");
+        assert_eq!(d.runs().last().unwrap().1[0].buffers[0], id);
+    }
     assert_clean(&d);
 }

@@ -155,8 +155,8 @@ pub const C13_REBIND_EQUALS_FRESH_CAPTURE: Case = Case {
 /// launches without patching (a parameter change alone) → red on cpu:0 at
 /// "step 4 (set 0)". The stream backend's `Runs::swap` leaving the current
 /// exec in place (the update answered Ok, nothing switched) turns its
-/// fake-driver test of the same walk red; on cuda:0 with kept execs on,
-/// this case should go red at "step 2 (set 1)", not yet run on a GPU.
+/// fake-driver test of the same walk red, and this case red on cuda:0 at
+/// "step 2 (set 1)" (one H100, 2026-12-05, docs/results/h100-7bfba6a/).
 /// What a free does to the execs kept for a set is held
 /// by the stream backend's own tests: buffer handles are never reused, so
 /// no update can name a freed set again.
