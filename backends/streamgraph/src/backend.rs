@@ -6,7 +6,7 @@ mod bodies;
 #[cfg(test)]
 pub(crate) use bodies::MAX_DEPTH;
 
-use crate::driver::{Compiler, NoBlas, OpKernels, StreamDriver, VendorBlas};
+use crate::driver::{Compiler, NoBlas, NodeIn, OpKernels, StreamDriver, VendorBlas};
 use crate::execs::{after, Plan};
 use crate::graphs::{LaunchNode, StreamGraphs};
 use crate::launch::{KernelLaunch, VendorLaunch};
@@ -242,9 +242,12 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
             // before the update run with the old bindings. HIP documents no
             // such rule, so its driver asks for an idle stream first
             // (update_needs_idle_stream, above; docs/hip.md).
-            patched = self
-                .driver
-                .set_kernel_node(captured.exec(), captured.graph(), node, launch);
+            patched = self.driver.set_kernel_node(
+                NodeIn::Exec(captured.exec()),
+                captured.graph(),
+                node,
+                launch,
+            );
             if patched.is_err() {
                 break;
             }
@@ -259,10 +262,16 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
         patched
     }
 
-    /// [`Plan::Fresh`]: a new exec of `target`'s graph with every kernel
-    /// node set to what `want` runs, made current; the old exec is kept
-    /// as a spare (one pushed out first, once the stream is idle). Nothing
-    /// changes where it fails before the swap: core then re-records.
+    /// [`Plan::Fresh`]: every kernel node of `target`'s graph set to what
+    /// `want` runs, in the graph itself, then a new exec of it, made
+    /// current (an exec made so replays at the captured speed, where one
+    /// patched in the exec does not: [`NodeIn::Graph`]). The old exec is
+    /// kept as a spare (one pushed out first, once the stream is idle), or
+    /// destroyed where it was patched in place. The graph's nodes are only
+    /// ever read by an instantiation, and every instantiation after the
+    /// capture's sets them all first, so a failure part-way leaves nothing
+    /// stale; nothing else changes where it fails before the swap: core
+    /// then re-records.
     fn fresh_exec(
         &mut self,
         target: ReplayTarget,
@@ -275,26 +284,30 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
             self.driver.destroy_exec(old);
         }
         let captured = self.graphs.captured(target)?;
-        let fresh = self.driver.instantiate(captured.graph())?;
-        let set = (|| {
-            for (node, l) in captured.launches().iter().zip(&want) {
-                // Vendor and unknown nodes are never patched: every exec
-                // of the graph runs them as captured.
-                if let LaunchNode::Kernel(node) = node {
-                    let f = self.kernel(l)?;
-                    let launch = KernelLaunch::new(&self.driver, f, l, self.bindings(l)?)?;
-                    self.driver
-                        .set_kernel_node(&fresh, captured.graph(), node, &launch)?;
-                }
+        for (node, l) in captured.launches().iter().zip(&want) {
+            // Vendor and unknown nodes are never patched: every exec of
+            // the graph runs them as captured.
+            if let LaunchNode::Kernel(node) = node {
+                let f = self.kernel(l)?;
+                let launch = KernelLaunch::new(&self.driver, f, l, self.bindings(l)?)?;
+                self.driver
+                    .set_kernel_node(NodeIn::Graph, captured.graph(), node, &launch)?;
             }
-            self.driver.upload(&fresh)
-        })();
-        if let Err(e) = set {
+        }
+        let fresh = self.driver.instantiate(captured.graph())?;
+        if let Err(e) = self.driver.upload(&fresh) {
             self.driver.destroy_exec(fresh);
             return Err(e);
         }
         let (runs, exec) = self.graphs.captured_mut(target)?.runs_mut();
-        runs.keep(exec, fresh, now, want);
+        if let Some(patched) = runs.keep(exec, fresh, now, want) {
+            // A replay of it may still be running (C8). Where the wait
+            // fails the stream is broken; the exec is destroyed all the
+            // same (the driver frees one in flight when it completes).
+            let idle = self.driver.synchronize();
+            self.driver.destroy_exec(patched);
+            idle?;
+        }
         Ok(())
     }
 

@@ -141,18 +141,21 @@ pub trait StreamDriver: GraphDriver + Send {
     /// can only be made by this crate, after checking every buffer against
     /// the op: what the driver's `unsafe` launch relies on.
     fn launch_kernel(&self, launch: &KernelLaunch<'_, Self>) -> Result<(), ErrorKind>;
-    /// Replace, in `exec` only, the parameters of kernel node `node` of
-    /// `graph` (the graph `exec` was instantiated from) with `launch`'s
-    /// (grid, block, function and packed arguments): CUDA
-    /// `cuGraphExecKernelNodeSetParams`, HIP `hipGraphExecKernelNodeSetParams`.
-    /// Launches of `exec` already queued must keep the old parameters; later
-    /// launches get the new ones. The implementation checks that `node` is
-    /// one of `graph`'s nodes before handing it to the driver, in O(1) (a
-    /// rebind patches every changed node: CUDA and HIP keep the graph's
-    /// node set, listed once when the capture ended, with the graph).
+    /// Replace the parameters of kernel node `node` of `graph` with
+    /// `launch`'s (grid, block, function and packed arguments), where `at`
+    /// says: in one exec instantiated from `graph` (CUDA
+    /// `cuGraphExecKernelNodeSetParams`, HIP `hipGraphExecKernelNodeSetParams`;
+    /// launches of the exec already queued must keep the old parameters,
+    /// later ones get the new), or in the graph itself (CUDA
+    /// `cuGraphKernelNodeSetParams`, HIP `hipGraphKernelNodeSetParams`; execs
+    /// instantiated afterwards run the new parameters, execs already made
+    /// keep theirs). The implementation checks that `node` is one of
+    /// `graph`'s nodes before handing it to the driver, in O(1) (a rebind
+    /// patches every changed node: CUDA and HIP keep the graph's node set,
+    /// listed once when the capture ended, with the graph).
     fn set_kernel_node(
         &self,
-        exec: &Self::Exec,
+        at: NodeIn<'_, Self::Exec>,
         graph: &Self::Graph,
         node: &Self::Node,
         launch: &KernelLaunch<'_, Self>,
@@ -168,6 +171,20 @@ pub trait StreamDriver: GraphDriver + Send {
     /// default: each driver says which (CUDA unless `SEAM_CUDA_KEEP_EXECS=0`;
     /// HIP only with `SEAM_HIP_KEEP_EXECS=1`, never run on an AMD GPU).
     fn keeps_execs(&self) -> bool;
+}
+
+/// Where [`StreamDriver::set_kernel_node`] sets a node's parameters.
+#[derive(Debug)]
+pub enum NodeIn<'a, E> {
+    /// In this exec only (instantiated from the graph): an in-place patch.
+    Exec(&'a E),
+    /// In the graph, for the execs instantiated from it afterwards. On an
+    /// H100 an exec made so replays at the captured graph's speed, where
+    /// one patched node by node in the exec replays 12 % slower (a chain of
+    /// 1000 one-thread kernels, 891 against 999 µs of GPU time;
+    /// `bench/probes/idle_probe.cu`, 2026-12-05): what a kept exec
+    /// (`execs.rs`) is made with.
+    Graph,
 }
 
 /// Every entry point of one op on one device, one per dtype it accepts.

@@ -17,10 +17,12 @@
 //! graph with what theirs run; what its current exec runs is core's record
 //! of the graph, which every update passes in. An update whose result a
 //! spare runs swaps that spare in: no node is touched. One whose result
-//! the graph ran before but no exec runs now gets a fresh exec of the
-//! graph, patched to it, and the current one is kept as a spare: a set
-//! seen twice costs one instantiation, and every switch between kept sets
-//! after that costs none. Anything else is patched in place as before, so
+//! the graph ran before but no exec runs now gets a fresh exec, instantiated
+//! after its launches were set in the graph itself, and the current one is
+//! kept as a spare: a set seen twice costs one instantiation, and every
+//! switch between kept sets after that costs none. A current exec that was
+//! patched in place is not kept (it replays slower, see `Runs::patched`):
+//! its set is remembered and gets a clean exec of its own if it comes back. Anything else is patched in place as before, so
 //! an update that never comes back (a KV-cache slot moving every step)
 //! keeps no exec. A graph whose in-place patch failed part-way keeps
 //! patching in place: what its exec runs is unknown.
@@ -47,6 +49,8 @@ pub const LEFT: usize = 4;
 struct Spare<E> {
     exec: E,
     runs: Vec<Launch>,
+    /// Patched in place since it was instantiated (see [`Runs::patched`]).
+    patched: bool,
 }
 
 /// How an update reaches the launch set it asks for.
@@ -56,8 +60,8 @@ pub enum Plan {
     Nothing,
     /// A kept exec runs it: swap it in ([`Runs::swap`]).
     Swap(usize),
-    /// The graph ran it before: a fresh exec of the graph, patched to it
-    /// ([`Runs::keep`]).
+    /// The graph ran it before: a fresh exec of the graph, its kernel
+    /// nodes set to it in the graph first ([`Runs::keep`]).
     Fresh,
     /// Patch the current exec's changed nodes ([`Runs::patched`]).
     InPlace,
@@ -77,6 +81,13 @@ pub struct Runs<E> {
     /// such a graph again; a caller that does not (a test harness driving
     /// the backend directly) gets in-place patches only.
     lost: bool,
+    /// The current exec was patched in place since it was instantiated.
+    /// Such an exec replays slower than one instantiated with the same
+    /// launches set in the graph (12 % on an H100 at 1000 one-thread
+    /// kernels, 999 against 891 µs: `bench/probes/idle_probe.cu`), so it is
+    /// never kept as a spare: a fresh exec drops it and remembers its set
+    /// instead, to be instantiated clean if the graph comes back to it.
+    patched: bool,
 }
 
 impl<E> Default for Runs<E> {
@@ -85,6 +96,7 @@ impl<E> Default for Runs<E> {
             spares: Vec::new(),
             left: Vec::new(),
             lost: false,
+            patched: false,
         }
     }
 }
@@ -142,11 +154,12 @@ impl<E> Runs<E> {
         }
     }
 
-    /// Room for [`keep`](Runs::keep)'s spare: where [`SPARES`] are kept,
-    /// the least recently used one, taken out (the caller waits for the
-    /// stream and destroys it before making the fresh exec).
+    /// Room for [`keep`](Runs::keep)'s spare where the current exec will be
+    /// kept (it was not patched in place) and [`SPARES`] are kept: the least
+    /// recently used one, taken out (the caller waits for the stream and
+    /// destroys it before making the fresh exec).
     pub fn make_room(&mut self) -> Option<E> {
-        (self.spares.len() >= SPARES).then(|| self.spares.remove(0).exec)
+        (!self.patched && self.spares.len() >= SPARES).then(|| self.spares.remove(0).exec)
     }
 
     /// [`Plan::Swap`]: spare `i` becomes `exec`, and `exec`, which runs
@@ -156,19 +169,37 @@ impl<E> Runs<E> {
         let mut spare = self.spares.remove(i);
         std::mem::swap(exec, &mut spare.exec);
         std::mem::swap(now, &mut spare.runs);
+        std::mem::swap(&mut self.patched, &mut spare.patched);
         self.spares.push(spare);
     }
 
-    /// [`Plan::Fresh`]: `fresh` (patched to `want`) becomes `exec`; the
-    /// old one, which runs `now`, is kept as a spare
-    /// ([`make_room`](Runs::make_room) made room), and `now` becomes `want`.
-    pub fn keep(&mut self, exec: &mut E, fresh: E, now: &mut Vec<Launch>, want: Vec<Launch>) {
+    /// [`Plan::Fresh`]: `fresh` (instantiated with `want` set in the graph)
+    /// becomes `exec`, and `now` becomes `want`. The old exec, which runs
+    /// `now`, is kept as a spare ([`make_room`](Runs::make_room) made room)
+    /// unless it was patched in place: then it is returned for the caller
+    /// to destroy once the stream is idle, and `now` is remembered as a set
+    /// left behind.
+    #[must_use = "an exec returned is the caller's to destroy"]
+    pub fn keep(
+        &mut self,
+        exec: &mut E,
+        fresh: E,
+        now: &mut Vec<Launch>,
+        want: Vec<Launch>,
+    ) -> Option<E> {
         let old = std::mem::replace(exec, fresh);
         self.left.retain(|l| *l != want);
+        let ran = std::mem::replace(now, want);
+        if std::mem::take(&mut self.patched) {
+            self.remember(ran);
+            return Some(old);
+        }
         self.spares.push(Spare {
             exec: old,
-            runs: std::mem::replace(now, want),
+            runs: ran,
+            patched: false,
         });
+        None
     }
 
     /// [`Plan::InPlace`] failed part-way: the current exec's launches are
@@ -185,11 +216,17 @@ impl<E> Runs<E> {
         if changes.iter().all(|(i, l)| now.get(*i) == Some(l)) {
             return;
         }
-        self.left.retain(|l| l != now);
+        self.patched = true;
+        self.remember(now.to_vec());
+    }
+
+    /// Remember `set` as one the graph left (the most recent of [`LEFT`]).
+    fn remember(&mut self, set: Vec<Launch>) {
+        self.left.retain(|l| *l != set);
         if self.left.len() >= LEFT {
             self.left.remove(0);
         }
-        self.left.push(now.to_vec());
+        self.left.push(set);
     }
 
     /// `buffer` is about to be freed: every spare and remembered set that

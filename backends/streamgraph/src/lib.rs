@@ -43,7 +43,7 @@ pub use backend::StreamBackend;
 
 pub use cache::OnceMap;
 pub use driver::{
-    Compiler, GraphDriver, NoBlas, OpKernels, SharedKernels, StreamDriver, VendorBlas,
+    Compiler, GraphDriver, NoBlas, NodeIn, OpKernels, SharedKernels, StreamDriver, VendorBlas,
 };
 pub use graphs::{Captured, LaunchNode, StreamGraphs};
 pub use launch::{check_range, ArgPointers, Dims, KernelArgs, KernelLaunch, VendorLaunch};

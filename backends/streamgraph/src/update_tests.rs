@@ -23,6 +23,17 @@ fn patched(d: &FakeDriver) -> Vec<Call> {
         .collect()
 }
 
+/// The graph kernel nodes set (for an exec instantiated next), in order.
+fn set_in_graph(d: &FakeDriver) -> Vec<usize> {
+    d.log()
+        .into_iter()
+        .filter_map(|c| match c {
+            Call::SetGraphKernelNode { node, .. } => Some(node),
+            _ => None,
+        })
+        .collect()
+}
+
 fn recaptured(d: &FakeDriver) -> bool {
     d.log()
         .iter()
@@ -288,12 +299,16 @@ fn instantiated(d: &FakeDriver) -> Vec<u32> {
 }
 
 /// Updates that alternate a graph between two launch sets (`execs.rs`):
-/// the first patches in place; the first one back makes one fresh exec,
-/// patched to that set; every switch after that launches the kept exec
-/// and touches no node. Every replay runs what the last update asked for.
-/// Mutations: `plan` never answering `Swap` (patches on every switch),
-/// never `Fresh` (no second exec), `keep` or `swap` losing the old exec's
-/// launch set, `after` ignoring the changes → red.
+/// the first patches in place; the first one back makes a fresh exec,
+/// instantiated after every kernel node was set in the graph, and drops
+/// the patched one (it replays slower), once the stream is idle; the next
+/// one away makes a clean exec of that set too; every switch after that
+/// launches a kept exec and touches no node. Every replay runs what the
+/// last update asked for. Mutations: `plan` never answering `Swap`
+/// (patches on every switch), never `Fresh` (no second exec), `keep` or
+/// `swap` losing the old exec's launch set or flag, the fresh exec patched
+/// in the exec or set after instantiating, `after` ignoring the changes →
+/// red.
 #[test]
 fn updates_back_and_forth_switch_execs_instead_of_patching() {
     let (mut b, d) = backend(false);
@@ -319,28 +334,46 @@ fn updates_back_and_forth_switch_execs_instead_of_patching() {
     );
     assert!(instantiated(&d).is_empty(), "{:?}", d.log());
     b.replay(t).unwrap();
-    // Back: a set the graph ran before gets a fresh exec, every kernel
-    // node of it set; the patched one is kept.
+    // Back: a set the graph ran before gets a fresh exec, made from the
+    // graph once its every kernel node was set; the patched exec is
+    // destroyed after the stream is idle.
     d.clear_log();
     b.update_launches(t, &to_x).unwrap();
     let fresh = instantiated(&d);
     assert_eq!(fresh.len(), 1, "{:?}", d.log());
     let second = fresh[0];
-    assert_eq!(
-        patched(&d),
-        [0, 1].map(|node| Call::SetKernelNode { exec: second, node })
-    );
-    assert!(
-        !d.log().contains(&Call::DestroyExec(first)),
-        "{:?}",
-        d.log()
-    );
+    assert!(patched(&d).is_empty(), "{:?}", d.log());
+    assert_eq!(set_in_graph(&d), [0, 1], "{:?}", d.log());
+    let log = without_selects(d.log());
+    let at = |want: &Call| log.iter().position(|c| c == want);
+    let last_set = log
+        .iter()
+        .rposition(|c| matches!(c, Call::SetGraphKernelNode { .. }));
+    let made = log
+        .iter()
+        .position(|c| matches!(c, Call::Instantiate { .. }));
+    assert!(last_set < made, "{log:?}");
+    let gone = at(&Call::DestroyExec(first));
+    assert!(gone.is_some() && at(&Call::Sync) < gone, "{log:?}");
     b.replay(t).unwrap();
+    assert_eq!(d.runs().last().unwrap().1[0].buffers, [1, 2, 3]);
+    // Away again: the set the patched exec ran gets a clean exec of its
+    // own, and `second` is kept.
+    d.clear_log();
+    b.update_launches(t, &to_p).unwrap();
+    let fresh = instantiated(&d);
+    assert_eq!(fresh.len(), 1, "{:?}", d.log());
+    let third = fresh[0];
+    assert!(patched(&d).is_empty(), "{:?}", d.log());
+    assert!(!d.log().contains(&Call::DestroyExec(second)));
+    b.replay(t).unwrap();
+    assert_eq!(d.runs().last().unwrap().1[0].buffers, [4, 2, 3]);
     // Every switch after that: no patch, no instantiation.
-    for (changes, exec, buffer) in [(&to_p, first, 4), (&to_x, second, 1), (&to_p, first, 4)] {
+    for (changes, exec, buffer) in [(&to_x, second, 1), (&to_p, third, 4), (&to_x, second, 1)] {
         d.clear_log();
         b.update_launches(t, changes).unwrap();
         assert!(patched(&d).is_empty(), "{:?}", d.log());
+        assert!(set_in_graph(&d).is_empty(), "{:?}", d.log());
         assert!(instantiated(&d).is_empty(), "{:?}", d.log());
         b.replay(t).unwrap();
         assert_eq!(d.log().last(), Some(&Call::Launch(exec)), "{:?}", d.log());
@@ -350,7 +383,7 @@ fn updates_back_and_forth_switch_execs_instead_of_patching() {
     }
     // The same launch set again is no switch: nothing happens.
     d.clear_log();
-    b.update_launches(t, &to_p).unwrap();
+    b.update_launches(t, &to_x).unwrap();
     assert!(patched(&d).is_empty() && instantiated(&d).is_empty());
     // A third set is patched in place, in the exec that runs now.
     d.clear_log();
@@ -361,7 +394,7 @@ fn updates_back_and_forth_switch_execs_instead_of_patching() {
     assert_eq!(
         patched(&d),
         [Call::SetKernelNode {
-            exec: first,
+            exec: second,
             node: 1
         }]
     );
@@ -369,7 +402,7 @@ fn updates_back_and_forth_switch_execs_instead_of_patching() {
     assert_eq!(d.runs().last().unwrap().1[1].buffers, [3, q_id, 3]);
     b.destroy_graph(h).unwrap();
     let log = d.log();
-    for exec in [first, second] {
+    for exec in [second, third] {
         assert!(log.contains(&Call::DestroyExec(exec)), "{log:?}");
     }
     assert_clean(&d);
@@ -389,15 +422,19 @@ fn freeing_a_buffer_drops_the_execs_kept_for_it() {
     b.launch(&add(x, y, z, 4)).unwrap();
     let h = b.end_capture_graph().unwrap();
     let t = ReplayTarget::Graph(h);
-    let first = d.last_exec();
-    b.update_launches(t, &[(0, add(p, y, z, 4))]).unwrap();
+    // Away (in place), back (a fresh exec), away (a fresh exec for p),
+    // back (a switch): the exec kept for p is the last one made.
+    for buffer in [p, x, p] {
+        b.update_launches(t, &[(0, add(buffer, y, z, 4))]).unwrap();
+    }
+    let kept_p = d.last_exec();
     b.update_launches(t, &[(0, add(x, y, z, 4))]).unwrap();
     b.replay(t).unwrap();
-    // `first` runs the set with `p`, kept; the graph itself binds x.
+    assert_ne!(d.log().last(), Some(&Call::Launch(kept_p)));
     d.clear_log();
     b.free(p).unwrap();
     let log = without_selects(d.log());
-    let destroyed = log.iter().position(|c| *c == Call::DestroyExec(first));
+    let destroyed = log.iter().position(|c| *c == Call::DestroyExec(kept_p));
     let synced = log.iter().position(|c| *c == Call::Sync);
     assert!(destroyed.is_some() && synced < destroyed, "{log:?}");
     d.clear_log();
@@ -428,12 +465,15 @@ fn step(
 /// Which launch sets a graph remembers and which execs it keeps, over
 /// four sets of launch 0's first buffer (x as captured, then p, q, r):
 /// a set left by an in-place patch is remembered until the graph comes
-/// back to it (then it gets a fresh exec), the free of a buffer no kept
-/// set binds forgets nothing, and a fresh exec beyond the spares' room
-/// pushes out the least recently used one, after the stream is idle.
-/// Mutations: the remembered sets filtered the wrong way when one is
-/// added (in `patched` or `keep`) or when a buffer is freed (`forget`),
-/// `forget`'s binding test inverted, `make_room` taking nothing → red.
+/// back to it (then it gets a fresh exec), an exec patched in place is
+/// never kept (its set is remembered instead, and needs no room among the
+/// spares), the free of a buffer no kept set binds forgets nothing, and a
+/// fresh exec beyond the spares' room pushes out the least recently used
+/// one, after the stream is idle. Mutations: the remembered sets filtered
+/// the wrong way when one is added (in `patched`, `keep` or `remember`)
+/// or when a buffer is freed (`forget`), `forget`'s binding test
+/// inverted, `make_room` taking nothing or taking one for a patched exec,
+/// `keep` keeping a patched exec → red.
 #[test]
 fn kept_sets_and_execs_follow_use_within_their_bounds() {
     let (mut b, d) = backend(false);
@@ -450,34 +490,102 @@ fn kept_sets_and_execs_follow_use_within_their_bounds() {
     // A buffer no set binds: nothing forgotten.
     b.free(u).unwrap();
     let mut to = |buffer| to(&mut b, buffer);
-    let (fresh, _, _) = to(x);
+    let (fresh, _, log) = to(x);
     assert_eq!(fresh.len(), 1, "q → x: x was left, so a fresh exec");
+    assert!(
+        log.contains(&Call::DestroyExec(exec1)),
+        "exec1 was patched: {log:?}"
+    );
     let exec2 = fresh[0];
     let (fresh, _, _) = to(p);
     assert_eq!(fresh.len(), 1, "x → p: p was left too, a fresh exec");
     let exec3 = fresh[0];
-    // Kept: exec1 (q), exec2 (x); current exec3 (p). Switches only.
-    for (buffer, exec) in [(q, exec1), (x, exec2)] {
+    let (fresh, _, _) = to(q);
+    assert_eq!(fresh.len(), 1, "p → q: q was left by exec1, a fresh exec");
+    let exec4 = fresh[0];
+    // Kept: exec2 (x), exec3 (p); current exec4 (q). Switches only.
+    for (buffer, exec) in [(x, exec2), (p, exec3), (x, exec2)] {
         let (fresh, patches, log) = to(buffer);
         assert_eq!((fresh.len(), patches), (0, 0), "{log:?}");
         assert_eq!(log.last(), Some(&Call::Launch(exec)), "{log:?}");
     }
-    // Now kept: exec3 (p), exec1 (q), least recent first; current exec2 (x).
+    // Now kept: exec4 (q), exec3 (p), least recent first; current exec2 (x).
     let (fresh, patches, _) = to(r);
     assert_eq!((fresh.len(), patches), (0, 1), "x → r: in place, in exec2");
     let (fresh, _, log) = to(x);
     assert_eq!(fresh.len(), 1, "r → x: a fresh exec");
+    let exec5 = fresh[0];
+    assert!(
+        log.contains(&Call::DestroyExec(exec2)),
+        "exec2 was patched: {log:?}"
+    );
+    for kept in [exec3, exec4] {
+        assert!(!log.contains(&Call::DestroyExec(kept)), "{log:?}");
+    }
+    // Kept: exec4 (q), exec3 (p); current exec5 (x), clean. Back to r (a
+    // set left): a fresh exec, and exec4, least recently used, pushed out
+    // first.
+    let (fresh, _, log) = to(r);
+    assert_eq!(fresh.len(), 1, "x → r: a fresh exec");
     let log = without_selects(log);
-    let gone = log.iter().position(|c| *c == Call::DestroyExec(exec3));
+    let gone = log.iter().position(|c| *c == Call::DestroyExec(exec4));
     let synced = log.iter().position(|c| *c == Call::Sync);
     let made = log
         .iter()
         .position(|c| matches!(c, Call::Instantiate { .. }));
     assert!(
         synced < gone && gone < made,
-        "exec3 (p) pushed out first: {log:?}"
+        "exec4 (q) pushed out first: {log:?}"
     );
-    assert!(!log.contains(&Call::DestroyExec(exec1)), "{log:?}");
+    for kept in [exec3, exec5] {
+        assert!(!log.contains(&Call::DestroyExec(kept)), "{log:?}");
+    }
+    // Kept: exec3 (p), exec5 (x): switches.
+    for (buffer, exec) in [(p, exec3), (x, exec5)] {
+        let (fresh, patches, log) = to(buffer);
+        assert_eq!((fresh.len(), patches), (0, 0), "{log:?}");
+        assert_eq!(log.last(), Some(&Call::Launch(exec)), "{log:?}");
+    }
+    assert_clean(&d);
+}
+
+/// Whether an exec was patched in place travels with it: a patched exec
+/// swapped out as a spare and a clean one swapped in, a fresh exec after
+/// that keeps the clean one; the patched one, swapped back in, is dropped
+/// by the next fresh exec. Mutations: `swap` leaving the flag with the
+/// graph, `keep` marking its spare patched → red.
+#[test]
+fn whether_an_exec_was_patched_travels_with_it() {
+    let (mut b, d) = backend(false);
+    let [x, y, z] = three(&mut b, 4);
+    let [p, q, r] = three(&mut b, 4);
+    b.begin_capture().unwrap();
+    b.launch(&add(x, y, z, 4)).unwrap();
+    let t = ReplayTarget::Graph(b.end_capture_graph().unwrap());
+    let mut to = |buffer| step(&mut b, &d, t, add(buffer, y, z, 4));
+    // x → p in place, back to x (fresh e2), p again (fresh e3, e2 kept).
+    to(p);
+    let e2 = to(x).0[0];
+    let e3 = to(p).0[0];
+    // p → q in place: e3 is patched; x: a switch to the clean e2.
+    assert_eq!(to(q).1, 1);
+    let (_, _, log) = to(x);
+    assert_eq!(log.last(), Some(&Call::Launch(e2)), "{log:?}");
+    // p was left by the patch: a fresh exec, and e2, clean, is kept.
+    let (fresh, _, log) = to(p);
+    assert_eq!(fresh.len(), 1, "{log:?}");
+    assert!(!log.contains(&Call::DestroyExec(e2)), "{log:?}");
+    let (fresh, _, log) = to(x);
+    assert_eq!(fresh.len(), 0, "{log:?}");
+    assert_eq!(log.last(), Some(&Call::Launch(e2)), "{log:?}");
+    // q: a switch to e3, patched; r in place in it, and back to q: a
+    // fresh exec, and e3 is dropped.
+    let (_, _, log) = to(q);
+    assert_eq!(log.last(), Some(&Call::Launch(e3)), "{log:?}");
+    assert_eq!(to(r).1, 1);
+    let (fresh, _, log) = to(q);
+    assert_eq!(fresh.len(), 1, "{log:?}");
+    assert!(log.contains(&Call::DestroyExec(e3)), "{log:?}");
     assert_clean(&d);
 }
 
@@ -545,15 +653,17 @@ fn core_tells_the_backend_what_the_graph_runs() {
         old: p.id(),
         new: x.id(),
     }];
-    // Away (patched), back (a fresh exec), then switches alone.
+    // Away (patched), back (a fresh exec), away (a clean exec for the set
+    // the patched one ran), then switches alone.
     assert_eq!(switch(&to_p).0, (1, 0));
-    assert_eq!(switch(&to_x).0, (2, 1));
-    for (changes, input) in [(&to_p, ids[1]), (&to_x, ids[0]), (&to_p, ids[1])] {
+    assert_eq!(switch(&to_x).0, (0, 1));
+    assert_eq!(switch(&to_p).0, (0, 1));
+    for (changes, input) in [(&to_x, ids[0]), (&to_p, ids[1]), (&to_x, ids[0])] {
         let (did, buffers, _) = switch(changes);
         assert_eq!(did, (0, 0), "{:?}", d.log());
         assert_eq!(buffers, [input, ids[2], ids[3]]);
     }
-    // A parameter change away and back: the way back is a switch.
+    // A parameter change away and back: fresh execs once, then switches.
     let params = |n: u32| {
         [Change::Params {
             index: 0,
@@ -562,10 +672,12 @@ fn core_tells_the_backend_what_the_graph_runs() {
     };
     let (did, _, n) = switch(&params(2));
     assert_eq!((did, n), ((1, 0), Some(2)));
-    switch(&params(4));
+    assert_eq!(switch(&params(4)).0, (0, 1));
+    assert_eq!(switch(&params(2)).0, (0, 1));
+    assert_eq!(switch(&params(4)).0, (0, 0));
     let (did, buffers, n) = switch(&params(2));
     assert_eq!((did, n), ((0, 0), Some(2)), "{:?}", d.log());
-    assert_eq!(buffers, [ids[1], ids[2], ids[3]]);
+    assert_eq!(buffers, [ids[0], ids[2], ids[3]]);
     drop(g);
     drop([x, p, y, z]);
     drop(dev);

@@ -6,7 +6,7 @@ use super::graph::{Graph, GraphExec, KernelNode};
 use super::{check, ready};
 use cudarc::driver::sys as cu;
 use seam::ErrorKind;
-use seam_streamgraph::{check_range, GraphDriver, KernelLaunch, StreamDriver};
+use seam_streamgraph::{check_range, GraphDriver, KernelLaunch, NodeIn, StreamDriver};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::ptr;
@@ -403,17 +403,20 @@ impl StreamDriver for Stream {
 
     fn set_kernel_node(
         &self,
-        exec: &GraphExec,
+        at: NodeIn<'_, GraphExec>,
         graph: &Graph,
         node: &KernelNode,
         l: &KernelLaunch<'_, Self>,
     ) -> Result<(), ErrorKind> {
-        const CALL: &str = "cuGraphExecKernelNodeSetParams";
+        let call = match at {
+            NodeIn::Exec(_) => "cuGraphExecKernelNodeSetParams",
+            NodeIn::Graph => "cuGraphKernelNodeSetParams",
+        };
         // One hash lookup in the graph's node set (fetched once, when the
         // capture ended), not a node-list query per patched node.
         if !graph.has_node(node) {
             return Err(ErrorKind::driver(
-                CALL,
+                call,
                 "the node is not one of the graph's",
             ));
         }
@@ -442,14 +445,22 @@ impl StreamDriver for Stream {
         // the set is still exactly the graph's nodes), and the graph is live
         // (borrowed), so the handle is valid; an exec not instantiated from
         // `graph` does not hold it, which the driver reports as an error.
-        // `params` carries a KernelLaunch's function, grid and block and one
+        // Setting the graph's node changes no exec already instantiated
+        // from it, so no queued replay reads the new values. `params`
+        // carries a KernelLaunch's function, grid and block and one
         // pointer per kernel parameter to a value of its exact size and
         // layout in `args` (as for cuLaunchKernel above), all outliving the
         // call; the driver copies the values before returning. The
         // KernelLaunch's buffers are live allocations large enough for what
-        // the kernel indexes, and the backend holds them for this exec.
-        check(CALL, unsafe {
-            cu::cuGraphExecKernelNodeSetParams_v2(exec.raw(), node.0, &params)
+        // the kernel indexes, and the backend holds them for every exec
+        // instantiated from the graph while that exec binds them.
+        check(call, unsafe {
+            match at {
+                NodeIn::Exec(exec) => {
+                    cu::cuGraphExecKernelNodeSetParams_v2(exec.raw(), node.0, &params)
+                }
+                NodeIn::Graph => cu::cuGraphKernelNodeSetParams_v2(node.0, &params),
+            }
         })
     }
 }

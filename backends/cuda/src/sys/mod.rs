@@ -75,11 +75,13 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuGraphLaunch",
     "cuGraphExecDestroy",
     "cuGraphDestroy",
-    // C13: which node a captured launch added, and patching it in the exec.
+    // C13: which node a captured launch added, and patching it in the exec
+    // (in place) or in the graph (before instantiating a kept exec).
     "cuStreamGetCaptureInfo_v3",
     "cuGraphNodeGetType",
     "cuGraphGetNodes",
     "cuGraphExecKernelNodeSetParams_v2",
+    "cuGraphKernelNodeSetParams_v2",
     "cuGetErrorString",
 ];
 

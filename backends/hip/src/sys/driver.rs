@@ -7,7 +7,7 @@ use super::check;
 use super::graph::{Graph, GraphExec, KernelNode};
 use hip_runtime_sys as hip;
 use seam::ErrorKind;
-use seam_streamgraph::{check_range, GraphDriver, KernelLaunch, StreamDriver};
+use seam_streamgraph::{check_range, GraphDriver, KernelLaunch, NodeIn, StreamDriver};
 use std::ffi::{c_int, c_void, CString};
 use std::ptr;
 use std::sync::Arc;
@@ -235,25 +235,30 @@ impl StreamDriver for Stream {
         })
     }
 
-    /// `hipGraphExecKernelNodeSetParams`, CUDA's call with HIP's name:
-    /// future launches of the exec get the new parameters, the graph keeps
-    /// its own. That launches already queued keep the old ones is CUDA's
-    /// documented rule; HIP's runtime is not known to keep it (its exec may
-    /// rewrite kernel arguments a queued launch has yet to read), so this
-    /// driver asks for an idle stream first (`update_needs_idle_stream`).
+    /// `hipGraphExecKernelNodeSetParams` (in an exec) and
+    /// `hipGraphKernelNodeSetParams` (in the graph), CUDA's calls with HIP's
+    /// names: future launches of the exec get the new parameters, the graph
+    /// keeps its own. That launches already queued keep the old ones is
+    /// CUDA's documented rule; HIP's runtime is not known to keep it (its
+    /// exec may rewrite kernel arguments a queued launch has yet to read),
+    /// so this driver asks for an idle stream first
+    /// (`update_needs_idle_stream`).
     fn set_kernel_node(
         &self,
-        exec: &GraphExec,
+        at: NodeIn<'_, GraphExec>,
         graph: &Graph,
         node: &KernelNode,
         l: &KernelLaunch<'_, Self>,
     ) -> Result<(), ErrorKind> {
-        const CALL: &str = "hipGraphExecKernelNodeSetParams";
+        let call = match at {
+            NodeIn::Exec(_) => "hipGraphExecKernelNodeSetParams",
+            NodeIn::Graph => "hipGraphKernelNodeSetParams",
+        };
         // One hash lookup in the graph's node set (fetched once, when the
         // capture ended), not a node-list query per patched node.
         if !graph.has_node(node) {
             return Err(ErrorKind::driver(
-                CALL,
+                call,
                 "the node is not one of the graph's",
             ));
         }
@@ -285,14 +290,20 @@ impl StreamDriver for Stream {
         // the set is still exactly the graph's nodes), and the graph is live
         // (borrowed), so the handle is valid; an exec not instantiated from
         // `graph` does not hold it, which the runtime reports as an error.
-        // `params` carries a KernelLaunch's function, grid and block and one
+        // Setting the graph's node changes no exec already instantiated
+        // from it. `params` carries a KernelLaunch's function, grid and block and one
         // pointer per kernel parameter to a value of its exact size and
         // layout in `args` (as for hipModuleLaunchKernel above), all
         // outliving the call; the runtime copies the values. The
         // KernelLaunch's buffers are live allocations large enough for what
         // the kernel indexes, and the backend holds them for this exec.
-        check(CALL, unsafe {
-            hip::hipGraphExecKernelNodeSetParams(exec.raw(), node.0, &params)
+        check(call, unsafe {
+            match at {
+                NodeIn::Exec(exec) => {
+                    hip::hipGraphExecKernelNodeSetParams(exec.raw(), node.0, &params)
+                }
+                NodeIn::Graph => hip::hipGraphKernelNodeSetParams(node.0, &params),
+            }
         })
     }
 

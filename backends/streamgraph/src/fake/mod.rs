@@ -90,6 +90,12 @@ pub enum Call {
         exec: u32,
         node: usize,
     },
+    /// A graph's kernel node was given new parameters (for execs
+    /// instantiated from it afterwards).
+    SetGraphKernelNode {
+        graph: u32,
+        node: usize,
+    },
     /// A conditional handle of the capture's graph (C14).
     ConditionalHandle(u64),
     /// A conditional node added (`while`: a WHILE), its body captured next.

@@ -2,7 +2,7 @@
 //! compiler and vendor BLAS.
 
 use super::*;
-use crate::driver::{Compiler, StreamDriver, VendorBlas};
+use crate::driver::{Compiler, NodeIn, StreamDriver, VendorBlas};
 use crate::launch::{check_range, KernelLaunch, VendorLaunch};
 
 impl StreamDriver for FakeDriver {
@@ -118,14 +118,20 @@ impl StreamDriver for FakeDriver {
 
     fn set_kernel_node(
         &self,
-        exec: &u32,
+        at: NodeIn<'_, u32>,
         graph: &u32,
         node: &FakeNode,
         l: &KernelLaunch<'_, Self>,
     ) -> Result<(), ErrorKind> {
-        let call = Call::SetKernelNode {
-            exec: *exec,
-            node: node.index,
+        let call = match at {
+            NodeIn::Exec(exec) => Call::SetKernelNode {
+                exec: *exec,
+                node: node.index,
+            },
+            NodeIn::Graph => Call::SetGraphKernelNode {
+                graph: *graph,
+                node: node.index,
+            },
         };
         self.step(call, "set_kernel_node")?;
         let new = self.node_of(l);
@@ -138,20 +144,31 @@ impl StreamDriver for FakeDriver {
             Some(_) => return refuse(format!("{node:?} is not a node of graph {graph}")),
             None => return refuse(format!("graph {graph} is not live")),
         }
-        if s.update_needs_idle && (s.pending.contains(exec) || s.busy) {
-            s.violations
-                .push(format!("exec {exec} patched with work pending"));
-        }
-        let Some(e) = s.execs.get_mut(exec) else {
-            return refuse(format!("exec {exec} is not live"));
+        let nodes = match at {
+            NodeIn::Exec(exec) => {
+                if s.update_needs_idle && (s.pending.contains(exec) || s.busy) {
+                    s.violations
+                        .push(format!("exec {exec} patched with work pending"));
+                }
+                let Some(e) = s.execs.get_mut(exec) else {
+                    return refuse(format!("exec {exec} is not live"));
+                };
+                if e.graph != *graph {
+                    return refuse(format!(
+                        "exec {exec} was instantiated from graph {}, not {graph}",
+                        e.graph
+                    ));
+                }
+                &mut e.nodes
+            }
+            // The graph's own nodes: what later instantiations copy; execs
+            // already made keep their copies.
+            NodeIn::Graph => match s.graphs.get_mut(graph) {
+                Some(g) => &mut g.nodes,
+                None => return refuse(format!("graph {graph} is not live")),
+            },
         };
-        if e.graph != *graph {
-            return refuse(format!(
-                "exec {exec} was instantiated from graph {}, not {graph}",
-                e.graph
-            ));
-        }
-        match e.nodes.get_mut(node.index) {
+        match nodes.get_mut(node.index) {
             Some(k) if k.kernel => {
                 *k = new;
                 Ok(())
