@@ -57,8 +57,9 @@ pub struct Registration {
     pub node_timing: DeclaredNodeTiming,
     /// How its devices time the launches of a graph that holds conditional
     /// bodies (C14), where that differs from [`Registration::node_timing`]
-    /// (CUDA: event record nodes may not sit in a conditional node's body,
-    /// so such a graph is captured untimed); a device that returns node
+    /// (CUDA: a body's launches run as often as the device decides and a
+    /// node-timed graph keeps one stamp per launch, so such a graph is
+    /// captured untimed); a device that returns node
     /// spans it declares unavailable, or none where it declares them,
     /// fails `c14_node_spans_follow_iterations`.
     pub body_node_timing: DeclaredNodeTiming,

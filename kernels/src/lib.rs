@@ -27,6 +27,7 @@ use seam::{DType, OpKind};
 
 pub mod conditional;
 pub mod geometry;
+pub mod stamp;
 pub mod user;
 
 /// A kernel language.

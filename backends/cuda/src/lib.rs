@@ -73,11 +73,12 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 mod tests;
 
 /// The CUDA backend's description of itself (`seam::registration`): a
-/// graph holding conditional bodies is captured untimed (event record
-/// nodes may not sit in a conditional node's body).
+/// graph holding conditional bodies is captured untimed (a body's launches
+/// run as often as the device decides, and a node-timed graph keeps one
+/// stamp per launch).
 pub const REGISTRATION: seam::Registration =
     seam::Registration::new("cuda", Some("cuda"), device_count, open).with_body_node_timing(
         seam::DeclaredNodeTiming::Unavailable(
-            "event record nodes may not sit in a conditional node's body: a graph holding one is captured untimed",
+            "a body's launches run as often as the device decides and a node-timed graph keeps one stamp per launch: a graph holding a conditional body is captured untimed",
         ),
     );

@@ -3,6 +3,7 @@
 //! compiler, loaded once; an op the vendor's BLAS serves goes there.
 
 mod bodies;
+mod stamps;
 #[cfg(test)]
 pub(crate) use bodies::MAX_DEPTH;
 
@@ -40,6 +41,11 @@ pub struct StreamBackend<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D> = NoB
     /// (`bodies.rs`), allocated before the first capture where the driver
     /// has conditional nodes; not a seam buffer.
     counters: Option<D::Memory>,
+    /// The word node-timed captures' stamp kernels write until their graph
+    /// has a stamp buffer of its own (`stamps.rs`), allocated before the
+    /// first such capture; not a seam buffer. Graphs whose stamps could not
+    /// be given a buffer keep writing it, so it lives as long as the backend.
+    stamp_scratch: Option<D::Memory>,
     kernels: KernelTable<D::Function>,
     /// Live buffers and their bytes (`ResourceCounts::bytes`).
     buffers: Buffers<D::Memory>,
@@ -61,6 +67,7 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
             bracket: None,
             bodies: Vec::new(),
             counters: None,
+            stamp_scratch: None,
             kernels: KernelTable::new(),
             buffers: Buffers::new(),
             compiler,
@@ -134,20 +141,23 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
     }
 
     /// Keep a launch the open capture just recorded, in capture order,
-    /// and record the node event after it where the graph is node-timed.
+    /// and record the node event or stamp kernel after it where the graph
+    /// is node-timed.
     fn note_captured(&mut self, node: LaunchNode<D::Node>) {
         self.graphs.record_launch(node);
-        self.graphs.stamp(&self.driver);
+        self.graphs.mark(&self.driver);
+        self.stamp();
     }
 
-    /// Read the node events of the last traced replay of `target`, if
-    /// unread (waiting for them): the next replay records them again.
+    /// Read the node timing of the last traced replay of `target`, if
+    /// unread (waiting for it): the next replay records it again.
     fn read_nodes(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
-        let Some(nodes) = self.graphs.captured_mut(target)?.nodes_mut() else {
+        let (timer, driver) = (&mut self.timer, &self.driver);
+        let (Some(nodes), stamps) = self.graphs.captured_mut(target)?.nodes_and_stamps() else {
             return Ok(());
         };
         match nodes.unread.take() {
-            Some(tag) => self.timer.read_nodes(&self.driver, tag, &nodes.events),
+            Some(tag) => stamps::read_marks(timer, driver, tag, nodes, stamps),
             None => Ok(()),
         }
     }
@@ -457,8 +467,12 @@ where
                 self.counters = Some(self.driver.alloc(4 * bodies::MAX_DEPTH)?);
             }
         }
+        let stamped = self.prepare_stamps()?;
         self.bodies.clear();
-        self.graphs.begin_capture(&self.driver, self.node_timing)
+        self.graphs
+            .begin_capture(&self.driver, self.node_timing, stamped)?;
+        self.stamp();
+        Ok(())
     }
 
     fn end_capture_into_current(&mut self) -> Result<(), ErrorKind> {
@@ -466,11 +480,12 @@ where
         // The exec being replaced may still be running: waited for (C8).
         // Its last traced replay's node events are read before it goes (a
         // failed read loses those spans, not the capture).
-        let (timer, driver) = (&mut self.timer, &self.driver);
-        self.graphs.end_capture_with(driver, |old| {
-            if let Some(nodes) = old.nodes_mut() {
+        let (timer, driver, kernels) = (&mut self.timer, &self.driver, &self.kernels);
+        let set = |g: &D::Graph, n: &[D::Node]| stamps::set_stamps(driver, kernels, g, n);
+        self.graphs.end_capture_with(driver, &set, |old| {
+            if let (Some(nodes), stamps) = old.nodes_and_stamps() {
                 if let Some(tag) = nodes.unread.take() {
-                    let _ = timer.read_nodes(driver, tag, &nodes.events);
+                    let _ = stamps::read_marks(timer, driver, tag, nodes, stamps);
                 }
             }
         })
@@ -478,7 +493,9 @@ where
 
     fn end_capture_graph(&mut self) -> Result<RawGraph, ErrorKind> {
         self.driver.select()?;
-        self.graphs.end_capture_graph(&self.driver)
+        let (driver, kernels) = (&self.driver, &self.kernels);
+        let set = |g: &D::Graph, n: &[D::Node]| stamps::set_stamps(driver, kernels, g, n);
+        self.graphs.end_capture_graph_with(driver, &set)
     }
 
     unsafe fn replay(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
@@ -566,8 +583,10 @@ where
         self.driver.events_available()
     }
 
-    /// An event record node before the graph's first launch and after
-    /// each launch; launch i runs from event i to event i + 1.
+    /// An event record node before the graph's first launch and, after
+    /// each launch, another (HIP) or a stamp kernel after one before the
+    /// first launch (CUDA, `backend/stamps.rs`); launch i runs from mark i
+    /// to mark i + 1.
     fn node_timing(&self) -> seam::NodeTiming {
         match self
             .driver
@@ -627,7 +646,12 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> Drop for StreamBackend<D
         self.graphs.release_all(&self.driver);
         self.timer.release_all(&self.driver);
         let _ = self.quiesce();
-        for mem in self.buffers.drain().chain(self.counters.take()) {
+        let own = self
+            .counters
+            .take()
+            .into_iter()
+            .chain(self.stamp_scratch.take());
+        for mem in self.buffers.drain().chain(own) {
             self.driver.free(mem);
         }
     }

@@ -166,6 +166,13 @@ pub trait StreamDriver: GraphDriver + Send {
     /// CUDA: no (its documentation promises it); HIP: yes (see docs/hip.md).
     /// No default: each driver says which.
     fn update_needs_idle_stream(&self) -> bool;
+    /// Whether a node-timed graph marks its launches with stamp kernels
+    /// (`seam_kernels::stamp::STAMP`: the device clock written into a buffer
+    /// after each launch, set in the graph before it is instantiated)
+    /// rather than event record nodes after the first. No default: each
+    /// driver says which (CUDA: stamps, cheaper by the probe in
+    /// docs/tracing.md; HIP: events, its CUDA C has no `%globaltimer`).
+    fn node_stamps(&self) -> bool;
     /// Whether an update back to launches a graph ran before may switch to
     /// an exec kept for them (`execs.rs`) rather than patch in place. No
     /// default: each driver says which (CUDA unless `SEAM_CUDA_KEEP_EXECS=0`;

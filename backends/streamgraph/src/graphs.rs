@@ -13,7 +13,7 @@
 //!   node handle never outlives its graph and is only ever paired with that
 //!   graph's exec.
 
-use crate::driver::GraphDriver;
+use crate::driver::{GraphDriver, StreamDriver};
 use crate::execs::Runs;
 use crate::timing::NodeEvents;
 use seam::table::Graphs;
@@ -33,7 +33,7 @@ pub enum LaunchNode<N> {
 
 /// An exec and the graph it was instantiated from, destroyed in that order,
 /// and the launches captured into the graph (their nodes are the graph's).
-pub struct Captured<D: GraphDriver> {
+pub struct Captured<D: StreamDriver> {
     exec: D::Exec,
     graph: D::Graph,
     launches: Vec<LaunchNode<D::Node>>,
@@ -45,9 +45,15 @@ pub struct Captured<D: GraphDriver> {
     /// Events its graph records but nobody reads (node timing dropped in
     /// the middle of its capture): alive as long as the graph.
     kept: Vec<D::Event>,
+    /// Where its launches are marked with stamp kernels
+    /// ([`StreamDriver::node_stamps`]): the buffer they write, one stamp
+    /// (two `u32` words) before the first launch and one after each. Its
+    /// graph's stamp nodes write into it, so it lives as long as the graph,
+    /// timed or not.
+    stamps: Option<D::Memory>,
 }
 
-impl<D: GraphDriver> Captured<D> {
+impl<D: StreamDriver> Captured<D> {
     pub fn exec(&self) -> &D::Exec {
         &self.exec
     }
@@ -65,6 +71,11 @@ impl<D: GraphDriver> Captured<D> {
     pub fn nodes_mut(&mut self) -> Option<&mut NodeEvents<D::Event>> {
         self.nodes.as_mut()
     }
+    /// Its node events, where it is node-timed, and its stamps' buffer,
+    /// where its launches are marked with stamp kernels.
+    pub fn nodes_and_stamps(&mut self) -> (Option<&mut NodeEvents<D::Event>>, Option<&D::Memory>) {
+        (self.nodes.as_mut(), self.stamps.as_ref())
+    }
     /// What its other execs run (`execs.rs`).
     pub fn runs(&self) -> &Runs<D::Exec> {
         &self.runs
@@ -77,7 +88,7 @@ impl<D: GraphDriver> Captured<D> {
 
 /// One stream's capture state: whether a capture is open, the current exec
 /// (`end_capture`) and the handles (`end_capture_graph`).
-pub struct StreamGraphs<D: GraphDriver> {
+pub struct StreamGraphs<D: StreamDriver> {
     capturing: bool,
     /// The open capture's launches so far, in capture order: the node
     /// each added.
@@ -89,24 +100,29 @@ pub struct StreamGraphs<D: GraphDriver> {
     /// when node timing stopped in the middle of it: its event record
     /// nodes still name them, so they live as long as the graph does.
     kept_events: Vec<D::Event>,
+    /// Where the open capture marks its launches with stamp kernels: the
+    /// stamp nodes so far (`recording_events` then holds the one event
+    /// before the first stamp). `None` also once timing stopped.
+    recording_stamps: Option<Vec<D::Node>>,
     /// The exec `end_capture` made (current) and the handles'
     /// (`end_capture_graph`), never aliasing (C3).
     graphs: Graphs<Captured<D>>,
 }
 
-impl<D: GraphDriver> Default for StreamGraphs<D> {
+impl<D: StreamDriver> Default for StreamGraphs<D> {
     fn default() -> Self {
         StreamGraphs {
             capturing: false,
             recording: Vec::new(),
             recording_events: None,
             kept_events: Vec::new(),
+            recording_stamps: None,
             graphs: Graphs::new(),
         }
     }
 }
 
-impl<D: GraphDriver> StreamGraphs<D> {
+impl<D: StreamDriver> StreamGraphs<D> {
     pub fn new() -> Self {
         Self::default()
     }
@@ -122,21 +138,48 @@ impl<D: GraphDriver> StreamGraphs<D> {
     }
 
     /// Capture op 2: put the stream in capture mode; `node_timed`: the
-    /// graph records an event before its first launch and after each.
-    pub fn begin_capture(&mut self, d: &D, node_timed: bool) -> Result<(), ErrorKind> {
+    /// graph records an event before its first launch and, unless
+    /// `stamps` (then the caller records stamp kernels,
+    /// [`record_stamp`](StreamGraphs::record_stamp)), after each.
+    pub fn begin_capture(
+        &mut self,
+        d: &D,
+        node_timed: bool,
+        stamps: bool,
+    ) -> Result<(), ErrorKind> {
         d.begin_capture()?;
         self.capturing = true;
         self.recording.clear();
         self.drop_events(d);
         self.recording_events = node_timed.then(Vec::new);
-        self.stamp(d);
+        self.mark(d);
+        self.recording_stamps =
+            (node_timed && stamps && self.recording_events.is_some()).then(Vec::new);
         Ok(())
     }
 
-    /// Record the open capture's next node event (after a launch). One
-    /// that fails leaves the graph untimed (its events kept unread until
-    /// the graph goes): a launch is never refused for it.
-    pub fn stamp(&mut self, d: &D) {
+    /// The number of the open capture's next stamp, where it marks its
+    /// launches with stamp kernels and is still timed.
+    pub fn next_stamp(&self) -> Option<usize> {
+        self.recording_stamps.as_ref().map(Vec::len)
+    }
+
+    /// Keep the node of the open capture's stamp kernel
+    /// [`next_stamp`](StreamGraphs::next_stamp) named.
+    pub fn record_stamp(&mut self, node: D::Node) {
+        if let Some(stamps) = self.recording_stamps.as_mut() {
+            stamps.push(node);
+        }
+    }
+
+    /// Record the open capture's next node event (after a launch), where
+    /// its launches are marked with events. One that fails leaves the
+    /// graph untimed (its events kept unread until the graph goes): a
+    /// launch is never refused for it.
+    pub fn mark(&mut self, d: &D) {
+        if self.recording_stamps.is_some() {
+            return;
+        }
         let Some(events) = self.recording_events.as_mut() else {
             return;
         };
@@ -164,6 +207,7 @@ impl<D: GraphDriver> StreamGraphs<D> {
         if let Some(events) = self.recording_events.take() {
             self.kept_events.extend(events);
         }
+        self.recording_stamps = None;
     }
 
     /// Destroy the open capture's events (its graph is gone or was never
@@ -220,18 +264,20 @@ impl<D: GraphDriver> StreamGraphs<D> {
     /// The exec being replaced may still be running, so the stream is
     /// waited for before it is destroyed (C8).
     pub fn end_capture(&mut self, d: &D) -> Result<(), ErrorKind> {
-        self.end_capture_with(d, |_| {})
+        self.end_capture_with(d, &no_stamps::<D>, |_| {})
     }
 
-    /// [`end_capture`](StreamGraphs::end_capture), calling `going` with the
-    /// exec being replaced once the stream is idle, before it is destroyed
-    /// (its node events are read there).
+    /// [`end_capture`](StreamGraphs::end_capture), with `set_stamps`
+    /// setting the graph's stamp nodes before it is instantiated, and
+    /// calling `going` with the exec being replaced once the stream is
+    /// idle, before it is destroyed (its node events are read there).
     pub fn end_capture_with(
         &mut self,
         d: &D,
+        set_stamps: SetStamps<'_, D>,
         going: impl FnOnce(&mut Captured<D>),
     ) -> Result<(), ErrorKind> {
-        let new = self.end_and_instantiate(d)?;
+        let new = self.end_and_instantiate(d, set_stamps)?;
         if self.graphs.target(ReplayTarget::Current).is_ok() {
             if let Err(e) = d.synchronize() {
                 // Keep the old exec (and drop the new one) rather than destroy
@@ -250,7 +296,18 @@ impl<D: GraphDriver> StreamGraphs<D> {
     /// Capture op 4: end the capture into a new handle; the current exec
     /// is untouched (C3).
     pub fn end_capture_graph(&mut self, d: &D) -> Result<RawGraph, ErrorKind> {
-        let new = self.end_and_instantiate(d)?;
+        self.end_capture_graph_with(d, &no_stamps::<D>)
+    }
+
+    /// [`end_capture_graph`](StreamGraphs::end_capture_graph), with
+    /// `set_stamps` setting the graph's stamp nodes before it is
+    /// instantiated.
+    pub fn end_capture_graph_with(
+        &mut self,
+        d: &D,
+        set_stamps: SetStamps<'_, D>,
+    ) -> Result<RawGraph, ErrorKind> {
+        let new = self.end_and_instantiate(d, set_stamps)?;
         Ok(self.graphs.insert(new))
     }
 
@@ -301,14 +358,21 @@ impl<D: GraphDriver> StreamGraphs<D> {
         }
     }
 
-    /// End the capture and make an uploaded exec of it. The stream is out of
-    /// capture mode afterwards whatever happens; nothing leaks on failure.
-    fn end_and_instantiate(&mut self, d: &D) -> Result<Captured<D>, ErrorKind> {
+    /// End the capture and make an uploaded exec of it, its stamp nodes
+    /// (where it marks its launches with stamp kernels) set by
+    /// `set_stamps` first. The stream is out of capture mode afterwards
+    /// whatever happens; nothing leaks on failure.
+    fn end_and_instantiate(
+        &mut self,
+        d: &D,
+        set_stamps: SetStamps<'_, D>,
+    ) -> Result<Captured<D>, ErrorKind> {
         self.capturing = false;
         let launches = std::mem::take(&mut self.recording);
         let runs = Runs::default();
-        let events = self.recording_events.take();
-        let kept = std::mem::take(&mut self.kept_events);
+        let mut events = self.recording_events.take();
+        let mut kept = std::mem::take(&mut self.kept_events);
+        let stamp_nodes = self.recording_stamps.take();
         let drop_all = |events: Option<Vec<D::Event>>, kept: Vec<D::Event>| {
             events
                 .into_iter()
@@ -323,11 +387,24 @@ impl<D: GraphDriver> StreamGraphs<D> {
                 return Err(e);
             }
         };
+        let mut stamps = None;
+        if let Some(nodes) = stamp_nodes {
+            let (memory, timed) = set_stamps(&graph, &nodes);
+            stamps = memory;
+            if !timed {
+                // Its stamps are not all in its buffer: the graph is
+                // untimed; its event node keeps its event.
+                kept.extend(events.take().into_iter().flatten());
+            }
+        }
         let exec = match d.instantiate(&graph) {
             Ok(exec) => exec,
             Err(e) => {
                 d.destroy_graph(graph);
                 drop_all(events, kept);
+                if let Some(memory) = stamps {
+                    d.free(memory);
+                }
                 return Err(e);
             }
         };
@@ -341,6 +418,7 @@ impl<D: GraphDriver> StreamGraphs<D> {
                 unread: None,
             }),
             kept,
+            stamps,
         };
         if let Err(e) = d.upload(&captured.exec) {
             destroy(d, captured);
@@ -350,8 +428,24 @@ impl<D: GraphDriver> StreamGraphs<D> {
     }
 }
 
-/// Execs first, then the graph they came from, then its events.
-fn destroy<D: GraphDriver>(d: &D, mut c: Captured<D>) {
+/// Sets a stamp-marked graph's stamp nodes, in capture order, to a buffer
+/// of its own before the graph is instantiated (the backend's: it launches
+/// the stamp kernel). Returns the buffer, where one was made, and whether
+/// every stamp node now writes into it (else the graph is untimed; the
+/// buffer still lives as long as the graph, which may write into it).
+pub type SetStamps<'a, D> = &'a dyn Fn(
+    &<D as GraphDriver>::Graph,
+    &[<D as GraphDriver>::Node],
+) -> (Option<<D as StreamDriver>::Memory>, bool);
+
+/// A [`SetStamps`] for captures that record no stamp kernels.
+fn no_stamps<D: StreamDriver>(_: &D::Graph, _: &[D::Node]) -> (Option<D::Memory>, bool) {
+    (None, false)
+}
+
+/// Execs first, then the graph they came from, then its events and the
+/// buffer its stamps write.
+fn destroy<D: StreamDriver>(d: &D, mut c: Captured<D>) {
     for exec in c.runs.take_spares() {
         d.destroy_exec(exec);
     }
@@ -359,5 +453,8 @@ fn destroy<D: GraphDriver>(d: &D, mut c: Captured<D>) {
     d.destroy_graph(c.graph);
     for ev in c.nodes.into_iter().flat_map(|n| n.events).chain(c.kept) {
         d.destroy_event(ev);
+    }
+    if let Some(memory) = c.stamps {
+        d.free(memory);
     }
 }

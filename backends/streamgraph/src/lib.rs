@@ -57,6 +57,8 @@ mod body_tests;
 #[cfg(test)]
 mod node_tests;
 #[cfg(test)]
+mod stamp_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod unit_tests;

@@ -9,7 +9,7 @@ type Graphs = StreamGraphs<FakeDriver>;
 
 /// Capture one kernel into the current exec; returns its exec id.
 fn capture_current(g: &mut Graphs, d: &FakeDriver, kernel: &'static str) -> u32 {
-    g.begin_capture(d, false).unwrap();
+    g.begin_capture(d, false, false).unwrap();
     d.kernel(kernel);
     g.end_capture(d).unwrap();
     d.last_exec()
@@ -23,7 +23,7 @@ fn assert_clean(d: &FakeDriver) {
 fn capture_is_begin_launches_end_instantiate_upload_then_launch() {
     let d = FakeDriver::new();
     let mut g = Graphs::new();
-    g.begin_capture(&d, false).unwrap();
+    g.begin_capture(&d, false, false).unwrap();
     assert!(g.is_capturing());
     d.kernel("scale_add");
     d.kernel("add");
@@ -53,7 +53,7 @@ fn capture_is_begin_launches_end_instantiate_upload_then_launch() {
 fn destroy_waits_for_the_stream_then_destroys_exec_before_graph() {
     let d = FakeDriver::new();
     let mut g = Graphs::new();
-    g.begin_capture(&d, false).unwrap();
+    g.begin_capture(&d, false, false).unwrap();
     d.kernel("k");
     let h = g.end_capture_graph(&d).unwrap();
     assert_eq!(h, RawGraph(1), "the first handle of a fresh table");
@@ -84,7 +84,7 @@ fn replacing_the_current_exec_waits_for_its_pending_replay() {
     let first = capture_current(&mut g, &d, "a");
     g.replay(&d, ReplayTarget::Current).unwrap();
     d.clear_log();
-    g.begin_capture(&d, false).unwrap();
+    g.begin_capture(&d, false, false).unwrap();
     d.kernel("b");
     g.end_capture(&d).unwrap();
     let second = d.last_exec();
@@ -109,7 +109,7 @@ fn a_failed_wait_keeps_the_running_exec_and_drops_the_new_one() {
     let mut g = Graphs::new();
     let first = capture_current(&mut g, &d, "a");
     g.replay(&d, ReplayTarget::Current).unwrap();
-    g.begin_capture(&d, false).unwrap();
+    g.begin_capture(&d, false, false).unwrap();
     d.kernel("b");
     d.fail_next("synchronize");
     assert!(g.end_capture(&d).is_err());
@@ -127,7 +127,7 @@ fn current_exec_and_handles_never_alias() {
     let d = FakeDriver::new();
     let mut g = Graphs::new();
     let current = capture_current(&mut g, &d, "into_x");
-    g.begin_capture(&d, false).unwrap();
+    g.begin_capture(&d, false, false).unwrap();
     d.kernel("into_y");
     let h = g.end_capture_graph(&d).unwrap();
     let handle = d.last_exec();
@@ -161,7 +161,7 @@ fn replay_without_a_current_exec_is_a_named_error() {
 fn abort_ends_the_capture_and_discards_its_graph() {
     let d = FakeDriver::new();
     let mut g = Graphs::new();
-    g.begin_capture(&d, false).unwrap();
+    g.begin_capture(&d, false, false).unwrap();
     d.kernel("k");
     g.abort_capture(&d).unwrap();
     assert!(!g.is_capturing());
@@ -186,7 +186,7 @@ fn abort_ends_the_capture_and_discards_its_graph() {
 fn abort_of_an_invalidated_capture_destroys_nothing() {
     let d = FakeDriver::new();
     let mut g = Graphs::new();
-    g.begin_capture(&d, false).unwrap();
+    g.begin_capture(&d, false, false).unwrap();
     d.invalidate_capture();
     g.abort_capture(&d).unwrap();
     assert_eq!(
@@ -202,7 +202,7 @@ fn abort_keeps_the_current_exec() {
     let d = FakeDriver::new();
     let mut g = Graphs::new();
     let current = capture_current(&mut g, &d, "keep");
-    g.begin_capture(&d, false).unwrap();
+    g.begin_capture(&d, false, false).unwrap();
     d.kernel("drop");
     g.abort_capture(&d).unwrap();
     g.replay(&d, ReplayTarget::Current).unwrap();
@@ -215,7 +215,7 @@ fn abort_keeps_the_current_exec() {
 fn failed_instantiate_destroys_the_graph_and_ends_the_capture() {
     let d = FakeDriver::new();
     let mut g = Graphs::new();
-    g.begin_capture(&d, false).unwrap();
+    g.begin_capture(&d, false, false).unwrap();
     d.kernel("k");
     d.fail_next("instantiate");
     assert!(g.end_capture(&d).is_err());
@@ -230,7 +230,7 @@ fn failed_instantiate_destroys_the_graph_and_ends_the_capture() {
 fn failed_upload_destroys_exec_then_graph() {
     let d = FakeDriver::new();
     let mut g = Graphs::new();
-    g.begin_capture(&d, false).unwrap();
+    g.begin_capture(&d, false, false).unwrap();
     d.fail_next("upload");
     assert!(g.end_capture_graph(&d).is_err());
     let log = d.log();
@@ -247,7 +247,7 @@ fn failed_upload_destroys_exec_then_graph() {
 fn failed_end_capture_leaves_nothing_open() {
     let d = FakeDriver::new();
     let mut g = Graphs::new();
-    g.begin_capture(&d, false).unwrap();
+    g.begin_capture(&d, false, false).unwrap();
     d.fail_next("end_capture");
     assert!(g.end_capture(&d).is_err());
     assert!(!g.is_capturing());
@@ -261,12 +261,12 @@ fn release_all_waits_then_destroys_every_exec_before_its_graph() {
     let mut g = Graphs::new();
     capture_current(&mut g, &d, "c");
     for _ in 0..2 {
-        g.begin_capture(&d, false).unwrap();
+        g.begin_capture(&d, false, false).unwrap();
         d.kernel("h");
         let h = g.end_capture_graph(&d).unwrap();
         g.replay(&d, ReplayTarget::Graph(h)).unwrap();
     }
-    g.begin_capture(&d, false).unwrap();
+    g.begin_capture(&d, false, false).unwrap();
     d.kernel("open");
     d.clear_log();
     g.release_all(&d);

@@ -138,6 +138,37 @@ impl<D: GraphDriver> EventTimer<D> {
         Ok(())
     }
 
+    /// [`read_nodes`](EventTimer::read_nodes) for a graph whose launches
+    /// are marked with stamp kernels: `first` is its event before the
+    /// first stamp, `stamps` the device clock (ns) of the stamp before its
+    /// first launch and after each, read once the replay completed. Launch
+    /// `i` runs from stamp `i` to stamp `i + 1`; the first stamp is placed
+    /// at `first`'s time after the replay's start event (the stamp kernel
+    /// runs right after that event node), so the spans tile in capture
+    /// order from there. A stamp earlier than the one before it (a clock
+    /// that went back) gives a span of zero length.
+    pub fn read_stamps(
+        &mut self,
+        d: &D,
+        tag: u64,
+        first: &D::Event,
+        stamps: &[u64],
+    ) -> Result<(), ErrorKind> {
+        let Some((_, start, _)) = self.done.iter().find(|(t, _, _)| *t == tag) else {
+            return Ok(());
+        };
+        d.wait_event(first)?;
+        let mut at = ms_to_ns(d.elapsed_ms(start, first)?);
+        let mut launches = Vec::with_capacity(stamps.len().saturating_sub(1));
+        for pair in stamps.windows(2) {
+            let len = pair[1].saturating_sub(pair[0]);
+            launches.push((at, len));
+            at += len;
+        }
+        self.nodes.push((tag, launches));
+        Ok(())
+    }
+
     /// Spans of every bracketed piece of work, oldest first, then the node
     /// spans read of them ([`EventTimer::read_nodes`]); waits for the
     /// last end event. A span's start is `base → start` and its length is

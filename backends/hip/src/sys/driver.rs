@@ -316,4 +316,10 @@ impl StreamDriver for Stream {
     fn keeps_execs(&self) -> bool {
         std::env::var("SEAM_HIP_KEEP_EXECS").as_deref() == Ok("1")
     }
+
+    /// No: the stamp kernel reads PTX's `%globaltimer`, which HIP's CUDA C
+    /// does not have; a node-timed graph records event nodes.
+    fn node_stamps(&self) -> bool {
+        false
+    }
 }

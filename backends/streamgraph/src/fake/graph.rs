@@ -1,6 +1,7 @@
 //! The fake's graph calls: capture, instantiate, launch, patch, events.
 
 use super::*;
+use seam_kernels::stamp::STAMP;
 
 impl GraphDriver for FakeDriver {
     fn events_available(&self) -> Result<(), String> {
@@ -148,11 +149,32 @@ impl GraphDriver for FakeDriver {
                 // What it runs, as queued: a copy (allocates), left out when quiet.
                 let run = (!s.quiet).then(|| nodes.clone());
                 // Each kernel takes 1 ms; an event node records the time
-                // after the kernels before it.
+                // after the kernels before it, and so does a stamp kernel,
+                // into its view (ns; `seam_kernels::stamp`).
                 let t0 = s.clock_ms;
                 for i in 0..s.graphs[&g].events.len() {
                     let (before, ev) = s.graphs[&g].events[i];
                     s.recorded_at.insert(ev, t0 + before as f32);
+                }
+                let stamps: Vec<(u32, usize, u64)> = s.execs[exec]
+                    .nodes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, k)| k.name == STAMP.name)
+                    .map(|(before, k)| {
+                        let ns = ((t0 + before as f32) as f64 * 1e6) as u64;
+                        (k.buffers[0], k.offsets[0] as usize, ns)
+                    })
+                    .collect();
+                for (buffer, at, ns) in stamps {
+                    match s.memory.get_mut(&buffer) {
+                        Some(m) if at + 8 <= m.len() => {
+                            m[at..at + 8].copy_from_slice(&ns.to_le_bytes());
+                        }
+                        _ => s.violations.push(format!(
+                            "exec {exec}'s stamp writes outside live buffer {buffer}"
+                        )),
+                    }
                 }
                 s.clock_ms += ran;
                 s.runs.extend(run.map(|nodes| (*exec, nodes)));

@@ -180,6 +180,8 @@ struct State {
     update_needs_idle: bool,
     /// `keeps_execs` says no.
     no_kept_execs: bool,
+    /// `node_stamps` says yes.
+    node_stamps: bool,
     /// `events_available` says no.
     no_events: bool,
     /// `conditional_available` says yes; bodies open, innermost last.
@@ -207,6 +209,8 @@ struct State {
     modules: BTreeSet<u32>,
     /// A call (by name) that fails the next time it is made.
     fail: Option<&'static str>,
+    /// Calls of that name let through before the one that fails.
+    fail_skip: usize,
     /// A capture that fails to end (invalidated, as after an illegal call).
     invalidate: bool,
     /// The next `captured_node` answers with the previous capture's node at
@@ -372,6 +376,12 @@ impl FakeDriver {
         self.s().no_kept_execs = !on;
     }
 
+    /// Whether node-timed graphs are marked with stamp kernels (as CUDA's
+    /// are) rather than event nodes after the first (the default here).
+    pub fn set_node_stamps(&self, on: bool) {
+        self.s().node_stamps = on;
+    }
+
     /// Whether the event calls are there (a driver without them: device
     /// timing unavailable, with the reason).
     pub fn set_events_available(&self, on: bool) {
@@ -396,7 +406,14 @@ impl FakeDriver {
     }
 
     pub fn fail_next(&self, call: &'static str) {
-        self.s().fail = Some(call);
+        self.fail_next_after(call, 0);
+    }
+
+    /// Fail the call named `call` after letting `skip` of them through.
+    pub fn fail_next_after(&self, call: &'static str, skip: usize) {
+        let mut s = self.s();
+        s.fail = Some(call);
+        s.fail_skip = skip;
     }
 
     pub fn invalidate_capture(&self) {
@@ -427,6 +444,10 @@ impl FakeDriver {
             s.log.push(call());
         }
         if s.fail == Some(name) {
+            if s.fail_skip > 0 {
+                s.fail_skip -= 1;
+                return Ok(());
+            }
             s.fail = None;
             return Err(ErrorKind::driver(name, "injected by the fake driver"));
         }

@@ -184,6 +184,10 @@ impl StreamDriver for FakeDriver {
     fn keeps_execs(&self) -> bool {
         !self.s().no_kept_execs
     }
+
+    fn node_stamps(&self) -> bool {
+        self.s().node_stamps
+    }
 }
 
 impl FakeDriver {
