@@ -434,3 +434,27 @@ fn a_failed_record_leaks_no_event() {
     assert_eq!(d.live(), (0, 0, 0));
     assert_clean(&d);
 }
+
+/// A capture that marks its launches with stamp kernels but ends without
+/// anything to set them (`end_capture`, no `SetStamps`) is untimed: its
+/// event node's event is kept, unread, and its replays read nothing.
+/// Mutation: `no_stamps` answering "timed" → red.
+#[test]
+fn stamps_left_unset_leave_the_graph_untimed() {
+    let d = FakeDriver::new();
+    let mut g = Graphs::new();
+    g.begin_capture(&d, true, true).unwrap();
+    assert_eq!(g.next_stamp(), Some(0));
+    d.kernel("add");
+    g.end_capture(&d).unwrap();
+    let c = g.captured_mut(ReplayTarget::Current).unwrap();
+    assert!(c.nodes_mut().is_none(), "timed without its stamps set");
+    assert_eq!(
+        d.live(),
+        (1, 1, 1),
+        "graph, exec, and the event its node names"
+    );
+    g.release_all(&d);
+    assert_eq!(d.live(), (0, 0, 0));
+    assert_clean(&d);
+}
