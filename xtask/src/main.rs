@@ -128,8 +128,9 @@ enum Cmd {
         /// since the commit each group's record names (CI).
         #[arg(long)]
         in_diff: Option<String>,
-        /// With --in-diff: at most this many mutants over all groups (a
-        /// sample seeded by HEAD).
+        /// With --in-diff: at most this many mutants over all groups, shared
+        /// evenly among the groups that changed (each a sample seeded by
+        /// HEAD).
         #[arg(long, default_value_t = 30)]
         max: usize,
         /// Mutate this checkout in place instead of a copy (a fresh clone in CI).

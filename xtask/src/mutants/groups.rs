@@ -326,9 +326,63 @@ pub fn sample<T: Clone>(items: &[T], k: usize, seed: u64) -> Vec<T> {
     chosen.into_iter().map(|i| items[i].clone()).collect()
 }
 
+/// How many of a budget of `max` mutants each group tests, given how many
+/// it has (`counts`): shared evenly among the groups that have any, a
+/// group with fewer than its share taking all of its own and leaving the
+/// rest to the others, until the budget or the mutants run out. So an
+/// in-diff run over every group looks at each group that changed, not only
+/// the first ones in order (which a budget spent group by group did: a
+/// large change to the first group took it all).
+pub fn share(counts: &[usize], max: usize) -> Vec<usize> {
+    let mut got = vec![0; counts.len()];
+    let mut left = max;
+    loop {
+        let open: Vec<usize> = (0..counts.len()).filter(|&i| got[i] < counts[i]).collect();
+        if open.is_empty() || left == 0 {
+            return got;
+        }
+        // At least one each while the budget lasts, first groups first.
+        let each = (left / open.len()).max(1);
+        for i in open {
+            let add = each.min(counts[i] - got[i]).min(left);
+            got[i] += add;
+            left -= add;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The budget reaches every group with mutants, evenly, a small group
+    /// giving what it does not need to the others; never more than a group
+    /// has or than the budget. Mutations: a budget spent in order (the old
+    /// way), a share ignoring a group's count, the leftover not handed on
+    /// → red.
+    #[test]
+    fn a_budget_is_shared_among_every_group_that_changed() {
+        assert_eq!(share(&[323, 0, 40, 5, 12], 30), [9, 0, 8, 5, 8]);
+        assert_eq!(share(&[323, 40], 30), [15, 15]);
+        assert_eq!(
+            share(&[2, 3, 1], 30),
+            [2, 3, 1],
+            "fewer than the budget: all"
+        );
+        assert_eq!(
+            share(&[10, 10, 10, 10], 2),
+            [1, 1, 0, 0],
+            "first groups first"
+        );
+        assert_eq!(share(&[], 30), Vec::<usize>::new());
+        assert_eq!(share(&[5, 5], 0), [0, 0]);
+        for (counts, max) in [(vec![7, 100, 3, 0, 50], 31), (vec![1, 1, 1], 2)] {
+            let got = share(&counts, max);
+            let total: usize = counts.iter().sum();
+            assert_eq!(got.iter().sum::<usize>(), max.min(total), "{counts:?}");
+            assert!(got.iter().zip(&counts).all(|(g, c)| g <= c), "{got:?}");
+        }
+    }
 
     #[test]
     fn globs_match_whole_paths_by_component() {

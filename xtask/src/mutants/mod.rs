@@ -5,7 +5,9 @@
 //! mutant of a group's files, plus a seeded uniform sample of the rest of
 //! its package where the group says so. `--in-diff BASE` (CI) runs only the
 //! mutants in lines changed since BASE (`recorded`: the commit each group's
-//! record was made at), at most `--max` of them, a sample seeded by HEAD.
+//! record was made at), at most `--max` of them over every group, shared
+//! evenly among the groups that changed (`groups::share`), each group's a
+//! sample seeded by HEAD.
 //!
 //! cargo-mutants is installed from crates.io (pinned) into `target/tools/`
 //! unless that version is already on the PATH. Files no group mutates are
@@ -177,45 +179,59 @@ fn head() -> String {
         .unwrap_or_default()
 }
 
-/// What a group's run tests: a campaign's choice, or (`--in-diff`) the
-/// mutants in lines changed since the base, within what is `left` of the
-/// budget. `None`: nothing to test.
+/// `--in-diff`: the mutants of `g` in lines changed since the base (the
+/// commit its record names, for `recorded`), with that base; `None` where
+/// nothing of it changed or it has no record. Listed for every group before
+/// any runs, so the budget can be shared among them.
+fn in_diff_listed(
+    program: &Path,
+    g: &Group,
+    o: &Options,
+    base: &str,
+    recorded: &std::collections::BTreeMap<String, record::Recorded>,
+    output: &Path,
+) -> Result<Option<(Vec<Listed>, String)>, String> {
+    let base = match base {
+        "recorded" => match recorded.get(g.name) {
+            Some(r) => r.commit.clone(),
+            None => {
+                eprintln!("mutants [{}]: no recorded campaign; skipped", g.name);
+                return Ok(None);
+            }
+        },
+        b => b.to_string(),
+    };
+    let Some(diff) = diff_since(&base, g, output)? else {
+        eprintln!("mutants [{}]: nothing changed since {base}", g.name);
+        return Ok(None);
+    };
+    let listed = list(program, g, Some(&diff))?;
+    let (all, _) = choose(g, &listed, &o.files);
+    Ok(Some((all, base)))
+}
+
+/// What a group's run tests: a campaign's choice, or (`--in-diff`) its
+/// share of the budget (`groups::share`) of the mutants in lines changed
+/// since the base, a sample seeded by HEAD. `None`: nothing to test.
 fn pick(
     program: &Path,
     g: &Group,
     o: &Options,
-    recorded: &std::collections::BTreeMap<String, record::Recorded>,
-    output: &Path,
-    left: &mut usize,
+    in_diff: Option<(Vec<Listed>, String)>,
+    share: usize,
 ) -> Result<Option<(Vec<Listed>, String)>, String> {
-    let (chosen, how) = match &o.in_diff {
-        None => {
+    let (chosen, how) = match (&o.in_diff, in_diff) {
+        (None, _) => {
             let listed = list(program, g, None)?;
             choose(g, &listed, &o.files)
         }
-        Some(base) => {
-            let base = match base.as_str() {
-                "recorded" => match recorded.get(g.name) {
-                    Some(r) => r.commit.clone(),
-                    None => {
-                        eprintln!("mutants [{}]: no recorded campaign; skipped", g.name);
-                        return Ok(None);
-                    }
-                },
-                b => b.to_string(),
-            };
-            let Some(diff) = diff_since(&base, g, output)? else {
-                eprintln!("mutants [{}]: nothing changed since {base}", g.name);
-                return Ok(None);
-            };
-            let listed = list(program, g, Some(&diff))?;
-            let (all, _) = choose(g, &listed, &o.files);
+        (Some(_), None) => return Ok(None),
+        (Some(_), Some((all, base))) => {
             let seed =
                 u64::from_str_radix(head().get(..12).unwrap_or("0"), 16).unwrap_or(groups::SEED);
-            let take = groups::sample(&all, *left, seed);
-            *left -= take.len();
+            let take = groups::sample(&all, share, seed);
             let how = format!(
-                "the {} of {} mutants in lines changed since {base} (at most {} in all, a sample seeded by HEAD)",
+                "the {} of {} mutants in lines changed since {base} (its share of at most {} over every group, a sample seeded by HEAD)",
                 take.len(),
                 all.len(),
                 o.max
@@ -282,15 +298,29 @@ fn drive(o: &Options, program: &Path) -> Result<Vec<(GroupSummary, String)>, Str
     let equivalent = read_equivalent(&root().join(EQUIVALENT))?;
     let recorded = record::read(&root().join(RESULTS));
     let mut summaries = Vec::new();
-    // The in-diff mode's budget, spent group by group.
-    let mut left = o.max;
-    for g in selected {
+    let runs = o.from.is_none() && !o.rerun_missed;
+    // The in-diff mode's mutants of every group, and each one's share of
+    // the budget.
+    let mut in_diff: Vec<Option<(Vec<Listed>, String)>> = Vec::new();
+    if let (Some(base), true) = (&o.in_diff, runs) {
+        for g in &selected {
+            in_diff.push(in_diff_listed(program, g, o, base, &recorded, &output)?);
+        }
+    }
+    let counts: Vec<usize> = in_diff
+        .iter()
+        .map(|l| l.as_ref().map_or(0, |(all, _)| all.len()))
+        .collect();
+    let shares = groups::share(&counts, o.max);
+    for (i, g) in selected.into_iter().enumerate() {
         let out = match &o.from {
             Some(dir) => root().join(dir).join(g.name),
             None => output.join(g.name),
         };
-        if o.from.is_none() && !o.rerun_missed {
-            let Some((chosen, how)) = pick(program, g, o, &recorded, &output, &mut left)? else {
+        if runs {
+            let listed = in_diff.get_mut(i).and_then(Option::take);
+            let share = shares.get(i).copied().unwrap_or(0);
+            let Some((chosen, how)) = pick(program, g, o, listed, share)? else {
                 continue;
             };
             let _ = std::fs::remove_dir_all(&out);

@@ -284,7 +284,7 @@ fn a_diff_run_is_bounded_and_a_failing_run_is_an_error() {
         s.chosen.starts_with(&format!(
             "the 1 of 2 mutants in lines changed since {}",
             base.commit
-        )) && s.chosen.contains("at most 1 in all"),
+        )) && s.chosen.contains("its share of at most 1 over every group"),
         "{}",
         s.chosen
     );
@@ -318,6 +318,43 @@ fn a_diff_run_is_bounded_and_a_failing_run_is_an_error() {
         Ok(_) => panic!("a cargo-mutants that fails is an error"),
     };
     assert!(e.contains("cargo-mutants over group harness failed"), "{e}");
+}
+
+/// An in-diff budget reaches every group that changed: with two groups
+/// changed and a budget of 2, each gets one, though the first lists more
+/// than the whole budget (spent group by group in order, the first took
+/// it all and the second ran nothing). Mutation: `share` answered by the
+/// old in-order spending → red.
+#[test]
+fn a_diff_budget_reaches_every_group_that_changed() {
+    let fake = Fake::new("share");
+    let a = "conformance/src/merge.rs:10:5: replace + with - in merge";
+    let b = "conformance/src/junit.rs:20:9: delete ! in escape";
+    let c = "conformance/src/merge.rs:30:5: replace == with != in merge";
+    let x = "xtask/src/mutants/groups.rs:9:9: replace share -> Vec<usize> with vec![]";
+    const GROUPS_RS: &str = "xtask/src/mutants/groups.rs";
+    fake.lists(&[(a, MERGE), (b, JUNIT), (c, MERGE), (x, GROUPS_RS)]);
+    fake.finds(&[(a, MERGE, "CaughtMutant"), (x, GROUPS_RS, "CaughtMutant")]);
+    let o = Options {
+        groups: vec!["harness".into(), "xtask".into()],
+        in_diff: Some("recorded".into()),
+        max: 2,
+        in_place: true,
+        ..fake.options("harness")
+    };
+    drive(&o, &fake.program()).unwrap();
+    let runs = fake.runs();
+    let res: Vec<&String> = runs
+        .iter()
+        .map(|args| &args[args.iter().position(|x| x == "--re").unwrap() + 1])
+        .collect();
+    assert_eq!(res.len(), 2, "one run a group: {runs:?}");
+    assert!(
+        [exact(&[a]), exact(&[b]), exact(&[c])].contains(res[0]),
+        "one of the harness's three: {}",
+        res[0]
+    );
+    assert_eq!(res[1], &exact(&[x]), "the xtask group's one");
 }
 
 /// cargo-mutants VERSION on the PATH is used as it is; another version is
