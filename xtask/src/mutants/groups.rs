@@ -376,6 +376,9 @@ mod tests {
         );
         assert_eq!(share(&[], 30), Vec::<usize>::new());
         assert_eq!(share(&[5, 5], 0), [0, 0]);
+        // A group left with fewer than a later round's share takes only
+        // what it has.
+        assert_eq!(share(&[10, 11, 1], 30), [10, 11, 1]);
         for (counts, max) in [(vec![7, 100, 3, 0, 50], 31), (vec![1, 1, 1], 2)] {
             let got = share(&counts, max);
             let total: usize = counts.iter().sum();
