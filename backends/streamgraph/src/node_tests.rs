@@ -5,7 +5,7 @@
 
 use crate::backend_tests::assert_clean;
 use crate::fake::Call;
-use seam::{ops, Change, Device, DeviceSpan, EventKind, NodeTiming};
+use seam::{ops, BufferId, Change, Device, DeviceSpan, EventKind, Graph, NodeTiming};
 
 /// Three launches, node-timed: every traced replay has three node spans
 /// tagged with it, 1 ms each, tiling its span in capture order; after a
@@ -45,15 +45,34 @@ fn every_launch_of_a_traced_replay_has_its_span() {
         "one event before the launches, one after each"
     );
 
+    traced_replays_tile(&dev, &timed, &untimed, (x.id(), z.id()), 1_000_000);
+    drop((timed, untimed, x, y, z));
+    drop(dev);
+    assert_eq!(d.live(), (0, 0, 0), "graphs, execs, events");
+    assert_clean(&d);
+}
+
+/// With tracing on: `timed` replayed twice, `untimed` once, `timed`
+/// rebound (`rebind`, patched in place) and replayed again. Each of the
+/// three traced replays of `timed` has one node span per launch (three),
+/// tagged with it, each `node_ns` long, tiling its span in capture order
+/// from its start; `untimed` has none.
+pub(crate) fn traced_replays_tile(
+    dev: &Device,
+    timed: &Graph,
+    untimed: &Graph,
+    rebind: (BufferId, BufferId),
+    node_ns: u64,
+) {
     dev.set_tracing(true);
     timed.replay().unwrap();
     timed.replay().unwrap();
     untimed.replay().unwrap();
     dev.update(
-        &timed,
+        timed,
         &[Change::Rebind {
-            old: x.id(),
-            new: z.id(),
+            old: rebind.0,
+            new: rebind.1,
         }],
     )
     .unwrap();
@@ -76,15 +95,11 @@ fn every_launch_of_a_traced_replay_has_its_span() {
         let mut at = whole.start_ns;
         for (i, s) in nodes.iter().enumerate() {
             assert_eq!(s.nodes.unwrap().first, i as u32);
-            assert_eq!((s.start_ns, s.end_ns), (at, at + 1_000_000), "{nodes:?}");
+            assert_eq!((s.start_ns, s.end_ns), (at, at + node_ns), "{nodes:?}");
             at = s.end_ns;
         }
         assert!(at <= whole.end_ns);
     }
-    drop((timed, untimed, x, y, z));
-    drop(dev);
-    assert_eq!(d.live(), (0, 0, 0), "graphs, execs, events");
-    assert_clean(&d);
 }
 
 /// A driver without events has no node timing, and says why; turning it

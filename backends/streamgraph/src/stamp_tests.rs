@@ -8,7 +8,9 @@
 
 use crate::backend_tests::assert_clean;
 use crate::fake::{Call, FakeDriver};
-use seam::{ops, Change, Device, DeviceSpan, EventKind, NodeTiming};
+use crate::node_tests::traced_replays_tile;
+use crate::update_tests::{set_before_instantiating, set_in_graph};
+use seam::{ops, Device, NodeTiming};
 use seam_kernels::stamp::STAMP;
 
 fn stamps_launched(d: &FakeDriver) -> usize {
@@ -55,28 +57,17 @@ fn stamp_kernels_time_every_launch_of_a_traced_replay() {
         .filter(|c| matches!(c, Call::RecordInCapture(_)))
         .count();
     assert_eq!((events, stamps_launched(&d)), (1, 4), "{log:?}");
-    let set: Vec<usize> = log
-        .iter()
-        .filter_map(|c| match c {
-            Call::SetGraphKernelNode { node, .. } => Some(*node),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(set, [0, 2, 4, 6], "the stamp nodes, between the launches");
-    let last_set = log
-        .iter()
-        .rposition(|c| matches!(c, Call::SetGraphKernelNode { .. }));
-    let made = log
-        .iter()
-        .position(|c| matches!(c, Call::Instantiate { .. }));
-    assert!(last_set < made, "{log:?}");
-    assert!(log.contains(&Call::Alloc {
-        buffer: match log.iter().rev().find(|c| matches!(c, Call::Alloc { .. })) {
-            Some(Call::Alloc { buffer, .. }) => *buffer,
-            _ => panic!("no stamp buffer: {log:?}"),
-        },
-        bytes: 4 * 8,
-    }));
+    assert_eq!(
+        set_in_graph(&d),
+        [0, 2, 4, 6],
+        "the stamp nodes, between the launches"
+    );
+    assert!(set_before_instantiating(&log), "{log:?}");
+    let last_alloc = log.iter().rev().find(|c| matches!(c, Call::Alloc { .. }));
+    assert!(
+        matches!(last_alloc, Some(Call::Alloc { bytes: 32, .. })),
+        "a buffer of 4 stamps: {log:?}"
+    );
     // The scratch word and the graph's stamps.
     assert_eq!(d.live_memory(), memory + 2);
     dev.set_node_timing(false).unwrap();
@@ -86,42 +77,7 @@ fn stamp_kernels_time_every_launch_of_a_traced_replay() {
     let untimed = s.end_graph().unwrap();
     assert_eq!(stamps_launched(&d), 0, "{:?}", d.log());
 
-    dev.set_tracing(true);
-    timed.replay().unwrap();
-    timed.replay().unwrap();
-    untimed.replay().unwrap();
-    dev.update(
-        &timed,
-        &[Change::Rebind {
-            old: x.id(),
-            new: z.id(),
-        }],
-    )
-    .unwrap();
-    timed.replay().unwrap();
-    let log = dev.take_trace_log("t").unwrap();
-    assert_eq!(log.node_timing_unavailable, None);
-    let g = timed.id().number();
-    let replays: Vec<u64> = log
-        .events
-        .iter()
-        .filter(|e| matches!(e.kind, EventKind::Replay { graph: Some(n), .. } if n == g))
-        .map(|e| e.seq)
-        .collect();
-    assert_eq!(replays.len(), 3);
-    assert_eq!(log.node_spans.len(), 9, "{:?}", log.node_spans);
-    for tag in replays {
-        let whole = log.device_spans.iter().find(|s| s.tag == tag).unwrap();
-        let nodes: Vec<&DeviceSpan> = log.node_spans.iter().filter(|s| s.tag == tag).collect();
-        assert_eq!(nodes.len(), 3);
-        let mut at = whole.start_ns;
-        for (i, s) in nodes.iter().enumerate() {
-            assert_eq!(s.nodes.unwrap().first, i as u32);
-            assert_eq!((s.start_ns, s.end_ns), (at, at + 2_000_000), "{nodes:?}");
-            at = s.end_ns;
-        }
-        assert!(at <= whole.end_ns);
-    }
+    traced_replays_tile(&dev, &timed, &untimed, (x.id(), z.id()), 2_000_000);
     drop(timed);
     assert_eq!(
         d.live_memory(),

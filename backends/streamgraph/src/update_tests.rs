@@ -4,7 +4,9 @@
 use crate::backend_tests::{add, assert_clean, backend, gemm, three, without_selects, Fake};
 use crate::fake::{Call, FakeDriver};
 use seam::testing::RawCall;
-use seam::{Backend, DType, ErrorKind, GraphUser, OpKind, RawGraph, ReplayTarget, ResourceCounts};
+use seam::{
+    Backend, DType, ErrorKind, GraphUser, OpKind, RawBuffer, RawGraph, ReplayTarget, ResourceCounts,
+};
 
 fn graph_of(d: &FakeDriver, exec: u32) -> u32 {
     d.log()
@@ -23,8 +25,27 @@ fn patched(d: &FakeDriver) -> Vec<Call> {
         .collect()
 }
 
+/// Whether every graph kernel node set in `log` was set before the first
+/// instantiation in it (an exec copies its graph's nodes when made).
+pub(crate) fn set_before_instantiating(log: &[Call]) -> bool {
+    let last_set = log
+        .iter()
+        .rposition(|c| matches!(c, Call::SetGraphKernelNode { .. }));
+    let made = log
+        .iter()
+        .position(|c| matches!(c, Call::Instantiate { .. }));
+    last_set < made
+}
+
+/// A graph of one `add` over `x`, `y` into `z` (4 elements), as a handle.
+fn one_add(b: &mut Fake, [x, y, z]: [RawBuffer; 3]) -> ReplayTarget {
+    b.begin_capture().unwrap();
+    b.launch(&add(x, y, z, 4)).unwrap();
+    ReplayTarget::Graph(b.end_capture_graph().unwrap())
+}
+
 /// The graph kernel nodes set (for an exec instantiated next), in order.
-fn set_in_graph(d: &FakeDriver) -> Vec<usize> {
+pub(crate) fn set_in_graph(d: &FakeDriver) -> Vec<usize> {
     d.log()
         .into_iter()
         .filter_map(|c| match c {
@@ -346,13 +367,7 @@ fn updates_back_and_forth_switch_execs_instead_of_patching() {
     assert_eq!(set_in_graph(&d), [0, 1], "{:?}", d.log());
     let log = without_selects(d.log());
     let at = |want: &Call| log.iter().position(|c| c == want);
-    let last_set = log
-        .iter()
-        .rposition(|c| matches!(c, Call::SetGraphKernelNode { .. }));
-    let made = log
-        .iter()
-        .position(|c| matches!(c, Call::Instantiate { .. }));
-    assert!(last_set < made, "{log:?}");
+    assert!(set_before_instantiating(&log), "{log:?}");
     let gone = at(&Call::DestroyExec(first));
     assert!(gone.is_some() && at(&Call::Sync) < gone, "{log:?}");
     b.replay(t).unwrap();
@@ -480,9 +495,7 @@ fn kept_sets_and_execs_follow_use_within_their_bounds() {
     let [x, y, z] = three(&mut b, 4);
     let [p, q, r] = three(&mut b, 4);
     let [u, _, _] = three(&mut b, 4);
-    b.begin_capture().unwrap();
-    b.launch(&add(x, y, z, 4)).unwrap();
-    let t = ReplayTarget::Graph(b.end_capture_graph().unwrap());
+    let t = one_add(&mut b, [x, y, z]);
     let exec1 = d.last_exec();
     let to = |b: &mut Fake, buffer| step(b, &d, t, add(buffer, y, z, 4));
     assert_eq!(to(&mut b, p).0.len(), 0, "x → p: in place");
@@ -559,9 +572,7 @@ fn whether_an_exec_was_patched_travels_with_it() {
     let (mut b, d) = backend(false);
     let [x, y, z] = three(&mut b, 4);
     let [p, q, r] = three(&mut b, 4);
-    b.begin_capture().unwrap();
-    b.launch(&add(x, y, z, 4)).unwrap();
-    let t = ReplayTarget::Graph(b.end_capture_graph().unwrap());
+    let t = one_add(&mut b, [x, y, z]);
     let mut to = |buffer| step(&mut b, &d, t, add(buffer, y, z, 4));
     // x → p in place, back to x (fresh e2), p again (fresh e3, e2 kept).
     to(p);
@@ -601,9 +612,7 @@ fn a_driver_that_keeps_no_execs_patches_every_update() {
     d.set_keeps_execs(false);
     let [x, y, z] = three(&mut b, 4);
     let [p, _, _] = three(&mut b, 4);
-    b.begin_capture().unwrap();
-    b.launch(&add(x, y, z, 4)).unwrap();
-    let t = ReplayTarget::Graph(b.end_capture_graph().unwrap());
+    let t = one_add(&mut b, [x, y, z]);
     let exec = d.last_exec();
     for buffer in [p, x, p, x] {
         let (fresh, patches, log) = step(&mut b, &d, t, add(buffer, y, z, 4));
@@ -694,9 +703,7 @@ fn a_failed_patch_keeps_the_graph_patching_in_place() {
     let (mut b, d) = backend(false);
     let [x, y, z] = three(&mut b, 4);
     let [p, _, _] = three(&mut b, 4);
-    b.begin_capture().unwrap();
-    b.launch(&add(x, y, z, 4)).unwrap();
-    let t = ReplayTarget::Graph(b.end_capture_graph().unwrap());
+    let t = one_add(&mut b, [x, y, z]);
     let exec = d.last_exec();
     let ids = allocated(&d);
     d.fail_next("set_kernel_node");
