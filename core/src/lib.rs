@@ -17,6 +17,7 @@ pub mod device;
 pub mod dtype;
 pub mod error;
 pub mod ids;
+pub mod kept;
 pub mod kernel;
 pub mod ops;
 pub mod registration;

@@ -8,11 +8,11 @@ mod stamps;
 pub(crate) use bodies::MAX_DEPTH;
 
 use crate::driver::{Compiler, NoBlas, NodeIn, OpKernels, StreamDriver, VendorBlas};
-use crate::execs::{after, Plan};
 use crate::graphs::{LaunchNode, StreamGraphs};
 use crate::launch::{KernelLaunch, VendorLaunch};
 use crate::tables::KernelTable;
 use crate::timing::EventTimer;
+use seam::kept::{after, Plan};
 use seam::ops::BufferList;
 use seam::table::Buffers;
 use seam::{
@@ -166,7 +166,7 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
     /// refused update patches nothing. Then the graph switches to a kept
     /// exec that runs the result, or gets a fresh one where it ran the
     /// result before, or has its changed nodes patched in place
-    /// (`execs.rs`); only the last packs arguments for the changed nodes.
+    /// (`seam::kept`); only the last packs arguments for the changed nodes.
     fn patch(
         &mut self,
         target: ReplayTarget,
@@ -265,7 +265,7 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
         drop(patches);
         let runs = self.graphs.captured_mut(target)?.runs_mut().0;
         match &patched {
-            Ok(()) if keep => runs.patched(now, changes),
+            Ok(()) if keep => runs.patched(now, changes, true),
             Ok(()) => {}
             Err(_) => runs.lose(),
         }
@@ -377,7 +377,7 @@ where
         // No graph uses it (the trait's guarantees); queued eager work may
         // still read or write it.
         self.quiesce()?;
-        // Execs kept for launch sets that bind it go first (`execs.rs`).
+        // Execs kept for launch sets that bind it go first (`seam::kept`).
         self.graphs.forget_buffer(&self.driver, buffer);
         let mem = self.buffers.remove(buffer)?;
         self.driver.free(mem);
@@ -559,7 +559,7 @@ where
     /// (`cuGraphExecKernelNodeSetParams`, `hipGraphExecKernelNodeSetParams`),
     /// no re-capture; where the driver keeps execs, an update back to
     /// launches the graph ran before switches to an exec kept for them
-    /// (`execs.rs`). A vendor (cuBLAS)
+    /// (`seam::kept`). A vendor (cuBLAS)
     /// launch is the exception: its update is refused here and core
     /// re-records the graph.
     fn update_support(&self) -> UpdateSupport {

@@ -174,7 +174,7 @@ pub trait StreamDriver: GraphDriver + Send {
     /// docs/tracing.md; HIP: events, its CUDA C has no `%globaltimer`).
     fn node_stamps(&self) -> bool;
     /// Whether an update back to launches a graph ran before may switch to
-    /// an exec kept for them (`execs.rs`) rather than patch in place. No
+    /// an exec kept for them (`seam::kept`) rather than patch in place. No
     /// default: each driver says which (CUDA unless `SEAM_CUDA_KEEP_EXECS=0`;
     /// HIP only with `SEAM_HIP_KEEP_EXECS=1`, never run on an AMD GPU).
     fn keeps_execs(&self) -> bool;
@@ -190,7 +190,7 @@ pub enum NodeIn<'a, E> {
     /// one patched node by node in the exec replays 12 % slower (a chain of
     /// 1000 one-thread kernels, 891 against 999 µs of GPU time;
     /// `bench/probes/idle_probe.cu`, 2026-12-05): what a kept exec
-    /// (`execs.rs`) is made with.
+    /// (`seam::kept`) is made with.
     Graph,
 }
 

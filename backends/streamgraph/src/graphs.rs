@@ -14,8 +14,8 @@
 //!   graph's exec.
 
 use crate::driver::{GraphDriver, StreamDriver};
-use crate::execs::Runs;
 use crate::timing::NodeEvents;
+use seam::kept::Runs;
 use seam::table::Graphs;
 use seam::{ErrorKind, RawBuffer, RawGraph, ReplayTarget};
 
@@ -38,7 +38,7 @@ pub struct Captured<D: StreamDriver> {
     graph: D::Graph,
     launches: Vec<LaunchNode<D::Node>>,
     /// The other execs of `graph` kept for launch sets it ran before, and
-    /// the sets it left (`execs.rs`); what `exec` runs is core's record.
+    /// the sets it left (`seam::kept`); what `exec` runs is core's record.
     runs: Runs<D::Exec>,
     /// Where it was captured with node timing on: its event record nodes.
     nodes: Option<NodeEvents<D::Event>>,
@@ -76,7 +76,7 @@ impl<D: StreamDriver> Captured<D> {
     pub fn nodes_and_stamps(&mut self) -> (Option<&mut NodeEvents<D::Event>>, Option<&D::Memory>) {
         (self.nodes.as_mut(), self.stamps.as_ref())
     }
-    /// What its other execs run (`execs.rs`).
+    /// What its other execs run (`seam::kept`).
     pub fn runs(&self) -> &Runs<D::Exec> {
         &self.runs
     }
@@ -229,7 +229,7 @@ impl<D: StreamDriver> StreamGraphs<D> {
 
     /// `buffer` is about to be freed (the stream is idle): the execs kept
     /// for launch sets that bind it are destroyed, and those sets
-    /// forgotten (`execs.rs`). No graph holds the buffer itself.
+    /// forgotten (`seam::kept`). No graph holds the buffer itself.
     pub fn forget_buffer(&mut self, d: &D, buffer: RawBuffer) {
         let targets: Vec<ReplayTarget> = self.graphs.iter().map(|(t, _)| t).collect();
         for t in targets {

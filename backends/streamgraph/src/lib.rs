@@ -28,7 +28,6 @@
 pub mod backend;
 pub mod cache;
 pub mod driver;
-pub mod execs;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
 pub mod graphs;

@@ -319,7 +319,7 @@ fn instantiated(d: &FakeDriver) -> Vec<u32> {
         .collect()
 }
 
-/// Updates that alternate a graph between two launch sets (`execs.rs`):
+/// Updates that alternate a graph between two launch sets (`seam::kept`):
 /// the first patches in place; the first one back makes a fresh exec,
 /// instantiated after every kernel node was set in the graph, and drops
 /// the patched one (it replays slower), once the stream is idle; the next

@@ -114,7 +114,7 @@ mod user;
 pub(crate) static SPIN: seam::wait::SpinSetting =
     seam::wait::SpinSetting::new("SEAM_VULKAN_SPIN_US");
 
-pub use backend::VulkanBackend;
+pub use backend::{UpdateCounts, VulkanBackend};
 
 use seam::{Backend, ErrorKind};
 

@@ -48,6 +48,10 @@ fn main() {
                 a_rebind_records_nothing_where_update_after_bind,
             ),
             (
+                "a_graph_switching_back_swaps_kept_command_buffers",
+                a_graph_switching_back_swaps_kept_command_buffers,
+            ),
+            (
                 "staged_writes_reads_and_launches_round_trip",
                 staged_writes_reads_and_launches_round_trip,
             ),
@@ -451,9 +455,18 @@ fn a_rebind_records_nothing_where_update_after_bind(_dev: Device) -> Completion 
     assert_eq!(read(&mut b, z), words(21), "the replay after it");
     let in_place = b.rebind_in_place();
     eprintln!("rebind in place: {in_place:?}");
+    let counts = |in_place: u64, rerecorded: u64| seam_vulkan::UpdateCounts {
+        in_place,
+        rerecorded,
+        ..seam_vulkan::UpdateCounts::default()
+    };
     let rebind = if in_place.is_ok() { (1, 0) } else { (0, 1) };
-    assert_eq!(b.update_counts(), rebind, "rebind in place: {in_place:?}");
-    // Push constants are in the command buffer: recorded again.
+    assert_eq!(
+        b.update_counts(),
+        counts(rebind.0, rebind.1),
+        "rebind in place: {in_place:?}"
+    );
+    // New workgroup counts are in the command buffer: recorded again.
     b.update_launches(g, &[(0, add(z, one, 128))]).unwrap();
     b.replay(g).unwrap();
     let got = read(&mut b, z);
@@ -463,16 +476,96 @@ fn a_rebind_records_nothing_where_update_after_bind(_dev: Device) -> Completion 
     );
     assert_eq!(
         b.update_counts(),
-        (rebind.0, rebind.1 + 1),
+        counts(rebind.0, rebind.1 + 1),
         "a params update"
     );
-    // The same launch again: nothing to record, on every device.
+    // The same launch again: nothing to do, on every device.
     b.update_launches(g, &[(0, add(z, one, 128))]).unwrap();
     assert_eq!(
         b.update_counts(),
-        (rebind.0 + 1, rebind.1 + 1),
+        counts(rebind.0, rebind.1 + 1),
         "an update that changes nothing"
     );
+    Completion::Completed
+}
+
+/// A graph rebound back and forth between two buffers (`update.rs`, kept
+/// variants): the first move patches in place, the first move back makes a
+/// command buffer for the launches the graph ran, and every switch after
+/// that swaps kept command buffers, writing nothing; each replay, queued
+/// before or after a switch, runs the buffers it was queued with. Freeing
+/// a buffer a kept command buffer binds drops it. Drives the backend
+/// directly (its counts are not on `Device`). Mutations: `Runs::swap`
+/// leaving the current command buffer in place, or `variant` recording
+/// the old bindings of a changed dispatch → red at "after switch";
+/// `forget_variants` doing nothing → red at "after the free".
+fn a_graph_switching_back_swaps_kept_command_buffers(_dev: Device) -> Completion {
+    use seam::testing::{Direct, RawCall};
+    use seam::{Params, RawBuffer, RawView, ReplayTarget};
+    let mut b = Direct::new(seam_vulkan::VulkanBackend::open(0).unwrap());
+    if std::env::var_os("SEAM_VULKAN_KEEP_VARIANTS").is_some_and(|v| v == "0") {
+        return Completion::ignored_with("SEAM_VULKAN_KEEP_VARIANTS=0 turns kept variants off");
+    }
+    let n = 256u32;
+    // x += one, twice per graph (a dependent pair: a barrier between).
+    let add = |x: RawBuffer, y: RawBuffer| RawCall {
+        op: OpKind::Add,
+        dtype: DType::U32,
+        buffers: [x, y, x].map(|r| RawView::whole(r, n as u64)).into(),
+        params: Params {
+            d0: n,
+            ..Params::default()
+        },
+    };
+    let words = |v: u32| -> Vec<u8> { [v; 256].iter().flat_map(|w| w.to_le_bytes()).collect() };
+    let read = |b: &mut Direct<seam_vulkan::VulkanBackend>, buf: RawBuffer| -> u32 {
+        let mut out = vec![0u8; 1024];
+        b.read(buf, 0, &mut out).unwrap();
+        assert!(
+            out.chunks(4).all(|w| w == &out[..4]),
+            "one value throughout"
+        );
+        u32::from_le_bytes(out[..4].try_into().unwrap())
+    };
+    let [x, one, z, w] = [10, 1, 20, 30].map(|v| {
+        let buf = b.alloc(1024).unwrap();
+        b.write(buf, 0, &words(v)).unwrap();
+        buf
+    });
+    b.begin_capture().unwrap();
+    b.launch(&add(x, one)).unwrap();
+    b.launch(&add(x, one)).unwrap();
+    let g = ReplayTarget::Graph(b.end_capture_graph().unwrap());
+    let both = |to: RawBuffer| [(0, add(to, one)), (1, add(to, one))];
+    let mut want = [(x, 10u32), (z, 20)];
+    // Queued, then each switch: x, z, x, z, x, z.
+    for (step, (to, from)) in [(z, x), (x, z), (z, x), (x, z), (z, x)].iter().enumerate() {
+        b.replay(g).unwrap();
+        b.update_launches(g, &both(*to)).unwrap();
+        b.replay(g).unwrap();
+        for (buf, v) in want.iter_mut() {
+            if *buf == *from || *buf == *to {
+                *v += 2;
+            }
+        }
+        for (buf, v) in want {
+            assert_eq!(read(&mut b, buf), v, "after switch {step}");
+        }
+    }
+    let c = b.update_counts();
+    assert_eq!(
+        (c.in_place + c.rerecorded, c.fresh, c.swapped),
+        (1, 1, 3),
+        "one patch, one fresh command buffer, then swaps: {c:?}"
+    );
+    // The graph runs z; its spare, x. Freeing x drops the spare.
+    assert_eq!(b.kept_variants(g), Ok(1));
+    b.update_launches(g, &both(w)).unwrap();
+    b.replay(g).unwrap();
+    assert_eq!(read(&mut b, w), 32, "w, patched in place");
+    assert_eq!(b.kept_variants(g), Ok(1), "no fresh command buffer for w");
+    b.free(x).unwrap();
+    assert_eq!(b.kept_variants(g), Ok(0), "after the free");
     Completion::Completed
 }
 

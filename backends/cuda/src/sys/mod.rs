@@ -114,7 +114,7 @@ pub const CONDITIONAL_ENV: &str = "SEAM_CUDA_CONDITIONAL";
 pub const KEEP_EXECS_ENV: &str = "SEAM_CUDA_KEEP_EXECS";
 
 /// Whether a graph update back to launches a graph ran before switches to
-/// an exec kept for them (seam-streamgraph's `execs.rs`): unless
+/// an exec kept for them (`seam::kept`): unless
 /// [`KEEP_EXECS_ENV`] is `0` (the per-node patch alone, as before kept
 /// execs), read once per process.
 pub fn keep_execs() -> bool {

@@ -18,6 +18,7 @@ mod update;
 use crate::dispatch;
 use crate::sys::{self, Buffer, CommandBuffer, Gpu, Instance, Pipeline, Validation};
 use ash::vk;
+use seam::kept::Runs;
 use seam::table::{Buffers, Graphs};
 use seam::{
     Backend, CaptureSupport, Conditional, ConditionalSupport, DType, DeviceInfo, DeviceSpan,
@@ -25,6 +26,7 @@ use seam::{
     UpdateSupport,
 };
 use std::collections::{HashMap, VecDeque};
+pub use update::UpdateCounts;
 
 /// One Vulkan device behind the seam.
 pub struct VulkanBackend {
@@ -61,8 +63,11 @@ pub struct VulkanBackend {
     validation: Validation,
     /// Every validation message this device's calls raised.
     raised: Vec<String>,
-    /// Updates applied in place so far: (no re-record, re-recorded).
-    updates: (u64, u64),
+    /// Updates applied so far, by how (`update.rs`).
+    updates: UpdateCounts,
+    /// `SEAM_VULKAN_KEEP_VARIANTS` is not `0`: a graph keeps a command
+    /// buffer per launch set it comes back to (`update.rs`).
+    keep_variants: bool,
     /// `SEAM_VULKAN_BARRIERS=every`: a barrier before every dispatch, not
     /// only before one that depends on an access since the last.
     every_barrier: bool,
@@ -82,6 +87,12 @@ fn every_barrier_asked(value: Option<std::ffi::OsString>) -> Result<bool, String
             v.unwrap_or("<not UTF-8>")
         )),
     }
+}
+
+/// Whether `SEAM_VULKAN_KEEP_VARIANTS` (its value) turns kept variants
+/// off: `0` alone.
+fn keep_variants_off(value: Option<std::ffi::OsString>) -> bool {
+    value.is_some_and(|v| v == "0")
 }
 
 /// Whether `SEAM_VULKAN_STAGING` (its value) asks for staging: `1` does.
@@ -151,7 +162,8 @@ impl VulkanBackend {
             timing: timing::Timing::default(),
             validation: Validation::from_env().map_err(|e| ErrorKind::driver("open", e))?,
             raised: Vec::new(),
-            updates: (0, 0),
+            updates: UpdateCounts::default(),
+            keep_variants: !keep_variants_off(std::env::var_os("SEAM_VULKAN_KEEP_VARIANTS")),
             every_barrier,
             gpu,
         })
@@ -165,9 +177,15 @@ impl VulkanBackend {
         self.gpu.adapter().update_after_bind.clone()
     }
 
-    /// Updates this backend applied (`update_launches` that succeeded):
-    /// (descriptor sets rewritten only, command buffer recorded again).
-    pub fn update_counts(&self) -> (u64, u64) {
+    /// Command buffers `target` keeps besides its current one, for launch
+    /// sets it ran before (`update.rs`).
+    pub fn kept_variants(&self, target: ReplayTarget) -> Result<usize, ErrorKind> {
+        Ok(self.graphs.target(target)?.runs.spares())
+    }
+
+    /// Updates this backend applied (`update_launches` that succeeded),
+    /// by how.
+    pub fn update_counts(&self) -> UpdateCounts {
         self.updates
     }
 
@@ -288,7 +306,10 @@ impl Backend for VulkanBackend {
     unsafe fn free(&mut self, buffer: RawBuffer) -> Result<(), ErrorKind> {
         self.validated("free", |b| {
             // Queued work or a pending replay may still use it: those hold it
-            // until they have completed.
+            // until they have completed. Kept variants that bind it go
+            // (`update.rs`): they would hold its memory, for a set no
+            // update can ask for again.
+            b.forget_variants(buffer);
             b.buffers.remove(buffer).map(drop)
         })
     }
@@ -481,10 +502,10 @@ impl Backend for VulkanBackend {
     unsafe fn update_launches(
         &mut self,
         target: ReplayTarget,
-        _now: &mut Vec<Launch>,
+        now: &mut Vec<Launch>,
         changes: &[(usize, Launch)],
     ) -> Result<(), ErrorKind> {
-        self.validated("update_launches", |b| b.update(target, changes))
+        self.validated("update_launches", |b| b.update(target, now, changes))
     }
 
     fn live_resources(&self) -> ResourceCounts {
@@ -543,7 +564,11 @@ impl VulkanBackend {
             return Err(e);
         }
         rec.end()?;
-        Ok(nodes::VkGraph { cmd: rec, nodes })
+        Ok(nodes::VkGraph {
+            cmd: rec,
+            nodes,
+            runs: Runs::default(),
+        })
     }
 }
 

@@ -23,6 +23,7 @@ use super::VulkanBackend;
 use crate::sys::{CommandBuffer, QueryPool};
 
 use ash::vk;
+use seam::kept::Runs;
 use seam::{DeviceSpan, ErrorKind, ReplayTarget};
 
 /// Timestamps per query pool of a graph.
@@ -33,6 +34,8 @@ const STAMPS_PER_POOL: u32 = 1024;
 pub(super) struct VkGraph {
     pub(super) cmd: CommandBuffer,
     pub(super) nodes: Option<NodeStamps>,
+    /// Command buffers kept for launch sets the graph ran (`update.rs`).
+    pub(super) runs: Runs<CommandBuffer>,
 }
 
 /// The timestamp queries of one node-timed graph.

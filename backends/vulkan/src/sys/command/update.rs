@@ -95,6 +95,65 @@ impl CommandBuffer {
         Ok(rerecord)
     }
 
+    /// A new graph command buffer that runs what this one would with the
+    /// changes `check_update` passed applied (a kept variant of the graph,
+    /// `seam::kept`): this one's barriers and dispatches recorded again in
+    /// their order, each dispatch with a descriptor set and parameter block
+    /// of the new command buffer's own (a changed one with its new buffers,
+    /// parameters and workgroup counts), audited as they are recorded.
+    /// This one is left as it is and may be pending. Refused (nothing made)
+    /// for a command buffer with timestamps (node timing) or a command an
+    /// update does not patch, and wherever `check_update` would refuse now.
+    pub fn variant(&self, checked: Checked<'_, '_>) -> Result<CommandBuffer, ErrorKind> {
+        const CALL: &str = "vkBeginCommandBuffer";
+        let Checked {
+            changes,
+            generation,
+        } = checked;
+        let inner = &*self.0;
+        if inner.generation != generation {
+            inner.check_update(changes)?;
+        }
+        let mut fresh = CommandBuffer::new(inner.shared.clone())?;
+        fresh.begin(true)?;
+        let mut next = changes.iter().peekable();
+        let mut n = 0;
+        for r in &inner.log {
+            let d = match r {
+                Recorded::Barrier => {
+                    fresh.barrier()?;
+                    continue;
+                }
+                Recorded::Dispatch(d) => d,
+                Recorded::Query(..) | Recorded::Other => {
+                    return Err(ErrorKind::driver(
+                        CALL,
+                        "a command buffer with timestamps or a command an update does not patch has no variant",
+                    ))
+                }
+            };
+            match next.next_if(|c| c.index == n) {
+                Some(c) => fresh.dispatch(c.pipeline, c.bindings, &c.params, c.groups)?,
+                None => {
+                    let binding = |i: usize| {
+                        let (b, writes) = &d.bindings[i];
+                        let access = match writes {
+                            true => seam::ops::Access::Write,
+                            false => seam::ops::Access::Read,
+                        };
+                        (b, access)
+                    };
+                    crate::stack::with_slice(d.bindings.len(), binding, |b| {
+                        fresh.dispatch(&d.pipeline, b, &d.params, d.groups)
+                    })?
+                }
+            }
+            n += 1;
+        }
+        fresh.end()?;
+        Ok(fresh)
+    }
+
     // ----- for `Gpu::submit` -----
 }
 
