@@ -51,6 +51,7 @@ mod float_controls;
 mod memory;
 /// `seam-bench probe gemv`: kernel variants on the raw device.
 pub mod probe;
+pub mod stamps;
 mod setup;
 #[path = "../../../backends/vulkan/src/spirv.rs"]
 #[allow(dead_code)]
@@ -234,6 +235,21 @@ impl RawVulkan {
     /// Record the chain of `n` dependent in-place `scale_add` dispatches over
     /// a buffer holding `x0`, as seam's replay of the same calls records it.
     pub fn chain(&mut self, x0: &[f32], n: u32, a: f32, b: f32) -> Result<(), String> {
+        self.chain_stamped(x0, n, a, b, None)
+    }
+
+    /// [`Self::chain`], with a timestamp into `stamps.0` at stage
+    /// `stamps.1` before the first dispatch and after each (the pool reset
+    /// at the command buffer's start), as a node-timed graph records them
+    /// (`stamps.rs`, the node-timing probe).
+    pub fn chain_stamped(
+        &mut self,
+        x0: &[f32],
+        n: u32,
+        a: f32,
+        b: f32,
+        stamps: Option<(vk::QueryPool, vk::PipelineStageFlags)>,
+    ) -> Result<(), String> {
         self.wait()?;
         let elems = x0.len() as u32;
         let size = (x0.len() as u64 * 4).max(4);
@@ -314,8 +330,21 @@ impl RawVulkan {
             );
             d.cmd_push_constants(cmd, self.layout, vk::ShaderStageFlags::COMPUTE, 0, &params);
         }
+        let stamp = |k: u32| {
+            if let Some((pool, stage)) = stamps {
+                // SAFETY: `cmd` is recording, outside a render pass; the
+                // pool holds n + 1 queries (`stamps.rs`), reset below
+                // before the first write.
+                unsafe { d.cmd_write_timestamp(cmd, stage, pool, k) };
+            }
+        };
+        if let Some((pool, _)) = stamps {
+            // SAFETY: as above; queries 0..=n are the pool's.
+            unsafe { d.cmd_reset_query_pool(cmd, pool, 0, n + 1) };
+        }
+        stamp(0);
         let (stages, barrier) = (STAGES, [global_barrier()]);
-        for _ in 0..n {
+        for k in 0..n {
             // SAFETY: `cmd` is recording, outside a render pass; the group
             // counts are within the device's limits (`grid` checked them).
             unsafe {
@@ -330,6 +359,7 @@ impl RawVulkan {
                 );
                 d.cmd_dispatch(cmd, groups.0, groups.1, 1);
             }
+            stamp(k + 1);
         }
         let host = [vk::MemoryBarrier::default()
             .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
