@@ -51,11 +51,11 @@ mod float_controls;
 mod memory;
 /// `seam-bench probe gemv`: kernel variants on the raw device.
 pub mod probe;
-pub mod stamps;
 mod setup;
 #[path = "../../../backends/vulkan/src/spirv.rs"]
 #[allow(dead_code)]
 mod spirv;
+pub mod stamps;
 pub use memory::Alloc;
 
 /// How long any wait may take before it is an error (as in the backend).

@@ -24,8 +24,14 @@ const REPLAYS: usize = 20;
 fn variants() -> [(&'static str, Option<vk::PipelineStageFlags>); 4] {
     [
         ("no timestamps", None),
-        ("BOTTOM_OF_PIPE", Some(vk::PipelineStageFlags::BOTTOM_OF_PIPE)),
-        ("COMPUTE_SHADER", Some(vk::PipelineStageFlags::COMPUTE_SHADER)),
+        (
+            "BOTTOM_OF_PIPE",
+            Some(vk::PipelineStageFlags::BOTTOM_OF_PIPE),
+        ),
+        (
+            "COMPUTE_SHADER",
+            Some(vk::PipelineStageFlags::COMPUTE_SHADER),
+        ),
         ("ALL_COMMANDS", Some(vk::PipelineStageFlags::ALL_COMMANDS)),
     ]
 }
