@@ -498,9 +498,11 @@ fn a_rebind_records_nothing_where_update_after_bind(_dev: Device) -> Completion 
 /// directly (its counts are not on `Device`). Mutations: `Runs::swap`
 /// leaving the current command buffer in place, or `variant` recording
 /// the old bindings of a changed dispatch → red at "after switch";
-/// `forget_variants` doing nothing → red at "after the free".
+/// `forget_variants` doing nothing → red at "after the free"; kept
+/// variants planned for a node-timed graph → red at "a node-timed graph".
 fn a_graph_switching_back_swaps_kept_command_buffers(_dev: Device) -> Completion {
     use seam::testing::{Direct, RawCall};
+    use seam::Backend as _;
     use seam::{Params, RawBuffer, RawView, ReplayTarget};
     let mut b = Direct::new(seam_vulkan::VulkanBackend::open(0).unwrap());
     if std::env::var_os("SEAM_VULKAN_KEEP_VARIANTS").is_some_and(|v| v == "0") {
@@ -566,6 +568,31 @@ fn a_graph_switching_back_swaps_kept_command_buffers(_dev: Device) -> Completion
     assert_eq!(b.kept_variants(g), Ok(1), "no fresh command buffer for w");
     b.free(x).unwrap();
     assert_eq!(b.kept_variants(g), Ok(0), "after the free");
+    // A node-timed graph is only patched in place (its timestamps are in
+    // query pools of its own): switching back makes no command buffer.
+    if b.node_timing() == seam::NodeTiming::Native {
+        b.set_node_timing(true).unwrap();
+        b.begin_capture().unwrap();
+        b.launch(&add(z, one)).unwrap();
+        let timed = ReplayTarget::Graph(b.end_capture_graph().unwrap());
+        b.set_node_timing(false).unwrap();
+        let before = b.update_counts();
+        for to in [w, z, w, z] {
+            b.update_launches(timed, &[(0, add(to, one))]).unwrap();
+            b.replay(timed).unwrap();
+        }
+        let c = b.update_counts();
+        assert_eq!(
+            (c.fresh, c.swapped, c.in_place + c.rerecorded),
+            (
+                before.fresh,
+                before.swapped,
+                before.in_place + before.rerecorded + 4
+            ),
+            "a node-timed graph: {c:?}"
+        );
+        assert_eq!(b.kept_variants(timed), Ok(0));
+    }
     Completion::Completed
 }
 

@@ -36,7 +36,9 @@ pub struct UpdateCounts {
 }
 
 impl VulkanBackend {
-    /// C13 in place (`update_launches`): each changed launch's dispatch
+    /// C13 (`update_launches`): a switch to a kept command buffer, or a
+    /// fresh one for launches the graph ran before (see the module's
+    /// docs), or in place: each changed launch's dispatch
     /// gets its new buffers in its own descriptor set and its new
     /// parameters in its own parameter block, once the replays queued
     /// before the update have completed (they run as recorded). The
@@ -53,7 +55,8 @@ impl VulkanBackend {
         changes: &[(usize, Launch)],
     ) -> Result<(), ErrorKind> {
         let graph = self.graphs.target_mut(target)?;
-        let plan = match self.keep_variants && graph.nodes.is_none() {
+        let keeps = self.keep_variants && graph.nodes.is_none();
+        let plan = match keeps {
             true => graph.runs.plan(now, changes),
             false => Plan::InPlace,
         };
@@ -139,8 +142,10 @@ impl VulkanBackend {
         // the commands) change only once none of them is pending.
         gpu.wait_for(&graph.cmd)?;
         let rerecorded = graph.cmd.update(checked)?;
-        // Rewritten sets slow no replay: the command buffer stays keepable.
-        graph.runs.patched(now, changes, false);
+        if keeps {
+            // Rewritten sets slow no replay: the command buffer stays keepable.
+            graph.runs.patched(now, changes, false);
+        }
         match rerecorded {
             true => self.updates.rerecorded += 1,
             false => self.updates.in_place += 1,

@@ -123,6 +123,17 @@ fn staging_is_asked_by_one_alone() {
     assert!(!staging_asked(None));
 }
 
+/// `SEAM_VULKAN_KEEP_VARIANTS=0` turns kept command buffers off; unset or
+/// any other value leaves them on.
+#[test]
+fn kept_variants_are_turned_off_by_0_alone() {
+    use super::keep_variants_off;
+    assert!(keep_variants_off(Some("0".into())));
+    assert!(!keep_variants_off(Some("1".into())));
+    assert!(!keep_variants_off(Some("".into())));
+    assert!(!keep_variants_off(None));
+}
+
 /// Under validation, a device that saw a message fails its teardown, so a
 /// message whose error a caller swallowed still fails (the suite's devices
 /// live to the end of their process, so no trial drops one); without
