@@ -21,6 +21,9 @@ pub mod raw_cuda;
 #[cfg(feature = "vulkan")]
 #[allow(unsafe_code)]
 pub mod raw_vulkan;
+/// The wgpu submission probe (`seam-bench probe wgpu-submit`): safe wgpu.
+#[cfg(feature = "wgpu")]
+pub mod raw_wgpu;
 pub mod report;
 pub mod stats;
 pub mod timed;

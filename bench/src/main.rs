@@ -1,6 +1,6 @@
 //! `seam-bench run`: the seam arms, as CSV on stdout.
 //! `seam-bench report`: the arms' CSVs → Markdown + SVG.
-//! `seam-bench probe gemv|vulkan-stamps|cuda-process`: one-off probes (`seam_bench::probe`).
+//! `seam-bench probe gemv|vulkan-stamps|wgpu-submit|cuda-process`: one-off probes (`seam_bench::probe`).
 //! `seam-bench nodes`, `seam-bench loops`: what node timing and device loops cost.
 
 use clap::{Parser, Subcommand};
@@ -246,10 +246,12 @@ fn main() -> ExitCode {
                     }),
                 #[cfg(feature = "vulkan")]
                 "vulkan-stamps" => seam_bench::raw_vulkan::stamps::run(1000, 9, &mut print),
+                #[cfg(feature = "wgpu")]
+                "wgpu-submit" => seam_bench::raw_wgpu::run(&mut print),
                 #[cfg(feature = "cuda")]
                 "cuda-process" => seam_bench::probe::cuda_process(&mut print),
                 other => Err(format!(
-                    "no probe `{other}` in this build (gemv and vulkan-stamps need the vulkan feature, cuda-process the cuda one)"
+                    "no probe `{other}` in this build (gemv and vulkan-stamps need the vulkan feature, wgpu-submit the wgpu one, cuda-process the cuda one)"
                 )),
             };
             let _ = (hiddens, weights, alloc, candidates);
