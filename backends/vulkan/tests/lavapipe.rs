@@ -414,9 +414,11 @@ fn rebinds_rewrite_descriptor_sets_in_place(dev: Device) -> Completion {
 /// the graph's descriptor sets and records nothing; a replay queued before
 /// it still runs the old buffers and the next one the new. A params update
 /// (push constants) still records the command buffer again. Without the
-/// feature (`SEAM_VULKAN_UPDATE_AFTER_BIND=0`) both re-record. Drives the
-/// backend directly (its counts are not on `Device`). Mutation: make
-/// `Inner::rerecords` ignore `rebind_in_place` → red at "rebind in place".
+/// feature (`SEAM_VULKAN_UPDATE_AFTER_BIND=0`) both re-record. A new
+/// value alone is written in place on every device. Drives the
+/// backend directly (its counts are not on `Device`). Mutations: make
+/// `Inner::rerecords` ignore `rebind_in_place` → red at "rebind in place";
+/// the in-place count not counted → red at "a new value alone".
 fn a_rebind_records_nothing_where_update_after_bind(_dev: Device) -> Completion {
     use seam::testing::{Direct, RawCall};
     use seam::{Params, RawBuffer, RawView, ReplayTarget};
@@ -485,6 +487,29 @@ fn a_rebind_records_nothing_where_update_after_bind(_dev: Device) -> Completion 
         b.update_counts(),
         counts(rebind.0, rebind.1 + 1),
         "an update that changes nothing"
+    );
+    // A new value alone (a fill's bits: the workgroups stay) is written to
+    // the dispatch's parameter block, in place, on every device.
+    let fill = |bits: u32| RawCall {
+        op: OpKind::Fill,
+        dtype: DType::U32,
+        buffers: [RawView::whole(z, 256)].into(),
+        params: Params {
+            d0: 256,
+            bits,
+            ..Params::default()
+        },
+    };
+    b.begin_capture().unwrap();
+    b.launch(&fill(5)).unwrap();
+    let f = ReplayTarget::Graph(b.end_capture_graph().unwrap());
+    b.update_launches(f, &[(0, fill(7))]).unwrap();
+    b.replay(f).unwrap();
+    assert_eq!(read(&mut b, z), words(7), "the new value");
+    assert_eq!(
+        b.update_counts(),
+        counts(rebind.0 + 1, rebind.1 + 1),
+        "a new value alone"
     );
     Completion::Completed
 }

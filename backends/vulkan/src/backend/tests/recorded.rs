@@ -353,6 +353,43 @@ fn an_update_checked_before_another_is_checked_again() {
     assert_eq!(read(&mut r.b, rr), words(2), "dispatch 1 writes r");
 }
 
+/// A variant is made only of changes this command buffer passes now: a
+/// pass checked on another command buffer, whose dispatch 0 has another
+/// pipeline, is refused and makes nothing; on its own command buffer the
+/// same pass makes a variant that runs the change, and leaves the original
+/// as it was. Mutation: `variant` trusting the pass → red at "another
+/// command buffer's pass".
+#[test]
+fn a_variant_is_made_only_of_changes_its_command_buffer_passes() {
+    let Some(mut r) = Rig::open() else { return };
+    let (params, groups) = r.add_of(256);
+    let mul = r.b.pipeline(OpKind::Mul, DType::U32).unwrap();
+    let [(_, one), (p, pb), (q, qb)] = [1, 100, 200].map(|v| r.filled(v));
+    let (to_p, to_q) = (add(&one, &one, &pb), add(&one, &one, &qb));
+    let record = |r: &mut Rig, pipeline: &Pipeline| {
+        let mut cmd = r.b.gpu.command_buffer().unwrap();
+        cmd.begin(true).unwrap();
+        cmd.barrier().unwrap();
+        cmd.dispatch(pipeline, &to_p, &params, groups).unwrap();
+        cmd.end().unwrap();
+        cmd
+    };
+    let add_pipeline = r.add.clone();
+    let (adds, muls) = (record(&mut r, &add_pipeline), record(&mut r, &mul));
+    let moved = [change(0, &r.add, &to_q, params, groups)];
+    let e = muls
+        .variant(adds.check_update(&moved).unwrap())
+        .err()
+        .expect("another command buffer's pass");
+    assert!(e.to_string().contains("another pipeline"), "{e}");
+    let fresh = adds.variant(adds.check_update(&moved).unwrap()).unwrap();
+    run(&mut r.b, &fresh);
+    assert_eq!(read(&mut r.b, q), words(2), "the variant writes q");
+    assert_eq!(read(&mut r.b, p), words(100), "and not p");
+    run(&mut r.b, &adds);
+    assert_eq!(read(&mut r.b, p), words(2), "the original still writes p");
+}
+
 /// What an update applies runs: every binding of a dispatch moved (its
 /// two inputs from one buffer to two), new immediates alone (an add over
 /// half the words, the workgroups unchanged), new workgroup counts, and an

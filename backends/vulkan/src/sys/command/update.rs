@@ -103,17 +103,16 @@ impl CommandBuffer {
     /// parameters and workgroup counts), audited as they are recorded.
     /// This one is left as it is and may be pending. Refused (nothing made)
     /// for a command buffer with timestamps (node timing) or a command an
-    /// update does not patch, and wherever `check_update` would refuse now.
+    /// update does not patch, and wherever `check_update` refuses the
+    /// changes for this command buffer now.
     pub fn variant(&self, checked: Checked<'_, '_>) -> Result<CommandBuffer, ErrorKind> {
         const CALL: &str = "vkBeginCommandBuffer";
-        let Checked {
-            changes,
-            generation,
-        } = checked;
+        // Checked again, whatever the generation: a pass for another
+        // command buffer would otherwise record its changes here, and the
+        // check costs little next to recording the whole command buffer.
+        let changes = checked.changes;
         let inner = &*self.0;
-        if inner.generation != generation {
-            inner.check_update(changes)?;
-        }
+        inner.check_update(changes)?;
         let mut fresh = CommandBuffer::new(inner.shared.clone())?;
         fresh.begin(true)?;
         let mut next = changes.iter().peekable();
