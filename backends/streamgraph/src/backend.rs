@@ -153,11 +153,12 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
     /// unread (waiting for it): the next replay records it again.
     fn read_nodes(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
         let (timer, driver) = (&mut self.timer, &self.driver);
-        let (Some(nodes), stamps) = self.graphs.captured_mut(target)?.nodes_and_stamps() else {
+        let (Some(nodes), stamps, read_back) = self.graphs.captured_mut(target)?.nodes_and_stamps()
+        else {
             return Ok(());
         };
         match nodes.unread.take() {
-            Some(tag) => stamps::read_marks(timer, driver, tag, nodes, stamps),
+            Some(tag) => stamps::read_marks(timer, driver, tag, nodes, stamps, read_back),
             None => Ok(()),
         }
     }
@@ -483,9 +484,9 @@ where
         let (timer, driver, kernels) = (&mut self.timer, &self.driver, &self.kernels);
         let set = |g: &D::Graph, n: &[D::Node]| stamps::set_stamps(driver, kernels, g, n);
         self.graphs.end_capture_with(driver, &set, |old| {
-            if let (Some(nodes), stamps) = old.nodes_and_stamps() {
+            if let (Some(nodes), stamps, read_back) = old.nodes_and_stamps() {
                 if let Some(tag) = nodes.unread.take() {
-                    let _ = stamps::read_marks(timer, driver, tag, nodes, stamps);
+                    let _ = stamps::read_marks(timer, driver, tag, nodes, stamps, read_back);
                 }
             }
         })
@@ -623,7 +624,9 @@ where
     fn end_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
         self.driver.select()?;
         self.bracket = None;
-        self.timer.end(&self.driver, tag)
+        self.timer.end(&self.driver, tag)?;
+        self.queue_read_backs(tag);
+        Ok(())
     }
 
     fn take_device_spans(&mut self) -> Result<Vec<DeviceSpan>, ErrorKind> {

@@ -128,3 +128,101 @@ fn a_stamp_that_cannot_be_recorded_or_set_leaves_the_graph_untimed() {
         assert_clean(&d);
     }
 }
+
+/// A traced replay's stamps are copied into page-locked memory of the
+/// graph's own, the copy queued right after the replay's end event and not
+/// waited for, and read from there (one wait for the stream, no copy of
+/// their own); an untraced replay queues nothing. Where that memory cannot
+/// be made, or the copy cannot be queued, the stamps are read back from
+/// the device as before, with the same spans. The memory goes with the
+/// graph. Mutations: `queue_read_backs` skipped (every read a device
+/// read) or queueing for another bracket's replay, `read_marks` reading
+/// the host memory without a queued copy (the spans of the replay before)
+/// → red.
+#[test]
+fn a_traced_replays_stamps_are_copied_to_host_memory_behind_it() {
+    for fail in [None, Some("alloc_pinned"), Some("read_queued")] {
+        let (b, d) = crate::fake::backend(false);
+        d.set_node_stamps(true);
+        let dev = Device::new(Box::new(b));
+        let x = dev.buffer_from(&[1.0f32; 4]).unwrap();
+        dev.set_node_timing(true).unwrap();
+        let s = dev.capture().unwrap();
+        if fail == Some("alloc_pinned") {
+            d.fail_next("alloc_pinned");
+        }
+        dev.launch(&ops::add(x.id(), x.id(), x.id(), 4)).unwrap();
+        dev.launch(&ops::add(x.id(), x.id(), x.id(), 4)).unwrap();
+        let g = s.end_graph().unwrap();
+        let pinned = usize::from(fail != Some("alloc_pinned"));
+        assert_eq!(d.live_pinned(), pinned, "{fail:?}");
+        dev.set_tracing(true);
+        d.clear_log();
+        // Untraced replays queue nothing: the device replays alone.
+        dev.set_tracing(false);
+        g.replay().unwrap();
+        dev.synchronize().unwrap();
+        assert!(
+            !d.log().iter().any(|c| matches!(c, Call::ReadQueued { .. })),
+            "{fail:?}: {:?}",
+            d.log()
+        );
+        dev.set_tracing(true);
+        for _ in 0..2 {
+            d.clear_log();
+            if fail == Some("read_queued") {
+                d.fail_next("read_queued");
+            }
+            g.replay().unwrap();
+            let log = d.log();
+            let launched = log.iter().rposition(|c| matches!(c, Call::Launch(_)));
+            let queued = log
+                .iter()
+                .position(|c| matches!(c, Call::ReadQueued { len: 24, .. }));
+            let ended = log.iter().rposition(|c| matches!(c, Call::Record(_)));
+            match fail {
+                None => assert!(
+                    launched < ended && ended < queued && queued.is_some(),
+                    "the copy after the replay's end event: {log:?}"
+                ),
+                // No memory: nothing to queue (a failed queue is tried).
+                Some("alloc_pinned") => assert_eq!(queued, None, "{log:?}"),
+                Some(_) => {}
+            }
+        }
+        d.clear_log();
+        let trace = dev.take_trace_log("t").unwrap();
+        let log = d.log();
+        let pinned_reads = log
+            .iter()
+            .filter(|c| matches!(c, Call::ReadPinned { len: 24, .. }))
+            .count();
+        let device_reads = log
+            .iter()
+            .filter(|c| matches!(c, Call::Read { len: 24, .. }))
+            .count();
+        match fail {
+            None => assert_eq!((pinned_reads, device_reads), (1, 0), "{log:?}"),
+            Some(_) => assert_eq!((pinned_reads, device_reads), (0, 1), "{fail:?}: {log:?}"),
+        }
+        // Two traced replays: two spans each, 2 ms (a launch and its stamp).
+        assert_eq!(
+            trace.node_spans.len(),
+            4,
+            "{fail:?}: {:?}",
+            trace.node_spans
+        );
+        for span in &trace.node_spans {
+            assert_eq!(span.end_ns - span.start_ns, 2_000_000, "{fail:?}: {span:?}");
+        }
+        let tags: Vec<u64> = trace.node_spans.iter().map(|s| s.tag).collect();
+        assert!(
+            tags[0] == tags[1] && tags[2] == tags[3] && tags[1] != tags[2],
+            "{tags:?}"
+        );
+        drop((g, x));
+        assert_eq!(d.live_pinned(), 0, "{fail:?}: freed with its graph");
+        drop(dev);
+        assert_clean(&d);
+    }
+}
