@@ -153,12 +153,11 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
     /// unread (waiting for it): the next replay records it again.
     fn read_nodes(&mut self, target: ReplayTarget) -> Result<(), ErrorKind> {
         let (timer, driver) = (&mut self.timer, &self.driver);
-        let (Some(nodes), stamps, read_back) = self.graphs.captured_mut(target)?.nodes_and_stamps()
-        else {
+        let (Some(nodes), stamps) = self.graphs.captured_mut(target)?.nodes_and_stamps() else {
             return Ok(());
         };
         match nodes.unread.take() {
-            Some(tag) => stamps::read_marks(timer, driver, tag, nodes, stamps, read_back),
+            Some(tag) => stamps::read_marks(timer, driver, tag, nodes, stamps),
             None => Ok(()),
         }
     }
@@ -484,9 +483,9 @@ where
         let (timer, driver, kernels) = (&mut self.timer, &self.driver, &self.kernels);
         let set = |g: &D::Graph, n: &[D::Node]| stamps::set_stamps(driver, kernels, g, n);
         self.graphs.end_capture_with(driver, &set, |old| {
-            if let (Some(nodes), stamps, read_back) = old.nodes_and_stamps() {
+            if let (Some(nodes), stamps) = old.nodes_and_stamps() {
                 if let Some(tag) = nodes.unread.take() {
-                    let _ = stamps::read_marks(timer, driver, tag, nodes, stamps, read_back);
+                    let _ = stamps::read_marks(timer, driver, tag, nodes, stamps);
                 }
             }
         })
@@ -624,9 +623,7 @@ where
     fn end_timed(&mut self, tag: u64) -> Result<(), ErrorKind> {
         self.driver.select()?;
         self.bracket = None;
-        self.timer.end(&self.driver, tag)?;
-        self.queue_read_backs(tag);
-        Ok(())
+        self.timer.end(&self.driver, tag)
     }
 
     fn take_device_spans(&mut self) -> Result<Vec<DeviceSpan>, ErrorKind> {

@@ -110,9 +110,6 @@ pub trait StreamDriver: GraphDriver + Send {
     type Module;
     /// A kernel entry point; keeps its module loaded.
     type Function: Clone + Send + 'static;
-    /// Page-locked host memory the device copies into without the host
-    /// waiting ([`read_queued`](StreamDriver::read_queued)).
-    type Pinned: Send;
 
     /// Make this device current on the calling thread (CUDA: the context;
     /// HIP: `hipSetDevice`).
@@ -135,17 +132,6 @@ pub trait StreamDriver: GraphDriver + Send {
     fn write(&self, memory: &Self::Memory, offset: usize, data: &[u8]) -> Result<(), ErrorKind>;
     /// Copy out from `offset` after all queued work, and wait. Checks the range.
     fn read(&self, memory: &Self::Memory, offset: usize, out: &mut [u8]) -> Result<(), ErrorKind>;
-    /// `bytes` (> 0) of page-locked host memory (CUDA `cuMemAllocHost`,
-    /// HIP `hipHostMalloc`), released with it.
-    fn alloc_pinned(&self, bytes: usize) -> Result<Self::Pinned, ErrorKind>;
-    /// Queue a copy of the first bytes of `memory` into all of `pinned`
-    /// (at most `memory`'s size: checked) after all work queued on the
-    /// stream, and return without waiting for it.
-    fn read_queued(&self, memory: &Self::Memory, pinned: &Self::Pinned) -> Result<(), ErrorKind>;
-    /// Wait for the stream (so every [`read_queued`](StreamDriver::read_queued)
-    /// into `pinned` has completed), then copy the first `out.len()` bytes
-    /// of `pinned` (at most its size: checked) into `out` on the host.
-    fn read_pinned(&self, pinned: &Self::Pinned, out: &mut [u8]) -> Result<(), ErrorKind>;
 
     /// Load a compiled image (cubin, PTX ending in NUL, AMD code object).
     fn load_module(&self, image: &[u8]) -> Result<Self::Module, ErrorKind>;

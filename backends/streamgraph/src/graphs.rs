@@ -51,20 +51,6 @@ pub struct Captured<D: StreamDriver> {
     /// graph's stamp nodes write into it, so it lives as long as the graph,
     /// timed or not.
     stamps: Option<D::Memory>,
-    /// Where it is timed by stamps: the host memory they are copied into
-    /// after each traced replay (`None` where it could not be made: then
-    /// they are read with a wait of their own).
-    read_back: Option<ReadBack<D::Pinned>>,
-}
-
-/// Page-locked host memory a stamp-timed graph's stamps are copied into
-/// after a traced replay, the copy queued behind the replay's end and not
-/// waited for, so reading them later costs no copy and wait of its own
-/// (`backend/stamps.rs`).
-pub struct ReadBack<P> {
-    pub pinned: P,
-    /// A copy of the unread replay's stamps into `pinned` is queued.
-    pub queued: bool,
 }
 
 impl<D: StreamDriver> Captured<D> {
@@ -85,15 +71,10 @@ impl<D: StreamDriver> Captured<D> {
     pub fn nodes_mut(&mut self) -> Option<&mut NodeEvents<D::Event>> {
         self.nodes.as_mut()
     }
-    /// Its node events, where it is node-timed, its stamps' buffer, where
-    /// its launches are marked with stamp kernels, and where they are read
-    /// back to.
-    pub fn nodes_and_stamps(&mut self) -> NodesAndStamps<'_, D> {
-        (
-            self.nodes.as_mut(),
-            self.stamps.as_ref(),
-            self.read_back.as_mut(),
-        )
+    /// Its node events, where it is node-timed, and its stamps' buffer,
+    /// where its launches are marked with stamp kernels.
+    pub fn nodes_and_stamps(&mut self) -> (Option<&mut NodeEvents<D::Event>>, Option<&D::Memory>) {
+        (self.nodes.as_mut(), self.stamps.as_ref())
     }
     /// What its other execs run (`seam::kept`).
     pub fn runs(&self) -> &Runs<D::Exec> {
@@ -104,13 +85,6 @@ impl<D: StreamDriver> Captured<D> {
         (&mut self.runs, &mut self.exec)
     }
 }
-
-/// What [`Captured::nodes_and_stamps`] lends.
-pub type NodesAndStamps<'a, D> = (
-    Option<&'a mut NodeEvents<<D as GraphDriver>::Event>>,
-    Option<&'a <D as StreamDriver>::Memory>,
-    Option<&'a mut ReadBack<<D as StreamDriver>::Pinned>>,
-);
 
 /// One stream's capture state: whether a capture is open, the current exec
 /// (`end_capture`) and the handles (`end_capture_graph`).
@@ -413,23 +387,15 @@ impl<D: StreamDriver> StreamGraphs<D> {
                 return Err(e);
             }
         };
-        let (mut stamps, mut read_back) = (None, None);
+        let mut stamps = None;
         if let Some(nodes) = stamp_nodes {
             let (memory, timed) = set_stamps(&graph, &nodes);
+            stamps = memory;
             if !timed {
                 // Its stamps are not all in its buffer: the graph is
                 // untimed; its event node keeps its event.
                 kept.extend(events.take().into_iter().flatten());
-            } else if let Some(memory) = &memory {
-                read_back = d
-                    .alloc_pinned(d.memory_bytes(memory))
-                    .ok()
-                    .map(|pinned| ReadBack {
-                        pinned,
-                        queued: false,
-                    });
             }
-            stamps = memory;
         }
         let exec = match d.instantiate(&graph) {
             Ok(exec) => exec,
@@ -453,7 +419,6 @@ impl<D: StreamDriver> StreamGraphs<D> {
             }),
             kept,
             stamps,
-            read_back,
         };
         if let Err(e) = d.upload(&captured.exec) {
             destroy(d, captured);

@@ -225,35 +225,6 @@ impl Drop for DeviceMemory {
     }
 }
 
-/// One `cuMemAllocHost` allocation (page-locked host memory) the stream
-/// copies device memory into without the host waiting (node timing's
-/// stamps, `read_queued`), with an event recorded after each such copy.
-/// Freeing it first waits for that event: a copy still in flight would
-/// otherwise write into freed host memory.
-pub struct PinnedMemory {
-    ptr: *mut c_void,
-    bytes: usize,
-    done: cu::CUevent,
-}
-
-// SAFETY: the pointer is page-locked host memory owned by this value and
-// the event a driver handle; neither is tied to a thread.
-unsafe impl Send for PinnedMemory {}
-
-impl Drop for PinnedMemory {
-    fn drop(&mut self) {
-        // SAFETY: `done` was created in `alloc_pinned` and is destroyed
-        // only here, after waiting for it: it follows the last copy queued
-        // into `ptr` (a never-recorded event is complete), so no copy is in
-        // flight when `ptr`, allocated there and owned here, is freed once.
-        unsafe {
-            let _ = cu::cuEventSynchronize(self.done);
-            let _ = cu::cuEventDestroy_v2(self.done);
-            let _ = cu::cuMemFreeHost(self.ptr);
-        }
-    }
-}
-
 // ----- modules and kernels -----
 
 struct ModuleHandle(cu::CUmodule);
@@ -291,7 +262,6 @@ impl StreamDriver for Stream {
     type Memory = DeviceMemory;
     type Module = Module;
     type Function = Function;
-    type Pinned = PinnedMemory;
 
     fn select(&self) -> Result<(), ErrorKind> {
         self.context.make_current()
@@ -345,55 +315,6 @@ impl StreamDriver for Stream {
             )
         })?;
         self.synchronize()
-    }
-
-    fn alloc_pinned(&self, bytes: usize) -> Result<PinnedMemory, ErrorKind> {
-        // Its event is what makes freeing it safe: no events, no memory.
-        super::events().map_err(|reason| ErrorKind::Unavailable { reason })?;
-        let mut done: cu::CUevent = ptr::null_mut();
-        // SAFETY: the event symbols are present (checked above); `done` is
-        // a valid out-pointer; the context is current (the backend selects).
-        check("cuEventCreate", unsafe {
-            cu::cuEventCreate(&mut done, cu::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32)
-        })?;
-        let mut ptr: *mut c_void = ptr::null_mut();
-        // SAFETY: `ptr` is a valid out-pointer for one host address.
-        if let Err(e) = check("cuMemAllocHost", unsafe {
-            cu::cuMemAllocHost_v2(&mut ptr, bytes.max(1))
-        }) {
-            // SAFETY: created above, never recorded, destroyed once.
-            let _ = unsafe { cu::cuEventDestroy_v2(done) };
-            return Err(e);
-        }
-        Ok(PinnedMemory { ptr, bytes, done })
-    }
-
-    fn read_queued(&self, memory: &DeviceMemory, pinned: &PinnedMemory) -> Result<(), ErrorKind> {
-        check_range("cuMemcpyDtoHAsync", 0, pinned.bytes, memory.bytes)?;
-        // SAFETY: the source range lies inside this live allocation
-        // (checked above) and the destination is `pinned`'s whole
-        // page-locked allocation, which is not freed before `done`, recorded
-        // next on the same stream, has completed (`PinnedMemory::drop`).
-        check("cuMemcpyDtoHAsync", unsafe {
-            cu::cuMemcpyDtoHAsync_v2(pinned.ptr, memory.ptr, pinned.bytes, self.raw)
-        })?;
-        // SAFETY: event and stream are live (borrowed).
-        check("cuEventRecord", unsafe {
-            cu::cuEventRecord(pinned.done, self.raw)
-        })
-    }
-
-    fn read_pinned(&self, pinned: &PinnedMemory, out: &mut [u8]) -> Result<(), ErrorKind> {
-        check_range("read_pinned", 0, out.len(), pinned.bytes)?;
-        // Every copy queued into it completes before the stream is idle.
-        self.synchronize()?;
-        // SAFETY: `out.len()` bytes of `pinned`'s live allocation (checked
-        // above), which no copy is writing (the stream is idle: no copy
-        // is in flight), into `out`, borrowed mutably: no overlap.
-        unsafe {
-            ptr::copy_nonoverlapping(pinned.ptr as *const u8, out.as_mut_ptr(), out.len());
-        }
-        Ok(())
     }
 
     /// `image` is a cubin, or PTX text ending in NUL (as NVRTC returns it).

@@ -61,8 +61,6 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuStreamSynchronize",
     "cuMemAlloc_v2",
     "cuMemFree_v2",
-    "cuMemAllocHost_v2",
-    "cuMemFreeHost",
     "cuMemcpyHtoDAsync_v2",
     "cuMemcpyDtoHAsync_v2",
     "cuModuleLoadData",

@@ -78,36 +78,6 @@ fn at(base: hip::hipDeviceptr_t, offset: usize) -> hip::hipDeviceptr_t {
     (base as *mut u8).wrapping_add(offset) as hip::hipDeviceptr_t
 }
 
-/// One `hipHostMalloc` allocation (page-locked host memory) the stream
-/// copies device memory into without the host waiting (`read_queued`),
-/// with an event recorded after each such copy. Freeing it first waits for
-/// that event: a copy still in flight would otherwise write into freed host
-/// memory. (The HIP backend times nodes with event nodes, not stamps, so
-/// nothing makes one today.)
-pub struct PinnedMemory {
-    ptr: *mut c_void,
-    bytes: usize,
-    done: hip::hipEvent_t,
-}
-
-// SAFETY: the pointer is page-locked host memory owned by this value and
-// the event a runtime handle; neither is tied to a thread.
-unsafe impl Send for PinnedMemory {}
-
-impl Drop for PinnedMemory {
-    fn drop(&mut self) {
-        // SAFETY: `done` was created in `alloc_pinned` and is destroyed
-        // only here, after waiting for it: it follows the last copy queued
-        // into `ptr` (a never-recorded event is complete), so no copy is in
-        // flight when `ptr`, allocated there and owned here, is freed once.
-        unsafe {
-            let _ = hip::hipEventSynchronize(self.done);
-            let _ = hip::hipEventDestroy(self.done);
-            let _ = hip::hipHostFree(self.ptr);
-        }
-    }
-}
-
 // ----- modules and kernels -----
 
 struct ModuleHandle(hip::hipModule_t);
@@ -143,7 +113,6 @@ impl StreamDriver for Stream {
     type Memory = DeviceMemory;
     type Module = Module;
     type Function = Function;
-    type Pinned = PinnedMemory;
 
     fn select(&self) -> Result<(), ErrorKind> {
         super::set_device(self.device)
@@ -200,52 +169,6 @@ impl StreamDriver for Stream {
             )
         })?;
         self.synchronize()
-    }
-
-    fn alloc_pinned(&self, bytes: usize) -> Result<PinnedMemory, ErrorKind> {
-        let mut done: hip::hipEvent_t = ptr::null_mut();
-        // SAFETY: `done` is a valid out-pointer for one event handle.
-        check("hipEventCreateWithFlags", unsafe {
-            hip::hipEventCreateWithFlags(&mut done, hip::hipEventDisableTiming)
-        })?;
-        let mut ptr: *mut c_void = ptr::null_mut();
-        // SAFETY: `ptr` is a valid out-pointer for one host address.
-        if let Err(e) = check("hipHostMalloc", unsafe {
-            hip::hipHostMalloc(&mut ptr, bytes.max(1), 0)
-        }) {
-            // SAFETY: created above, never recorded, destroyed once.
-            let _ = unsafe { hip::hipEventDestroy(done) };
-            return Err(e);
-        }
-        Ok(PinnedMemory { ptr, bytes, done })
-    }
-
-    fn read_queued(&self, memory: &DeviceMemory, pinned: &PinnedMemory) -> Result<(), ErrorKind> {
-        check_range("hipMemcpyDtoHAsync", 0, pinned.bytes, memory.bytes)?;
-        // SAFETY: the source range lies inside this live allocation
-        // (checked above) and the destination is `pinned`'s whole
-        // page-locked allocation, which is not freed before `done`, recorded
-        // next on the same stream, has completed (`PinnedMemory::drop`).
-        check("hipMemcpyDtoHAsync", unsafe {
-            hip::hipMemcpyDtoHAsync(pinned.ptr, memory.ptr, pinned.bytes, self.raw)
-        })?;
-        // SAFETY: event and stream are live (borrowed).
-        check("hipEventRecord", unsafe {
-            hip::hipEventRecord(pinned.done, self.raw)
-        })
-    }
-
-    fn read_pinned(&self, pinned: &PinnedMemory, out: &mut [u8]) -> Result<(), ErrorKind> {
-        check_range("read_pinned", 0, out.len(), pinned.bytes)?;
-        // Every copy queued into it completes before the stream is idle.
-        self.synchronize()?;
-        // SAFETY: `out.len()` bytes of `pinned`'s live allocation (checked
-        // above), which no copy is writing (the stream is idle: no copy
-        // is in flight), into `out`, borrowed mutably: no overlap.
-        unsafe {
-            ptr::copy_nonoverlapping(pinned.ptr as *const u8, out.as_mut_ptr(), out.len());
-        }
-        Ok(())
     }
 
     /// `image` is an AMD code object from hipRTC.

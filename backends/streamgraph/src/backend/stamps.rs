@@ -15,7 +15,6 @@
 
 use super::StreamBackend;
 use crate::driver::{Compiler, NodeIn, StreamDriver, VendorBlas};
-use crate::graphs::ReadBack;
 use crate::launch::KernelLaunch;
 use crate::tables::KernelTable;
 use crate::timing::{EventTimer, NodeEvents};
@@ -64,24 +63,6 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
             self.stamp_scratch = Some(self.driver.alloc(4 * WORDS as usize)?);
         }
         Ok(true)
-    }
-
-    /// After the end of timed bracket `tag`: every graph whose unread
-    /// traced replay is the bracket's and whose stamps have host memory to
-    /// go to gets a copy of them queued there, behind the bracket's end
-    /// event (outside the replay's span), not waited for. One that fails
-    /// to queue is read back later with a wait of its own.
-    pub(super) fn queue_read_backs(&mut self, tag: u64) {
-        for target in self.graphs.node_timed_unread() {
-            let Ok(captured) = self.graphs.captured_mut(target) else {
-                continue;
-            };
-            if let (Some(nodes), Some(memory), Some(rb)) = captured.nodes_and_stamps() {
-                if nodes.unread == Some(tag) {
-                    rb.queued = self.driver.read_queued(memory, &rb.pinned).is_ok();
-                }
-            }
-        }
     }
 
     /// Record the open capture's next stamp kernel, where it marks its
@@ -138,30 +119,20 @@ pub(super) fn set_stamps<D: StreamDriver>(
 }
 
 /// Read the node timing of the replay tagged `tag` of a node-timed graph
-/// (`nodes`): from its stamps where it has a stamp buffer, else from its
-/// event nodes. The stamps are in `read_back`'s host memory where a copy
-/// there was queued behind the replay (`queue_read_backs`: the read only
-/// waits for the stream), else read back from the device (a copy and a
-/// wait of their own).
+/// (`nodes`): from its stamps where it has a stamp buffer (read back, which
+/// waits for the stream), else from its event nodes.
 pub(super) fn read_marks<D: StreamDriver>(
     timer: &mut EventTimer<D>,
     driver: &D,
     tag: u64,
     nodes: &NodeEvents<D::Event>,
     stamps: Option<&D::Memory>,
-    read_back: Option<&mut ReadBack<D::Pinned>>,
 ) -> Result<(), ErrorKind> {
     let (Some(memory), Some(first)) = (stamps, nodes.events.first()) else {
         return timer.read_nodes(driver, tag, &nodes.events);
     };
     let mut bytes = vec![0u8; driver.memory_bytes(memory)];
-    match read_back.filter(|rb| rb.queued) {
-        Some(rb) => {
-            rb.queued = false;
-            driver.read_pinned(&rb.pinned, &mut bytes)?
-        }
-        None => driver.read(memory, 0, &mut bytes)?,
-    }
+    driver.read(memory, 0, &mut bytes)?;
     let stamps: Vec<u64> = bytes
         .chunks_exact(4 * WORDS as usize)
         .map(|c| {

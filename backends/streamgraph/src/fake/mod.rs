@@ -66,22 +66,6 @@ pub enum Call {
         offset: usize,
         len: usize,
     },
-    /// Page-locked host memory made.
-    AllocPinned {
-        pinned: u32,
-        bytes: usize,
-    },
-    /// A copy of a buffer into page-locked memory queued, not waited for.
-    ReadQueued {
-        buffer: u32,
-        pinned: u32,
-        len: usize,
-    },
-    /// Page-locked memory read on the host, after a wait.
-    ReadPinned {
-        pinned: u32,
-        len: usize,
-    },
     /// The compiler compiled (or handed out its cached image of) an op.
     Image(OpKind),
     LoadModule(u32),
@@ -222,9 +206,6 @@ struct State {
     clock_ms: f32,
     /// Live allocations.
     memory: BTreeMap<u32, Vec<u8>>,
-    /// Page-locked host memory, and whether a copy into it is queued and
-    /// not yet waited for.
-    pinned: BTreeMap<u32, (Vec<u8>, bool)>,
     modules: BTreeSet<u32>,
     /// A call (by name) that fails the next time it is made.
     fail: Option<&'static str>,
@@ -252,21 +233,6 @@ pub struct FakeDriver {
 pub struct FakeBuffer {
     id: u32,
     bytes: usize,
-}
-
-/// The fake's page-locked host memory: its contents live in the fake's
-/// state, as a buffer's do, and go when it is dropped.
-pub struct FakePinned {
-    id: u32,
-    bytes: usize,
-    state: Arc<Mutex<State>>,
-}
-
-impl Drop for FakePinned {
-    fn drop(&mut self) {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        s.pinned.remove(&self.id);
-    }
 }
 
 #[derive(Clone, Debug)]
@@ -352,11 +318,6 @@ impl FakeDriver {
     /// Live allocations.
     pub fn live_memory(&self) -> usize {
         self.s().memory.len()
-    }
-
-    /// Page-locked allocations alive.
-    pub fn live_pinned(&self) -> usize {
-        self.s().pinned.len()
     }
 
     /// A test queues (or, capturing, records) a kernel taking 1 ms.
@@ -470,9 +431,6 @@ impl FakeDriver {
         let mut s = self.s();
         s.pending.clear();
         s.busy = false;
-        for (_, queued) in s.pinned.values_mut() {
-            *queued = false;
-        }
     }
 
     fn step(&self, call: Call, name: &'static str) -> Result<(), ErrorKind> {

@@ -9,7 +9,6 @@ impl StreamDriver for FakeDriver {
     type Memory = FakeBuffer;
     type Module = u32;
     type Function = FakeFunction;
-    type Pinned = FakePinned;
 
     fn select(&self) -> Result<(), ErrorKind> {
         self.step(Call::Select, "select")
@@ -58,57 +57,6 @@ impl StreamDriver for FakeDriver {
         let mut s = self.s();
         if let Some(m) = s.memory.get_mut(&buffer) {
             m[offset..offset + len].copy_from_slice(data);
-        }
-        Ok(())
-    }
-
-    fn alloc_pinned(&self, bytes: usize) -> Result<FakePinned, ErrorKind> {
-        let id = self.id();
-        self.step(Call::AllocPinned { pinned: id, bytes }, "alloc_pinned")?;
-        self.flag_if_capturing(|| format!("alloc of pinned memory {id}"));
-        self.s().pinned.insert(id, (vec![0; bytes], false));
-        Ok(FakePinned {
-            id,
-            bytes,
-            state: self.state.clone(),
-        })
-    }
-
-    /// Copies at once (the fake runs work when it is queued) and marks the
-    /// memory as written by a copy not yet waited for.
-    fn read_queued(&self, memory: &FakeBuffer, pinned: &FakePinned) -> Result<(), ErrorKind> {
-        let (buffer, len) = (memory.id, pinned.bytes);
-        self.step(
-            Call::ReadQueued {
-                buffer,
-                pinned: pinned.id,
-                len,
-            },
-            "read_queued",
-        )?;
-        check_range("read_queued", 0, len, memory.bytes)?;
-        let mut s = self.s();
-        let data = s.memory.get(&buffer).map(|m| m[..len].to_vec());
-        if let (Some(data), Some((p, queued))) = (data, s.pinned.get_mut(&pinned.id)) {
-            p.copy_from_slice(&data);
-            *queued = true;
-        }
-        Ok(())
-    }
-
-    fn read_pinned(&self, pinned: &FakePinned, out: &mut [u8]) -> Result<(), ErrorKind> {
-        let len = out.len();
-        self.step(
-            Call::ReadPinned {
-                pinned: pinned.id,
-                len,
-            },
-            "read_pinned",
-        )?;
-        check_range("read_pinned", 0, len, pinned.bytes)?;
-        self.synchronize_for_test();
-        if let Some((p, _)) = self.s().pinned.get(&pinned.id) {
-            out.copy_from_slice(&p[..len]);
         }
         Ok(())
     }
