@@ -10,7 +10,9 @@
 //! as a spare; switching between kept launch sets then writes no
 //! descriptor and waits for nothing. A rebind of every dispatch of a chain
 //! of 1000 took 416 µs on an H100's NVIDIA driver, against 184 µs for the
-//! CUDA backend's in the same run (53e519c, docs/bench.md). A command buffer whose
+//! CUDA backend's in the same run (53e519c, docs/bench.md); with kept
+//! command buffers the switch took 168–180 µs, 1.04× the replay with it
+//! (162b582, docs/bench.md). A command buffer whose
 //! sets were rewritten runs as recorded, so one patched in place is kept
 //! like any other. A node-timed graph (its timestamps are in query pools
 //! of the graph's) is only ever patched in place. `SEAM_VULKAN_KEEP_VARIANTS=0`
