@@ -224,21 +224,23 @@ impl RawVulkan {
         Ok(())
     }
 
-    /// Median µs of one run of the recorded command buffer, over `RUNS`.
-    fn time_recorded(&mut self) -> Result<f64, String> {
+    /// Median µs of one run of the recorded command buffer (submit and
+    /// wait), over `runs` (at least 1) after two untimed ones.
+    pub(super) fn time_recorded(&mut self, runs: usize) -> Result<f64, String> {
         for _ in 0..2 {
             self.submit()?;
             self.wait()?;
         }
-        let mut t = Vec::with_capacity(RUNS);
-        for _ in 0..RUNS {
+        let runs = runs.max(1);
+        let mut t = Vec::with_capacity(runs);
+        for _ in 0..runs {
             let s = Instant::now();
             self.submit()?;
             self.wait()?;
             t.push(s.elapsed().as_secs_f64() * 1e6);
         }
         t.sort_by(f64::total_cmp);
-        Ok(t[RUNS / 2])
+        Ok(t[runs / 2])
     }
 
     /// Descriptor sets over `lists` of buffers (whole ranges), from `pool`.
@@ -469,7 +471,7 @@ fn measure(
                 .fold(0f64, f64::max);
             let runs = DISPATCHES.max(sets.len());
             raw.record(&pipe, &sets, groups, &params, runs)?;
-            let t = raw.time_recorded()? / runs as f64;
+            let t = raw.time_recorded(RUNS)? / runs as f64;
             let gbps = (u64::from(h) * u64::from(h) * 4) as f64 / t / 1e3;
             out(format!(
                 "gemv,{h},{},{t:.2} us,{gbps:.0} GB/s,rel err {err:.1e}{}",
@@ -537,7 +539,7 @@ fn measure(
             .zip(&src)
             .all(|(g, s)| g.to_bits() == s.to_bits());
         raw.record(&pipe, &sets, groups, &params, 8)?;
-        let t = raw.time_recorded()? / 8.0;
+        let t = raw.time_recorded(RUNS)? / 8.0;
         let gbps = 2.0 * f64::from(words) * 4.0 / t / 1e3;
         out(format!(
             "copy,{words},{},{t:.2} us,{gbps:.0} GB/s{}",

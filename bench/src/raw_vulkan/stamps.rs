@@ -18,7 +18,6 @@
 
 use super::{vkerr, RawVulkan};
 use ash::vk;
-use std::time::Instant;
 
 /// Replays timed per variant and round.
 const REPLAYS: usize = 20;
@@ -110,18 +109,7 @@ fn measure(
                 }
             }
             raw.chain_stamped(&x0, n, 0.999, 0.001, stage.map(|s| (pool, s)))?;
-            for _ in 0..2 {
-                raw.submit()?;
-                raw.wait()?;
-            }
-            let mut t = Vec::with_capacity(REPLAYS);
-            for _ in 0..REPLAYS {
-                let s = Instant::now();
-                raw.submit()?;
-                raw.wait()?;
-                t.push(s.elapsed().as_secs_f64() * 1e6);
-            }
-            us[k].push(median(&mut t));
+            us[k].push(raw.time_recorded(REPLAYS)?);
             if stage.is_some() {
                 let stamps = raw.stamps(pool, n + 1)?;
                 rising[k] &= stamps.windows(2).all(|w| w[1] >= w[0]);
