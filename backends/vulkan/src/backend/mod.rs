@@ -89,15 +89,12 @@ fn every_barrier_asked(value: Option<std::ffi::OsString>) -> Result<bool, String
     }
 }
 
-/// Whether `SEAM_VULKAN_KEEP_VARIANTS` (its value) turns kept variants
-/// off: `0` alone.
-fn keep_variants_off(value: Option<std::ffi::OsString>) -> bool {
-    value.is_some_and(|v| v == "0")
-}
-
-/// Whether `SEAM_VULKAN_STAGING` (its value) asks for staging: `1` does.
-fn staging_asked(value: Option<std::ffi::OsString>) -> bool {
-    value.is_some_and(|v| v == "1")
+/// Whether a switch's value is exactly `want`: `SEAM_VULKAN_STAGING`
+/// asks for staging with `1` alone, `SEAM_VULKAN_KEEP_VARIANTS` turns kept
+/// variants off with `0` alone; unset or any other value leaves the
+/// default.
+fn switch_is(value: Option<std::ffi::OsString>, want: &str) -> bool {
+    value.is_some_and(|v| v == want)
 }
 
 impl VulkanBackend {
@@ -137,7 +134,7 @@ impl VulkanBackend {
         let has_coherent = a.memory.memory_types[..a.memory.memory_type_count as usize]
             .iter()
             .any(|t| t.property_flags.contains(sys::HOST_COHERENT));
-        let forced_staging = staging || staging_asked(std::env::var_os("SEAM_VULKAN_STAGING"));
+        let forced_staging = staging || switch_is(std::env::var_os("SEAM_VULKAN_STAGING"), "1");
         let info = DeviceInfo {
             backend: "vulkan".into(),
             index,
@@ -163,7 +160,7 @@ impl VulkanBackend {
             validation: Validation::from_env().map_err(|e| ErrorKind::driver("open", e))?,
             raised: Vec::new(),
             updates: UpdateCounts::default(),
-            keep_variants: !keep_variants_off(std::env::var_os("SEAM_VULKAN_KEEP_VARIANTS")),
+            keep_variants: !switch_is(std::env::var_os("SEAM_VULKAN_KEEP_VARIANTS"), "0"),
             every_barrier,
             gpu,
         })

@@ -112,26 +112,20 @@ fn buffer_memory_preferences() {
     );
 }
 
-/// `SEAM_VULKAN_STAGING=1` asks for staging; unset or any other value
-/// does not.
+/// A switch is its one value alone (`SEAM_VULKAN_STAGING=1` asks for
+/// staging, `SEAM_VULKAN_KEEP_VARIANTS=0` turns kept command buffers off);
+/// unset or any other value is not.
 #[test]
-fn staging_is_asked_by_one_alone() {
-    use super::staging_asked;
-    assert!(staging_asked(Some("1".into())));
-    assert!(!staging_asked(Some("0".into())));
-    assert!(!staging_asked(Some("".into())));
-    assert!(!staging_asked(None));
-}
-
-/// `SEAM_VULKAN_KEEP_VARIANTS=0` turns kept command buffers off; unset or
-/// any other value leaves them on.
-#[test]
-fn kept_variants_are_turned_off_by_0_alone() {
-    use super::keep_variants_off;
-    assert!(keep_variants_off(Some("0".into())));
-    assert!(!keep_variants_off(Some("1".into())));
-    assert!(!keep_variants_off(Some("".into())));
-    assert!(!keep_variants_off(None));
+fn a_switch_is_its_one_value_alone() {
+    use super::switch_is;
+    for want in ["1", "0"] {
+        assert!(switch_is(Some(want.into()), want), "{want}");
+        assert!(!switch_is(Some(format!(" {want}").into()), want), "{want}");
+        assert!(!switch_is(Some("".into()), want), "{want}");
+        assert!(!switch_is(None, want), "{want}");
+    }
+    assert!(!switch_is(Some("0".into()), "1"));
+    assert!(!switch_is(Some("1".into()), "0"));
 }
 
 /// Under validation, a device that saw a message fails its teardown, so a
