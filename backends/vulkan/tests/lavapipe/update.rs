@@ -4,7 +4,41 @@
 //! contract itself is the conformance suite's.
 
 use libtest_mimic::Completion;
-use seam::{ops, Change, DType, Device, OpKind};
+use seam::testing::{Direct, RawCall};
+use seam::{ops, Change, DType, Device, OpKind, Params, RawBuffer, RawView};
+use seam_vulkan::VulkanBackend;
+
+/// `x += y` over the first `n` words (u32), as a raw call.
+fn add_into(x: RawBuffer, y: RawBuffer, n: u32) -> RawCall {
+    RawCall {
+        op: OpKind::Add,
+        dtype: DType::U32,
+        buffers: [x, y, x].map(|r| RawView::whole(r, n as u64)).into(),
+        params: Params {
+            d0: n,
+            ..Params::default()
+        },
+    }
+}
+
+/// 256 words of `v`, as bytes.
+fn words(v: u32) -> Vec<u8> {
+    [v; 256].iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+/// A buffer of 256 words of `v` on `b`.
+fn filled(b: &mut Direct<VulkanBackend>, v: u32) -> RawBuffer {
+    let buf = b.alloc(1024).unwrap();
+    b.write(buf, 0, &words(v)).unwrap();
+    buf
+}
+
+/// The 256 words of `buf`, as bytes.
+fn read(b: &mut Direct<VulkanBackend>, buf: RawBuffer) -> Vec<u8> {
+    let mut out = vec![0u8; 1024];
+    b.read(buf, 0, &mut out).unwrap();
+    out
+}
 
 /// C13 on Vulkan: updates are applied by the backend (traced as native),
 /// never re-captured by core, after the replays queued before them have
@@ -122,35 +156,16 @@ pub fn rebinds_rewrite_descriptor_sets_in_place(dev: Device) -> Completion {
 /// `Inner::rerecords` ignore `rebind_in_place` → red at "rebind in place";
 /// the in-place count not counted → red at "a new value alone".
 pub fn a_rebind_records_nothing_where_update_after_bind(_dev: Device) -> Completion {
-    use seam::testing::{Direct, RawCall};
-    use seam::{Params, RawBuffer, RawView, ReplayTarget};
-    let mut b = Direct::new(seam_vulkan::VulkanBackend::open(0).unwrap());
-    let add = |x: RawBuffer, y: RawBuffer, n: u32| RawCall {
-        op: OpKind::Add,
-        dtype: DType::U32,
-        buffers: [x, y, x].map(|r| RawView::whole(r, n as u64)).into(),
-        params: Params {
-            d0: n,
-            ..Params::default()
-        },
-    };
-    let words = |v: u32| -> Vec<u8> { [v; 256].iter().flat_map(|w| w.to_le_bytes()).collect() };
-    let [x, one, z] = [10, 1, 20].map(|v| {
-        let buf = b.alloc(1024).unwrap();
-        b.write(buf, 0, &words(v)).unwrap();
-        buf
-    });
+    use seam::ReplayTarget;
+    let mut b = Direct::new(VulkanBackend::open(0).unwrap());
+    let add = add_into;
+    let [x, one, z] = [10, 1, 20].map(|v| filled(&mut b, v));
     b.begin_capture().unwrap();
     b.launch(&add(x, one, 256)).unwrap();
     let g = ReplayTarget::Graph(b.end_capture_graph().unwrap());
     b.replay(g).unwrap();
     b.update_launches(g, &[(0, add(z, one, 256))]).unwrap();
     b.replay(g).unwrap();
-    let read = |b: &mut Direct<seam_vulkan::VulkanBackend>, buf: RawBuffer| {
-        let mut out = vec![0u8; 1024];
-        b.read(buf, 0, &mut out).unwrap();
-        out
-    };
     assert_eq!(
         read(&mut b, x),
         words(11),
@@ -228,39 +243,23 @@ pub fn a_rebind_records_nothing_where_update_after_bind(_dev: Device) -> Complet
 /// `forget_variants` doing nothing → red at "after the free"; kept
 /// variants planned for a node-timed graph → red at "a node-timed graph".
 pub fn a_graph_switching_back_swaps_kept_command_buffers(_dev: Device) -> Completion {
-    use seam::testing::{Direct, RawCall};
     use seam::Backend as _;
-    use seam::{Params, RawBuffer, RawView, ReplayTarget};
-    let mut b = Direct::new(seam_vulkan::VulkanBackend::open(0).unwrap());
+    use seam::ReplayTarget;
     if std::env::var_os("SEAM_VULKAN_KEEP_VARIANTS").is_some_and(|v| v == "0") {
         return Completion::ignored_with("SEAM_VULKAN_KEEP_VARIANTS=0 turns kept variants off");
     }
-    let n = 256u32;
+    let mut b = Direct::new(VulkanBackend::open(0).unwrap());
     // x += one, twice per graph (a dependent pair: a barrier between).
-    let add = |x: RawBuffer, y: RawBuffer| RawCall {
-        op: OpKind::Add,
-        dtype: DType::U32,
-        buffers: [x, y, x].map(|r| RawView::whole(r, n as u64)).into(),
-        params: Params {
-            d0: n,
-            ..Params::default()
-        },
-    };
-    let words = |v: u32| -> Vec<u8> { [v; 256].iter().flat_map(|w| w.to_le_bytes()).collect() };
-    let read = |b: &mut Direct<seam_vulkan::VulkanBackend>, buf: RawBuffer| -> u32 {
-        let mut out = vec![0u8; 1024];
-        b.read(buf, 0, &mut out).unwrap();
+    let add = |x: RawBuffer, y: RawBuffer| add_into(x, y, 256);
+    let read = |b: &mut Direct<VulkanBackend>, buf: RawBuffer| -> u32 {
+        let out = read(b, buf);
         assert!(
             out.chunks(4).all(|w| w == &out[..4]),
             "one value throughout"
         );
         u32::from_le_bytes(out[..4].try_into().unwrap())
     };
-    let [x, one, z, w] = [10, 1, 20, 30].map(|v| {
-        let buf = b.alloc(1024).unwrap();
-        b.write(buf, 0, &words(v)).unwrap();
-        buf
-    });
+    let [x, one, z, w] = [10, 1, 20, 30].map(|v| filled(&mut b, v));
     b.begin_capture().unwrap();
     b.launch(&add(x, one)).unwrap();
     b.launch(&add(x, one)).unwrap();
