@@ -33,6 +33,18 @@ fn moved(to: u64) -> Vec<(usize, Launch)> {
     vec![(1, fill(to, 0))]
 }
 
+/// Variant 1 patched (not slower) from the graph to launch 1 over buffer
+/// 9, then a fresh variant 2 made back to the graph: 2 is current and runs
+/// the graph, 1 a spare running buffer 9.
+fn one_spare() -> (Runs<u32>, u32, Vec<Launch>) {
+    let mut runs = Runs::default();
+    let (mut current, mut now) = (1, graph());
+    runs.patched(&now, &moved(9), false);
+    now = after(&now, &moved(9));
+    assert_eq!(runs.keep(&mut current, 2, &mut now, graph()), None);
+    (runs, current, now)
+}
+
 #[test]
 fn after_applies_each_change_at_its_index() {
     let want = after(&graph(), &[(0, fill(7, 1)), (2, fill(8, 2))]);
@@ -115,12 +127,8 @@ fn a_variant_patched_slower_is_returned_not_kept() {
 
 #[test]
 fn whether_a_variant_was_patched_travels_with_it_in_a_swap() {
-    let mut runs = Runs::<u32>::default();
-    let (mut current, mut now) = (1, graph());
-    // 1 moves to buffer 9 (clean); a fresh 2 runs the graph.
-    runs.patched(&now, &moved(9), false);
-    now = after(&now, &moved(9));
-    assert_eq!(runs.keep(&mut current, 2, &mut now, graph()), None);
+    // 1 moved to buffer 9 (clean); a fresh 2 runs the graph.
+    let (mut runs, mut current, mut now) = one_spare();
     // 2 is patched slower to buffer 5, then 1 is swapped in.
     runs.patched(&now, &moved(5), true);
     now = after(&now, &moved(5));
@@ -198,11 +206,7 @@ fn a_freed_buffer_takes_every_spare_and_set_that_binds_it() {
 
 #[test]
 fn a_lost_graph_is_only_ever_patched_in_place() {
-    let mut runs = Runs::<u32>::default();
-    let (mut current, mut now) = (1, graph());
-    runs.patched(&now, &moved(9), false);
-    now = after(&now, &moved(9));
-    assert_eq!(runs.keep(&mut current, 2, &mut now, graph()), None);
+    let (mut runs, _, now) = one_spare();
     runs.lose();
     assert_eq!(runs.plan(&now, &moved(9)), Plan::InPlace);
     assert_eq!(runs.plan(&now, &[(1, fill(2, 0))]), Plan::InPlace);
