@@ -19,7 +19,7 @@ mod lavapipe {
     pub mod update;
 }
 use lavapipe::update::{
-    a_graph_switching_back_swaps_kept_command_buffers,
+    a_graph_switching_back_swaps_kept_command_buffers, a_node_timed_graph_is_only_patched_in_place,
     a_rebind_records_nothing_where_update_after_bind, rebinds_rewrite_descriptor_sets_in_place,
 };
 
@@ -58,6 +58,10 @@ fn main() {
             (
                 "a_graph_switching_back_swaps_kept_command_buffers",
                 a_graph_switching_back_swaps_kept_command_buffers,
+            ),
+            (
+                "a_node_timed_graph_is_only_patched_in_place",
+                a_node_timed_graph_is_only_patched_in_place,
             ),
             (
                 "staged_writes_reads_and_launches_round_trip",
