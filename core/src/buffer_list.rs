@@ -10,12 +10,12 @@ use std::fmt;
 /// entries, so building, cloning and dropping one allocates nothing for
 /// any op (at most eight bindings). Longer lists (only ever a wrong arity,
 /// which core refuses) spill to a `Vec`.
-#[derive(Clone)]
 pub struct BufferList<T: Copy>(Repr<T>);
 
 #[derive(Clone)]
 enum Repr<T: Copy> {
-    /// `len` live entries; the rest repeat the first (never read).
+    /// `len` live entries; the rest are never read (built as copies of
+    /// the first; [`BufferList::clone_from`] leaves them as they were).
     Inline { len: u8, items: [T; 8] },
     /// Empty (`Vec::new()` does not allocate) or longer than `INLINE`.
     Spilled(Vec<T>),
@@ -59,6 +59,31 @@ impl<T: Copy> BufferList<T> {
         match &mut self.0 {
             Repr::Inline { len, items } => &mut items[..usize::from(*len)],
             Repr::Spilled(v) => v,
+        }
+    }
+}
+
+impl<T: Copy> Clone for BufferList<T> {
+    fn clone(&self) -> Self {
+        BufferList(self.0.clone())
+    }
+
+    /// Copies only the live entries where both lists are inline: a graph
+    /// update stores each rebound launch in its record this way.
+    fn clone_from(&mut self, source: &Self) {
+        match (&mut self.0, &source.0) {
+            (
+                Repr::Inline { len, items },
+                Repr::Inline {
+                    len: from_len,
+                    items: from,
+                },
+            ) => {
+                let n = usize::from(*from_len);
+                items[..n].copy_from_slice(&from[..n]);
+                *len = *from_len;
+            }
+            (this, from) => *this = from.clone(),
         }
     }
 }
@@ -231,5 +256,23 @@ mod tests {
         assert!(x == [7, 8, 9] && x != [7, 8, 10]);
         x[1] = 0;
         assert_eq!(x, [7, 0, 9]);
+    }
+
+    /// `clone_from` leaves a list equal to its source, from and to every
+    /// length (inline to inline copying only the live entries, spilled on
+    /// either side), and `clone` too. Mutations: the live entries or the
+    /// length left uncopied, or the spilled case dropped → red.
+    #[test]
+    fn clone_from_gives_the_source_at_every_length() {
+        for from_len in 0..=10u64 {
+            let source: BufferList<u64> = (100..100 + from_len).collect();
+            assert_eq!(source.clone(), source);
+            for to_len in 0..=10u64 {
+                let mut target: BufferList<u64> = (0..to_len).collect();
+                target.clone_from(&source);
+                assert_eq!(target, source, "from {from_len} into {to_len}");
+                assert_eq!(target.len(), source.len());
+            }
+        }
     }
 }

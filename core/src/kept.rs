@@ -132,7 +132,9 @@ impl<E> Runs<E> {
         // The launches the update names first: a set that differs from
         // the result usually differs there (a KV-cache position that moves
         // every step never matches a set it left), so most misses cost a
-        // comparison per change, not per launch.
+        // comparison per change, not per launch. Then the launches no
+        // change names, against what the graph runs now: each launch is
+        // compared once.
         let runs_it = |runs: &[Launch]| {
             runs.len() == now.len()
                 && changes.iter().all(|(i, _)| Some(&runs[*i]) == asked[*i])
@@ -140,7 +142,7 @@ impl<E> Runs<E> {
                     .iter()
                     .zip(now)
                     .zip(&asked)
-                    .all(|((r, n), a)| r == a.unwrap_or(n))
+                    .all(|((r, n), a)| a.is_some() || r == n)
         };
         if changes.iter().all(|(i, l)| now[*i] == *l) {
             return Plan::Nothing;

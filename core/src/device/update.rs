@@ -404,7 +404,7 @@ fn rebound_launches(
     let mut lowered = Vec::with_capacity(entry.record.len());
     let record = &entry.record;
     for (index, (r_call, r_launch)) in record.calls.iter().zip(&record.launches).enumerate() {
-        let views = &r_call.buffers;
+        let views = r_call.buffers.as_slice();
         let mut moved = [None; crate::kernel::MAX_BINDINGS];
         let mut any = false;
         for (m, v) in moved.iter_mut().zip(views.iter()) {
@@ -426,7 +426,13 @@ fn rebound_launches(
             // is 320 bytes, and each move of one is a copy.
             lowered.push((index, r_launch.clone()));
             let launch = &mut lowered.last_mut().expect("just pushed").1;
-            for ((raw, m), v) in launch.buffers.iter_mut().zip(moved).zip(views.iter()) {
+            for ((raw, m), v) in launch
+                .buffers
+                .as_mut_slice()
+                .iter_mut()
+                .zip(moved)
+                .zip(views)
+            {
                 if let Some(p) = m {
                     let meta = new[*p].0;
                     raw.buffer = meta.raw;
@@ -519,11 +525,13 @@ fn apply(
             }
         }
         NewCalls::Rebound(pairs) => {
-            for (index, launch) in lowered {
-                for v in entry.record.calls[index].buffers.iter_mut() {
+            // Stored by `clone_from`: each launch's live views copied, not
+            // its whole inline list.
+            for (index, launch) in &lowered {
+                for v in entry.record.calls[*index].buffers.as_mut_slice() {
                     v.buffer = swap(pairs, v.buffer);
                 }
-                entry.record.launches[index] = launch;
+                entry.record.launches[*index].clone_from(launch);
             }
         }
     }

@@ -260,7 +260,7 @@ impl OpCall {
 ///     params: Params::dims(1 << 30, 0, 0),
 /// };
 /// ```
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Debug, PartialEq)]
 #[non_exhaustive]
 pub struct Launch {
     /// The op.
@@ -271,6 +271,26 @@ pub struct Launch {
     pub buffers: BufferList<RawView>,
     /// Its parameters.
     pub params: Params,
+}
+
+impl Clone for Launch {
+    fn clone(&self) -> Self {
+        Launch {
+            op: self.op,
+            dtype: self.dtype,
+            buffers: self.buffers.clone(),
+            params: self.params,
+        }
+    }
+
+    /// Field by field, the buffers' live entries only
+    /// ([`BufferList`]'s `clone_from`).
+    fn clone_from(&mut self, source: &Self) {
+        self.op = source.op;
+        self.dtype = source.dtype;
+        self.buffers.clone_from(&source.buffers);
+        self.params = source.params;
+    }
 }
 
 impl Launch {

@@ -129,3 +129,31 @@ fn names_match_display_and_serde() {
         &["f32", "f16", "bf16", "i32", "u32"],
     );
 }
+
+/// `clone_from` makes a launch equal to its source in every field, as
+/// `clone` does, whatever the two held (a graph update stores launches
+/// this way). Mutations: a field left uncopied, by either → red.
+#[test]
+fn a_launch_cloned_from_another_equals_it() {
+    use crate::RawBuffer;
+    let source = Launch {
+        op: OpKind::Add,
+        dtype: DType::F32,
+        buffers: [
+            RawView::at(RawBuffer(1), 3, 4, 16),
+            RawView::at(RawBuffer(2), 0, 4, 16),
+            RawView::at(RawBuffer(3), 5, 4, 8),
+        ]
+        .into(),
+        params: Params::dims(7, 8, 9).with_scalars(0.5, -2.0),
+    };
+    let mut target = Launch {
+        op: OpKind::Fill,
+        dtype: DType::U32,
+        buffers: [RawView::at(RawBuffer(9), 0, 4, 4)].into(),
+        params: Params::ZERO,
+    };
+    assert_eq!(source.clone(), source);
+    target.clone_from(&source);
+    assert_eq!(target, source);
+}
