@@ -291,30 +291,35 @@ fn replace_launches(
     }
     let regions = moved_regions(st, entry, pairs)?;
     let conditions = regions.as_ref().unwrap_or(&entry.regions);
-    let mut next = sorted.iter().peekable();
-    let uses = entry
-        .record
-        .calls
-        .iter()
-        .enumerate()
-        .flat_map(|(i, r)| {
-            let views = match next.next_if(|(at, _)| *at == i) {
-                Some((_, call)) => &call.buffers,
-                None => &r.buffers,
-            };
-            views.iter().map(|v| v.buffer)
-        })
-        .chain(conditions.iter().map(|r| r.cond))
-        .collect::<BTreeSet<BufferId>>();
+    // The graph's buffers change only where a changed launch binds
+    // buffers its recorded call did not (a new parameter, or a view moved
+    // within its buffer, binds the same ones): then they are gathered
+    // from every launch again, else the update costs nothing per launch
+    // it leaves alone.
+    let same_buffers = regions.is_none()
+        && sorted.iter().all(|(i, call)| {
+            let was = entry.record.calls[*i].buffers.iter().map(|v| v.buffer);
+            call.buffers.iter().map(|v| v.buffer).eq(was)
+        });
+    let uses = (!same_buffers).then(|| {
+        let mut next = sorted.iter().peekable();
+        entry
+            .record
+            .calls
+            .iter()
+            .enumerate()
+            .flat_map(|(i, r)| {
+                let views = match next.next_if(|(at, _)| *at == i) {
+                    Some((_, call)) => &call.buffers,
+                    None => &r.buffers,
+                };
+                views.iter().map(|v| v.buffer)
+            })
+            .chain(conditions.iter().map(|r| r.cond))
+            .collect::<BTreeSet<BufferId>>()
+    });
     let (lowered, calls) = lower_changes(st, target, sorted)?;
-    apply(
-        st,
-        target,
-        lowered,
-        NewCalls::Given(calls),
-        Some(uses),
-        regions,
-    )
+    apply(st, target, lowered, NewCalls::Given(calls), uses, regions)
 }
 
 fn check_updatable(st: &State, target: GraphRef) -> std::result::Result<&ExecEntry, ErrorKind> {

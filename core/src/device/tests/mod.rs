@@ -342,26 +342,44 @@ fn no_capture_no_update() {
 
 /// After an update of whole launches, the graph holds exactly the buffers
 /// its launches now use: one no launch uses any more frees, one a launch
-/// now uses is in use. Mutation: `replace_launches`' `*at == i` → `!=`
-/// (the graph's buffers taken from the wrong launches) → red.
+/// now uses is in use, whether the update moves one of a launch's views
+/// to another buffer, all of them, or none (new parameters, a view moved
+/// within its buffer). Mutations: `replace_launches`' `*at == i` → `!=`
+/// (the graph's buffers taken from the wrong launches), its same-buffers
+/// shortcut taken when a changed launch binds other buffers (`==` → `!=`)
+/// → red.
 #[test]
 fn a_graph_holds_the_buffers_its_updated_launches_use() {
     let d = device();
-    let [a, b, c, o] = [0; 4].map(|_| d.alloc(DType::U32, 4).unwrap());
+    let [a, b, c, o, p, q] = [0; 6].map(|_| d.alloc(DType::U32, 4).unwrap());
     d.low_level().begin_capture().unwrap();
     d.launch(&crate::ops::copy(a, o, 4)).unwrap();
     d.launch(&crate::ops::copy(b, o, 4)).unwrap();
+    d.launch(&crate::ops::copy(o, p, 4)).unwrap();
     let g = d.low_level().end_capture_graph().unwrap();
-    d.update(
-        GraphRef::Handle(g),
-        &crate::Change::launches(&[(1, crate::ops::copy(c, o, 4))]),
-    )
-    .unwrap();
+    let update = |index: usize, call: crate::OpCall| {
+        d.update(
+            GraphRef::Handle(g),
+            &crate::Change::launches(&[(index, call)]),
+        )
+        .unwrap()
+    };
+    let in_use = |ids: &[crate::BufferId]| {
+        for &used in ids {
+            let e = d.free(used).unwrap_err();
+            assert!(matches!(e.kind, ErrorKind::BufferInUse { .. }), "{e}");
+        }
+    };
+    update(1, crate::ops::copy(c, o, 4));
     d.free(b).unwrap();
-    for used in [a, c, o] {
-        let e = d.free(used).unwrap_err();
-        assert!(matches!(e.kind, ErrorKind::BufferInUse { .. }), "{e}");
-    }
+    in_use(&[a, c, o, p]);
+    // Every view of launch 2 moved: p is free, q in use.
+    update(2, crate::ops::copy(a, q, 4));
+    d.free(p).unwrap();
+    in_use(&[a, c, o, q]);
+    // The same buffers, other views: nothing changes hands.
+    update(2, crate::ops::copy(a, q, 2));
+    in_use(&[a, c, o, q]);
 }
 
 /// A graph re-recorded by an update (emulated) keeps the node timing it
