@@ -32,14 +32,28 @@
 //! every step) keeps no variant. A graph whose in-place patch failed
 //! part-way keeps patching in place: what its variant runs is unknown.
 //!
+//! Cost: planning an update costs per change, not per launch of the
+//! graph, unless it switches variants. Each launch set is known by a
+//! fingerprint, a sum over its launches of a hash of (index, launch), so
+//! an update's result is fingerprinted from the current set's by its
+//! changes alone; a set left behind is remembered by its fingerprint only;
+//! and a spare is compared launch by launch only where its fingerprint is
+//! the result's. An update that never comes back (a KV-cache slot moving
+//! every step) thus costs the same in a graph of ten launches or ten
+//! thousand. Two sets of one fingerprint cost time, never correctness: a
+//! swap is decided by comparing the launches, and a fresh variant is made
+//! from the launches the update asks for, not from what was remembered.
+//!
 //! Soundness: a spare binds buffers the graph may no longer hold (a rebind
 //! releases the old buffer to its owner). The backend drops every spare
-//! and remembered set that names a buffer before that buffer is freed
-//! ([`Runs::forget`]), so a kept variant only ever points at live memory;
-//! and a buffer id is never reused after a free (`table.rs`), so a stale
-//! set could never match a new buffer anyway.
+//! that names a buffer before that buffer is freed ([`Runs::forget`]), so
+//! a kept variant only ever points at live memory. A remembered set is no
+//! variant, only a fingerprint: it binds nothing, and matching it makes a
+//! fresh variant from the update's own (validated, live) launches.
 
 use crate::{Launch, RawBuffer};
+use std::cell::Cell;
+use std::hash::{Hash, Hasher};
 
 /// Variants kept besides the current one, per graph.
 pub const SPARES: usize = 2;
@@ -50,6 +64,8 @@ pub const LEFT: usize = 4;
 struct Spare<E> {
     variant: E,
     runs: Vec<Launch>,
+    /// `runs`' fingerprint (`fingerprint`).
+    print: u64,
     /// Patched in place since it was made, on a backend where that makes
     /// it slower (see [`Runs::patched`]).
     patched: bool,
@@ -76,8 +92,17 @@ pub enum Plan {
 pub struct Runs<E> {
     /// Most recently used last.
     spares: Vec<Spare<E>>,
-    /// Most recent last.
-    left: Vec<Vec<Launch>>,
+    /// The fingerprints of the sets left behind, most recent last.
+    left: Vec<u64>,
+    /// The fingerprint of what the current variant runs (core's record),
+    /// once a call has needed it: every later change to the current set
+    /// goes through this type (a swap, a fresh variant, a patch), which
+    /// keeps it up to date per change. Only speed rests on it (see the
+    /// module's docs).
+    now: Cell<Option<u64>>,
+    /// The hash of one launch of a set ([`term`]; the tests give one that
+    /// makes every set collide).
+    term: fn(usize, &Launch) -> u64,
     /// An in-place patch of the current variant failed part-way: what it
     /// runs is unknown, whatever record a caller passes, so it is never
     /// kept and no update is planned against a kept set. Core records
@@ -96,6 +121,8 @@ impl<E> Default for Runs<E> {
         Runs {
             spares: Vec::new(),
             left: Vec::new(),
+            now: Cell::new(None),
+            term,
             lost: false,
             patched: false,
         }
@@ -112,45 +139,147 @@ pub fn after(now: &[Launch], changes: &[(usize, Launch)]) -> Vec<Launch> {
     want
 }
 
+/// The hash of launch `index` of a set, one term of `fingerprint`:
+/// every field a launch compares by (its parameters by their bytes).
+fn term(index: usize, l: &Launch) -> u64 {
+    let mut h = Mix(0);
+    index.hash(&mut h);
+    l.op.hash(&mut h);
+    l.dtype.hash(&mut h);
+    l.buffers.as_slice().hash(&mut h);
+    l.params.to_bytes().hash(&mut h);
+    h.finish()
+}
+
+/// A fast hasher for [`term`]: each 8 bytes written (every integer a
+/// launch hashes reaches `write` as its bytes) folded in by a rotate, an
+/// exclusive or and a multiply by an odd constant, then a finalizer. A
+/// fingerprint is a filter, so speed matters more than strength: a
+/// collision costs a fresh variant, never a wrong one.
+struct Mix(u64);
+
+impl Hasher for Mix {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.0 =
+                (self.0.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+    }
+
+    /// splitmix64's finalizer, so that every bit of the state reaches
+    /// every bit of the term: without it, the sums of terms of a graph
+    /// whose one launch's parameter moves every update collided within 21
+    /// updates (`kept::tests`).
+    fn finish(&self) -> u64 {
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// A launch set's fingerprint: the wrapping sum of its launches' terms, so
+/// that changing launch `i` from `a` to `b` moves it by `term(i, b) -
+/// term(i, a)`.
+fn fingerprint(set: &[Launch], term: fn(usize, &Launch) -> u64) -> u64 {
+    set.iter()
+        .enumerate()
+        .fold(0, |sum, (i, l)| sum.wrapping_add(term(i, l)))
+}
+
+/// `changes` as they apply (the last change of an index wins, as
+/// [`after`] applies them), by ascending index; `None` where one names an
+/// index past `len`.
+fn effective(len: usize, changes: &[(usize, Launch)]) -> Option<Vec<(usize, &Launch)>> {
+    let mut last: Vec<(usize, &Launch)> = Vec::with_capacity(changes.len());
+    for (index, l) in changes {
+        if *index >= len {
+            return None;
+        }
+        last.push((*index, l));
+    }
+    // Stable: the changes of one index stay in order, the last one last.
+    last.sort_by_key(|(i, _)| *i);
+    let mut out: Vec<(usize, &Launch)> = Vec::with_capacity(last.len());
+    for c in last {
+        match out.last_mut() {
+            Some(prev) if prev.0 == c.0 => *prev = c,
+            _ => out.push(c),
+        }
+    }
+    Some(out)
+}
+
 impl<E> Runs<E> {
+    /// The fingerprint of `now`, what the current variant runs: kept, or
+    /// computed once (per launch) and kept.
+    fn now_print(&self, now: &[Launch]) -> u64 {
+        match self.now.get() {
+            Some(p) => p,
+            None => {
+                let p = fingerprint(now, self.term);
+                self.now.set(Some(p));
+                p
+            }
+        }
+    }
+
+    /// The fingerprint of `now` with `changes` (effective, [`effective`])
+    /// applied: per change.
+    /// Where the changes are most of the graph (a rebind of a buffer every
+    /// launch binds), the result's terms summed afresh: one term a launch
+    /// instead of two a change.
+    fn print_after(&self, now: &[Launch], changes: &[(usize, &Launch)]) -> u64 {
+        if changes.len() * 2 > now.len() {
+            let mut named = changes.iter().peekable();
+            return now.iter().enumerate().fold(0u64, |p, (i, n)| {
+                let l = named.next_if(|(at, _)| *at == i).map_or(n, |c| c.1);
+                p.wrapping_add((self.term)(i, l))
+            });
+        }
+        changes.iter().fold(self.now_print(now), |p, (i, l)| {
+            p.wrapping_sub((self.term)(*i, &now[*i]))
+                .wrapping_add((self.term)(*i, l))
+        })
+    }
+
     /// How to reach what a graph running `now` would run with `changes`
-    /// applied. Compared launch by launch, nothing copied: an update that
-    /// switches variants costs a comparison of the graph's launches.
+    /// applied. Costs per change unless a kept variant's fingerprint is
+    /// the result's; that one is then compared launch by launch, nothing
+    /// copied.
     pub fn plan(&self, now: &[Launch], changes: &[(usize, Launch)]) -> Plan {
         if self.lost {
             return Plan::InPlace;
         }
-        // The launch each index asks for where a change names it (the last
-        // change of an index wins, as `after` applies them).
-        let mut asked: Vec<Option<&Launch>> = vec![None; now.len()];
-        for (index, l) in changes {
-            match asked.get_mut(*index) {
-                Some(slot) => *slot = Some(l),
-                None => return Plan::InPlace,
-            }
+        let Some(asked) = effective(now.len(), changes) else {
+            return Plan::InPlace;
+        };
+        if asked.iter().all(|(i, l)| now[*i] == **l) {
+            return Plan::Nothing;
         }
-        // The launches the update names first: a set that differs from
-        // the result usually differs there (a KV-cache position that moves
-        // every step never matches a set it left), so most misses cost a
-        // comparison per change, not per launch. Then the launches no
-        // change names, against what the graph runs now: each launch is
-        // compared once.
+        let want = self.print_after(now, &asked);
+        // The launches the update names first, then the others against
+        // what the graph runs now: each launch is compared once.
         let runs_it = |runs: &[Launch]| {
+            let mut named = asked.iter().peekable();
             runs.len() == now.len()
-                && changes.iter().all(|(i, _)| Some(&runs[*i]) == asked[*i])
+                && asked.iter().all(|(i, l)| runs[*i] == **l)
                 && runs
                     .iter()
                     .zip(now)
-                    .zip(&asked)
-                    .all(|((r, n), a)| a.is_some() || r == n)
+                    .enumerate()
+                    .all(|(i, (r, n))| named.next_if(|(at, _)| *at == i).is_some() || r == n)
         };
-        if changes.iter().all(|(i, l)| now[*i] == *l) {
-            return Plan::Nothing;
-        }
-        if let Some(i) = self.spares.iter().position(|s| runs_it(&s.runs)) {
+        if let Some(i) = self
+            .spares
+            .iter()
+            .position(|s| s.print == want && runs_it(&s.runs))
+        {
             return Plan::Swap(i);
         }
-        if self.left.iter().any(|l| runs_it(l)) {
+        if self.left.contains(&want) {
             Plan::Fresh
         } else {
             Plan::InPlace
@@ -172,6 +301,9 @@ impl<E> Runs<E> {
     /// copied).
     pub fn swap(&mut self, current: &mut E, i: usize, now: &mut Vec<Launch>) {
         let mut spare = self.spares.remove(i);
+        let was = self.now_print(now);
+        self.now.set(Some(spare.print));
+        spare.print = was;
         std::mem::swap(current, &mut spare.variant);
         std::mem::swap(now, &mut spare.runs);
         std::mem::swap(&mut self.patched, &mut spare.patched);
@@ -192,15 +324,19 @@ impl<E> Runs<E> {
         want: Vec<Launch>,
     ) -> Option<E> {
         let old = std::mem::replace(current, fresh);
-        self.left.retain(|l| *l != want);
+        let ran_print = self.now_print(now);
+        let want_print = fingerprint(&want, self.term);
+        self.left.retain(|l| *l != want_print);
         let ran = std::mem::replace(now, want);
+        self.now.set(Some(want_print));
         if std::mem::take(&mut self.patched) {
-            self.remember(ran);
+            self.remember(ran_print);
             return Some(old);
         }
         self.spares.push(Spare {
             variant: old,
             runs: ran,
+            print: ran_print,
             patched: false,
         });
         None
@@ -227,28 +363,36 @@ impl<E> Runs<E> {
         if changes.iter().all(|(i, l)| now.get(*i) == Some(l)) {
             return;
         }
+        let Some(applied) = effective(now.len(), changes) else {
+            // An index past the graph: what the variant runs is unknown.
+            self.now.set(None);
+            return;
+        };
         self.patched |= slower;
-        self.remember(now.to_vec());
+        let left = self.now_print(now);
+        self.now.set(Some(self.print_after(now, &applied)));
+        self.remember(left);
     }
 
-    /// Remember `set` as one the graph left (the most recent of [`LEFT`]).
-    fn remember(&mut self, set: Vec<Launch>) {
-        self.left.retain(|l| *l != set);
+    /// Remember the set of fingerprint `print` as one the graph left (the
+    /// most recent of [`LEFT`]).
+    fn remember(&mut self, print: u64) {
+        self.left.retain(|l| *l != print);
         if self.left.len() >= LEFT {
             self.left.remove(0);
         }
-        self.left.push(set);
+        self.left.push(print);
     }
 
-    /// `buffer` is about to be freed: every spare and remembered set that
-    /// binds it is dropped; the spares' variants are returned for the
-    /// caller to destroy once no replay uses them.
+    /// `buffer` is about to be freed: every spare that binds it is
+    /// dropped, and its variant returned for the caller to destroy once no
+    /// replay uses it. Sets left behind are fingerprints, which bind
+    /// nothing (see the module's docs): they stay.
     pub fn forget(&mut self, buffer: RawBuffer) -> Vec<E> {
         let binds = |runs: &[Launch]| {
             runs.iter()
                 .any(|l| l.buffers.iter().any(|v| v.buffer == buffer))
         };
-        self.left.retain(|l| !binds(l));
         let (gone, kept): (Vec<_>, Vec<_>) = self.spares.drain(..).partition(|s| binds(&s.runs));
         self.spares = kept;
         gone.into_iter().map(|s| s.variant).collect()
@@ -257,6 +401,7 @@ impl<E> Runs<E> {
     /// Every spare variant, for destruction with the graph.
     pub fn take_spares(&mut self) -> Vec<E> {
         self.left.clear();
+        self.now.set(None);
         self.spares.drain(..).map(|s| s.variant).collect()
     }
 

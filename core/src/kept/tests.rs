@@ -164,13 +164,13 @@ fn room_is_made_from_the_least_recently_used_spare() {
 #[test]
 fn at_most_left_sets_are_remembered_the_oldest_forgotten() {
     let mut runs = Runs::<u32>::default();
-    let sets: Vec<Vec<Launch>> = (0..=LEFT as u64)
-        .map(|n| after(&graph(), &moved(200 + n)))
-        .collect();
-    for s in &sets {
-        runs.patched(s, &moved(1), false);
+    // Patched in place from buffer 200 to 201, …, to 200 + LEFT + 1:
+    // LEFT + 1 sets left, the oldest (200) forgotten.
+    let mut now = after(&graph(), &moved(200));
+    for n in 1..=LEFT as u64 + 1 {
+        runs.patched(&now, &moved(200 + n), false);
+        now = after(&now, &moved(200 + n));
     }
-    let now = after(&graph(), &moved(1));
     assert_eq!(
         runs.plan(&now, &moved(200)),
         Plan::InPlace,
@@ -179,29 +179,92 @@ fn at_most_left_sets_are_remembered_the_oldest_forgotten() {
     for n in 1..=LEFT as u64 {
         assert_eq!(runs.plan(&now, &moved(200 + n)), Plan::Fresh, "set {n}");
     }
-    // Remembered again, a set is not held twice.
-    runs.patched(&sets[LEFT], &moved(1), false);
-    runs.patched(&sets[LEFT], &moved(1), false);
-    assert_eq!(runs.plan(&now, &moved(201)), Plan::Fresh);
+    // Patched to a set left behind and back: each set is held once, so
+    // 202 is still remembered (LEFT sets: 202 … 200 + LEFT, and the
+    // current one, now left too).
+    let last = 200 + LEFT as u64 + 1;
+    runs.patched(&now, &moved(200 + LEFT as u64), false);
+    now = after(&now, &moved(200 + LEFT as u64));
+    runs.patched(&now, &moved(last), false);
+    now = after(&now, &moved(last));
+    assert_eq!(runs.plan(&now, &moved(202)), Plan::Fresh);
+    assert_eq!(runs.plan(&now, &moved(201)), Plan::InPlace);
 }
 
 #[test]
-fn a_freed_buffer_takes_every_spare_and_set_that_binds_it() {
-    let mut runs = Runs::<u32>::default();
-    let (mut current, mut now) = (1, graph());
-    runs.patched(&now, &moved(9), false);
-    runs.patched(&after(&graph(), &moved(8)), &moved(2), false);
-    now = after(&now, &moved(9));
-    assert_eq!(runs.keep(&mut current, 2, &mut now, graph()), None);
-    // Spare 1 runs buffer 9; remembered: buffer 8.
+fn a_freed_buffer_takes_every_spare_that_binds_it() {
+    let (mut runs, _, mut now) = one_spare();
+    // Spare 1 runs buffer 9.
     assert_eq!(runs.forget(RawBuffer(4)), Vec::<u32>::new());
     assert_eq!(runs.spares(), 1);
     assert_eq!(runs.forget(RawBuffer(9)), vec![1]);
     assert_eq!(runs.spares(), 0);
     assert_eq!(runs.plan(&now, &moved(9)), Plan::InPlace);
-    assert_eq!(runs.plan(&now, &moved(8)), Plan::Fresh);
-    assert!(runs.forget(RawBuffer(8)).is_empty());
-    assert_eq!(runs.plan(&now, &moved(8)), Plan::InPlace);
+    // A set left behind is a fingerprint: it binds nothing, and stays.
+    runs.patched(&now, &moved(8), false);
+    now = after(&now, &moved(8));
+    assert!(runs.forget(RawBuffer(2)).is_empty());
+    assert_eq!(runs.plan(&now, &moved(2)), Plan::Fresh);
+}
+
+/// Every launch hashing to 0: every set has one fingerprint.
+fn colliding() -> Runs<u32> {
+    Runs {
+        term: |_, _| 0,
+        ..Runs::default()
+    }
+}
+
+/// Fingerprints only narrow the search: where every set has the same one,
+/// a swap is still decided by the launches themselves, a spare of another
+/// length never matches, and a fingerprint match makes at most a fresh
+/// variant (from the launches asked for). Mutations: a swap decided by
+/// the fingerprint alone, or by the changed launches alone, or the length
+/// left unchecked → red.
+#[test]
+fn colliding_fingerprints_never_decide_a_swap() {
+    let mut runs = colliding();
+    let (mut current, mut now) = (1, graph());
+    runs.patched(&now, &moved(9), false);
+    now = after(&now, &moved(9));
+    assert_eq!(runs.keep(&mut current, 2, &mut now, graph()), None);
+    // Spare 1 runs buffer 9 at launch 1; the graph runs buffer 2 there.
+    assert_eq!(runs.plan(&now, &moved(9)), Plan::Swap(0));
+    assert_ne!(runs.plan(&now, &moved(8)), Plan::Swap(0));
+    // The changed launch as the spare has it, another one not.
+    let changes = [(1, fill(9, 0)), (2, fill(3, 0))];
+    assert_eq!(runs.plan(&now, &changes), Plan::Swap(0));
+    let other = [(1, fill(9, 0)), (0, fill(5, 0))];
+    assert_ne!(runs.plan(&now, &other), Plan::Swap(0));
+
+    // A spare of two launches against a graph of three.
+    let mut runs = colliding();
+    let (mut current, mut short) = (1, graph());
+    short.pop();
+    let mut now = short.clone();
+    assert_eq!(runs.keep(&mut current, 2, &mut now, graph()), None);
+    let prefix = [(0, fill(1, 0)), (1, fill(5, 0))];
+    assert_ne!(runs.plan(&now, &prefix), Plan::Swap(0));
+}
+
+/// An update that never comes back is planned per change: the plan, the
+/// patch and the next plan give the same answers whether the graph is
+/// three launches long or ten thousand. What they cost per launch is
+/// measured by `backends/streamgraph/examples/host_profile.rs params`.
+#[test]
+fn a_moving_update_is_planned_the_same_at_any_length() {
+    for len in [3usize, 10_000] {
+        let mut runs = Runs::<u32>::default();
+        let mut now: Vec<Launch> = (0..len as u64).map(|b| fill(b + 1, 0)).collect();
+        for step in 0..5u32 {
+            let change = [(1, fill(2, step + 1))];
+            assert_eq!(runs.plan(&now, &change), Plan::InPlace, "len {len}");
+            runs.patched(&now, &change, false);
+            now = after(&now, &change);
+        }
+        // Back to the set of step 3: it was left behind.
+        assert_eq!(runs.plan(&now, &[(1, fill(2, 3))]), Plan::Fresh);
+    }
 }
 
 #[test]
@@ -224,17 +287,6 @@ fn a_change_past_the_graph_is_planned_in_place() {
 }
 
 #[test]
-fn a_set_of_another_length_never_matches() {
-    let mut runs = Runs::<u32>::default();
-    let mut short = graph();
-    short.pop();
-    runs.patched(&short, &[(1, fill(9, 0))], false);
-    // The same first launches over a graph of three: not that set.
-    let now = after(&graph(), &moved(9));
-    assert_eq!(runs.plan(&now, &moved(2)), Plan::InPlace);
-}
-
-#[test]
 fn take_spares_forgets_the_sets_left_too() {
     let mut runs = Runs::<u32>::default();
     runs.patched(&graph(), &moved(9), false);
@@ -243,4 +295,97 @@ fn take_spares_forgets_the_sets_left_too() {
         runs.plan(&after(&graph(), &moved(9)), &moved(2)),
         Plan::InPlace
     );
+}
+
+/// Launches that differ in any one thing a launch compares by (its index
+/// in the set, op, element type, a view's buffer, offset or length, the
+/// number of views, a parameter) get different fingerprint terms, over
+/// thousands of such launches. Mutations: the hasher dropping what it is
+/// written, keeping only some of it, or answering a constant → red.
+#[test]
+fn launches_that_differ_get_different_terms() {
+    use std::collections::HashSet;
+    let view = |b: u64, off: u32, len: u64| RawView {
+        buffer: RawBuffer(b),
+        offset: off,
+        byte_offset: u64::from(off) * 4,
+        len,
+    };
+    let launch = |op: OpKind, dtype: DType, views: &[RawView], p: Params| Launch {
+        op,
+        dtype,
+        buffers: views.into(),
+        params: p,
+    };
+    let base = |p: Params| launch(OpKind::Add, DType::F32, &[view(1, 0, 4), view(2, 0, 4)], p);
+    let mut launches: Vec<(usize, Launch)> = Vec::new();
+    for i in 0..64 {
+        launches.push((i, base(Params::ZERO)));
+    }
+    for n in 1..256u32 {
+        let v = u64::from(n);
+        launches.push((0, base(Params::dims(n, 0, 0))));
+        launches.push((0, base(Params::dims(0, n, 0))));
+        launches.push((0, base(Params::ZERO.with_scalars(n as f32, 0.0))));
+        let views = [
+            [view(1 + 2 * v, 0, 4), view(2, 0, 4)],
+            [view(1, n, 4), view(2, 0, 4)],
+            [view(1, 0, 4 + v), view(2, 0, 4)],
+            [view(1, 0, 4), view(2 + 2 * v, 0, 4)],
+            [view(1, 0, 4), view(2, n, 4)],
+        ];
+        for vs in views {
+            launches.push((0, launch(OpKind::Add, DType::F32, &vs, Params::ZERO)));
+        }
+    }
+    for (op, dtype) in [
+        (OpKind::Mul, DType::F32),
+        (OpKind::Add, DType::U32),
+        (OpKind::Add, DType::F16),
+    ] {
+        launches.push((
+            0,
+            launch(op, dtype, &[view(1, 0, 4), view(2, 0, 4)], Params::ZERO),
+        ));
+    }
+    launches.push((
+        0,
+        launch(OpKind::Add, DType::F32, &[view(1, 0, 4)], Params::ZERO),
+    ));
+    let terms: HashSet<u64> = launches.iter().map(|(i, l)| term(*i, l)).collect();
+    assert_eq!(
+        terms.len(),
+        launches.len(),
+        "two different launches share a term"
+    );
+}
+
+/// A parameter that moves every update (a decode step's position) never
+/// matches a set the graph left: 2,000 updates of one launch each, over a
+/// graph of 1,000, all planned in place. With the terms' finalizer left
+/// out, the sums of terms collided within 21 updates. Mutations: a weaker
+/// mix of the terms → red where they collide.
+#[test]
+fn a_moving_parameter_never_matches_a_set_left() {
+    let view = |b: u64| RawView {
+        buffer: RawBuffer(b),
+        offset: 0,
+        byte_offset: 0,
+        len: 1 << 16,
+    };
+    let launch = |s0: f32| Launch {
+        op: OpKind::ScaleAdd,
+        dtype: DType::F32,
+        buffers: [view(11), view(13)].into(),
+        params: Params::dims(1 << 16, 0, 0).with_scalars(s0, 1.0),
+    };
+    let n = 1000;
+    let mut runs = Runs::<u32>::default();
+    let mut now: Vec<Launch> = (0..n).map(|_| launch(2.0)).collect();
+    for i in 1..=2000 {
+        let change = [(i * 7 % n, launch(2.0 + i as f32))];
+        assert_eq!(runs.plan(&now, &change), Plan::InPlace, "update {i}");
+        runs.patched(&now, &change, false);
+        now = after(&now, &change);
+    }
 }
