@@ -101,6 +101,11 @@ fn a_fresh_variant_keeps_the_old_one_and_switching_back_swaps() {
     assert_eq!(now, after(&graph(), &moved(9)));
     // And back: variant 2, now the spare.
     assert_eq!(runs.plan(&now, &moved(2)), Plan::Swap(0));
+    // Also where the update names most of the graph (its fingerprint
+    // summed afresh, not moved per change), the unchanged ones as they are.
+    let most = [(0, fill(1, 0)), (1, fill(2, 0)), (2, fill(3, 0))];
+    assert_eq!(runs.plan(&now, &most), Plan::Swap(0));
+    assert_eq!(runs.plan(&now, &most[1..]), Plan::Swap(0));
     runs.swap(&mut current, 0, &mut now);
     assert_eq!((current, now), (2, graph()));
 }
