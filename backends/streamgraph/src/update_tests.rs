@@ -485,10 +485,9 @@ fn step(
 /// spares), the free of a buffer no kept set binds forgets nothing, and a
 /// fresh exec beyond the spares' room pushes out the least recently used
 /// one, after the stream is idle. Mutations: the remembered sets filtered
-/// the wrong way when one is added (in `patched`, `keep` or `remember`)
-/// or when a buffer is freed (`forget`), `forget`'s binding test
-/// inverted, `make_room` taking nothing or taking one for a patched exec,
-/// `keep` keeping a patched exec → red.
+/// the wrong way when one is added (in `patched`, `keep` or `remember`),
+/// `forget`'s binding test inverted, `make_room` taking nothing or taking
+/// one for a patched exec, `keep` keeping a patched exec → red.
 #[test]
 fn kept_sets_and_execs_follow_use_within_their_bounds() {
     let (mut b, d) = backend(false);
