@@ -394,3 +394,41 @@ fn a_moving_parameter_never_matches_a_set_left() {
         now = after(&now, &change);
     }
 }
+
+/// Where an update names one launch twice, the last change wins (as
+/// `after` applies them), in the plan's comparison and in its
+/// fingerprint. Mutation: the changes of one index not merged (each
+/// compared and summed) → red.
+#[test]
+fn the_last_change_of_an_index_wins() {
+    let (runs, _, now) = one_spare();
+    // Spare 1 runs buffer 9 at launch 1.
+    assert_eq!(
+        runs.plan(&now, &[(1, fill(8, 0)), (1, fill(9, 0))]),
+        Plan::Swap(0)
+    );
+    assert_ne!(
+        runs.plan(&now, &[(1, fill(9, 0)), (1, fill(8, 0))]),
+        Plan::Swap(0)
+    );
+}
+
+/// A fresh variant takes its own set out of the sets left behind, and
+/// only that one: the others still get a fresh variant when the graph
+/// comes back to them. Mutation: `keep`'s filter inverted (keeping only
+/// the set it made a variant for) → red.
+#[test]
+fn a_fresh_variant_leaves_the_other_sets_remembered() {
+    let mut runs = Runs::<u32>::default();
+    let (mut current, mut now) = (1, graph());
+    runs.patched(&now, &moved(9), false);
+    now = after(&now, &moved(9));
+    runs.patched(&now, &moved(8), false);
+    now = after(&now, &moved(8));
+    // Left: the graph (buffer 2) and buffer 9. Back to 9: a fresh variant.
+    assert_eq!(runs.plan(&now, &moved(9)), Plan::Fresh);
+    let want = after(&now, &moved(9));
+    assert_eq!(runs.keep(&mut current, 2, &mut now, want), None);
+    assert_eq!(runs.plan(&now, &moved(2)), Plan::Fresh);
+    assert_eq!(runs.plan(&now, &moved(8)), Plan::Swap(0));
+}
