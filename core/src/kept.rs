@@ -189,6 +189,13 @@ fn fingerprint(set: &[Launch], term: fn(usize, &Launch) -> u64) -> u64 {
         .fold(0, |sum, (i, l)| sum.wrapping_add(term(i, l)))
 }
 
+/// Whether `changes` changes name most of a graph of `len` launches:
+/// then fingerprinting the result costs more than comparing it with a
+/// kept set (a rebind of a buffer every launch binds).
+fn most_of(changes: usize, len: usize) -> bool {
+    changes * 2 > len
+}
+
 /// `changes` as they apply (the last change of an index wins, as
 /// [`after`] applies them), by ascending index; `None` where one names an
 /// index past `len`.
@@ -228,11 +235,10 @@ impl<E> Runs<E> {
 
     /// The fingerprint of `now` with `changes` (effective, [`effective`])
     /// applied: per change.
-    /// Where the changes are most of the graph (a rebind of a buffer every
-    /// launch binds), the result's terms summed afresh: one term a launch
-    /// instead of two a change.
+    /// Where the changes are most of the graph ([`most_of`]), the result's
+    /// terms summed afresh: one term a launch instead of two a change.
     fn print_after(&self, now: &[Launch], changes: &[(usize, &Launch)]) -> u64 {
-        if changes.len() * 2 > now.len() {
+        if most_of(changes.len(), now.len()) {
             let mut named = changes.iter().peekable();
             return now.iter().enumerate().fold(0u64, |p, (i, n)| {
                 let l = named.next_if(|(at, _)| *at == i).map_or(n, |c| c.1);
@@ -259,7 +265,6 @@ impl<E> Runs<E> {
         if asked.iter().all(|(i, l)| now[*i] == **l) {
             return Plan::Nothing;
         }
-        let want = self.print_after(now, &asked);
         // The launches the update names first, then the others against
         // what the graph runs now: each launch is compared once.
         let runs_it = |runs: &[Launch]| {
@@ -272,12 +277,25 @@ impl<E> Runs<E> {
                     .enumerate()
                     .all(|(i, (r, n))| named.next_if(|(at, _)| *at == i).is_some() || r == n)
         };
-        if let Some(i) = self
-            .spares
-            .iter()
-            .position(|s| s.print == want && runs_it(&s.runs))
-        {
-            return Plan::Swap(i);
+        // Where the update changes most of the graph, comparing a spare
+        // costs less than fingerprinting the result (a rebind that
+        // alternates buffer sets finds its spare so, with no hash at all);
+        // elsewhere only a spare of the result's fingerprint is compared.
+        let most = most_of(asked.len(), now.len());
+        if most {
+            if let Some(i) = self.spares.iter().position(|s| runs_it(&s.runs)) {
+                return Plan::Swap(i);
+            }
+        }
+        let want = self.print_after(now, &asked);
+        if !most {
+            if let Some(i) = self
+                .spares
+                .iter()
+                .position(|s| s.print == want && runs_it(&s.runs))
+            {
+                return Plan::Swap(i);
+            }
         }
         if self.left.contains(&want) {
             Plan::Fresh
