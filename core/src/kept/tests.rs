@@ -432,3 +432,22 @@ fn a_fresh_variant_leaves_the_other_sets_remembered() {
     assert_eq!(runs.plan(&now, &moved(2)), Plan::Fresh);
     assert_eq!(runs.plan(&now, &moved(8)), Plan::Swap(0));
 }
+
+/// An update that changes most of the graph back to a set it left gets a
+/// fresh variant, as one changing a single launch does: its fingerprint,
+/// summed afresh, is the one remembered. Mutation: the fresh sum taking
+/// the unchanged launches for the changed ones (`==` → `!=`) → red.
+#[test]
+fn most_of_the_graph_changed_back_finds_the_set_left() {
+    let mut runs = Runs::<u32>::default();
+    let mut now = graph();
+    let away = [(1, fill(8, 0)), (2, fill(9, 0))];
+    runs.patched(&now, &away, false);
+    now = after(&now, &away);
+    let back = [(1, fill(2, 0)), (2, fill(3, 0))];
+    assert_eq!(runs.plan(&now, &back), Plan::Fresh);
+    assert_eq!(
+        runs.plan(&now, &[(1, fill(2, 0)), (2, fill(4, 0))]),
+        Plan::InPlace
+    );
+}
