@@ -33,14 +33,21 @@ fn moved(to: u64) -> Vec<(usize, Launch)> {
     vec![(1, fill(to, 0))]
 }
 
+/// What a backend does on [`Plan::InPlace`]: the graph running `now` is
+/// patched with `changes` (`slower` as [`Runs::patched`] takes it), and
+/// runs them from then on.
+fn patch(runs: &mut Runs<u32>, now: &mut Vec<Launch>, changes: &[(usize, Launch)], slower: bool) {
+    runs.patched(now, changes, slower);
+    *now = after(now, changes);
+}
+
 /// Variant 1 patched (not slower) from the graph to launch 1 over buffer
 /// 9, then a fresh variant 2 made back to the graph: 2 is current and runs
 /// the graph, 1 a spare running buffer 9.
 fn one_spare() -> (Runs<u32>, u32, Vec<Launch>) {
     let mut runs = Runs::default();
     let (mut current, mut now) = (1, graph());
-    runs.patched(&now, &moved(9), false);
-    now = after(&now, &moved(9));
+    patch(&mut runs, &mut now, &moved(9), false);
     assert_eq!(runs.keep(&mut current, 2, &mut now, graph()), None);
     (runs, current, now)
 }
@@ -63,8 +70,7 @@ fn a_set_never_seen_is_patched_in_place_and_one_left_gets_a_fresh_variant() {
     let mut runs = Runs::<u32>::default();
     let mut now = graph();
     assert_eq!(runs.plan(&now, &moved(9)), Plan::InPlace);
-    runs.patched(&now, &moved(9), false);
-    now = after(&now, &moved(9));
+    patch(&mut runs, &mut now, &moved(9), false);
     // Back to buffer 2: the set the patch left.
     assert_eq!(runs.plan(&now, &moved(2)), Plan::Fresh);
     // Elsewhere: never seen.
@@ -89,8 +95,7 @@ fn a_patch_that_changes_nothing_remembers_nothing() {
 fn a_fresh_variant_keeps_the_old_one_and_switching_back_swaps() {
     let mut runs = Runs::<u32>::default();
     let (mut current, mut now) = (1, graph());
-    runs.patched(&now, &moved(9), false);
-    now = after(&now, &moved(9));
+    patch(&mut runs, &mut now, &moved(9), false);
     let want = after(&now, &moved(2));
     assert_eq!(runs.keep(&mut current, 2, &mut now, want.clone()), None);
     assert_eq!((current, &now, runs.spares()), (2, &want, 1));
@@ -114,8 +119,7 @@ fn a_fresh_variant_keeps_the_old_one_and_switching_back_swaps() {
 fn a_variant_patched_slower_is_returned_not_kept() {
     let mut runs = Runs::<u32>::default();
     let (mut current, mut now) = (1, graph());
-    runs.patched(&now, &moved(9), true);
-    now = after(&now, &moved(9));
+    patch(&mut runs, &mut now, &moved(9), true);
     // No room is made: the patched one goes, not a spare.
     assert_eq!(runs.make_room(), None);
     assert_eq!(runs.keep(&mut current, 2, &mut now, graph()), Some(1));
@@ -135,8 +139,7 @@ fn whether_a_variant_was_patched_travels_with_it_in_a_swap() {
     // 1 moved to buffer 9 (clean); a fresh 2 runs the graph.
     let (mut runs, mut current, mut now) = one_spare();
     // 2 is patched slower to buffer 5, then 1 is swapped in.
-    runs.patched(&now, &moved(5), true);
-    now = after(&now, &moved(5));
+    patch(&mut runs, &mut now, &moved(5), true);
     assert_eq!(runs.plan(&now, &moved(9)), Plan::Swap(0));
     runs.swap(&mut current, 0, &mut now);
     // 1 is clean: a fresh variant keeps it.
@@ -173,8 +176,7 @@ fn at_most_left_sets_are_remembered_the_oldest_forgotten() {
     // LEFT + 1 sets left, the oldest (200) forgotten.
     let mut now = after(&graph(), &moved(200));
     for n in 1..=LEFT as u64 + 1 {
-        runs.patched(&now, &moved(200 + n), false);
-        now = after(&now, &moved(200 + n));
+        patch(&mut runs, &mut now, &moved(200 + n), false);
     }
     assert_eq!(
         runs.plan(&now, &moved(200)),
@@ -188,10 +190,8 @@ fn at_most_left_sets_are_remembered_the_oldest_forgotten() {
     // 202 is still remembered (LEFT sets: 202 … 200 + LEFT, and the
     // current one, now left too).
     let last = 200 + LEFT as u64 + 1;
-    runs.patched(&now, &moved(200 + LEFT as u64), false);
-    now = after(&now, &moved(200 + LEFT as u64));
-    runs.patched(&now, &moved(last), false);
-    now = after(&now, &moved(last));
+    patch(&mut runs, &mut now, &moved(200 + LEFT as u64), false);
+    patch(&mut runs, &mut now, &moved(last), false);
     assert_eq!(runs.plan(&now, &moved(202)), Plan::Fresh);
     assert_eq!(runs.plan(&now, &moved(201)), Plan::InPlace);
 }
@@ -206,8 +206,7 @@ fn a_freed_buffer_takes_every_spare_that_binds_it() {
     assert_eq!(runs.spares(), 0);
     assert_eq!(runs.plan(&now, &moved(9)), Plan::InPlace);
     // A set left behind is a fingerprint: it binds nothing, and stays.
-    runs.patched(&now, &moved(8), false);
-    now = after(&now, &moved(8));
+    patch(&mut runs, &mut now, &moved(8), false);
     assert!(runs.forget(RawBuffer(2)).is_empty());
     assert_eq!(runs.plan(&now, &moved(2)), Plan::Fresh);
 }
@@ -230,8 +229,7 @@ fn colliding() -> Runs<u32> {
 fn colliding_fingerprints_never_decide_a_swap() {
     let mut runs = colliding();
     let (mut current, mut now) = (1, graph());
-    runs.patched(&now, &moved(9), false);
-    now = after(&now, &moved(9));
+    patch(&mut runs, &mut now, &moved(9), false);
     assert_eq!(runs.keep(&mut current, 2, &mut now, graph()), None);
     // Spare 1 runs buffer 9 at launch 1; the graph runs buffer 2 there.
     assert_eq!(runs.plan(&now, &moved(9)), Plan::Swap(0));
@@ -264,8 +262,7 @@ fn a_moving_update_is_planned_the_same_at_any_length() {
         for step in 0..5u32 {
             let change = [(1, fill(2, step + 1))];
             assert_eq!(runs.plan(&now, &change), Plan::InPlace, "len {len}");
-            runs.patched(&now, &change, false);
-            now = after(&now, &change);
+            patch(&mut runs, &mut now, &change, false);
         }
         // Back to the set of step 3: it was left behind.
         assert_eq!(runs.plan(&now, &[(1, fill(2, 3))]), Plan::Fresh);
@@ -390,8 +387,7 @@ fn a_moving_parameter_never_matches_a_set_left() {
     for i in 1..=2000 {
         let change = [(i * 7 % n, launch(2.0 + i as f32))];
         assert_eq!(runs.plan(&now, &change), Plan::InPlace, "update {i}");
-        runs.patched(&now, &change, false);
-        now = after(&now, &change);
+        patch(&mut runs, &mut now, &change, false);
     }
 }
 
@@ -421,10 +417,8 @@ fn the_last_change_of_an_index_wins() {
 fn a_fresh_variant_leaves_the_other_sets_remembered() {
     let mut runs = Runs::<u32>::default();
     let (mut current, mut now) = (1, graph());
-    runs.patched(&now, &moved(9), false);
-    now = after(&now, &moved(9));
-    runs.patched(&now, &moved(8), false);
-    now = after(&now, &moved(8));
+    patch(&mut runs, &mut now, &moved(9), false);
+    patch(&mut runs, &mut now, &moved(8), false);
     // Left: the graph (buffer 2) and buffer 9. Back to 9: a fresh variant.
     assert_eq!(runs.plan(&now, &moved(9)), Plan::Fresh);
     let want = after(&now, &moved(9));
@@ -442,8 +436,7 @@ fn most_of_the_graph_changed_back_finds_the_set_left() {
     let mut runs = Runs::<u32>::default();
     let mut now = graph();
     let away = [(1, fill(8, 0)), (2, fill(9, 0))];
-    runs.patched(&now, &away, false);
-    now = after(&now, &away);
+    patch(&mut runs, &mut now, &away, false);
     let back = [(1, fill(2, 0)), (2, fill(3, 0))];
     assert_eq!(runs.plan(&now, &back), Plan::Fresh);
     assert_eq!(

@@ -27,19 +27,11 @@ fn ops_name_their_kernel_and_are_found_by_name() {
     assert_eq!(OpKind::from_name("nope"), None);
 }
 
-/// What a GPU kernel receives: each view's element offset in binding
-/// order (zero past the last), and the immediate block of the params'
-/// bytes then those offsets; `Params::dims` and `with_scalars` set the
-/// fields they name. Mutations: `offsets` / `immediates` → a constant
-/// array, `IMMEDIATE_BYTES`' arithmetic, a field dropped from `dims` or
-/// `with_scalars` → red.
-#[test]
-fn kernels_receive_offsets_after_the_params() {
+/// An `add` over three views at element offsets 3, 0 and 1000, with
+/// every parameter set.
+fn three_view_add() -> Launch {
     use crate::RawBuffer;
-    let params = Params::dims(7, 8, 9).with_scalars(0.5, -2.0);
-    assert_eq!((params.d0, params.d1, params.d2), (7, 8, 9));
-    assert_eq!((params.s0, params.s1), (0.5, -2.0));
-    let launch = Launch {
+    Launch {
         op: OpKind::Add,
         dtype: DType::F32,
         buffers: [
@@ -48,8 +40,22 @@ fn kernels_receive_offsets_after_the_params() {
             RawView::at(RawBuffer(3), 1000, 4, 16),
         ]
         .into(),
-        params,
-    };
+        params: Params::dims(7, 8, 9).with_scalars(0.5, -2.0),
+    }
+}
+
+/// What a GPU kernel receives: each view's element offset in binding
+/// order (zero past the last), and the immediate block of the params'
+/// bytes then those offsets; `Params::dims` and `with_scalars` set the
+/// fields they name. Mutations: `offsets` / `immediates` → a constant
+/// array, `IMMEDIATE_BYTES`' arithmetic, a field dropped from `dims` or
+/// `with_scalars` → red.
+#[test]
+fn kernels_receive_offsets_after_the_params() {
+    let launch = three_view_add();
+    let params = launch.params;
+    assert_eq!((params.d0, params.d1, params.d2), (7, 8, 9));
+    assert_eq!((params.s0, params.s1), (0.5, -2.0));
     assert_eq!(launch.offsets(), [3, 0, 1000, 0, 0, 0, 0, 0]);
     assert_eq!(launch.buffers[0].byte_offset, 12, "3 elements of 4 bytes");
     assert_eq!(IMMEDIATE_BYTES, 64);
@@ -136,17 +142,7 @@ fn names_match_display_and_serde() {
 #[test]
 fn a_launch_cloned_from_another_equals_it() {
     use crate::RawBuffer;
-    let source = Launch {
-        op: OpKind::Add,
-        dtype: DType::F32,
-        buffers: [
-            RawView::at(RawBuffer(1), 3, 4, 16),
-            RawView::at(RawBuffer(2), 0, 4, 16),
-            RawView::at(RawBuffer(3), 5, 4, 8),
-        ]
-        .into(),
-        params: Params::dims(7, 8, 9).with_scalars(0.5, -2.0),
-    };
+    let source = three_view_add();
     let mut target = Launch {
         op: OpKind::Fill,
         dtype: DType::U32,
