@@ -1,4 +1,4 @@
-//! Two user kernels an LLM decode step uses, each as WGSL, CUDA C and Rust
+//! Three user kernels an LLM decode step uses, each as WGSL, CUDA C and Rust
 //! (the CPU backend runs the Rust, and so it is the oracle every other
 //! device is compared with, C11): what the conformance suite certifies by
 //! default (`seam_conformance::harness::certify` runs its user-kernel cases
@@ -11,6 +11,8 @@
 //!   ([`rope_freqs`] makes the usual table `theta^(-2i / head_dim)`).
 //! - [`ADD_RMS_NORM`]: the residual add fused with rms_norm: `h = x + r`
 //!   written back to `r`, then `out = h / sqrt(mean(h²) + eps) · w`.
+//! - [`NORM_GEMV_SILU_ADD`]: a whole layer of the benchmark's decode stack,
+//!   `y = x + silu(rms_norm(x) · wn · W)`, in one launch instead of four.
 
 use seam::kernel::{CudaSource, Field, KernelDef, ParamError, MAX_GRID_EDGE};
 use seam::ops::{Access, Binding};
@@ -294,9 +296,149 @@ pub static ADD_RMS_NORM: KernelDef = KernelDef {
     ],
 };
 
-/// Both kernels, as `seam_conformance::harness::certify_with` takes them
-/// (seam's own suite certifies these by default).
-pub static ALL: &[&KernelDef] = &[&ROPE, &ADD_RMS_NORM];
+// ----- norm_gemv_silu_add -----
+
+/// Invocations per workgroup of [`NORM_GEMV_SILU_ADD`].
+const LAYER_WG: usize = 256;
+/// Largest `h` [`NORM_GEMV_SILU_ADD`] takes: `W` (h² f32) stays within
+/// 1 GiB and every index within u32.
+pub const LAYER_MAX_H: u32 = 16_384;
+
+fn layer_extents(p: &Params, out: &mut [u64]) {
+    let h = p.d0 as u64;
+    out[0] = h;
+    out[1] = h;
+    out[2] = h * h;
+    out[3] = h;
+}
+
+fn layer_grid(p: &Params) -> [u32; 3] {
+    let cols = 4 * p.d1.max(1) as u64;
+    [(p.d0 as u64).div_ceil(cols).max(1) as u32, 1, 1]
+}
+
+fn layer_check(p: &Params) -> Result<(), ParamError> {
+    if p.d0 == 0 || p.d0 > LAYER_MAX_H {
+        return refuse("h", format!("{} is not in 1..={LAYER_MAX_H}", p.d0));
+    }
+    if p.d1 != 2 && p.d1 != 4 {
+        return refuse(
+            "quads",
+            format!("{} is neither 2 nor 4 (column quads a workgroup)", p.d1),
+        );
+    }
+    if !(p.s0 >= 0.0 && p.s0.is_finite()) {
+        return refuse("eps", format!("{} is not a finite number ≥ 0", p.s0));
+    }
+    Ok(())
+}
+
+/// The quads [`NORM_GEMV_SILU_ADD`] should take a workgroup at width `h`:
+/// 4 (16 columns) where that still gives at least 512 workgroups, else 2.
+/// At h = 8192 and 4096 these are, in workgroups of 256, the threads and
+/// k-slices of the float4 GEMV shapes that ran fastest on an H200 in blocks
+/// of 512 (8 quads × 64 slices, 64.5 µs; 4 × 128, 20.7 µs; 2026-12-01).
+pub fn layer_quads(h: u32) -> u32 {
+    if h.div_ceil(16) >= 512 {
+        4
+    } else {
+        2
+    }
+}
+
+/// `Σ` over slice `s` of `S` (`k = s, s + S, …`, one fused multiply-add
+/// each) of `term(k)`, for every slice, then the shared-memory tree that
+/// halves the `S` partial sums: the order of `norm_gemv_silu_add.cu`.
+fn sliced_sum(h: usize, slices: usize, term: impl Fn(usize) -> (f32, f32)) -> f32 {
+    let mut lanes: Vec<f32> = (0..slices)
+        .map(|s| {
+            (s..h).step_by(slices).fold(0f32, |acc, k| {
+                let (a, b) = term(k);
+                a.mul_add(b, acc)
+            })
+        })
+        .collect();
+    let mut half = slices / 2;
+    while half > 0 {
+        for s in 0..half {
+            lanes[s] += lanes[s + half];
+        }
+        half /= 2;
+    }
+    lanes[0]
+}
+
+/// The CPU implementation: what `norm_gemv_silu_add.cu` computes, step for
+/// step (its slices, fused multiply-adds and tree included).
+pub fn norm_gemv_silu_add_cpu(p: &Params, b: &mut [Vec<u8>]) {
+    let h = p.d0 as usize;
+    let slices = LAYER_WG / p.d1 as usize;
+    let x = f32s(&b[0]);
+    let wn = f32s(&b[1]);
+    let w = f32s(&b[2]);
+    let ss = sliced_sum(h, slices, |k| (x[k], x[k]));
+    let inv = 1.0 / (ss / h as f32 + p.s0).sqrt();
+    let a: Vec<f32> = x[..h].iter().zip(&wn).map(|(x, w)| x * w).collect();
+    let y: Vec<f32> = (0..h)
+        .map(|c| {
+            let z = sliced_sum(h, slices, |k| (a[k], w[k * h + c])) * inv;
+            x[c] + z / (1.0 + (-z).exp())
+        })
+        .collect();
+    store(&mut b[3], &y);
+}
+
+/// One layer of the benchmark's decode stack in one launch (d0 = h ≤
+/// [`LAYER_MAX_H`], d1 = column quads a workgroup, 2 or 4
+/// ([`layer_quads`] picks), s0 = eps): `y = x + silu(n · W)` with
+/// `n = x / sqrt(mean(x²) + eps) · wn`, `W` h × h row-major; bindings `x`,
+/// `wn` (h), `W` (h²) and `y` (h), which may alias none of them (every
+/// workgroup reads all of `x`). The rms_norm, GEMV, silu and residual add
+/// of the catalogue, fused: the norm's scale is applied to each dot product
+/// instead of each input, so the result is not the four ops' bit for bit.
+///
+/// Tolerance: CUDA and the CPU compute the same correctly rounded steps
+/// and fused multiply-adds in the same order, all but `exp` (2 ulp); WGSL
+/// may round each multiply-add twice: within `1e-5 + 1e-5 · |ref|` for
+/// inputs of order 1 and h in the thousands.
+#[allow(unsafe_code)] // trusts its CUDA C (`CudaSource::trusted`)
+pub static NORM_GEMV_SILU_ADD: KernelDef = KernelDef {
+    name: "norm_gemv_silu_add_f32",
+    bindings: &[
+        Binding::fixed("x", Access::Read, DType::F32),
+        Binding::fixed("wn", Access::Read, DType::F32),
+        Binding::fixed("w", Access::Read, DType::F32),
+        Binding::fixed("y", Access::Write, DType::F32),
+    ],
+    reads: &[Field::D0, Field::D1, Field::S0],
+    extents: layer_extents,
+    workgroup_size: [LAYER_WG as u32, 1, 1],
+    grid: layer_grid,
+    check: Some(layer_check),
+    allows_aliasing: false,
+    tolerance: Tolerance::Relative {
+        rel: 1e-5,
+        abs: 1e-5,
+    },
+    wgsl: Some(include_str!("../user/norm_gemv_silu_add.wgsl")),
+    // SAFETY: norm_gemv_silu_add.cu indexes `x`, `wn` and `y` below h and
+    // `w` below h² (`layer_extents`; a float4 load only where h is a
+    // multiple of 4 and `w` 16-byte aligned, so the quad ends inside its
+    // row), and writes only `y`.
+    cuda: Some(unsafe { CudaSource::trusted(include_str!("../user/norm_gemv_silu_add.cu")) }),
+    cpu: Some(norm_gemv_silu_add_cpu),
+    samples: &[
+        Params::dims(1, 2, 0).with_scalars(1e-5, 0.0),
+        Params::dims(7, 4, 0).with_scalars(0.5, 0.0),
+        Params::dims(300, 2, 0).with_scalars(1e-5, 0.0),
+        Params::dims(514, 2, 0).with_scalars(0.25, 0.0),
+        Params::dims(1000, 4, 0).with_scalars(0.25, 0.0),
+    ],
+};
+
+/// Every kernel here, as `seam_conformance::harness::certify_with` takes
+/// them (seam's own suite certifies these by default).
+pub static ALL: &[&KernelDef] = &[&ROPE, &ADD_RMS_NORM, &NORM_GEMV_SILU_ADD];
 
 #[cfg(test)]
 mod tests;

@@ -21,7 +21,7 @@ pub use loops::{loop_overhead, LoopConfig};
 pub use nodes::{node_overhead, NodeConfig};
 
 use arms::{copy_bandwidth, profile};
-use workloads::{chain, decode, Stack};
+use workloads::{chain, decode, decode_fused, Stack};
 
 use crate::csv::Row;
 use crate::stats::summarize;
@@ -270,6 +270,14 @@ fn backend(slot: &DeviceSlot, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
         }
     }
     let lmax = cfg.layers.iter().copied().max().unwrap_or(0);
+    // The decode step with each layer one launch of a fused user kernel:
+    // its own arm, so every table and target sees it beside the four-launch
+    // step.
+    let fused_arm = leak(&format!("{arm}-fused"));
+    if !cfg.hiddens.is_empty() {
+        dev.register_kernel(&seam_kernels::user::NORM_GEMV_SILU_ADD)
+            .map_err(err)?;
+    }
     for &h in &cfg.hiddens {
         if device != "cuda" && h > cfg.other_hidden_max {
             out.comment(&format!(
@@ -297,6 +305,16 @@ fn backend(slot: &DeviceSlot, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
             };
             if let Err(e) = decode(&dev, &stack, m, cfg, out) {
                 out.comment(&format!("seam {device} decode H={h} L={l}: skipped: {e}"));
+            }
+            let fused = Meta {
+                arm: fused_arm,
+                nodes: l,
+                ..m
+            };
+            if let Err(e) = decode_fused(&dev, &stack, fused, cfg, out) {
+                out.comment(&format!(
+                    "{fused_arm} {device} decode H={h} L={l}: skipped: {e}"
+                ));
             }
             let m = Meta {
                 workload: "read",

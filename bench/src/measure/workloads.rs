@@ -6,7 +6,8 @@ use super::arms::measure;
 use super::paired::{versus_raw, RawChain};
 use super::update::{updates, Swap};
 use super::{err, randoms, submit, Config, Meta, Res, Sink};
-use seam::{ops, BufferId, Device, OpCall};
+use seam::{ops, BufferId, Device, OpCall, Params};
+use seam_kernels::user::{layer_quads, NORM_GEMV_SILU_ADD};
 
 /// The chain's call list and a check of one eager step and one replay
 /// against the host (scale_add is bit-exact, C11).
@@ -145,6 +146,86 @@ impl Stack {
             })
             .collect()
     }
+}
+
+impl Stack {
+    /// The same layers, each one launch of [`NORM_GEMV_SILU_ADD`]
+    /// (`x + silu(rms_norm(x) · W)`): the residual moves between x and the
+    /// first temporary, since a layer cannot write the x every workgroup
+    /// reads. Returns the calls and the buffer the last layer writes.
+    pub(super) fn fused_calls(&self, h: u64, layers: u64) -> (Vec<OpCall>, &seam::Buffer<f32>) {
+        let h = h as u32;
+        let p = Params::dims(h, layer_quads(h), 0).with_scalars(1e-5, 0.0);
+        let (a, b) = (&self.x, &self.t[0]);
+        let calls = (0..layers as usize)
+            .map(|i| {
+                let (src, dst) = if i % 2 == 0 { (a, b) } else { (b, a) };
+                ops::user(
+                    &NORM_GEMV_SILU_ADD,
+                    &[
+                        src.id().into(),
+                        self.wn.id().into(),
+                        self.w[i].id().into(),
+                        dst.id().into(),
+                    ],
+                    p,
+                )
+            })
+            .collect();
+        (calls, if layers % 2 == 1 { b } else { a })
+    }
+}
+
+/// The fused decode step (one launch a layer, [`Stack::fused_calls`]):
+/// eager and replayed from the same input agree bit for bit (C4), and
+/// both agree with the four-launch step within 1e-3 relative (the fused
+/// layer applies the norm's scale after the dot products, so not bit for
+/// bit); then timed like the step. No graph update is measured on it.
+pub(super) fn decode_fused(
+    dev: &Device,
+    s: &Stack,
+    m: Meta,
+    cfg: &Config,
+    out: &mut dyn Sink,
+) -> Res<()> {
+    let (calls, last) = s.fused_calls(m.hidden, m.layers);
+    let unfused = {
+        dev.write(s.x.id(), 0, &s.x0).map_err(err)?;
+        submit(dev, &s.calls(m.hidden, m.layers)).map_err(err)?;
+        s.x.read().map_err(err)?
+    };
+    dev.write(s.x.id(), 0, &s.x0).map_err(err)?;
+    submit(dev, &calls).map_err(err)?;
+    let eager = last.read().map_err(err)?;
+    if let Some(i) = eager
+        .iter()
+        .zip(&unfused)
+        .position(|(a, b)| (a - b).abs() > 1e-3 * (1.0 + b.abs()) || a.is_nan())
+    {
+        return Err(format!(
+            "fused decode step differs from the four-launch step at {i}: {} vs {}",
+            eager[i], unfused[i]
+        ));
+    }
+    if dev.capture_support().is_supported() {
+        dev.write(s.x.id(), 0, &s.x0).map_err(err)?;
+        let scope = dev.capture().map_err(err)?;
+        submit(dev, &calls).map_err(err)?;
+        let g = scope.end_graph().map_err(err)?;
+        g.replay().map_err(err)?;
+        let replayed = last.read().map_err(err)?;
+        if let Some(i) = eager
+            .iter()
+            .zip(&replayed)
+            .position(|(a, b)| a.to_bits() != b.to_bits())
+        {
+            return Err(format!(
+                "replayed fused decode step differs from eager at {i}: {} != {}",
+                replayed[i], eager[i]
+            ));
+        }
+    }
+    measure(dev, &calls, m, cfg, out)
 }
 
 /// One decode step eager and one replayed from the same input agree bit for bit (C4).

@@ -1,26 +1,46 @@
 //! The decode step's targets, judged across arms: replay against the copy
 //! floor and the read floor (the GPU's bandwidth, measured in the same
-//! run), seam vulkan against seam cuda, and seam cuda against PyTorch.
+//! run), seam vulkan and wgpu against seam cuda, and seam cuda against
+//! PyTorch; each seam arm (the four-launch step, the fused one) on its own.
 
 use super::parse::{Case, Input, Series};
 use super::targets::{limit, Verdict};
 use super::us;
 
-/// The read-floor target at L = 32 and every H ≥ 4096 measured: seam
-/// cuda's replay per step ≤ 1.10× the run's read floor (the same weights
-/// read by a kernel that does nothing else, the fastest backend's);
-/// every other arm's ratio is shown beside it, judged by no target.
+/// The seam arms that measured the decode step on cuda (`seam`, its
+/// fused-layer arm `seam-fused`, a variant build's), in series order: each
+/// is judged on its own, with the other backends of the same arm.
+fn cuda_seam_arms(input: &Input) -> Vec<String> {
+    input
+        .decode_arms()
+        .into_iter()
+        .filter(|(a, d)| a.starts_with("seam") && d == "cuda")
+        .map(|(a, _)| a)
+        .collect()
+}
+
+/// The hidden sizes of `workload` measured at `l` layers, H ≥ 4096.
+fn large_hiddens(input: &Input, workload: &str, l: u64) -> Vec<u64> {
+    input
+        .rows
+        .iter()
+        .filter(|r| r.workload == workload && r.layers == l && r.hidden >= 4096)
+        .map(|r| r.hidden)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+/// The read-floor target at L = 32 and every H ≥ 4096 measured, for each
+/// seam arm's cuda replay per step: ≤ 1.10× the run's read floor (the same
+/// weights read by a kernel that does nothing else, the fastest
+/// backend's); every other arm's ratio is shown beside it, judged by no
+/// target.
 pub(super) fn read_floor_verdicts(input: &Input) -> Vec<Verdict> {
     const BOUND: f64 = 1.10;
     let l = 32;
     let mut v = Vec::new();
-    let hs: std::collections::BTreeSet<u64> = input
-        .rows
-        .iter()
-        .filter(|r| r.workload == "read" && r.layers == l && r.hidden >= 4096)
-        .map(|r| r.hidden)
-        .collect();
-    for h in hs {
+    for h in large_hiddens(input, "read", l) {
         let Some((floor, by)) = input.read_floor_us(h, l) else {
             continue;
         };
@@ -31,15 +51,19 @@ pub(super) fn read_floor_verdicts(input: &Input) -> Vec<Verdict> {
                 "e2e_us",
             )
         };
-        let others: Vec<String> = input
-            .decode_arms()
-            .iter()
-            .filter(|(a, d)| !(a == "seam" && d == "cuda"))
-            .filter_map(|(a, d)| Some(format!("{a} {d} {:.2}×", replay(a, d)? / floor)))
-            .collect();
-        let target =
-            format!("decode L={l} H={h}: seam cuda replay ≤ {BOUND}× the read floor (same run)");
-        if let Some(cu) = replay("seam", "cuda") {
+        for arm in cuda_seam_arms(input) {
+            let Some(cu) = replay(&arm, "cuda") else {
+                continue;
+            };
+            let others: Vec<String> = input
+                .decode_arms()
+                .iter()
+                .filter(|(a, d)| !(a == &arm && d == "cuda"))
+                .filter_map(|(a, d)| Some(format!("{a} {d} {:.2}×", replay(a, d)? / floor)))
+                .collect();
+            let target = format!(
+                "decode L={l} H={h}: {arm} cuda replay ≤ {BOUND}× the read floor (same run)"
+            );
             v.push(limit(&target, cu / floor, BOUND, "×", |x| {
                 format!(
                     "{} vs {} µs (read by {by}) = {x:.3}×; {}",
@@ -53,9 +77,10 @@ pub(super) fn read_floor_verdicts(input: &Input) -> Vec<Verdict> {
     v
 }
 
-/// The decode targets across arms, at L = 32 and every H ≥ 4096
-/// measured: seam vulkan ≤ 1.3× seam cuda, and seam cuda ≤ PyTorch's
-/// CUDAGraph replay (a separate process: cross-process ratio).
+/// The decode targets across backends, at L = 32 and every H ≥ 4096
+/// measured, for each seam arm: its vulkan replay ≤ 1.10× its cuda one,
+/// its wgpu replay ≤ 1.25× its cuda one, and its cuda replay ≤ 0.90×
+/// PyTorch's CUDAGraph replay (a separate process: cross-process ratio).
 pub(super) fn cross_verdicts(input: &Input) -> Vec<Verdict> {
     let l = 32;
     let mut v = Vec::new();
@@ -66,29 +91,28 @@ pub(super) fn cross_verdicts(input: &Input) -> Vec<Verdict> {
             "e2e_us",
         )
     };
-    let hs: Vec<u64> = input
-        .rows
-        .iter()
-        .filter(|r| r.workload == "decode" && r.layers == l && r.hidden >= 4096)
-        .map(|r| r.hidden)
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    for h in hs {
-        let cuda = replay("seam", "cuda", h);
-        if let (Some(vk), Some(cu)) = (replay("seam", "vulkan", h), cuda) {
-            let t = format!("decode L={l} H={h}: seam vulkan replay ≤ 1.3× seam cuda");
-            v.push(limit(&t, vk / cu, 1.3, "×", |x| {
-                format!("{} vs {} µs = {x:.2}×", us(vk), us(cu))
-            }));
-        }
-        if let (Some(cu), Some(pt)) = (cuda, replay("torch", "cuda", h)) {
-            let t = format!(
-                "decode L={l} H={h}: seam cuda replay ≤ PyTorch CUDAGraph replay (cross-process)"
-            );
-            v.push(limit(&t, cu / pt, 1.0, "×", |x| {
-                format!("{} vs {} µs = {x:.3}×", us(cu), us(pt))
-            }));
+    for h in large_hiddens(input, "decode", l) {
+        for arm in cuda_seam_arms(input) {
+            let Some(cu) = replay(&arm, "cuda", h) else {
+                continue;
+            };
+            for (device, bound) in [("vulkan", 1.10), ("wgpu", 1.25)] {
+                if let Some(other) = replay(&arm, device, h) {
+                    let t =
+                        format!("decode L={l} H={h}: {arm} {device} replay ≤ {bound}× {arm} cuda");
+                    v.push(limit(&t, other / cu, bound, "×", |x| {
+                        format!("{} vs {} µs = {x:.2}×", us(other), us(cu))
+                    }));
+                }
+            }
+            if let Some(pt) = replay("torch", "cuda", h) {
+                let t = format!(
+                    "decode L={l} H={h}: {arm} cuda replay ≤ 0.90× PyTorch CUDAGraph replay (cross-process)"
+                );
+                v.push(limit(&t, cu / pt, 0.90, "×", |x| {
+                    format!("{} vs {} µs = {x:.3}×", us(cu), us(pt))
+                }));
+            }
         }
     }
     v

@@ -1,7 +1,10 @@
 //! The user kernels' CPU implementations against plain f64 math, their
 //! parameter checks, and their WGSL against naga.
 
-use super::{add_rms_norm_cpu, rope_cpu, rope_freqs, sincos, ADD_RMS_NORM, ROPE, ROPE_MAX_POS};
+use super::{
+    add_rms_norm_cpu, layer_quads, norm_gemv_silu_add_cpu, rope_cpu, rope_freqs, sincos,
+    ADD_RMS_NORM, ALL, LAYER_MAX_H, NORM_GEMV_SILU_ADD, ROPE, ROPE_MAX_POS,
+};
 use seam::kernel::KernelDef;
 use seam::Params;
 
@@ -92,6 +95,50 @@ fn add_rms_norm_adds_then_normalizes() {
     }
 }
 
+/// The fused decode layer against the four ops in f64, at both quad
+/// counts, a width that is no multiple of 4 and one below a workgroup's
+/// columns, and an eps large enough that dropping it shows.
+#[test]
+fn norm_gemv_silu_add_is_the_layer() {
+    for (h, quads, eps) in [
+        (1usize, 2u32, 1e-5f32),
+        (7, 4, 0.5),
+        (300, 2, 1e-5),
+        (130, 4, 0.25),
+    ] {
+        let x: Vec<f32> = (0..h).map(|i| (i as f32 * 0.37).sin()).collect();
+        let wn: Vec<f32> = (0..h).map(|i| 0.5 + (i % 7) as f32 / 7.0).collect();
+        let w: Vec<f32> = (0..h * h).map(|i| (i as f32 * 0.013).cos() * 0.2).collect();
+        let mut b = vec![bytes(&x), bytes(&wn), bytes(&w), vec![0; h * 4]];
+        let p = Params::dims(h as u32, quads, 0).with_scalars(eps, 0.0);
+        norm_gemv_silu_add_cpu(&p, &mut b);
+        let y = f32s(&b[3]);
+        let ms = x.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / h as f64;
+        let inv = 1.0 / (ms + eps as f64).sqrt();
+        for c in 0..h {
+            let z: f64 = (0..h)
+                .map(|k| x[k] as f64 * inv * wn[k] as f64 * w[k * h + c] as f64)
+                .sum();
+            let want = x[c] as f64 + z / (1.0 + (-z).exp());
+            assert!(
+                (y[c] as f64 - want).abs() < 1e-5 * (1.0 + want.abs()),
+                "h {h} quads {quads} column {c}: {} != {want}",
+                y[c]
+            );
+        }
+    }
+}
+
+/// 4 quads a workgroup (16 columns) only where that keeps 512 workgroups.
+#[test]
+fn layer_quads_keep_the_device_full() {
+    assert_eq!(layer_quads(4096), 2);
+    assert_eq!(layer_quads(8176), 2);
+    assert_eq!(layer_quads(8177), 4);
+    assert_eq!(layer_quads(8192), 4);
+    assert_eq!(layer_quads(1), 2);
+}
+
 #[test]
 fn checks_refuse_what_the_kernels_cannot_run() {
     let rope = ROPE.check.unwrap();
@@ -108,7 +155,18 @@ fn checks_refuse_what_the_kernels_cannot_run() {
     assert!(norm(&Params::dims(1, 300, 0).with_scalars(1e-5, 0.0)).is_ok());
     assert_eq!(norm(&Params::dims(1, 0, 0)).unwrap_err().name, "cols");
     assert_eq!(norm(&Params::dims(70_000, 4, 0)).unwrap_err().name, "rows");
-    for def in [&ROPE, &ADD_RMS_NORM] {
+    let layer = NORM_GEMV_SILU_ADD.check.unwrap();
+    let eps = |h, q, e| Params::dims(h, q, 0).with_scalars(e, 0.0);
+    assert!(layer(&eps(LAYER_MAX_H, 4, 0.0)).is_ok());
+    assert_eq!(layer(&eps(0, 4, 0.0)).unwrap_err().name, "h");
+    assert_eq!(layer(&eps(LAYER_MAX_H + 1, 4, 0.0)).unwrap_err().name, "h");
+    for q in [0, 1, 3, 8] {
+        assert_eq!(layer(&eps(64, q, 0.0)).unwrap_err().name, "quads");
+    }
+    for e in [-1e-5, f32::NAN, f32::INFINITY] {
+        assert_eq!(layer(&eps(64, 4, e)).unwrap_err().name, "eps");
+    }
+    for def in ALL {
         def.well_formed().unwrap();
         for p in def.samples {
             (def.check.unwrap())(p).unwrap();
@@ -125,7 +183,7 @@ fn prelude() -> String {
 /// its entry point with the definition's workgroup size.
 #[test]
 fn wgsl_sources_validate() {
-    for def in [&ROPE, &ADD_RMS_NORM] {
+    for def in ALL {
         validate(def);
     }
 }
