@@ -352,7 +352,7 @@ pub const C4_USER_KERNEL_EAGER_AND_CAPTURED_IDENTICAL: Case = Case {
 /// (`if offset > buffer_len || …` → `if false`) → red on cpu:0 ("view
 /// past the end of binding …: expected ViewOutOfRange, but it succeeded");
 /// skip the `ReadOnlyShared` check in `seam::validate::lower` → red on
-/// cpu:0 for both of seam's user kernels.
+/// cpu:0 for every one of seam's user kernels.
 pub const C12_USER_KERNEL_BAD_LAUNCHES_REFUSED: Case = Case {
     name: "c12_user_kernel_bad_launches_refused",
     rule: Rule::C12,
