@@ -187,6 +187,14 @@ fn the_example_kernels_lower_with_their_threadgroup_memory() {
         "{args}"
     );
     assert!(args.contains("[[buffer(3)]]"), "{args}");
+
+    let layer = msl(Kernel::new(&seam_kernels::user::NORM_GEMV_SILU_ADD)).unwrap();
+    assert_eq!(layer.entry_point.threads, [256, 1, 1]);
+    // `part: array<vec4<f32>, 256>` and `sq: array<f32, 128>`.
+    let mut memory = layer.entry_point.threadgroup_memory.clone();
+    memory.sort_unstable();
+    assert_eq!(memory, [512, 4096]);
+    assert_eq!(layer.sizes, [0, 1, 2, 3]);
 }
 
 #[test]
