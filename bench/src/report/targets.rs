@@ -298,11 +298,16 @@ const TARGETS: &[Target] = &[
 ];
 
 /// Every target judged on the rows: the per-build ones for each seam build
-/// that measured cuda (`seam` first), then the rest.
+/// that measured the chain on cuda (`seam` first; the fused decode arm
+/// measures no chain), then the rest.
 pub fn verdicts(input: &Input) -> Vec<Verdict> {
     let mut cuda_arms: Vec<String> = Vec::new();
     for r in &input.rows {
-        if r.arm.starts_with("seam") && r.device == "cuda" && !cuda_arms.contains(&r.arm) {
+        if r.arm.starts_with("seam")
+            && r.device == "cuda"
+            && r.workload == "chain"
+            && !cuda_arms.contains(&r.arm)
+        {
             cuda_arms.push(r.arm.clone());
         }
     }

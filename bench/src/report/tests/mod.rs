@@ -341,3 +341,73 @@ fn the_read_floor_is_the_fastest_read_of_the_same_weights() {
         "{md}"
     );
 }
+
+/// Each seam arm that measured the decode step on cuda (the four-launch
+/// step, the fused one) is judged on its own: its cuda replay against the
+/// read floor and PyTorch (≤ 0.90×), its vulkan and wgpu replays against
+/// its own cuda replay (≤ 1.10×, ≤ 1.25×), never against another arm's.
+#[test]
+fn each_seam_arm_is_judged_against_its_own_cuda_replay() {
+    let (l, h) = (32, 4096);
+    let mut rows = Vec::new();
+    for (arm, dev, us) in [
+        ("seam", "cuda", 2400.0),
+        ("seam", "vulkan", 2700.0),
+        ("seam-fused", "cuda", 2100.0),
+        ("seam-fused", "vulkan", 2300.0),
+        ("seam-fused", "wgpu", 2700.0),
+        ("torch", "cuda", 2400.0),
+    ] {
+        rows.push(input::r(arm, dev, "graph", "decode", h, l, l, "e2e_us", us));
+    }
+    rows.push(input::r(
+        "seam", "cuda", "graph", "read", h, l, l, "e2e_us", 2000.0,
+    ));
+    let input = Input {
+        rows,
+        comments: Vec::new(),
+    };
+    let v = verdicts(&input);
+    let met = |target: &str| {
+        v.iter()
+            .find(|x| x.target.contains(target))
+            .unwrap_or_else(|| {
+                panic!(
+                    "no {target}: {:?}",
+                    v.iter().map(|x| &x.target).collect::<Vec<_>>()
+                )
+            })
+            .met
+    };
+    assert_eq!(
+        met("seam-fused cuda replay ≤ 1.1× the read floor"),
+        Some(true)
+    );
+    assert_eq!(
+        met("H=4096: seam cuda replay ≤ 1.1× the read floor"),
+        Some(false)
+    );
+    assert_eq!(
+        met("seam-fused vulkan replay ≤ 1.1× seam-fused cuda"),
+        Some(true)
+    );
+    assert_eq!(
+        met("seam-fused wgpu replay ≤ 1.25× seam-fused cuda"),
+        Some(false)
+    );
+    assert_eq!(met("seam vulkan replay ≤ 1.1× seam cuda"), Some(false));
+    assert_eq!(met("seam-fused cuda replay ≤ 0.90× PyTorch"), Some(true));
+    assert_eq!(met("H=4096: seam cuda replay ≤ 0.90× PyTorch"), Some(false));
+    assert!(
+        !v.iter().any(|x| x
+            .target
+            .contains("seam-fused vulkan replay ≤ 1.1× seam cuda")),
+        "an arm judged against another arm's cuda replay"
+    );
+    // The chain's per-build targets go to builds that measured the chain.
+    assert!(
+        !v.iter()
+            .any(|x| x.target.contains("chain") && x.target.contains("seam-fused")),
+        "the fused decode arm judged on the chain"
+    );
+}
