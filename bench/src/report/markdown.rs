@@ -151,6 +151,9 @@ fn decode_table(input: &Input, md: &mut String) {
     }
     md.push_str(
         "## Decode step: L × (rms_norm → gemm 1×H·H×H → silu → add), batch 1\n\n\
+         The `seam-fused` arms run each layer as one launch of seam's fused user kernel \
+         `norm_gemv_silu_add_f32` (the same math, the norm's scale applied after the dot \
+         products); every other arm launches the four ops.\n\n\
          Speedup = eager e2e / replay e2e per step (both with a wait after each step).\n\n\
          Floor = the step's weight bytes (L·H·H f32) ÷ the device-to-device copy bandwidth \
          measured on the same backend in the same run (target: replay ≤ 1.25× floor). \
