@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The benchmark's device command: every arm, one machine, one run.
 #
-#   bash .device-bench/run.sh [quick|smoke|full]
+#   bash .device-bench/run.sh [quick|smoke|decode|full]
 #
 # quick: tiny sizes, for checking the arms on any machine (cpu/lavapipe
 # included); arms whose tools are missing (nvcc, PyTorch) are skipped with
-# a line in the log, never faked.
+# a line in the log, never faked. decode: every arm on the decode stack at
+# H = 256, 4096, 8192 and L = 1, 32 with the chain at N = 1000 only (about
+# half the full run's time).
 #
 # Run from the repository root on the GPU machine, with .device-bench/ as
 # `cargo xtask bench` lays it out (seam-bench, raw_cuda.cu, torch_arm.py,
@@ -33,8 +35,9 @@ EGL=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 case "$MODE" in
 quick) BUDGET=1 NS=1,100 ELEMS=1 HID=64 LAY=1,2 ROUNDS=3 COPY_MIB=4 ;;
 smoke) BUDGET=2 NS=1,1000 ELEMS=1,1048576 HID=256,8192 LAY=1,32 ROUNDS=5 COPY_MIB=256 ;;
+decode) BUDGET=${BUDGET_MS:-40} NS=1000 ELEMS=1 HID=256,4096,8192 LAY=1,32 ROUNDS=${ROUNDS:-5} COPY_MIB=${COPY_MIB:-256} ;;
 full) BUDGET=${BUDGET_MS:-40} NS=1,10,100,1000 ELEMS=1,1048576 HID=256,512,1024,2048,4096,8192 LAY=1,8,32 ROUNDS=${ROUNDS:-15} COPY_MIB=${COPY_MIB:-256} ;;
-*) echo "usage: run.sh [quick|smoke|full]" >&2; exit 2 ;;
+*) echo "usage: run.sh [quick|smoke|decode|full]" >&2; exit 2 ;;
 esac
 log "# mode $MODE, budget ${BUDGET} ms per measurement, $ROUNDS interleaved rounds per graph-update case"
 {
