@@ -274,10 +274,17 @@ fn backend(slot: &DeviceSlot, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
     // its own arm, so every table and target sees it beside the four-launch
     // step.
     let fused_arm = leak(&format!("{arm}-fused"));
-    if !cfg.hiddens.is_empty() {
-        dev.register_kernel(&seam_kernels::user::NORM_GEMV_SILU_ADD)
-            .map_err(err)?;
-    }
+    let fused_kernel = if cfg.hiddens.is_empty() {
+        false
+    } else {
+        match dev.register_kernel(&seam_kernels::user::NORM_GEMV_SILU_ADD) {
+            Ok(()) => true,
+            Err(e) => {
+                out.comment(&format!("{fused_arm} {device}: not measured: {e}"));
+                false
+            }
+        }
+    };
     for &h in &cfg.hiddens {
         if device != "cuda" && h > cfg.other_hidden_max {
             out.comment(&format!(
@@ -311,10 +318,12 @@ fn backend(slot: &DeviceSlot, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
                 nodes: l,
                 ..m
             };
-            if let Err(e) = decode_fused(&dev, &stack, fused, cfg, out) {
-                out.comment(&format!(
-                    "{fused_arm} {device} decode H={h} L={l}: skipped: {e}"
-                ));
+            if fused_kernel {
+                if let Err(e) = decode_fused(&dev, &stack, fused, cfg, out) {
+                    out.comment(&format!(
+                        "{fused_arm} {device} decode H={h} L={l}: skipped: {e}"
+                    ));
+                }
             }
             let m = Meta {
                 workload: "read",
