@@ -207,6 +207,11 @@ fn norm_check(p: &Params) -> Result<(), ParamError> {
     if p.d1 == 0 {
         return refuse("cols", "must be at least 1");
     }
+    eps_check(p)
+}
+
+/// `s0`, the norm's eps, is a finite number ≥ 0 (both norm kernels).
+fn eps_check(p: &Params) -> Result<(), ParamError> {
     if !(p.s0 >= 0.0 && p.s0.is_finite()) {
         return refuse("eps", format!("{} is not a finite number ≥ 0", p.s0));
     }
@@ -327,10 +332,7 @@ fn layer_check(p: &Params) -> Result<(), ParamError> {
             format!("{} is neither 2 nor 4 (column quads a workgroup)", p.d1),
         );
     }
-    if !(p.s0 >= 0.0 && p.s0.is_finite()) {
-        return refuse("eps", format!("{} is not a finite number ≥ 0", p.s0));
-    }
-    Ok(())
+    eps_check(p)
 }
 
 /// The quads [`NORM_GEMV_SILU_ADD`] should take a workgroup at width `h`:

@@ -176,6 +176,40 @@ impl Stack {
     }
 }
 
+/// `calls` run eagerly from the stack's input, read from `result`; where
+/// the device captures, the same calls captured and replayed once from the
+/// same input must give it bit for bit (C4). Returns the eager result.
+fn eager_and_replayed(
+    dev: &Device,
+    s: &Stack,
+    calls: &[OpCall],
+    result: &seam::Buffer<f32>,
+    what: &str,
+) -> Res<Vec<f32>> {
+    dev.write(s.x.id(), 0, &s.x0).map_err(err)?;
+    submit(dev, calls).map_err(err)?;
+    let eager = result.read().map_err(err)?;
+    if dev.capture_support().is_supported() {
+        dev.write(s.x.id(), 0, &s.x0).map_err(err)?;
+        let scope = dev.capture().map_err(err)?;
+        submit(dev, calls).map_err(err)?;
+        let g = scope.end_graph().map_err(err)?;
+        g.replay().map_err(err)?;
+        let replayed = result.read().map_err(err)?;
+        if let Some(i) = eager
+            .iter()
+            .zip(&replayed)
+            .position(|(a, b)| a.to_bits() != b.to_bits())
+        {
+            return Err(format!(
+                "replayed {what} differs from eager at {i}: {} != {}",
+                replayed[i], eager[i]
+            ));
+        }
+    }
+    Ok(eager)
+}
+
 /// The fused decode step (one launch a layer, [`Stack::fused_calls`]):
 /// eager and replayed from the same input agree bit for bit (C4), and
 /// both agree with the four-launch step within 1e-3 relative (the fused
@@ -194,9 +228,7 @@ pub(super) fn decode_fused(
         submit(dev, &s.calls(m.hidden, m.layers)).map_err(err)?;
         s.x.read().map_err(err)?
     };
-    dev.write(s.x.id(), 0, &s.x0).map_err(err)?;
-    submit(dev, &calls).map_err(err)?;
-    let eager = last.read().map_err(err)?;
+    let eager = eager_and_replayed(dev, s, &calls, last, "fused decode step")?;
     if let Some(i) = eager
         .iter()
         .zip(&unfused)
@@ -206,24 +238,6 @@ pub(super) fn decode_fused(
             "fused decode step differs from the four-launch step at {i}: {} vs {}",
             eager[i], unfused[i]
         ));
-    }
-    if dev.capture_support().is_supported() {
-        dev.write(s.x.id(), 0, &s.x0).map_err(err)?;
-        let scope = dev.capture().map_err(err)?;
-        submit(dev, &calls).map_err(err)?;
-        let g = scope.end_graph().map_err(err)?;
-        g.replay().map_err(err)?;
-        let replayed = last.read().map_err(err)?;
-        if let Some(i) = eager
-            .iter()
-            .zip(&replayed)
-            .position(|(a, b)| a.to_bits() != b.to_bits())
-        {
-            return Err(format!(
-                "replayed fused decode step differs from eager at {i}: {} != {}",
-                replayed[i], eager[i]
-            ));
-        }
     }
     measure(dev, &calls, m, cfg, out)
 }
@@ -237,29 +251,9 @@ pub(super) fn decode(
     out: &mut dyn Sink,
 ) -> Res<()> {
     let calls = s.calls(m.hidden, m.layers);
-    dev.write(s.x.id(), 0, &s.x0).map_err(err)?;
-    submit(dev, &calls).map_err(err)?;
-    let eager = s.x.read().map_err(err)?;
+    let eager = eager_and_replayed(dev, s, &calls, &s.x, "decode step")?;
     if eager.iter().any(|v| !v.is_finite()) {
         return Err("eager decode step gave a non-finite value".into());
-    }
-    if dev.capture_support().is_supported() {
-        dev.write(s.x.id(), 0, &s.x0).map_err(err)?;
-        let scope = dev.capture().map_err(err)?;
-        submit(dev, &calls).map_err(err)?;
-        let g = scope.end_graph().map_err(err)?;
-        g.replay().map_err(err)?;
-        let replayed = s.x.read().map_err(err)?;
-        if let Some(i) = eager
-            .iter()
-            .zip(&replayed)
-            .position(|(a, b)| a.to_bits() != b.to_bits())
-        {
-            return Err(format!(
-                "replayed decode step differs from eager at {i}: {} != {}",
-                replayed[i], eager[i]
-            ));
-        }
     }
     measure(dev, &calls, m, cfg, out)?;
     if !dev.capture_support().is_supported() {
