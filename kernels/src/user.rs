@@ -402,7 +402,7 @@ pub fn norm_gemv_silu_add_cpu(p: &Params, b: &mut [Vec<u8>]) {
 /// Tolerance: CUDA and the CPU compute the same correctly rounded steps
 /// and fused multiply-adds in the same order, all but `exp` (2 ulp); WGSL
 /// may round each multiply-add twice: within `1e-5 + 1e-5 · |ref|` for
-/// inputs of order 1 and h in the thousands.
+/// inputs of order 1 and h up to 1000 (the samples, on lavapipe).
 #[allow(unsafe_code)] // trusts its CUDA C (`CudaSource::trusted`)
 pub static NORM_GEMV_SILU_ADD: KernelDef = KernelDef {
     name: "norm_gemv_silu_add_f32",
