@@ -6,9 +6,10 @@
 // 4·Q columns from 4·Q·b; thread t takes the quad t % Q and the k-slice
 // s = t / Q of S = 256 / Q, summing k = s, s + S, … in order with one fma
 // per product (one float4 load of W per k where W and h are 16-byte
-// aligned), and the quad-0 threads sum x² over their slice alongside. A
-// shared-memory tree then halves the S partial sums. The CPU implementation
-// reproduces the order and the fmas; only expf (2 ulp) differs.
+// aligned, issued four rows at a time before any is used), and the quad-0
+// threads sum x² over their slice alongside. A shared-memory tree then
+// halves the S partial sums. The CPU implementation reproduces the order
+// and the fmas; only expf (2 ulp) differs.
 
 template <unsigned Q, bool VEC>
 __device__ void norm_gemv_silu_add(const float* x, const float* wn, const float* w, float* y,
@@ -21,8 +22,32 @@ __device__ void norm_gemv_silu_add(const float* x, const float* wn, const float*
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     float ss = 0.0f;
     if (col < h) {
+        unsigned k = s;
+        if (VEC) {
+            // Four rows' loads in flight before their products: the same
+            // products in the same order as the loop below.
+            for (; k + 3u * S < h; k += 4u * S) {
+                float4 b[4];
+                float xs[4], ws[4];
+#pragma unroll
+                for (unsigned u = 0; u < 4u; ++u) {
+                    b[u] = *reinterpret_cast<const float4*>(w + (unsigned long long)(k + u * S) * h + col);
+                    xs[u] = x[k + u * S];
+                    ws[u] = wn[k + u * S];
+                }
+#pragma unroll
+                for (unsigned u = 0; u < 4u; ++u) {
+                    float a = __fmul_rn(xs[u], ws[u]);
+                    acc.x = __fmaf_rn(a, b[u].x, acc.x);
+                    acc.y = __fmaf_rn(a, b[u].y, acc.y);
+                    acc.z = __fmaf_rn(a, b[u].z, acc.z);
+                    acc.w = __fmaf_rn(a, b[u].w, acc.w);
+                    ss = __fmaf_rn(xs[u], xs[u], ss);
+                }
+            }
+        }
 #pragma unroll 4
-        for (unsigned k = s; k < h; k += S) {
+        for (; k < h; k += S) {
             float xk = x[k];
             float a = __fmul_rn(xk, wn[k]);
             const float* row = w + (unsigned long long)k * h + col;

@@ -80,7 +80,8 @@ enum Cmd {
         /// `quick` (tiny sizes on any machine, cpu/lavapipe included; arms
         /// whose tools are missing are skipped; with `--exec` the CSVs and a
         /// report stay in .device-bench/out, never docs/results), `smoke`
-        /// (a tiny subset of every arm on the GPU machine) or `full`.
+        /// (a tiny subset of every arm on the GPU machine), `decode` (every
+        /// arm on the decode stack, the chain at N = 1000 only) or `full`.
         #[arg(long, default_value = "full")]
         mode: String,
         /// Run the device command on this machine (`smoke`/`full` need a GPU,
