@@ -40,6 +40,9 @@ pub struct Binding {
     pub access: Access,
     /// Its element type: the launch's, or fixed.
     pub role: Role,
+    /// A workspace ([`Binding::workspace`]): the caller hands the kernel a
+    /// view of zeros and gets zeros back.
+    pub zeroed: bool,
 }
 
 impl Binding {
@@ -49,6 +52,22 @@ impl Binding {
             name,
             access,
             role: Role::Fixed(dtype),
+            zeroed: false,
+        }
+    }
+
+    /// A kernel's workspace: written (and read) by the launch, which needs
+    /// every element zero when it starts and leaves every element zero when
+    /// it ends, so one zeroed buffer serves launch after launch (a split
+    /// reduction's partial sums and arrival counters, as cuBLAS and CUTLASS
+    /// keep them). The caller zeroes it once; the suite (C11) hands the
+    /// kernel zeros and requires zeros back, bit for bit.
+    pub const fn workspace(name: &'static str, dtype: DType) -> Binding {
+        Binding {
+            name,
+            access: Access::Write,
+            role: Role::Fixed(dtype),
+            zeroed: true,
         }
     }
 }

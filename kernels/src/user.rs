@@ -309,17 +309,36 @@ const LAYER_WG: usize = 256;
 /// 1 GiB and every index within u32.
 pub const LAYER_MAX_H: u32 = 16_384;
 
+/// Columns a CUDA block of [`NORM_GEMV_SILU_ADD`] owns (32 lanes × 4).
+const LAYER_TILE: u64 = 128;
+
+/// Row ranges the CUDA kernel splits `h` into for `quads` (2 → 16, 4 →
+/// 8): the workgroup count is then the same for the CUDA split and the
+/// WGSL columns, ⌈h / 128⌉ · 32 / quads.
+fn layer_splits(quads: u32) -> u64 {
+    32 / quads.max(1) as u64
+}
+
+/// f32 words of [`NORM_GEMV_SILU_ADD`]'s workspace at width `h` with
+/// `quads` (d1): per tile of 128 columns and per row range, 128 partial
+/// sums and one Σx², and one counter per tile.
+pub fn layer_workspace(h: u32, quads: u32) -> u64 {
+    let (tiles, splits) = ((h as u64).div_ceil(LAYER_TILE), layer_splits(quads));
+    tiles * splits * (LAYER_TILE + 1) + tiles
+}
+
 fn layer_extents(p: &Params, out: &mut [u64]) {
     let h = p.d0 as u64;
     out[0] = h;
     out[1] = h;
     out[2] = h * h;
     out[3] = h;
+    out[4] = layer_workspace(p.d0, p.d1);
 }
 
 fn layer_grid(p: &Params) -> [u32; 3] {
-    let cols = 4 * p.d1.max(1) as u64;
-    [(p.d0 as u64).div_ceil(cols).max(1) as u32, 1, 1]
+    let tiles = (p.d0 as u64).div_ceil(LAYER_TILE).max(1);
+    [(tiles * layer_splits(p.d1)) as u32, 1, 1]
 }
 
 fn layer_check(p: &Params) -> Result<(), ParamError> {
@@ -335,11 +354,12 @@ fn layer_check(p: &Params) -> Result<(), ParamError> {
     eps_check(p)
 }
 
-/// The quads [`NORM_GEMV_SILU_ADD`] should take a workgroup at width `h`:
-/// 4 (16 columns) where that still gives at least 512 workgroups, else 2.
-/// At h = 8192 and 4096 these are, in workgroups of 256, the threads and
-/// k-slices of the float4 GEMV shapes that ran fastest on an H200 in blocks
-/// of 512 (8 quads × 64 slices, 64.5 µs; 4 × 128, 20.7 µs; 2026-12-01).
+/// The quads [`NORM_GEMV_SILU_ADD`] should take at width `h`: 4 (8 row
+/// ranges in CUDA, 16 columns a workgroup in WGSL) where that still gives
+/// at least 512 workgroups, else 2 (16 ranges; 8 columns). At h = 4096 and
+/// 8192 these are the split-K layouts that ran fastest on an H200
+/// (`bench/probes/fused_probe.cu`, 2026-12-06: 21.4 and 65.3 µs, the pure
+/// read of the same weights 18.8 and 63.7 µs).
 pub fn layer_quads(h: u32) -> u32 {
     if h.div_ceil(16) >= 512 {
         4
@@ -348,42 +368,36 @@ pub fn layer_quads(h: u32) -> u32 {
     }
 }
 
-/// `Σ` over slice `s` of `S` (`k = s, s + S, …`, one fused multiply-add
-/// each) of `term(k)`, for every slice, then the shared-memory tree that
-/// halves the `S` partial sums: the order of `norm_gemv_silu_add.cu`.
-fn sliced_sum(h: usize, slices: usize, term: impl Fn(usize) -> (f32, f32)) -> f32 {
-    let mut lanes: Vec<f32> = (0..slices)
-        .map(|s| {
-            (s..h).step_by(slices).fold(0f32, |acc, k| {
-                let (a, b) = term(k);
-                a.mul_add(b, acc)
-            })
-        })
-        .collect();
-    let mut half = slices / 2;
-    while half > 0 {
-        for s in 0..half {
-            lanes[s] += lanes[s + half];
-        }
-        half /= 2;
-    }
-    lanes[0]
-}
-
 /// The CPU implementation: what `norm_gemv_silu_add.cu` computes, step for
-/// step (its slices, fused multiply-adds and tree included).
+/// step. For each tile of 128 columns and each of the `32 / quads` row
+/// ranges of ⌈h / ranges⌉, warp `w` (of 8) sums rows `k0 + w, k0 + w + 8,
+/// …` of its range with one fused multiply-add each, the 8 warps' sums are
+/// added in order, and the ranges' sums in order after a zero; Σx² the
+/// same way. The workspace is left as it came (zeros).
 pub fn norm_gemv_silu_add_cpu(p: &Params, b: &mut [Vec<u8>]) {
     let h = p.d0 as usize;
-    let slices = LAYER_WG / p.d1 as usize;
+    let splits = layer_splits(p.d1) as usize;
+    let r = h.div_ceil(splits);
     let x = f32s(&b[0]);
     let wn = f32s(&b[1]);
     let w = f32s(&b[2]);
-    let ss = sliced_sum(h, slices, |k| (x[k], x[k]));
-    let inv = 1.0 / (ss / h as f32 + p.s0).sqrt();
     let a: Vec<f32> = x[..h].iter().zip(&wn).map(|(x, w)| x * w).collect();
+    // Σ over the ranges, each the warps' sums added in warp order.
+    let split_sum = |term: &dyn Fn(usize, f32) -> f32| -> f32 {
+        (0..splits).fold(0f32, |total, ks| {
+            let (k0, k1) = ((ks * r).min(h), (ks * r + r).min(h));
+            let range = (0..8)
+                .map(|wp| (k0 + wp..k1).step_by(8).fold(0f32, |acc, k| term(k, acc)))
+                .reduce(|s, v| s + v)
+                .unwrap_or(0.0);
+            total + range
+        })
+    };
+    let ss = split_sum(&|k, acc| x[k].mul_add(x[k], acc));
+    let inv = 1.0 / (ss / h as f32 + p.s0).sqrt();
     let y: Vec<f32> = (0..h)
         .map(|c| {
-            let z = sliced_sum(h, slices, |k| (a[k], w[k * h + c])) * inv;
+            let z = split_sum(&|k, acc| a[k].mul_add(w[k * h + c], acc)) * inv;
             x[c] + z / (1.0 + (-z).exp())
         })
         .collect();
@@ -391,18 +405,28 @@ pub fn norm_gemv_silu_add_cpu(p: &Params, b: &mut [Vec<u8>]) {
 }
 
 /// One layer of the benchmark's decode stack in one launch (d0 = h ≤
-/// [`LAYER_MAX_H`], d1 = column quads a workgroup, 2 or 4
-/// ([`layer_quads`] picks), s0 = eps): `y = x + silu(n · W)` with
-/// `n = x / sqrt(mean(x²) + eps) · wn`, `W` h × h row-major; bindings `x`,
-/// `wn` (h), `W` (h²) and `y` (h), which may alias none of them (every
-/// workgroup reads all of `x`). The rms_norm, GEMV, silu and residual add
-/// of the catalogue, fused: the norm's scale is applied to each dot product
-/// instead of each input, so the result is not the four ops' bit for bit.
+/// [`LAYER_MAX_H`], d1 = quads, 2 or 4 ([`layer_quads`] picks), s0 = eps):
+/// `y = x + silu(n · W)` with `n = x / sqrt(mean(x²) + eps) · wn`, `W`
+/// h × h row-major; bindings `x`, `wn` (h), `W` (h²), `y` (h), which may
+/// alias none of them (every workgroup reads all of `x`), and the
+/// workspace `ws` ([`layer_workspace`] f32 words, zero before the launch
+/// and after it: one zeroed buffer serves every layer of a stack). The
+/// rms_norm, GEMV, silu and residual add of the catalogue, fused: the
+/// norm's scale is applied to each dot product instead of each input, so
+/// the result is not the four ops' bit for bit.
+///
+/// How it runs: CUDA splits the rows over `32 / quads` blocks per 128
+/// columns, each warp reading 512 contiguous bytes of a row, and the block
+/// that finishes a tile last adds the partial sums (in the workspace) and
+/// applies the epilogue; WGSL, whose workgroups cannot wait for each
+/// other, gives each workgroup `4 · quads` columns over every row (k-slices
+/// of `256 / quads`, a shared-memory tree) and leaves the workspace alone.
 ///
 /// Tolerance: CUDA and the CPU compute the same correctly rounded steps
 /// and fused multiply-adds in the same order, all but `exp` (2 ulp); WGSL
-/// may round each multiply-add twice: within `1e-5 + 1e-5 · |ref|` for
-/// inputs of order 1 and h up to 1000 (the samples, on lavapipe).
+/// sums in its own order and may round each multiply-add twice: within
+/// `1e-5 + 1e-5 · |ref|` for inputs of order 1 and h up to 1000 (the
+/// samples, on lavapipe).
 #[allow(unsafe_code)] // trusts its CUDA C (`CudaSource::trusted`)
 pub static NORM_GEMV_SILU_ADD: KernelDef = KernelDef {
     name: "norm_gemv_silu_add_f32",
@@ -411,6 +435,7 @@ pub static NORM_GEMV_SILU_ADD: KernelDef = KernelDef {
         Binding::fixed("wn", Access::Read, DType::F32),
         Binding::fixed("w", Access::Read, DType::F32),
         Binding::fixed("y", Access::Write, DType::F32),
+        Binding::workspace("ws", DType::F32),
     ],
     reads: &[Field::D0, Field::D1, Field::S0],
     extents: layer_extents,
@@ -423,10 +448,12 @@ pub static NORM_GEMV_SILU_ADD: KernelDef = KernelDef {
         abs: 1e-5,
     },
     wgsl: Some(include_str!("../user/norm_gemv_silu_add.wgsl")),
-    // SAFETY: norm_gemv_silu_add.cu indexes `x`, `wn` and `y` below h and
-    // `w` below h² (`layer_extents`; a float4 load only where h is a
-    // multiple of 4 and `w` 16-byte aligned, so the quad ends inside its
-    // row), and writes only `y`.
+    // SAFETY: norm_gemv_silu_add.cu indexes `x`, `wn` and `y` below h, `w`
+    // below h² (`layer_extents`; a float4 load only where h is a multiple
+    // of 4, `w` 16-byte aligned and the quad's first column below h, so
+    // the quad ends inside its row) and `ws` below `layer_workspace` (its
+    // grid is `layer_grid`'s, the tiles and ranges that layout counts),
+    // and writes only `y` and `ws`.
     cuda: Some(unsafe { CudaSource::trusted(include_str!("../user/norm_gemv_silu_add.cu")) }),
     cpu: Some(norm_gemv_silu_add_cpu),
     samples: &[

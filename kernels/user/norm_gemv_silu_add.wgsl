@@ -5,13 +5,19 @@
 // b of 256 owns the 4·Q columns from 4·Q·b; invocation t takes the quad
 // t % Q and the k-slice s = t / Q of S = 256 / Q, summing k = s, s + S, …
 // in order (four adjacent loads of W per k), and the quad-0 invocations
-// sum x² alongside; a shared-memory tree halves the S partial sums (the
-// order the CPU implementation reproduces; WGSL may or may not fuse each
-// fma, which the tolerance covers). Q is a literal in each call of `layer`.
+// sum x² alongside; a shared-memory tree halves the S partial sums (not
+// the CUDA order the CPU implementation reproduces, and WGSL may or may
+// not fuse each fma: the tolerance covers both). Q is a literal in each
+// call of `layer`.
+// The grid is the CUDA split's, ⌈h / 128⌉ · 32 / Q workgroups: those past
+// column h do nothing. Workgroups cannot wait for each other here, so the
+// workspace the CUDA kernel reduces through is left alone (zeros in, zeros
+// out).
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read> wn: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@group(0) @binding(4) var<storage, read_write> ws: array<f32>;
 
 var<workgroup> part: array<vec4<f32>, 256>;
 var<workgroup> sq: array<f32, 128>;

@@ -7,7 +7,7 @@ use super::paired::{versus_raw, RawChain};
 use super::update::{updates, Swap};
 use super::{err, randoms, submit, Config, Meta, Res, Sink};
 use seam::{ops, BufferId, Device, OpCall, Params};
-use seam_kernels::user::{layer_quads, NORM_GEMV_SILU_ADD};
+use seam_kernels::user::{layer_quads, layer_workspace, NORM_GEMV_SILU_ADD};
 
 /// The chain's call list and a check of one eager step and one replay
 /// against the host (scale_add is bit-exact, C11).
@@ -94,6 +94,9 @@ pub(super) struct Stack {
     /// The residual's other set (rebind) and a fresh input (copy-in).
     xb: seam::Buffer<f32>,
     fresh: seam::Buffer<f32>,
+    /// The fused layer's workspace, zeros between launches: one for every
+    /// layer, which run one after another.
+    ws: seam::Buffer<f32>,
 }
 
 impl Stack {
@@ -122,6 +125,13 @@ impl Stack {
             x0,
             xb: dev.buffer(hu).map_err(err)?,
             fresh: dev.buffer(hu).map_err(err)?,
+            ws: dev
+                .buffer_from(&vec![
+                    0f32;
+                    layer_workspace(h as u32, layer_quads(h as u32))
+                        as usize
+                ])
+                .map_err(err)?,
         };
         dev.synchronize().map_err(err)?;
         Ok(s)
@@ -167,6 +177,7 @@ impl Stack {
                         self.wn.id().into(),
                         self.w[i].id().into(),
                         dst.id().into(),
+                        self.ws.id().into(),
                     ],
                     p,
                 )

@@ -23,6 +23,11 @@ use seam::{ops, BufferId, DType, Device, ErrorKind, OpCall, Params, Tolerance, V
 /// mid-word and 32-bit ones off every vector alignment).
 pub const GUARD: usize = 3;
 
+/// The other placement C11 runs every sample at: 16 elements in, 16-byte
+/// aligned for every element type, so a kernel's vector path (16-byte
+/// loads where a view allows them) is compared with the oracle too.
+pub const ALIGNED_GUARD: usize = 16;
+
 /// One launch of a kernel over fresh buffers: binding `k` is `views[k]`,
 /// `guard` elements into `buffers[k]` of `lens[k]` elements.
 struct Setup {
@@ -50,11 +55,20 @@ fn needs(def: &KernelDef, p: &Params) -> Vec<u64> {
 /// Every binding's view contents for `seed`, random in [-2, 2], whatever
 /// the placement. Written bindings get random bytes too: a kernel may read
 /// what it writes (a residual updated in place), and one that writes
-/// nothing still differs from the oracle, which writes.
+/// nothing still differs from the oracle, which writes. A workspace
+/// (`Binding::workspace`) gets zeros, which is what its kernel may rely on
+/// (the random bytes are still drawn, so the other bindings' do not depend
+/// on whether a kernel has one).
 fn contents(def: &KernelDef, need: &[u64], seed: u64) -> Vec<Vec<u8>> {
     let mut rng = Rng::new(seed);
     (0..def.bindings.len())
-        .map(|k| rng.bytes(dtype_of(def, k), need[k] as usize, 2.0))
+        .map(|k| {
+            let bytes = rng.bytes(dtype_of(def, k), need[k] as usize, 2.0);
+            match def.bindings[k].zeroed {
+                true => vec![0; bytes.len()],
+                false => bytes,
+            }
+        })
         .collect()
 }
 
@@ -161,9 +175,10 @@ fn agree_binding(
 ) -> Result<(), Failure> {
     let (b, dt) = (&def.bindings[k], dtype_of(def, k));
     let (lo, hi) = (s.guard * dt.size(), got.len() - s.guard * dt.size());
+    // A workspace must come back zero, as the oracle's does: bit for bit.
     let tol = match b.access {
-        Access::Write => def.tolerance,
-        Access::Read => Tolerance::BitExact,
+        Access::Write if !b.zeroed => def.tolerance,
+        _ => Tolerance::BitExact,
     };
     compare(dt, tol, &got[lo..hi], want)
         .map_err(|e| Failure(format!("{}: {what}: binding `{}`: {e}", def.name, b.name)))?;
@@ -193,12 +208,18 @@ fn capture_one(d: &Device, call: &OpCall) -> seam::Result<seam::Graph> {
 }
 
 /// Every sample of the kernel agrees with its CPU implementation, eager
-/// and captured, over views at odd offsets, touching nothing outside them.
+/// and captured, over views at odd offsets and again over 16-byte aligned
+/// ones, touching nothing outside them.
+///
+/// Mutation: `ALIGNED_GUARD` → `GUARD` (no aligned placement) → a fault
+/// in a kernel's aligned path alone passes, e.g. `norm_gemv_silu_add.cu`'s
+/// four-row loop summing `b[u].x` twice → green on cuda:0 without the
+/// aligned placement, red with it.
 ///
 /// Mutation: make the CPU backend ignore the view offset of user kernels
 /// (`let (start, len) = (view.byte_offset as usize, …)` → `(0, …)` in
 /// `reference::execute_user`) → red on cpu:0, eager and captured ("sample
-/// 0 (eager): binding `y`: bit-exact mismatch"): the oracle places each
+/// 0 (eager, views 3 elements in): binding `y`: bit-exact mismatch"): the oracle places each
 /// view at offset 0, the device at [`GUARD`], so even the CPU disagrees
 /// with itself when a view is bound anywhere but where it says.
 pub const C11_USER_KERNEL_AGREES_WITH_CPU: Case = Case {
@@ -216,12 +237,15 @@ pub const C11_USER_KERNEL_AGREES_WITH_CPU: Case = Case {
         for (i, &p) in def.samples.iter().enumerate() {
             let seed = 0xC11 + i as u64;
             let want = oracle(cx.reference, def, p, seed)?;
-            let s = setup(&cx.dev, def, p, seed, GUARD)?;
-            cx.run(|d| d.launch(&s.call))?;
-            let got = snapshot(&cx.dev, &s)?;
-            agree(def, &s, &got, &want, &format!("sample {i} ({})", cx.mode))?;
-            got.iter().for_each(|b| cx.digest_bytes(b));
-            free(&cx.dev, s)?;
+            for guard in [GUARD, ALIGNED_GUARD] {
+                let s = setup(&cx.dev, def, p, seed, guard)?;
+                cx.run(|d| d.launch(&s.call))?;
+                let got = snapshot(&cx.dev, &s)?;
+                let what = format!("sample {i} ({}, views {guard} elements in)", cx.mode);
+                agree(def, &s, &got, &want, &what)?;
+                got.iter().for_each(|b| cx.digest_bytes(b));
+                free(&cx.dev, s)?;
+            }
         }
         Ok(())
     },

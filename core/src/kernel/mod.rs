@@ -251,7 +251,21 @@ impl KernelDef {
                 return Err(format!("binding `{}` is named twice", b.name));
             }
         }
-        if !self.bindings.iter().any(|b| b.access == Access::Write) {
+        if let Some(b) = self
+            .bindings
+            .iter()
+            .find(|b| b.zeroed && b.access != Access::Write)
+        {
+            return Err(format!(
+                "binding `{}`: a workspace is written (Binding::workspace)",
+                b.name
+            ));
+        }
+        if !self
+            .bindings
+            .iter()
+            .any(|b| b.access == Access::Write && !b.zeroed)
+        {
             return Err("no binding is written: the kernel has no output".into());
         }
         for (i, f) in self.reads.iter().enumerate() {

@@ -109,6 +109,7 @@ fn bindings_are_counted_typed_unique_and_one_written() {
         name: "y",
         access: Access::Write,
         role: Role::Input,
+        zeroed: false,
     }];
     refused(
         KernelDef {
@@ -132,6 +133,29 @@ fn bindings_are_counted_typed_unique_and_one_written() {
             ..base()
         },
         "no binding is written",
+    );
+    // A workspace is no output: it comes back as it went in (zeros).
+    const ONLY_WORKSPACE: &[Binding] = &[X, Binding::workspace("ws", DType::F32)];
+    refused(
+        KernelDef {
+            bindings: ONLY_WORKSPACE,
+            ..base()
+        },
+        "no binding is written",
+    );
+    const READ_WORKSPACE: &[Binding] = &[
+        X,
+        Binding {
+            access: Access::Read,
+            ..Binding::workspace("ws", DType::F32)
+        },
+    ];
+    refused(
+        KernelDef {
+            bindings: READ_WORKSPACE,
+            ..base()
+        },
+        "a workspace is written",
     );
 }
 

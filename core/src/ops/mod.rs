@@ -101,6 +101,7 @@ impl OpKind {
                     name: $name,
                     access: $access,
                     role: $role,
+                    zeroed: false,
                 }
             };
         }
@@ -127,6 +128,7 @@ impl OpKind {
                     name: "c",
                     access: Write,
                     role: Fixed(DType::F32),
+                    zeroed: false,
                 },
             ],
             OpKind::User(k) => k.def().bindings,

@@ -2,8 +2,8 @@
 //! parameter checks, and their WGSL against naga.
 
 use super::{
-    add_rms_norm_cpu, layer_quads, norm_gemv_silu_add_cpu, rope_cpu, rope_freqs, sincos,
-    ADD_RMS_NORM, ALL, LAYER_MAX_H, NORM_GEMV_SILU_ADD, ROPE, ROPE_MAX_POS,
+    add_rms_norm_cpu, layer_quads, layer_workspace, norm_gemv_silu_add_cpu, rope_cpu, rope_freqs,
+    sincos, ADD_RMS_NORM, ALL, LAYER_MAX_H, NORM_GEMV_SILU_ADD, ROPE, ROPE_MAX_POS,
 };
 use seam::kernel::KernelDef;
 use seam::Params;
@@ -96,8 +96,10 @@ fn add_rms_norm_adds_then_normalizes() {
 }
 
 /// The fused decode layer against the four ops in f64, at both quad
-/// counts, a width that is no multiple of 4 and one below a workgroup's
-/// columns, and an eps large enough that dropping it shows.
+/// counts (16 and 8 row ranges), a width that is no multiple of 4, one
+/// below a tile's columns, one with ranges of a row or none, one whose
+/// ranges hold more than four rows a warp, and an eps large enough that
+/// dropping it shows; the workspace comes back as zeros.
 #[test]
 fn norm_gemv_silu_add_is_the_layer() {
     for (h, quads, eps) in [
@@ -105,13 +107,19 @@ fn norm_gemv_silu_add_is_the_layer() {
         (7, 4, 0.5),
         (300, 2, 1e-5),
         (130, 4, 0.25),
+        (700, 4, 1e-5),
     ] {
         let x: Vec<f32> = (0..h).map(|i| (i as f32 * 0.37).sin()).collect();
         let wn: Vec<f32> = (0..h).map(|i| 0.5 + (i % 7) as f32 / 7.0).collect();
         let w: Vec<f32> = (0..h * h).map(|i| (i as f32 * 0.013).cos() * 0.2).collect();
-        let mut b = vec![bytes(&x), bytes(&wn), bytes(&w), vec![0; h * 4]];
+        let ws = vec![0; layer_workspace(h as u32, quads) as usize * 4];
+        let mut b = vec![bytes(&x), bytes(&wn), bytes(&w), vec![0; h * 4], ws.clone()];
         let p = Params::dims(h as u32, quads, 0).with_scalars(eps, 0.0);
         norm_gemv_silu_add_cpu(&p, &mut b);
+        assert_eq!(
+            b[4], ws,
+            "h {h}: the workspace is not zero after the launch"
+        );
         let y = f32s(&b[3]);
         let ms = x.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / h as f64;
         let inv = 1.0 / (ms + eps as f64).sqrt();
@@ -129,9 +137,18 @@ fn norm_gemv_silu_add_is_the_layer() {
     }
 }
 
-/// 4 quads a workgroup (16 columns) only where that keeps 512 workgroups.
+/// 4 quads (8 row ranges; 16 columns a WGSL workgroup) only where that
+/// keeps 512 workgroups; the workspace holds 129 words per tile and range
+/// and a counter per tile, and the grid is tiles × ranges.
 #[test]
 fn layer_quads_keep_the_device_full() {
+    assert_eq!(layer_workspace(4096, 2), 32 * 16 * 129 + 32);
+    assert_eq!(layer_workspace(8192, 4), 64 * 8 * 129 + 64);
+    assert_eq!(layer_workspace(129, 4), 2 * 8 * 129 + 2);
+    let grid = NORM_GEMV_SILU_ADD.grid;
+    assert_eq!(grid(&Params::dims(4096, 2, 0)), [512, 1, 1]);
+    assert_eq!(grid(&Params::dims(8192, 4, 0)), [512, 1, 1]);
+    assert_eq!(grid(&Params::dims(1, 2, 0)), [16, 1, 1]);
     assert_eq!(layer_quads(4096), 2);
     assert_eq!(layer_quads(8176), 2);
     assert_eq!(layer_quads(8177), 4);
