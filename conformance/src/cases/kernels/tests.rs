@@ -72,9 +72,40 @@ static ACCUMULATE: KernelDef = KernelDef {
     samples: &[Params::dims(5, 0, 0), Params::dims(130, 0, 0)],
 };
 
-/// Every per-kernel case passes over both kernels on cpu:0.
-#[test]
-fn kernel_cases_pass_on_the_cpu_reference() {
+/// `y = 2 x`; the workspace is left as it came.
+fn tidy_cpu(_: &Params, b: &mut [Vec<u8>]) {
+    let y: Vec<f32> = f32s(&b[0]).iter().map(|x| 2.0 * x).collect();
+    put(&mut b[1], &y);
+}
+/// `y = 2 x`, and a mark left in the workspace.
+fn messy_cpu(p: &Params, b: &mut [Vec<u8>]) {
+    tidy_cpu(p, b);
+    put(&mut b[2], &[1.0]);
+}
+const WORKSPACE: &[Binding] = &[
+    Binding::fixed("x", Access::Read, DType::F32),
+    Binding::fixed("y", Access::Write, DType::F32),
+    Binding::workspace("ws", DType::F32),
+];
+/// A kernel with a workspace it keeps zero.
+static TIDY: KernelDef = KernelDef {
+    name: "test_tidy",
+    bindings: WORKSPACE,
+    cpu: Some(tidy_cpu),
+    allows_aliasing: false,
+    ..SCALE
+};
+/// One that leaves its workspace dirty, its own CPU implementation too.
+static MESSY: KernelDef = KernelDef {
+    name: "test_messy",
+    bindings: WORKSPACE,
+    cpu: Some(messy_cpu),
+    allows_aliasing: false,
+    ..SCALE
+};
+
+/// Every per-kernel case over `def` on cpu:0: the trials that did not pass.
+fn not_passed(def: &'static KernelDef) -> Vec<String> {
     let plan = runner::plan(&Filter {
         backends: vec!["cpu".into()],
         cases: vec!["c1_replay_reexecutes".into()],
@@ -82,22 +113,46 @@ fn kernel_cases_pass_on_the_cpu_reference() {
     });
     let base = plan.trials.first().expect("a cpu trial").clone();
     let mut failed = Vec::new();
-    for def in [&SCALE, &ACCUMULATE] {
-        for case in crate::cases::KERNEL_CASES {
-            for &mode in case.modes {
-                let t = Trial {
-                    name: format!("cpu:0::{}::{}::{mode}", case.name, def.name),
-                    case,
-                    mode,
-                    kernel: Some(def),
-                    ..base.clone()
-                };
-                let v = runner::run(&t).verdict;
-                if !matches!(v, Verdict::Passed) {
-                    failed.push(format!("{}: {v:?}", t.name));
-                }
+    for case in crate::cases::KERNEL_CASES {
+        for &mode in case.modes {
+            let t = Trial {
+                name: format!("cpu:0::{}::{}::{mode}", case.name, def.name),
+                case,
+                mode,
+                kernel: Some(def),
+                ..base.clone()
+            };
+            let v = runner::run(&t).verdict;
+            if !matches!(v, Verdict::Passed) {
+                failed.push(format!("{}: {v:?}", t.name));
             }
         }
     }
+    failed
+}
+
+/// Every per-kernel case passes over both kernels on cpu:0, and over one
+/// with a workspace it keeps zero (which only holds if the cases hand it
+/// zeros: it never writes them).
+#[test]
+fn kernel_cases_pass_on_the_cpu_reference() {
+    let failed: Vec<String> = [&SCALE, &ACCUMULATE, &TIDY]
+        .into_iter()
+        .flat_map(not_passed)
+        .collect();
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// A workspace left dirty is red in C11, though the kernel's own CPU
+/// implementation leaves it dirty the same way.
+#[test]
+fn a_workspace_left_dirty_is_red() {
+    let failed = not_passed(&MESSY);
+    let c11: Vec<&String> = failed.iter().filter(|f| f.contains("c11_")).collect();
+    assert_eq!(c11.len(), 2, "{failed:#?}");
+    assert!(
+        c11.iter()
+            .all(|f| f.contains("workspace `ws` is not zero after the launch")),
+        "{c11:#?}"
+    );
 }
