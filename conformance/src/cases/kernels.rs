@@ -220,10 +220,11 @@ fn capture_one(d: &Device, call: &OpCall) -> seam::Result<seam::Graph> {
 /// and captured, over views at odd offsets and again over 16-byte aligned
 /// ones, touching nothing outside them.
 ///
-/// Mutation: `ALIGNED_GUARD` → `GUARD` (no aligned placement) → a fault
-/// in a kernel's aligned path alone passes, e.g. `norm_gemv_silu_add.cu`'s
-/// four-row loop summing `b[u].x` twice → green on cuda:0 without the
-/// aligned placement, red with it.
+/// The aligned placement is what reaches a vector path: on an H100
+/// (docs/results/h100-6671f36) a fault planted in `norm_gemv_silu_add.cu`'s
+/// aligned four-row loop (`b[u].x` where `b[u].y` belongs) was red on
+/// cuda:0 at sample 4, views 16 elements in, and green with both
+/// placements 3 elements in.
 ///
 /// Mutation: make the CPU backend ignore the view offset of user kernels
 /// (`let (start, len) = (view.byte_offset as usize, …)` → `(0, …)` in
