@@ -84,7 +84,7 @@ enum Cmd {
         /// arm on the decode stack, the chain at N = 1000 only) or `full`.
         #[arg(long, default_value = "full")]
         mode: String,
-        /// Run the device command on this machine (`smoke`/`full` need a GPU,
+        /// Run the device command on this machine (`smoke`/`decode`/`full` need a GPU,
         /// nvcc and PyTorch; `quick` runs anywhere).
         #[arg(long)]
         exec: bool,
