@@ -14,6 +14,7 @@
 // committed kernel within a relative difference. Rounds alternate the arms;
 // the median over rounds is printed.
 // nvcc -O3 -std=c++17 -arch=sm_90 -diag-suppress 186 fused_probe.cu -lcublas
+// ./a.out [rounds [H ...]] (H multiples of 128; default 4096 8192)
 #include <algorithm>
 #include <cstdlib>
 #include <cstdio>
@@ -270,7 +271,10 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop;
     cudaGetDeviceProperties(&prop, 0);
     printf("# %s, %d SMs\n", prop.name, prop.multiProcessorCount);
-    for (unsigned h : {4096u, 8192u}) {
+    std::vector<unsigned> hs;
+    for (int i = 2; i < argc; i++) hs.push_back((unsigned)atoi(argv[i]));
+    if (hs.empty()) hs = {4096u, 8192u};
+    for (unsigned h : hs) {
         size_t elems = (size_t)h * h;
         double bytes = elems * 4.0;
         std::vector<float> hw(elems), hx(h), hn(h);

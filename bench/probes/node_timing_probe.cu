@@ -13,14 +13,28 @@
 //   stampn   a one-thread stamp kernel writing %globaltimer before the
 //            first kernel and after each (for kernels seam cannot change,
 //            cuBLAS's)
+//   stampb   the stamp kernels of stampn as side branches: stamp i + 1
+//            depends on kernel i, kernel i + 1 on kernel i alone (captured
+//            with cuStreamUpdateCaptureDependencies setting the stream's
+//            dependencies back to kernel i after each stamp), so no kernel
+//            waits for a stamp
+//   stampbp  stampb with the stamps launched at the device's highest
+//            priority (cudaLaunchAttributePriority, the graph instantiated
+//            with cudaGraphInstantiateFlagUseNodePriority)
 //   cupti    the plain graph with CUPTI activity records of every kernel
 //            (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, each record carrying
 //            its graph node id), buffers flushed once per round; the
 //            records are counted and checked to carry node ids
 //
+// A second part times stamps around wide kernels (1056 blocks of 256
+// threads spinning about 3 us, each kernel's block 0 writing its start):
+// how late a side-branch stamp runs after the next kernel started.
+//
 // nvcc -O3 -std=c++17 -arch=sm_90 node_timing_probe.cu -I$CUPTI/include
-//   -L$CUPTI/lib64 -lcupti -o node_timing_probe
+//   -L$CUPTI/lib64 -lcupti -ldl -o node_timing_probe
+#include <cuda.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <cupti.h>
 #include <algorithm>
 #include <chrono>
@@ -72,8 +86,83 @@ __global__ void scale_add_stamped(float* x, unsigned long long* stamps, int i) {
 
 __global__ void stamp(unsigned long long* stamps, int i) { stamps[i] = globaltimer(); }
 
-enum Arm { PLAIN, EVENTS, STAMPK, STAMPN };
-static const char* NAMES[] = {"plain", "events", "stampk", "stampn"};
+// A wide kernel: every thread spins `ns` of %globaltimer; block 0 writes
+// its start into starts[i].
+__global__ void wide(float* x, unsigned long long* starts, int i, unsigned ns) {
+    unsigned long long t0 = globaltimer();
+    if (blockIdx.x == 0 && threadIdx.x == 0) starts[i] = t0;
+    while (globaltimer() - t0 < ns) {
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) x[0] += 1.0f;
+}
+
+enum Arm { PLAIN, EVENTS, STAMPK, STAMPN, STAMPB, STAMPBP, ARMS };
+static const char* NAMES[] = {"plain", "events", "stampk", "stampn", "stampb", "stampbp"};
+
+#define CD(x)                                                                      \
+    do {                                                                           \
+        CUresult cd_res_ = (x);                                                    \
+        if (cd_res_ != CUDA_SUCCESS) {                                             \
+            fprintf(stderr, "%s:%d %s: CUresult %d\n", __FILE__, __LINE__, #x,     \
+                    (int)cd_res_);                                                 \
+            exit(1);                                                               \
+        }                                                                          \
+    } while (0)
+
+// Launch stamp `i` as a side branch of the capture on `s`: it depends on
+// what the stream's next work would, and the stream's dependencies are set
+// back to those afterwards, so the next work does not depend on it.
+// The driver's entry points by their versioned names, looked up in
+// libcuda (as seam's CUDA backend does), whatever the header declares.
+typedef CUresult (*GetInfo)(CUstream, CUstreamCaptureStatus*, cuuint64_t*, CUgraph*,
+                            const CUgraphNode**, const void**, size_t*);
+typedef CUresult (*UpdateDeps)(CUstream, CUgraphNode*, const void*, size_t, unsigned);
+static void* driver_symbol(const char* name) {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!lib) lib = dlopen("libcuda.so.1", RTLD_NOW);
+    void* f = lib ? dlsym(lib, name) : nullptr;
+    if (!f) {
+        fprintf(stderr, "no %s in libcuda.so.1\n", name);
+        exit(1);
+    }
+    return f;
+}
+
+static void side_stamp(cudaStream_t s, unsigned long long* stamps, int i, bool high) {
+    static GetInfo get_info = (GetInfo)driver_symbol("cuStreamGetCaptureInfo_v3");
+    static UpdateDeps update_deps = (UpdateDeps)driver_symbol("cuStreamUpdateCaptureDependencies_v2");
+    CUstreamCaptureStatus st;
+    const CUgraphNode* deps = nullptr;
+    size_t n = 0;
+    CD(get_info((CUstream)s, &st, nullptr, nullptr, &deps, nullptr, &n));
+    std::vector<CUgraphNode> saved(deps, deps + n);
+    if (high) {
+        int lo, hi;
+        CK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributePriority;
+        at[0].val.priority = hi;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(1);
+        cfg.blockDim = dim3(1);
+        cfg.stream = s;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        CK(cudaLaunchKernelEx(&cfg, stamp, stamps, i));
+    } else {
+        stamp<<<1, 1, 0, s>>>(stamps, i);
+    }
+    CD(update_deps((CUstream)s, saved.data(), nullptr, saved.size(),
+                   CU_STREAM_SET_CAPTURE_DEPENDENCIES));
+}
+
+static cudaGraphExec_t instantiate(cudaGraph_t g, cudaStream_t s, bool priority) {
+    cudaGraphExec_t e;
+    CK(cudaGraphInstantiate(&e, g, priority ? cudaGraphInstantiateFlagUseNodePriority : 0));
+    CK(cudaGraphUpload(e, s));
+    CK(cudaGraphDestroy(g));
+    return e;
+}
 
 static cudaGraphExec_t capture(Arm arm, int n, cudaStream_t s, float* x,
                                unsigned long long* stamps, std::vector<cudaEvent_t>& evs) {
@@ -81,6 +170,7 @@ static cudaGraphExec_t capture(Arm arm, int n, cudaStream_t s, float* x,
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     if (arm == EVENTS) CK(cudaEventRecordWithFlags(evs[0], s, cudaEventRecordExternal));
     if (arm == STAMPN) stamp<<<1, 1, 0, s>>>(stamps, 0);
+    if (arm == STAMPB || arm == STAMPBP) side_stamp(s, stamps, 0, arm == STAMPBP);
     for (int i = 0; i < n; i++) {
         if (arm == STAMPK)
             scale_add_stamped<<<1, 1, 0, s>>>(x, stamps, i);
@@ -88,13 +178,28 @@ static cudaGraphExec_t capture(Arm arm, int n, cudaStream_t s, float* x,
             scale_add<<<1, 1, 0, s>>>(x);
         if (arm == EVENTS) CK(cudaEventRecordWithFlags(evs[i + 1], s, cudaEventRecordExternal));
         if (arm == STAMPN) stamp<<<1, 1, 0, s>>>(stamps, i + 1);
+        if (arm == STAMPB || arm == STAMPBP) side_stamp(s, stamps, i + 1, arm == STAMPBP);
     }
     CK(cudaStreamEndCapture(s, &g));
-    cudaGraphExec_t e;
-    CK(cudaGraphInstantiate(&e, g, 0));
-    CK(cudaGraphUpload(e, s));
-    CK(cudaGraphDestroy(g));
-    return e;
+    return instantiate(g, s, arm == STAMPBP);
+}
+
+// The wide chain of n kernels with stamps as `arm` (STAMPN, STAMPB or
+// STAMPBP) places them.
+static cudaGraphExec_t capture_wide(Arm arm, int n, cudaStream_t s, float* x,
+                                    unsigned long long* stamps, unsigned long long* starts,
+                                    unsigned ns) {
+    cudaGraph_t g;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i <= n; i++) {
+        if (arm == STAMPN)
+            stamp<<<1, 1, 0, s>>>(stamps, i);
+        else if (arm != PLAIN)
+            side_stamp(s, stamps, i, arm == STAMPBP);
+        if (i < n) wide<<<1056, 256, 0, s>>>(x, starts, i, ns);
+    }
+    CK(cudaStreamEndCapture(s, &g));
+    return instantiate(g, s, arm == STAMPBP);
 }
 
 static double now_us() {
@@ -154,14 +259,14 @@ int main(int argc, char** argv) {
     for (int n : ns) {
         std::vector<cudaEvent_t> evs(n + 1);
         for (auto& e : evs) CK(cudaEventCreate(&e));
-        cudaGraphExec_t ex[4];
-        for (int a = 0; a < 4; a++) ex[a] = capture((Arm)a, n, s, x, stamps, evs);
+        cudaGraphExec_t ex[ARMS];
+        for (int a = 0; a < ARMS; a++) ex[a] = capture((Arm)a, n, s, x, stamps, evs);
         int reps = n == 1 ? 2000 : n == 100 ? 400 : 60;
-        for (int a = 0; a < 4; a++) time_replays(ex[a], s, reps / 4);  // warm-up
-        std::vector<double> per[5], ratio[5];
+        for (int a = 0; a < ARMS; a++) time_replays(ex[a], s, reps / 4);  // warm-up
+        std::vector<double> per[ARMS + 1], ratio[ARMS + 1];
         for (int r = 0; r < rounds; r++) {
             double base = 0;
-            for (int a = 0; a < 4; a++) {
+            for (int a = 0; a < ARMS; a++) {
                 double t = time_replays(ex[a], s, reps);
                 if (a == PLAIN) base = t;
                 per[a].push_back(t);
@@ -175,8 +280,8 @@ int main(int argc, char** argv) {
         time_replays(ex[PLAIN], s, reps / 4);
         for (int r = 0; r < rounds; r++) {
             double t = time_replays(ex[PLAIN], s, reps);
-            per[4].push_back(t);
-            ratio[4].push_back(t / per[PLAIN][r]);
+            per[ARMS].push_back(t);
+            ratio[ARMS].push_back(t / per[PLAIN][r]);
             CU(cuptiActivityFlushAll(0));
         }
         CU(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
@@ -189,13 +294,13 @@ int main(int argc, char** argv) {
         };
         auto lo = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
         auto hi = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
-        for (int a = 0; a < 5; a++)
-            printf("%d,%s,%.2f,%.3f,%.3f,%.3f\n", n, a < 4 ? NAMES[a] : "cupti", med(per[a]),
+        for (int a = 0; a <= ARMS; a++)
+            printf("%d,%s,%.2f,%.3f,%.3f,%.3f\n", n, a < ARMS ? NAMES[a] : "cupti", med(per[a]),
                    med(ratio[a]), lo(ratio[a]), hi(ratio[a]));
         printf("# n=%d cupti: %zu kernel records of %zu launched kernels, %zu with a graph node id, "
                "%zu dropped; plain after CUPTI was disabled: %.2f us\n",
                n, g_records, expect, g_with_node, g_dropped, after);
-        for (int a = 0; a < 4; a++) CK(cudaGraphExecDestroy(ex[a]));
+        for (int a = 0; a < ARMS; a++) CK(cudaGraphExecDestroy(ex[a]));
         for (auto& e : evs) CK(cudaEventDestroy(e));
     }
     // Stamps of the last stampk replay at n = 1000 are sane: ordered, positive spans.
@@ -216,5 +321,52 @@ int main(int argc, char** argv) {
     printf("# stampk n=1000: %d out-of-order stamps; span within a kernel: median %llu ns, "
            "max %llu ns; replay %llu ns first start to last end\n",
            bad, spans[500], spans.back(), h[1999] - h[0]);
+    // Side-branch stamps: in order and placed where the stamps say, at
+    // N = 1000 (one replay of each), and around wide kernels.
+    for (Arm arm : {STAMPB, STAMPBP}) {
+        std::vector<unsigned long long> st(1001);
+        e = capture(arm, 1000, s, x, stamps, none);
+        CK(cudaGraphLaunch(e, s));
+        CK(cudaStreamSynchronize(s));
+        CK(cudaMemcpy(st.data(), stamps, st.size() * 8, cudaMemcpyDeviceToHost));
+        int back = 0;
+        std::vector<long long> sp;
+        for (int i = 0; i < 1000; i++) {
+            if (st[i + 1] < st[i]) back++;
+            sp.push_back((long long)(st[i + 1] - st[i]));
+        }
+        std::sort(sp.begin(), sp.end());
+        printf("# %s n=1000: %d stamps before the one before them; span median %lld ns, min %lld, "
+               "max %lld; first to last %llu ns\n",
+               NAMES[arm], back, sp[500], sp.front(), sp.back(), st[1000] - st[0]);
+        CK(cudaGraphExecDestroy(e));
+    }
+    unsigned long long* starts;
+    CK(cudaMalloc(&starts, 1024 * 8));
+    const int wn = 100;
+    const unsigned spin = 3000;
+    printf("wide,arm,us_per_replay_median,stamp_lag_after_next_start_ns_median,min,max,span_median_ns\n");
+    for (Arm arm : {PLAIN, STAMPN, STAMPB, STAMPBP}) {
+        e = capture_wide(arm, wn, s, x, stamps, starts, spin);
+        time_replays(e, s, 10);
+        double us = time_replays(e, s, 100);
+        if (arm == PLAIN) {
+            printf("%d,%s,%.2f,,,,\n", wn, NAMES[arm], us);
+            CK(cudaGraphExecDestroy(e));
+            continue;
+        }
+        std::vector<unsigned long long> st(wn + 1), go(wn);
+        CK(cudaMemcpy(st.data(), stamps, st.size() * 8, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(go.data(), starts, go.size() * 8, cudaMemcpyDeviceToHost));
+        // stamp i (i >= 1) follows kernel i - 1; kernel i (i < wn) starts then
+        std::vector<long long> lag, sp;
+        for (int i = 1; i < wn; i++) lag.push_back((long long)st[i] - (long long)go[i]);
+        for (int i = 0; i < wn; i++) sp.push_back((long long)(st[i + 1] - st[i]));
+        std::sort(lag.begin(), lag.end());
+        std::sort(sp.begin(), sp.end());
+        printf("%d,%s,%.2f,%lld,%lld,%lld,%lld\n", wn, NAMES[arm], us, lag[lag.size() / 2], lag.front(),
+               lag.back(), sp[sp.size() / 2]);
+        CK(cudaGraphExecDestroy(e));
+    }
     return 0;
 }
