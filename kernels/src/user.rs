@@ -312,6 +312,11 @@ pub const LAYER_MAX_H: u32 = 16_384;
 /// Columns a CUDA block of [`NORM_GEMV_SILU_ADD`] owns (32 lanes × 4).
 const LAYER_TILE: u64 = 128;
 
+/// The width from which the CUDA kernel splits rows over blocks
+/// (`SEAM_LAYER_SPLIT_FROM` in `norm_gemv_silu_add.cu`); below it, each
+/// block sums every row of its columns.
+pub const LAYER_SPLIT_FROM: u32 = 2048;
+
 /// Row ranges the CUDA kernel splits `h` into for `quads` (2 → 16, 4 →
 /// 8): the workgroup count is then the same for the CUDA split and the
 /// WGSL columns, ⌈h / 128⌉ · 32 / quads.
@@ -369,39 +374,66 @@ pub fn layer_quads(h: u32) -> u32 {
 }
 
 /// The CPU implementation: what `norm_gemv_silu_add.cu` computes, step for
-/// step. For each tile of 128 columns and each of the `32 / quads` row
-/// ranges of ⌈h / ranges⌉, warp `w` (of 8) sums rows `k0 + w, k0 + w + 8,
-/// …` of its range with one fused multiply-add each, the 8 warps' sums are
-/// added in order, and the ranges' sums in order after a zero; Σx² the
-/// same way. The workspace is left as it came (zeros).
+/// step, in the order of its layout at `h` ([`LAYER_SPLIT_FROM`]). The
+/// workspace is left as it came (zeros).
 pub fn norm_gemv_silu_add_cpu(p: &Params, b: &mut [Vec<u8>]) {
     let h = p.d0 as usize;
-    let splits = layer_splits(p.d1) as usize;
-    let r = h.div_ceil(splits);
     let x = f32s(&b[0]);
     let wn = f32s(&b[1]);
     let w = f32s(&b[2]);
     let a: Vec<f32> = x[..h].iter().zip(&wn).map(|(x, w)| x * w).collect();
-    // Σ over the ranges, each the warps' sums added in warp order.
-    let split_sum = |term: &dyn Fn(usize, f32) -> f32| -> f32 {
-        (0..splits).fold(0f32, |total, ks| {
-            let (k0, k1) = ((ks * r).min(h), (ks * r + r).min(h));
-            let range = (0..8)
-                .map(|wp| (k0 + wp..k1).step_by(8).fold(0f32, |acc, k| term(k, acc)))
-                .reduce(|s, v| s + v)
-                .unwrap_or(0.0);
-            total + range
-        })
+    let sum = |term: &Term| {
+        if p.d0 < LAYER_SPLIT_FROM {
+            sliced_sum(h, LAYER_WG / p.d1 as usize, term)
+        } else {
+            split_sum(h, layer_splits(p.d1) as usize, term)
+        }
     };
-    let ss = split_sum(&|k, acc| x[k].mul_add(x[k], acc));
+    let ss = sum(&|k, acc| x[k].mul_add(x[k], acc));
     let inv = 1.0 / (ss / h as f32 + p.s0).sqrt();
     let y: Vec<f32> = (0..h)
         .map(|c| {
-            let z = split_sum(&|k, acc| a[k].mul_add(w[k * h + c], acc)) * inv;
+            let z = sum(&|k, acc| a[k].mul_add(w[k * h + c], acc)) * inv;
             x[c] + z / (1.0 + (-z).exp())
         })
         .collect();
     store(&mut b[3], &y);
+}
+
+/// One step of a sum over rows: the running sum after row k.
+type Term<'a> = dyn Fn(usize, f32) -> f32 + 'a;
+
+/// Σ over k < h of `term` as the column-slice layout adds it: slice `s`
+/// of `slices` folds k = s, s + slices, … in order from zero, then a tree
+/// halves the slices' sums (slice s gets s + half, half = slices / 2 … 1).
+fn sliced_sum(h: usize, slices: usize, term: &Term) -> f32 {
+    let mut lanes: Vec<f32> = (0..slices)
+        .map(|s| (s..h).step_by(slices).fold(0f32, |acc, k| term(k, acc)))
+        .collect();
+    let mut half = slices / 2;
+    while half > 0 {
+        for s in 0..half {
+            lanes[s] += lanes[s + half];
+        }
+        half /= 2;
+    }
+    lanes[0]
+}
+
+/// Σ over k < h of `term` as the split-K layout adds it: for each of
+/// `splits` row ranges of ⌈h / splits⌉, warp `w` (of 8) folds rows
+/// `k0 + w, k0 + w + 8, …` of the range from zero, the 8 warps' sums are
+/// added in warp order, and the ranges' sums in range order after a zero.
+fn split_sum(h: usize, splits: usize, term: &Term) -> f32 {
+    let r = h.div_ceil(splits);
+    (0..splits).fold(0f32, |total, ks| {
+        let (k0, k1) = ((ks * r).min(h), (ks * r + r).min(h));
+        let range = (0..8)
+            .map(|wp| (k0 + wp..k1).step_by(8).fold(0f32, |acc, k| term(k, acc)))
+            .reduce(|s, v| s + v)
+            .unwrap_or(0.0);
+        total + range
+    })
 }
 
 /// One layer of the benchmark's decode stack in one launch (d0 = h ≤
@@ -415,18 +447,19 @@ pub fn norm_gemv_silu_add_cpu(p: &Params, b: &mut [Vec<u8>]) {
 /// norm's scale is applied to each dot product instead of each input, so
 /// the result is not the four ops' bit for bit.
 ///
-/// How it runs: CUDA splits the rows over `32 / quads` blocks per 128
-/// columns, each warp reading 512 contiguous bytes of a row, and the block
-/// that finishes a tile last adds the partial sums (in the workspace) and
-/// applies the epilogue; WGSL, whose workgroups cannot wait for each
-/// other, gives each workgroup `4 · quads` columns over every row (k-slices
-/// of `256 / quads`, a shared-memory tree) and leaves the workspace alone.
+/// How it runs: from h = [`LAYER_SPLIT_FROM`], CUDA splits the rows over
+/// `32 / quads` blocks per 128 columns, each warp reading 512 contiguous
+/// bytes of a row, and the block that finishes a tile last adds the
+/// partial sums (in the workspace) and applies the epilogue. Below it, and
+/// in WGSL at every width (its workgroups cannot wait for each other),
+/// each workgroup takes `4 · quads` columns over every row (k-slices of
+/// `256 / quads`, a shared-memory tree) and leaves the workspace alone.
 ///
 /// Tolerance: CUDA and the CPU compute the same correctly rounded steps
 /// and fused multiply-adds in the same order, all but `exp` (2 ulp); WGSL
-/// sums in its own order and may round each multiply-add twice: within
-/// `1e-5 + 1e-5 · |ref|` for inputs of order 1 and h up to 1000 (the
-/// samples, on lavapipe).
+/// may round each multiply-add twice, and from [`LAYER_SPLIT_FROM`] sums in
+/// another order: within `1e-5 + 1e-5 · |ref|` for inputs of order 1 and h
+/// up to 2052 (the samples, on lavapipe).
 #[allow(unsafe_code)] // trusts its CUDA C (`CudaSource::trusted`)
 pub static NORM_GEMV_SILU_ADD: KernelDef = KernelDef {
     name: "norm_gemv_silu_add_f32",
@@ -462,6 +495,7 @@ pub static NORM_GEMV_SILU_ADD: KernelDef = KernelDef {
         Params::dims(300, 2, 0).with_scalars(1e-5, 0.0),
         Params::dims(514, 2, 0).with_scalars(0.25, 0.0),
         Params::dims(1000, 4, 0).with_scalars(0.25, 0.0),
+        Params::dims(2052, 4, 0).with_scalars(1e-5, 0.0),
     ],
 };
 

@@ -2,26 +2,39 @@
 // (d0 = h, d1 = quads Q (2 or 4), s0 = eps):
 //   y = x + silu((x / sqrt(mean(x²) + eps) · wn) · W),  W h × h row-major.
 // The norm's scale is one number, so it is applied after the dot products:
-// z[c] = inv · Σ_k (x[k] · wn[k]) · W[k][c].
+// z[c] = inv · Σ_k (x[k] · wn[k]) · W[k][c]. The grid is ⌈h / 128⌉ · 32 / Q
+// blocks of 256 threads at every h; how they share the work depends on h.
 //
-// Split-K, finished by the block that arrives last. The columns are cut
-// into T = ⌈h / 128⌉ tiles of 128 and the rows into KS = 32 / Q ranges of
-// ⌈h / KS⌉; block b (of T · KS, 256 threads) takes tile b / KS and range
-// b % KS. Lane l of warp w sums columns 128·tile + 4l … + 3 over rows
-// k0 + w, k0 + w + 8, … of its range (one fma per product, in row order,
-// four rows' 16-byte loads of W in flight: each warp reads 512 contiguous
-// bytes of a row), and Σx² over the same rows alongside. The 8 warps' sums
-// are added in warp order and stored in the workspace with the range's
-// Σx²; then the block counts itself done on its tile's counter. The block
-// that counts KS adds the KS partial sums of each column in range order
-// (and the KS Σx²), applies the norm, silu and the residual, and returns
-// the tile's workspace to zeros, counter included. So the workspace (f32
-// words: T · KS · 128 partial sums, T · KS Σx², T counters) must be zero
-// before a launch and is zero after it (`Binding::workspace`).
-// The CPU implementation reproduces this order and the fmas; only expf
+// h ≥ 2048: split-K, finished by the block that arrives last. The columns
+// are cut into T = ⌈h / 128⌉ tiles of 128 and the rows into KS = 32 / Q
+// ranges of ⌈h / KS⌉; block b takes tile b / KS and range b % KS. Lane l
+// of warp w sums columns 128·tile + 4l … + 3 over rows k0 + w, k0 + w + 8,
+// … of its range (one fma per product, in row order, four rows' 16-byte
+// loads of W in flight: each warp reads 512 contiguous bytes of a row),
+// and Σx² over the same rows alongside. The 8 warps' sums are added in
+// warp order and stored in the workspace with the range's Σx²; then the
+// block counts itself done on its tile's counter. The block that counts
+// KS adds the KS partial sums of each column in range order (and the KS
+// Σx²), applies the norm, silu and the residual, and returns the tile's
+// workspace to zeros, counter included. So the workspace (f32 words:
+// T · KS · 128 partial sums, T · KS Σx², T counters) must be zero before a
+// launch and is zero after it (`Binding::workspace`).
+//
+// h < 2048: column slices, no workspace. Block b owns the 4·Q columns from
+// 4·Q·b (blocks past column h do nothing); thread t takes the quad t % Q
+// and the k-slice s = t / Q of S = 256 / Q, summing k = s, s + S, … in
+// order with one fma per product (four rows' loads in flight where the
+// quads are 16-byte aligned), the quad-0 threads Σx² alongside; a
+// shared-memory tree halves the S partial sums. At these widths the split's
+// arrival count and second pass cost more than the few rows each block
+// reads (one H100: 3.5 against 4.6 µs at h = 256, 5.6 against 6.3 at
+// 1024, even at 2048; `bench/probes/fused_probe.cu`).
+//
+// The CPU implementation reproduces both orders and the fmas; only expf
 // (2 ulp) differs.
 
 #define SEAM_LAYER_TILE 128u
+#define SEAM_LAYER_SPLIT_FROM 2048u
 
 template <bool VEC>
 __device__ void norm_gemv_silu_add(const float* x, const float* wn, const float* w, float* y, float* ws,
@@ -134,9 +147,97 @@ __device__ void norm_gemv_silu_add(const float* x, const float* wn, const float*
     if (threadIdx.x == 0u) count[tile] = 0u;
 }
 
+template <unsigned Q, bool VEC>
+__device__ void norm_gemv_silu_add_sliced(const float* x, const float* wn, const float* w, float* y,
+                                          unsigned h, float eps) {
+    constexpr unsigned S = 256u / Q;
+    __shared__ float4 part[256];
+    __shared__ float sq[S];
+    unsigned t = threadIdx.x, q = t % Q, s = t / Q;
+    unsigned long long col = ((unsigned long long)blockIdx.x * Q + q) * 4ull;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float ss = 0.0f;
+    if (col < h) {
+        unsigned k = s;
+        if (VEC) {
+            // Four rows' loads in flight before their products: the same
+            // products in the same order as the loop below.
+            for (; k + 3u * S < h; k += 4u * S) {
+                float4 b[4];
+                float xs[4], ns[4];
+#pragma unroll
+                for (unsigned u = 0; u < 4u; ++u) {
+                    b[u] = *reinterpret_cast<const float4*>(w + (unsigned long long)(k + u * S) * h + col);
+                    xs[u] = x[k + u * S];
+                    ns[u] = wn[k + u * S];
+                }
+#pragma unroll
+                for (unsigned u = 0; u < 4u; ++u) {
+                    float a = __fmul_rn(xs[u], ns[u]);
+                    acc.x = __fmaf_rn(a, b[u].x, acc.x);
+                    acc.y = __fmaf_rn(a, b[u].y, acc.y);
+                    acc.z = __fmaf_rn(a, b[u].z, acc.z);
+                    acc.w = __fmaf_rn(a, b[u].w, acc.w);
+                    ss = __fmaf_rn(xs[u], xs[u], ss);
+                }
+            }
+        }
+        for (; k < h; k += S) {
+            float xk = x[k];
+            float a = __fmul_rn(xk, wn[k]);
+            const float* row = w + (unsigned long long)k * h + col;
+            float4 b;
+            if (VEC) {
+                b = *reinterpret_cast<const float4*>(row);
+            } else {
+                b.x = row[0];
+                b.y = col + 1 < h ? row[1] : 0.0f;
+                b.z = col + 2 < h ? row[2] : 0.0f;
+                b.w = col + 3 < h ? row[3] : 0.0f;
+            }
+            acc.x = __fmaf_rn(a, b.x, acc.x);
+            acc.y = __fmaf_rn(a, b.y, acc.y);
+            acc.z = __fmaf_rn(a, b.z, acc.z);
+            acc.w = __fmaf_rn(a, b.w, acc.w);
+            ss = __fmaf_rn(xk, xk, ss);
+        }
+    }
+    part[t] = acc;
+    if (q == 0u) sq[s] = ss;
+    __syncthreads();
+    for (unsigned half = S / 2u; half > 0u; half >>= 1) {
+        if (s < half) {
+            float4 o = part[t + half * Q];
+            part[t].x = __fadd_rn(part[t].x, o.x);
+            part[t].y = __fadd_rn(part[t].y, o.y);
+            part[t].z = __fadd_rn(part[t].z, o.z);
+            part[t].w = __fadd_rn(part[t].w, o.w);
+            if (q == 0u) sq[s] = __fadd_rn(sq[s], sq[s + half]);
+        }
+        __syncthreads();
+    }
+    if (s != 0u || col >= h) return;
+    float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sq[0], (float)h), eps)));
+    float z4[4] = {part[q].x, part[q].y, part[q].z, part[q].w};
+    for (unsigned j = 0; j < 4u && col + j < h; ++j) {
+        float z = __fmul_rn(z4[j], inv);
+        y[col + j] = __fadd_rn(x[col + j], z / __fadd_rn(1.0f, expf(-z)));
+    }
+}
+
 extern "C" __global__ void norm_gemv_silu_add_f32(const float* x, const float* wn, const float* w, float* y,
                                                   float* ws, Params p) {
     bool vec = (p.d0 & 3u) == 0u && ((unsigned long long)w & 15ull) == 0ull;
+    if (p.d0 < SEAM_LAYER_SPLIT_FROM) {
+        if (p.d1 == 4u) {
+            if (vec) norm_gemv_silu_add_sliced<4u, true>(x, wn, w, y, p.d0, p.s0);
+            else norm_gemv_silu_add_sliced<4u, false>(x, wn, w, y, p.d0, p.s0);
+        } else {
+            if (vec) norm_gemv_silu_add_sliced<2u, true>(x, wn, w, y, p.d0, p.s0);
+            else norm_gemv_silu_add_sliced<2u, false>(x, wn, w, y, p.d0, p.s0);
+        }
+        return;
+    }
     unsigned ks_n = 32u / p.d1;
     if (vec) norm_gemv_silu_add<true>(x, wn, w, y, ws, p.d0, ks_n, p.s0);
     else norm_gemv_silu_add<false>(x, wn, w, y, ws, p.d0, ks_n, p.s0);

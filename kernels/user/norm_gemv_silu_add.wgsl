@@ -5,11 +5,12 @@
 // b of 256 owns the 4·Q columns from 4·Q·b; invocation t takes the quad
 // t % Q and the k-slice s = t / Q of S = 256 / Q, summing k = s, s + S, …
 // in order (four adjacent loads of W per k), and the quad-0 invocations
-// sum x² alongside; a shared-memory tree halves the S partial sums (not
-// the CUDA order the CPU implementation reproduces, and WGSL may or may
-// not fuse each fma: the tolerance covers both). Q is a literal in each
-// call of `layer`.
-// The grid is the CUDA split's, ⌈h / 128⌉ · 32 / Q workgroups: those past
+// sum x² alongside; a shared-memory tree halves the S partial sums: the
+// CUDA kernel's layout below h = 2048, whose order the CPU implementation
+// reproduces (WGSL may or may not fuse each fma, and from h = 2048 CUDA
+// splits the rows over blocks: the tolerance covers both). Q is a literal
+// in each call of `layer`.
+// The grid is the CUDA kernel's, ⌈h / 128⌉ · 32 / Q workgroups: those past
 // column h do nothing. Workgroups cannot wait for each other here, so the
 // workspace the CUDA kernel reduces through is left alone (zeros in, zeros
 // out).

@@ -3,7 +3,8 @@
 
 use super::{
     add_rms_norm_cpu, layer_quads, layer_workspace, norm_gemv_silu_add_cpu, rope_cpu, rope_freqs,
-    sincos, ADD_RMS_NORM, ALL, LAYER_MAX_H, NORM_GEMV_SILU_ADD, ROPE, ROPE_MAX_POS,
+    sincos, sliced_sum, split_sum, Term, ADD_RMS_NORM, ALL, LAYER_MAX_H, LAYER_SPLIT_FROM,
+    NORM_GEMV_SILU_ADD, ROPE, ROPE_MAX_POS,
 };
 use seam::kernel::KernelDef;
 use seam::Params;
@@ -96,10 +97,11 @@ fn add_rms_norm_adds_then_normalizes() {
 }
 
 /// The fused decode layer against the four ops in f64, at both quad
-/// counts (16 and 8 row ranges), a width that is no multiple of 4, one
-/// below a tile's columns, one with ranges of a row or none, one whose
-/// ranges hold more than four rows a warp, and an eps large enough that
-/// dropping it shows; the workspace comes back as zeros.
+/// counts, in both layouts (column slices below [`LAYER_SPLIT_FROM`], 8
+/// row ranges of more than four rows a warp and a last tile of one quad
+/// from it), a width that is no multiple of 4, one below a tile's
+/// columns, and an eps large enough that dropping it shows; the workspace
+/// comes back as zeros.
 #[test]
 fn norm_gemv_silu_add_is_the_layer() {
     for (h, quads, eps) in [
@@ -108,6 +110,7 @@ fn norm_gemv_silu_add_is_the_layer() {
         (300, 2, 1e-5),
         (130, 4, 0.25),
         (700, 4, 1e-5),
+        (2052, 4, 1e-5),
     ] {
         let x: Vec<f32> = (0..h).map(|i| (i as f32 * 0.37).sin()).collect();
         let wn: Vec<f32> = (0..h).map(|i| 0.5 + (i % 7) as f32 / 7.0).collect();
@@ -134,6 +137,61 @@ fn norm_gemv_silu_add_is_the_layer() {
                 y[c]
             );
         }
+    }
+}
+
+/// Below [`LAYER_SPLIT_FROM`] the CPU implementation adds in the column
+/// slices' order, from it in the split's (as the CUDA kernel switches), and
+/// the two orders differ for these inputs, so the switch is seen; the CUDA
+/// source switches at the same width.
+#[test]
+fn norm_gemv_silu_add_switches_layout_at_the_split_width() {
+    assert!(
+        include_str!("../../user/norm_gemv_silu_add.cu").contains(&format!(
+            "#define SEAM_LAYER_SPLIT_FROM {LAYER_SPLIT_FROM}u\n"
+        ))
+    );
+    for (h, quads) in [(LAYER_SPLIT_FROM - 1, 2u32), (LAYER_SPLIT_FROM, 4)] {
+        let n = h as usize;
+        let x: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
+        let wn: Vec<f32> = (0..n).map(|i| 0.5 + (i % 7) as f32 / 7.0).collect();
+        let w: Vec<f32> = (0..n * n).map(|i| (i as f32 * 0.013).cos() * 0.2).collect();
+        let ws = vec![0; layer_workspace(h, quads) as usize * 4];
+        let mut b = vec![bytes(&x), bytes(&wn), bytes(&w), vec![0; n * 4], ws];
+        let p = Params::dims(h, quads, 0).with_scalars(1e-5, 0.0);
+        norm_gemv_silu_add_cpu(&p, &mut b);
+        let y = f32s(&b[3]);
+        let a: Vec<f32> = x.iter().zip(&wn).map(|(x, w)| x * w).collect();
+        let layer = |split: bool| -> Vec<f32> {
+            let sum = |t: &Term| {
+                if split {
+                    split_sum(n, 32 / quads as usize, t)
+                } else {
+                    sliced_sum(n, 256 / quads as usize, t)
+                }
+            };
+            let inv = 1.0 / (sum(&|k, acc| x[k].mul_add(x[k], acc)) / h as f32 + 1e-5).sqrt();
+            (0..n)
+                .map(|c| {
+                    let z = sum(&|k, acc| a[k].mul_add(w[k * n + c], acc)) * inv;
+                    x[c] + z / (1.0 + (-z).exp())
+                })
+                .collect()
+        };
+        let (sliced, split) = (layer(false), layer(true));
+        assert_ne!(
+            sliced, split,
+            "h {h}: the two orders agree, the test sees nothing"
+        );
+        let want = if h < LAYER_SPLIT_FROM {
+            &sliced
+        } else {
+            &split
+        };
+        assert!(
+            y == *want,
+            "h {h}: not the order of the layout the CUDA kernel runs"
+        );
     }
 }
 
