@@ -141,6 +141,15 @@ pub trait StreamDriver: GraphDriver + Send {
     /// can only be made by this crate, after checking every buffer against
     /// the op: what the driver's `unsafe` launch relies on.
     fn launch_kernel(&self, launch: &KernelLaunch<'_, Self>) -> Result<(), ErrorKind>;
+    /// While capturing: record `launch` as a branch beside the captured
+    /// work, and return its node. It depends on what the next captured work
+    /// would have depended on, and the work captured after it does not
+    /// depend on it: the stream's capture dependencies are read before the
+    /// launch and set back after it (CUDA `cuStreamGetCaptureInfo` and
+    /// `cuStreamUpdateCaptureDependencies`, HIP the same calls by HIP's
+    /// names). Node timing's stamp kernels are recorded so, and no launch
+    /// waits for a stamp ([`StreamDriver::node_stamps`]).
+    fn launch_beside(&self, launch: &KernelLaunch<'_, Self>) -> Result<Self::Node, ErrorKind>;
     /// Replace the parameters of kernel node `node` of `graph` with
     /// `launch`'s (grid, block, function and packed arguments), where `at`
     /// says: in one exec instantiated from `graph` (CUDA
@@ -168,10 +177,12 @@ pub trait StreamDriver: GraphDriver + Send {
     fn update_needs_idle_stream(&self) -> bool;
     /// Whether a node-timed graph marks its launches with stamp kernels
     /// (`seam_kernels::stamp::STAMP`: the device clock written into a buffer
-    /// after each launch, set in the graph before it is instantiated)
-    /// rather than event record nodes after the first. No default: each
-    /// driver says which (CUDA: stamps, cheaper by the probe in
-    /// docs/tracing.md; HIP: events, its CUDA C has no `%globaltimer`).
+    /// after each launch, each a branch beside the launches
+    /// ([`launch_beside`](StreamDriver::launch_beside)), set in the graph
+    /// before it is instantiated) rather than event record nodes after the
+    /// first. No default: each driver says which (CUDA: stamps, cheaper by
+    /// the probe in docs/tracing.md; HIP: events, its CUDA C has no
+    /// `%globaltimer`).
     fn node_stamps(&self) -> bool;
     /// Whether an update back to launches a graph ran before may switch to
     /// an exec kept for them (`seam::kept`) rather than patch in place. No

@@ -1,10 +1,11 @@
 //! Node timing by stamp kernels (C10, `backend/stamps.rs`) on the stream
 //! backend, through core's `Device`, against the recording fake driver
 //! with `set_node_stamps(true)` (as CUDA's driver): one event node, then a
-//! stamp kernel before the first launch and after each, set to a buffer of
-//! the graph's own before it is instantiated. Each fake node takes 1 ms of
-//! the fake's device clock, a stamp kernel too, and a stamp writes the
-//! clock (ns) when it runs.
+//! stamp kernel before the first launch and after each, each recorded
+//! beside the launches, set to a buffer of the graph's own before it is
+//! instantiated. Each fake node takes 1 ms of the fake's device clock, but
+//! one recorded beside the others none, and a stamp writes the clock (ns)
+//! when it runs.
 
 use crate::backend_tests::assert_clean;
 use crate::fake::{Call, FakeDriver};
@@ -21,16 +22,18 @@ fn stamps_launched(d: &FakeDriver) -> usize {
 }
 
 /// Three launches, node-timed with stamps: the capture records one event
-/// node and four stamp kernels (into the scratch word), then the graph gets
-/// a buffer of four stamps and its four stamp nodes are set to it, in the
-/// graph, before it is instantiated; every traced replay has three node
-/// spans tagged with it, tiling its span in capture order from its event
-/// node, each as long as its launch and the stamp after it (2 ms); a rebind
-/// keeps them; a graph captured with node timing off records no stamp;
-/// the stamp buffer is freed with its graph. Mutations: `stamp` skipped
-/// after a launch, `set_stamps` setting nothing or setting after
-/// instantiating, `read_marks` reading the events instead, `read_stamps`
-/// not chaining the starts, the stamp buffer never freed → red.
+/// node and four stamp kernels (into the scratch word), each beside the
+/// launches, then the graph gets a buffer of four stamps and its four stamp
+/// nodes are set to it, in the graph, before it is instantiated; every
+/// traced replay has three node spans tagged with it, tiling its span in
+/// capture order from its event node, each as long as its launch (1 ms: no
+/// launch waits for a stamp); a rebind keeps them; a graph captured with
+/// node timing off records no stamp; the stamp buffer is freed with its
+/// graph. Mutations: `stamp` skipped after a launch, or launched in line
+/// (`launch_kernel`: spans of 2 ms), `set_stamps` setting nothing or
+/// setting after instantiating, `read_marks` reading the events instead,
+/// `read_stamps` not chaining the starts, the stamp buffer never freed →
+/// red.
 #[test]
 fn stamp_kernels_time_every_launch_of_a_traced_replay() {
     let (b, d) = crate::fake::backend(false);
@@ -77,7 +80,7 @@ fn stamp_kernels_time_every_launch_of_a_traced_replay() {
     let untimed = s.end_graph().unwrap();
     assert_eq!(stamps_launched(&d), 0, "{:?}", d.log());
 
-    traced_replays_tile(&dev, &timed, &untimed, (x.id(), z.id()), 2_000_000);
+    traced_replays_tile(&dev, &timed, &untimed, (x.id(), z.id()), 1_000_000);
     drop(timed);
     assert_eq!(
         d.live_memory(),

@@ -16,7 +16,7 @@ use std::ptr;
 
 /// The graph the stream `s` is capturing into and the nodes the next
 /// captured work would depend on (valid until the next call on `s`).
-fn capture_info(
+pub(super) fn capture_info(
     s: cu::CUstream,
 ) -> Result<(cu::CUgraph, *const cu::CUgraphNode, usize), ErrorKind> {
     const CALL: &str = "cuStreamGetCaptureInfo";

@@ -95,6 +95,9 @@ const EVENT_SYMBOLS: &[&str] = &[
     "cuEventSynchronize",
     "cuEventElapsedTime_v2",
     "cuEventDestroy_v2",
+    // Node timing's stamp kernels, recorded beside the launches (CUDA
+    // 12.3, so in every driver that has the calls above).
+    "cuStreamUpdateCaptureDependencies_v2",
 ];
 
 /// Conditional nodes' entry points (C14): the handle, the node added to a

@@ -235,6 +235,24 @@ impl StreamDriver for Stream {
         })
     }
 
+    /// Never called while [`node_stamps`](StreamDriver::node_stamps) is
+    /// false; written and type-checked, never run on an AMD GPU.
+    fn launch_beside(&self, l: &KernelLaunch<'_, Self>) -> Result<KernelNode, ErrorKind> {
+        let (_, deps, n) = self.capture_info()?;
+        let mut before: Vec<hip::hipGraphNode_t> = if n == 0 || deps.is_null() {
+            Vec::new()
+        } else {
+            // SAFETY: the runtime returned `n` node handles at `deps`, valid
+            // until the next call on the stream: copied out now, before the
+            // launch.
+            unsafe { std::slice::from_raw_parts(deps, n) }.to_vec()
+        };
+        self.launch_kernel(l)?;
+        let node = self.captured_node()?;
+        self.set_capture_dependencies(&mut before)?;
+        Ok(node)
+    }
+
     /// `hipGraphExecKernelNodeSetParams` (in an exec) and
     /// `hipGraphKernelNodeSetParams` (in the graph), CUDA's calls with HIP's
     /// names: future launches of the exec get the new parameters, the graph

@@ -269,32 +269,7 @@ impl GraphDriver for Stream {
     }
 
     fn record_event_in_capture(&self, event: &Event) -> Result<(), ErrorKind> {
-        const CALL: &str = "hipStreamGetCaptureInfo_v2";
-        let mut status: u32 = u32::MAX;
-        let mut graph: hip::hipGraph_t = ptr::null_mut();
-        let mut deps: *const hip::hipGraphNode_t = ptr::null();
-        let mut n: usize = 0;
-        // SAFETY: the stream is live; `status` (of the C enum's size),
-        // `graph`, `deps` and `n` are valid out-pointers; the id output is
-        // optional (null).
-        check(CALL, unsafe {
-            hip::hipStreamGetCaptureInfo_v2(
-                self.raw,
-                (&mut status as *mut u32).cast(),
-                ptr::null_mut(),
-                &mut graph,
-                &mut deps,
-                &mut n,
-            )
-        })?;
-        if status != hip::hipStreamCaptureStatus::hipStreamCaptureStatusActive as u32
-            || graph.is_null()
-        {
-            return Err(ErrorKind::driver(
-                CALL,
-                format!("the capture is not active (status {status})"),
-            ));
-        }
+        let (graph, deps, n) = self.capture_info()?;
         let mut node: hip::hipGraphNode_t = ptr::null_mut();
         // SAFETY: `graph` is the live capture's graph; `deps` holds `n`
         // nodes of it (returned just now, valid until the next call on the
@@ -303,17 +278,7 @@ impl GraphDriver for Stream {
         check("hipGraphAddEventRecordNode", unsafe {
             hip::hipGraphAddEventRecordNode(&mut node, graph, deps, n, event.0)
         })?;
-        // SAFETY: the stream is live and capturing; `node` is one node of
-        // its capture's graph.
-        check("hipStreamUpdateCaptureDependencies", unsafe {
-            hip::hipStreamUpdateCaptureDependencies(
-                self.raw,
-                &mut node,
-                1,
-                hip::hipStreamUpdateCaptureDependenciesFlags::hipStreamSetCaptureDependencies
-                    as u32,
-            )
-        })
+        self.set_capture_dependencies(std::slice::from_mut(&mut node))
     }
 
     /// ROCm has no conditional nodes (through 7.x); the emulation by
@@ -356,5 +321,61 @@ impl GraphDriver for Stream {
             hip::hipEventElapsedTime(&mut ms, start.0, end.0)
         })?;
         Ok(ms)
+    }
+}
+
+impl Stream {
+    /// The graph the stream is capturing into and the nodes the next
+    /// captured work would depend on (valid until the next call on the
+    /// stream).
+    pub(super) fn capture_info(
+        &self,
+    ) -> Result<(hip::hipGraph_t, *const hip::hipGraphNode_t, usize), ErrorKind> {
+        const CALL: &str = "hipStreamGetCaptureInfo_v2";
+        let mut status: u32 = u32::MAX;
+        let mut graph: hip::hipGraph_t = ptr::null_mut();
+        let mut deps: *const hip::hipGraphNode_t = ptr::null();
+        let mut n: usize = 0;
+        // SAFETY: the stream is live; `status` (of the C enum's size),
+        // `graph`, `deps` and `n` are valid out-pointers; the id output is
+        // optional (null).
+        check(CALL, unsafe {
+            hip::hipStreamGetCaptureInfo_v2(
+                self.raw,
+                (&mut status as *mut u32).cast(),
+                ptr::null_mut(),
+                &mut graph,
+                &mut deps,
+                &mut n,
+            )
+        })?;
+        if status != hip::hipStreamCaptureStatus::hipStreamCaptureStatusActive as u32
+            || graph.is_null()
+        {
+            return Err(ErrorKind::driver(
+                CALL,
+                format!("the capture is not active (status {status})"),
+            ));
+        }
+        Ok((graph, deps, n))
+    }
+
+    /// Make `nodes` (of the capture's graph) all that the next captured
+    /// work depends on.
+    pub(super) fn set_capture_dependencies(
+        &self,
+        nodes: &mut [hip::hipGraphNode_t],
+    ) -> Result<(), ErrorKind> {
+        // SAFETY: the stream is live and capturing; `nodes` are nodes of
+        // its capture's graph, read during the call.
+        check("hipStreamUpdateCaptureDependencies", unsafe {
+            hip::hipStreamUpdateCaptureDependencies(
+                self.raw,
+                nodes.as_mut_ptr(),
+                nodes.len(),
+                hip::hipStreamUpdateCaptureDependenciesFlags::hipStreamSetCaptureDependencies
+                    as u32,
+            )
+        })
     }
 }

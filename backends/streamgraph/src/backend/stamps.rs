@@ -1,17 +1,24 @@
 //! Node timing by stamp kernels (C10, where the driver marks launches so:
 //! [`StreamDriver::node_stamps`], CUDA). A node-timed capture records one
 //! event node, then a one-thread stamp kernel ([`STAMP`]) that writes the
-//! device clock, then one after each launch. While the capture is open
-//! each stamp writes into a scratch word of the backend's own (a capture
-//! may not allocate); when it ends, before the graph is instantiated, the
-//! graph gets a buffer of its own and every stamp node is set, in the graph
+//! device clock, then one after each launch, each beside the launches
+//! ([`StreamDriver::launch_beside`]): a stamp depends on the work before
+//! it, and the next launch depends on that work too, not on the stamp. So
+//! stamp `i + 1` runs when launch `i` completed, alongside launch `i + 1`,
+//! and no launch waits for a stamp. While the capture is open each stamp
+//! writes into a scratch word of the backend's own (a capture may not
+//! allocate); when it ends, before the graph is instantiated, the graph
+//! gets a buffer of its own and every stamp node is set, in the graph
 //! itself, to its slot there (`set_stamps`). A traced replay's stamps are
-//! read back once it completed: launch `i` runs from stamp `i` to stamp
-//! `i + 1`, placed after the replay's start event by the event node.
+//! read back once it completed: launch `i` runs from stamp `i` (the work
+//! before it done) to stamp `i + 1` (it done), placed after the replay's
+//! start event by the event node.
 //!
-//! Why: on an H200 a stamp kernel after each of 1000 dependent one-thread
-//! kernels made a replay 1.97× the plain one, an event record node 3.49×
-//! (`bench/probes/node_timing_probe.cu`; docs/tracing.md).
+//! Why: on an H100, stamp kernels beside each of 1000 dependent one-thread
+//! kernels made a replay 1.70× the plain one, stamp kernels between them
+//! 1.95×, event record nodes 3.23×; beside 100 wide kernels a stamp ran
+//! 160 ns before the next kernel's first block started, between them 770
+//! ns (`bench/probes/node_timing_probe.cu`; docs/tracing.md).
 
 use super::StreamBackend;
 use crate::driver::{Compiler, NodeIn, StreamDriver, VendorBlas};
@@ -66,7 +73,8 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
     }
 
     /// Record the open capture's next stamp kernel, where it marks its
-    /// launches so: into the scratch word until the capture ends. One that
+    /// launches so, beside the launches: into the scratch word until the
+    /// capture ends. One that
     /// fails leaves the graph untimed: a launch is never refused for it.
     pub(super) fn stamp(&mut self) {
         if self.graphs.next_stamp().is_none() {
@@ -83,8 +91,7 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
             let f = self.kernel(&launch)?;
             let kl =
                 KernelLaunch::new(&self.driver, f, &launch, BufferList::from_slice(&[scratch]))?;
-            self.driver.launch_kernel(&kl)?;
-            self.driver.captured_node()
+            self.driver.launch_beside(&kl)
         })();
         match marked {
             Ok(node) => self.graphs.record_stamp(node),

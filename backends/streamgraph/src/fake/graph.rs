@@ -145,27 +145,29 @@ impl GraphDriver for FakeDriver {
                     s.pending.push(*exec);
                 }
                 let nodes = &s.execs[exec].nodes;
-                let ran = nodes.len() as f32;
+                let ran = nodes.iter().filter(|k| !k.beside).count() as f32;
                 // What it runs, as queued: a copy (allocates), left out when quiet.
                 let run = (!s.quiet).then(|| nodes.clone());
-                // Each kernel takes 1 ms; an event node records the time
-                // after the kernels before it, and so does a stamp kernel,
-                // into its view (ns; `seam_kernels::stamp`).
+                // Each kernel takes 1 ms, but one recorded beside the others
+                // none; an event node records the time after the kernels
+                // before it, and so does a stamp kernel, into its view (ns;
+                // `seam_kernels::stamp`).
                 let t0 = s.clock_ms;
                 for i in 0..s.graphs[&g].events.len() {
                     let (before, ev) = s.graphs[&g].events[i];
                     s.recorded_at.insert(ev, t0 + before as f32);
                 }
-                let stamps: Vec<(u32, usize, u64)> = s.execs[exec]
-                    .nodes
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, k)| k.name == STAMP.name)
-                    .map(|(before, k)| {
-                        let ns = ((t0 + before as f32) as f64 * 1e6) as u64;
-                        (k.buffers[0], k.offsets[0] as usize, ns)
-                    })
-                    .collect();
+                let mut elapsed = 0.0f32;
+                let mut stamps: Vec<(u32, usize, u64)> = Vec::new();
+                for k in &s.execs[exec].nodes {
+                    if k.name == STAMP.name {
+                        let ns = ((t0 + elapsed) as f64 * 1e6) as u64;
+                        stamps.push((k.buffers[0], k.offsets[0] as usize, ns));
+                    }
+                    if !k.beside {
+                        elapsed += 1.0;
+                    }
+                }
                 for (buffer, at, ns) in stamps {
                     match s.memory.get_mut(&buffer) {
                         Some(m) if at + 8 <= m.len() => {

@@ -124,6 +124,10 @@ pub struct FakeKernel {
     pub shape: Option<(Dims, Dims)>,
     /// A kernel node (a vendor call's node is the library's).
     pub kernel: bool,
+    /// Recorded beside the work captured around it
+    /// ([`StreamDriver::launch_beside`](crate::StreamDriver::launch_beside)):
+    /// it takes none of the fake clock's time, and nothing waits for it.
+    pub beside: bool,
 }
 
 impl FakeKernel {
@@ -135,6 +139,7 @@ impl FakeKernel {
             offsets: Vec::new(),
             shape: None,
             kernel,
+            beside: false,
         }
     }
 }

@@ -116,6 +116,22 @@ impl StreamDriver for FakeDriver {
         Ok(())
     }
 
+    fn launch_beside(&self, l: &KernelLaunch<'_, Self>) -> Result<FakeNode, ErrorKind> {
+        if !self.s().capturing {
+            return Err(ErrorKind::driver(
+                "launch_beside",
+                "the stream is not capturing",
+            ));
+        }
+        self.launch_kernel(l)?;
+        let node = self.captured_node()?;
+        let mut s = self.s();
+        if let Some(k) = s.recorded.last_mut() {
+            k.beside = true;
+        }
+        Ok(node)
+    }
+
     fn set_kernel_node(
         &self,
         at: NodeIn<'_, u32>,
@@ -169,8 +185,12 @@ impl StreamDriver for FakeDriver {
             },
         };
         match nodes.get_mut(node.index) {
+            // New parameters; where the node sits in the graph stays.
             Some(k) if k.kernel => {
-                *k = new;
+                *k = FakeKernel {
+                    beside: k.beside,
+                    ..new
+                };
                 Ok(())
             }
             _ => refuse(format!("node {} is not a kernel node", node.index)),
@@ -202,6 +222,7 @@ impl FakeDriver {
             offsets: args.addresses().iter().map(|a| *a as u32).collect(),
             shape: Some((l.grid(), l.block())),
             kernel: true,
+            beside: false,
         }
     }
 }
