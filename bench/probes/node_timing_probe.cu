@@ -26,9 +26,10 @@
 //            its graph node id), buffers flushed once per round; the
 //            records are counted and checked to carry node ids
 //
-// A second part times stamps around wide kernels (1056 blocks of 256
-// threads spinning about 3 us, each kernel's block 0 writing its start):
-// how late a side-branch stamp runs after the next kernel started.
+// A second part times stamps around kernels that write their start (block
+// 0's): 100 wide ones (1056 blocks of 256 threads spinning about 3 us) and
+// 1000 of one thread that spin nothing: how late a stamp runs after the
+// next kernel started, in the last of 110 replays.
 //
 // nvcc -O3 -std=c++17 -arch=sm_90 node_timing_probe.cu -I$CUPTI/include
 //   -L$CUPTI/lib64 -lcupti -ldl -o node_timing_probe
@@ -188,7 +189,7 @@ static cudaGraphExec_t capture(Arm arm, int n, cudaStream_t s, float* x,
 // STAMPBP) places them.
 static cudaGraphExec_t capture_wide(Arm arm, int n, cudaStream_t s, float* x,
                                     unsigned long long* stamps, unsigned long long* starts,
-                                    unsigned ns) {
+                                    unsigned blocks, unsigned threads, unsigned ns) {
     cudaGraph_t g;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     for (int i = 0; i <= n; i++) {
@@ -196,7 +197,7 @@ static cudaGraphExec_t capture_wide(Arm arm, int n, cudaStream_t s, float* x,
             stamp<<<1, 1, 0, s>>>(stamps, i);
         else if (arm != PLAIN)
             side_stamp(s, stamps, i, arm == STAMPBP);
-        if (i < n) wide<<<1056, 256, 0, s>>>(x, starts, i, ns);
+        if (i < n) wide<<<blocks, threads, 0, s>>>(x, starts, i, ns);
     }
     CK(cudaStreamEndCapture(s, &g));
     return instantiate(g, s, arm == STAMPBP);
@@ -321,12 +322,12 @@ int main(int argc, char** argv) {
     printf("# stampk n=1000: %d out-of-order stamps; span within a kernel: median %llu ns, "
            "max %llu ns; replay %llu ns first start to last end\n",
            bad, spans[500], spans.back(), h[1999] - h[0]);
-    // Side-branch stamps: in order and placed where the stamps say, at
-    // N = 1000 (one replay of each), and around wide kernels.
+    // Side-branch stamps at N = 1000: in order, in the second replay of a
+    // fresh exec (the first may load what it uses).
     for (Arm arm : {STAMPB, STAMPBP}) {
         std::vector<unsigned long long> st(1001);
         e = capture(arm, 1000, s, x, stamps, none);
-        CK(cudaGraphLaunch(e, s));
+        for (int r = 0; r < 2; r++) CK(cudaGraphLaunch(e, s));
         CK(cudaStreamSynchronize(s));
         CK(cudaMemcpy(st.data(), stamps, st.size() * 8, cudaMemcpyDeviceToHost));
         int back = 0;
@@ -343,30 +344,35 @@ int main(int argc, char** argv) {
     }
     unsigned long long* starts;
     CK(cudaMalloc(&starts, 1024 * 8));
-    const int wn = 100;
-    const unsigned spin = 3000;
-    printf("wide,arm,us_per_replay_median,stamp_lag_after_next_start_ns_median,min,max,span_median_ns\n");
-    for (Arm arm : {PLAIN, STAMPN, STAMPB, STAMPBP}) {
-        e = capture_wide(arm, wn, s, x, stamps, starts, spin);
-        time_replays(e, s, 10);
-        double us = time_replays(e, s, 100);
-        if (arm == PLAIN) {
-            printf("%d,%s,%.2f,,,,\n", wn, NAMES[arm], us);
+    printf("kernels,blocks,arm,us_per_replay_median,stamp_lag_after_next_start_ns_median,min,max,"
+           "span_median_ns,span_max_ns\n");
+    struct Shape {
+        int n;
+        unsigned blocks, threads, ns;
+    };
+    for (Shape sh : {Shape{100, 1056, 256, 3000}, Shape{1000, 1, 1, 0}}) {
+        for (Arm arm : {PLAIN, STAMPN, STAMPB, STAMPBP}) {
+            e = capture_wide(arm, sh.n, s, x, stamps, starts, sh.blocks, sh.threads, sh.ns);
+            time_replays(e, s, 10);
+            double us = time_replays(e, s, 100);
+            if (arm == PLAIN) {
+                printf("%d,%u,%s,%.2f,,,,,\n", sh.n, sh.blocks, NAMES[arm], us);
+                CK(cudaGraphExecDestroy(e));
+                continue;
+            }
+            std::vector<unsigned long long> st(sh.n + 1), go(sh.n);
+            CK(cudaMemcpy(st.data(), stamps, st.size() * 8, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(go.data(), starts, go.size() * 8, cudaMemcpyDeviceToHost));
+            // stamp i (i >= 1) follows kernel i - 1; kernel i (i < n) starts then
+            std::vector<long long> lag, sp;
+            for (int i = 1; i < sh.n; i++) lag.push_back((long long)st[i] - (long long)go[i]);
+            for (int i = 0; i < sh.n; i++) sp.push_back((long long)st[i + 1] - (long long)st[i]);
+            std::sort(lag.begin(), lag.end());
+            std::sort(sp.begin(), sp.end());
+            printf("%d,%u,%s,%.2f,%lld,%lld,%lld,%lld,%lld\n", sh.n, sh.blocks, NAMES[arm], us,
+                   lag[lag.size() / 2], lag.front(), lag.back(), sp[sp.size() / 2], sp.back());
             CK(cudaGraphExecDestroy(e));
-            continue;
         }
-        std::vector<unsigned long long> st(wn + 1), go(wn);
-        CK(cudaMemcpy(st.data(), stamps, st.size() * 8, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(go.data(), starts, go.size() * 8, cudaMemcpyDeviceToHost));
-        // stamp i (i >= 1) follows kernel i - 1; kernel i (i < wn) starts then
-        std::vector<long long> lag, sp;
-        for (int i = 1; i < wn; i++) lag.push_back((long long)st[i] - (long long)go[i]);
-        for (int i = 0; i < wn; i++) sp.push_back((long long)(st[i + 1] - st[i]));
-        std::sort(lag.begin(), lag.end());
-        std::sort(sp.begin(), sp.end());
-        printf("%d,%s,%.2f,%lld,%lld,%lld,%lld\n", wn, NAMES[arm], us, lag[lag.size() / 2], lag.front(),
-               lag.back(), sp[sp.size() / 2]);
-        CK(cudaGraphExecDestroy(e));
     }
     return 0;
 }
