@@ -455,11 +455,14 @@ fn split_sum(h: usize, splits: usize, term: &Term) -> f32 {
 /// each workgroup takes `4 · quads` columns over every row (k-slices of
 /// `256 / quads`, a shared-memory tree) and leaves the workspace alone.
 ///
-/// Tolerance: CUDA and the CPU compute the same correctly rounded steps
-/// and fused multiply-adds in the same order, all but `exp` (2 ulp); WGSL
-/// may round each multiply-add twice, and from [`LAYER_SPLIT_FROM`] sums in
-/// another order: within `1e-5 + 1e-5 · |ref|` for inputs of order 1 and h
-/// up to 2052 (the samples, on lavapipe).
+/// Tolerance: the catalogue's f32 GEMM bound, `1e-4 + 1e-4 · |ref|`. CUDA
+/// and the CPU compute the same correctly rounded steps and fused
+/// multiply-adds in the same order, all but `exp` (2 ulp); WGSL may round
+/// each multiply-add twice, and from [`LAYER_SPLIT_FROM`] sums in another
+/// order, so its error grows with h and does not shrink with the result:
+/// at h = 2052 (a sample) the NVIDIA Vulkan driver's output differed from
+/// the CPU's by up to 1.9e-5 where the result was 0.29 (one H100, driver
+/// 580.159.04, 2026-12-06), beyond `1e-5 + 1e-5 · |ref|`.
 #[allow(unsafe_code)] // trusts its CUDA C (`CudaSource::trusted`)
 pub static NORM_GEMV_SILU_ADD: KernelDef = KernelDef {
     name: "norm_gemv_silu_add_f32",
@@ -477,8 +480,8 @@ pub static NORM_GEMV_SILU_ADD: KernelDef = KernelDef {
     check: Some(layer_check),
     allows_aliasing: false,
     tolerance: Tolerance::Relative {
-        rel: 1e-5,
-        abs: 1e-5,
+        rel: 1e-4,
+        abs: 1e-4,
     },
     wgsl: Some(include_str!("../user/norm_gemv_silu_add.wgsl")),
     // SAFETY: norm_gemv_silu_add.cu indexes `x`, `wn` and `y` below h, `w`
