@@ -7,3 +7,26 @@ struct Params {
     float s0, s1;
     unsigned int pad0, pad1;
 };
+
+// Programmatic dependent launch (sm_90 and newer; nothing elsewhere, and
+// nothing where the launch did not ask for it). A kernel whose launch may
+// start before the launch before it has ended calls `seam_prior_wait()`
+// before it reads or writes memory an earlier launch may use (prefetches
+// into L2 are safe before it: L2 is where writes land);
+// `seam_dependents_may_start()` lets a launch after it that asked for an
+// early start be scheduled from then on.
+__device__ __forceinline__ void seam_prior_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void seam_dependents_may_start() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+__device__ __forceinline__ void seam_prefetch_l2(const void* p) {
+#if defined(__CUDA_ARCH__)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#endif
+}

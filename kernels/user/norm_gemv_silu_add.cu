@@ -30,11 +30,25 @@
 // reads (one H100: 3.5 against 4.6 µs at h = 256, 5.6 against 6.3 at
 // 1024, even at 2048; `bench/probes/fused_probe.cu`).
 //
+// Both layouts may start before the launch before them has ended
+// (`CudaSource::starts_early`): every block lets the launch after it start
+// (`seam_dependents_may_start`), and waits for the launch before it
+// (`seam_prior_wait`) before it loads or stores anything; the split layout
+// first prefetches its warps' first SEAM_LAYER_PREFETCH rows of W into L2.
+// Only L2 is touched before the wait, so a W an earlier launch writes is
+// still read as written. On one H100, 32 layers at h = 4096 in one graph:
+// 834.5 µs a replay launched plainly, 808.1 launched so (prefetching 4
+// rows; none: 823.8, 16: 826.5); no change at 8192
+// (`bench/probes/pdl_probe.cu`).
+//
 // The CPU implementation reproduces both orders and the fmas; only expf
 // (2 ulp) differs.
 
 #define SEAM_LAYER_TILE 128u
 #define SEAM_LAYER_SPLIT_FROM 2048u
+#ifndef SEAM_LAYER_PREFETCH
+#define SEAM_LAYER_PREFETCH 4u
+#endif
 
 template <bool VEC>
 __device__ void norm_gemv_silu_add(const float* x, const float* wn, const float* w, float* y, float* ws,
@@ -52,6 +66,14 @@ __device__ void norm_gemv_silu_add(const float* x, const float* wn, const float*
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     float ss = 0.0f;
     unsigned k = k0 + wp;
+    // This warp's first rows of W into L2 before waiting for the launch
+    // before (where this one may start early): W is no earlier launch's
+    // output here, and L2 is where any such write would land anyway.
+    if (col < h) {
+        for (unsigned j = 0, kk = k; j < SEAM_LAYER_PREFETCH && kk < k1; ++j, kk += 8u)
+            seam_prefetch_l2(w + (unsigned long long)kk * h + col);
+    }
+    seam_prior_wait();
     if (VEC && col < h) {
         // Four rows' loads in flight before their products: the same
         // products in the same order as the loop below.
@@ -157,6 +179,7 @@ __device__ void norm_gemv_silu_add_sliced(const float* x, const float* wn, const
     unsigned long long col = ((unsigned long long)blockIdx.x * Q + q) * 4ull;
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     float ss = 0.0f;
+    seam_prior_wait();
     if (col < h) {
         unsigned k = s;
         if (VEC) {
@@ -227,6 +250,7 @@ __device__ void norm_gemv_silu_add_sliced(const float* x, const float* wn, const
 
 extern "C" __global__ void norm_gemv_silu_add_f32(const float* x, const float* wn, const float* w, float* y,
                                                   float* ws, Params p) {
+    seam_dependents_may_start();
     bool vec = (p.d0 & 3u) == 0u && ((unsigned long long)w & 15ull) == 0ull;
     if (p.d0 < SEAM_LAYER_SPLIT_FROM) {
         if (p.d1 == 4u) {
