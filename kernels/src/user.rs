@@ -447,6 +447,10 @@ fn split_sum(h: usize, splits: usize, term: &Term) -> f32 {
 /// norm's scale is applied to each dot product instead of each input, so
 /// the result is not the four ops' bit for bit.
 ///
+/// On CUDA a launch may start before the one before it ends
+/// ([`CudaSource::starts_early`]): its blocks prefetch their first rows of
+/// `W` into L2, then wait for the launch before.
+///
 /// How it runs: from h = [`LAYER_SPLIT_FROM`], CUDA splits the rows over
 /// `32 / quads` blocks per 128 columns, each warp reading 512 contiguous
 /// bytes of a row, and the block that finishes a tile last adds the
@@ -487,10 +491,15 @@ pub static NORM_GEMV_SILU_ADD: KernelDef = KernelDef {
     // SAFETY: norm_gemv_silu_add.cu indexes `x`, `wn` and `y` below h, `w`
     // below h² (`layer_extents`; a float4 load only where h is a multiple
     // of 4, `w` 16-byte aligned and the quad's first column below h, so
-    // the quad ends inside its row) and `ws` below `layer_workspace` (its
-    // grid is `layer_grid`'s, the tiles and ranges that layout counts),
-    // and writes only `y` and `ws`.
-    cuda: Some(unsafe { CudaSource::trusted(include_str!("../user/norm_gemv_silu_add.cu")) }),
+    // the quad ends inside its row; its L2 prefetches at rows below h of
+    // columns below h) and `ws` below `layer_workspace` (its grid is
+    // `layer_grid`'s, the tiles and ranges that layout counts), and writes
+    // only `y` and `ws`. Starting early: both layouts call
+    // `seam_prior_wait()` before any load or store but the prefetches of
+    // `w` into L2, on every path (no return comes before it).
+    cuda: Some(unsafe {
+        CudaSource::trusted(include_str!("../user/norm_gemv_silu_add.cu")).starts_early()
+    }),
     cpu: Some(norm_gemv_silu_add_cpu),
     samples: &[
         Params::dims(1, 2, 0).with_scalars(1e-5, 0.0),

@@ -107,10 +107,11 @@ pub fn open(index: usize) -> Result<CudaBackend, ErrorKind> {
             reason: format!("no CUDA device {index}: {count} found"),
         });
     }
-    let stream = Stream::new(compile::context(index)?)?;
+    let mut stream = Stream::new(compile::context(index)?)?;
     let name = sys::device_name(index)?;
     let cc = sys::compute_capability(index)?;
     let target = Target::for_device(cc)?;
+    stream.allow_early_starts(target.waits_in_kernel() && sys::early_starts());
     let info = DeviceInfo {
         backend: "cuda".into(),
         index,

@@ -45,6 +45,18 @@ impl Target {
         }
     }
 
+    /// Whether code compiled for this target holds the prelude's
+    /// `seam_prior_wait` (`griddepcontrol.wait`, compiled in from
+    /// architecture 9.0): only then may a launch start before the one
+    /// before it ends.
+    pub fn waits_in_kernel(&self) -> bool {
+        self.arch
+            .rsplit('_')
+            .next()
+            .and_then(|n| n.parse::<u32>().ok())
+            .is_some_and(|n| n >= 90)
+    }
+
     /// The target for `source`: PTX for this architecture where the source
     /// calls `cudaGraphSetConditional`, a device function NVRTC leaves
     /// undefined in its cubin and the driver resolves when it loads PTX

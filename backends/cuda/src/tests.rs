@@ -89,3 +89,26 @@ fn device_timing_without_a_driver_says_why_instead_of_panicking() {
     let reason = crate::sys::events().expect_err("no driver, no timing");
     assert!(reason.contains("no CUDA driver"), "{reason}");
 }
+
+/// Launches start early only for code compiled for architecture 9.0 or
+/// newer, cubin or PTX alike (where the prelude's wait is compiled in).
+/// Mutation: `waits_in_kernel` → `true` / `false`, `>=` → `>` → red.
+#[test]
+fn early_starts_need_a_target_that_compiles_the_wait() {
+    use crate::compile::Target;
+    use crate::sys::ImageKind;
+    for (arch, waits) in [
+        ("sm_90", true),
+        ("compute_90", true),
+        ("sm_120", true),
+        ("sm_89", false),
+        ("compute_80", false),
+        ("bogus", false),
+    ] {
+        let t = Target {
+            arch: arch.into(),
+            kind: ImageKind::Cubin,
+        };
+        assert_eq!(t.waits_in_kernel(), waits, "{arch}");
+    }
+}

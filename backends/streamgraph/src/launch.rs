@@ -42,6 +42,7 @@ pub struct KernelLaunch<'a, D: StreamDriver + ?Sized> {
     buffers: BufferList<&'a D::Memory>,
     byte_offsets: BufferList<u64>,
     params: Params,
+    early_start: bool,
 }
 
 impl<'a, D: StreamDriver> KernelLaunch<'a, D> {
@@ -77,7 +78,18 @@ impl<'a, D: StreamDriver> KernelLaunch<'a, D> {
             buffers,
             byte_offsets: byte_offsets(l),
             params: l.params,
+            early_start: matches!(
+                l.op,
+                OpKind::User(k) if k.def().cuda.is_some_and(|c| c.early())
+            ),
         })
+    }
+
+    /// Whether the kernel's CUDA source lets a launch start before the one
+    /// before it ends (`seam::kernel::CudaSource::starts_early`); a driver
+    /// that can launch so may, one that cannot launches it as any other.
+    pub fn early_start(&self) -> bool {
+        self.early_start
     }
 
     pub fn function(&self) -> &'a D::Function {

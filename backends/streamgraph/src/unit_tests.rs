@@ -9,7 +9,7 @@ use crate::launch::{check, check_range, launch_config, BLOCK, GEMM_TILE, MAX_BLO
 use crate::rtc::{driver_result, log_buffer, log_text, user_compile_error, RtcInput};
 use crate::tables::KernelTable;
 use crate::{EventTimer, StreamDriver, VendorLaunch};
-use seam::kernel::{Field, KernelDef};
+use seam::kernel::{CudaSource, Field, KernelDef};
 use seam::ops::{Access, Binding};
 use seam::testing::{Direct, NullBackend, RawCall};
 use seam::{CaptureSupport, DType, ErrorKind, Kernel, Launch, OpKind, Params, RawView, Tolerance};
@@ -37,6 +37,15 @@ static USER: KernelDef = KernelDef {
 
 static OTHER: KernelDef = KernelDef {
     name: "unit_other",
+    ..USER
+};
+
+#[allow(unsafe_code)] // a source never compiled: only its promise is read
+static EARLY: KernelDef = KernelDef {
+    name: "unit_early",
+    // SAFETY: never compiled or launched on a device; the launches below
+    // only read whether the source may start early.
+    cuda: Some(unsafe { CudaSource::trusted("unit_early").starts_early() }),
     ..USER
 };
 
@@ -163,6 +172,33 @@ fn the_argument_array_points_at_each_value() {
         assert_eq!(got, *want, "argument {i}");
     }
     drop(launch);
+    mem.into_iter().for_each(|m| d.free(m));
+}
+
+/// A launch may start early exactly where its kernel's CUDA source says
+/// so: not a catalogue op, not a user kernel without CUDA C or with CUDA C
+/// that did not say so. Mutation: `early_start` → `true` / `false` → red.
+#[test]
+fn a_launch_starts_early_only_where_its_cuda_source_says_so() {
+    let d = FakeDriver::new();
+    let mem: Vec<_> = (0..3).map(|_| d.alloc(4096).unwrap()).collect();
+    let f = crate::fake::FakeFunction::named("k");
+    let x = seam::RawBuffer(1);
+    for (l, early) in [
+        (lower(&add(x, x, x, 16)), false),
+        (
+            lower(&call(OpKind::User(Kernel::new(&USER)), [16, 0, 0], 1)),
+            false,
+        ),
+        (
+            lower(&call(OpKind::User(Kernel::new(&EARLY)), [16, 0, 0], 1)),
+            true,
+        ),
+    ] {
+        let n = l.buffers.len();
+        let launch = crate::KernelLaunch::new(&d, &f, &l, mem[..n].iter().collect()).unwrap();
+        assert_eq!(launch.early_start(), early, "{:?}", l.op);
+    }
     mem.into_iter().for_each(|m| d.free(m));
 }
 

@@ -4,7 +4,9 @@
 //! each ratio is of one round's arms.
 //!
 //! Arms, per workload (a chain of N dependent one-element `scale_add`
-//! kernels, the launch-bound worst case; and the decode step):
+//! kernels, the launch-bound worst case; the decode step; and the decode
+//! step fused to one launch a layer, where the device takes the fused
+//! kernel):
 //! - `off`: the graph captured with node timing off, tracing off;
 //! - `stamps`: the graph captured with node timing on, tracing off (its
 //!   timestamps or event nodes are in the graph; nothing is read);
@@ -21,6 +23,7 @@ use super::workloads::Stack;
 use super::{err, submit, Res, Sink};
 use crate::measure::update::median;
 use seam::{ops, Device, Graph, OpCall};
+use seam_kernels::user::NORM_GEMV_SILU_ADD;
 use std::time::Instant;
 
 /// What `seam-bench nodes` measures.
@@ -104,27 +107,38 @@ fn device(
     let (h, layers) = cfg.decode;
     if layers > 0 {
         let stack = Stack::new(dev, h, layers)?;
-        let calls = stack.calls(h, layers);
-        workload(dev, cfg, out, &format!("decode h={h} L={layers}"), &calls)?;
-        if cfg.trace.is_some() {
-            let g = capture(dev, &calls, true)?;
-            dev.set_tracing(true);
-            g.replay().map_err(err)?;
-            dev.set_tracing(false);
-            let log = dev
-                .take_trace_log(&format!("decode h={h} L={layers}"))
-                .map_err(err)?;
-            if log.node_spans.len() != calls.len() {
-                return Err(format!(
-                    "decode trace: {} node spans for {} launches",
-                    log.node_spans.len(),
-                    calls.len()
-                ));
+        let mut steps = vec![(format!("decode h={h} L={layers}"), stack.calls(h, layers))];
+        // The fused step (one launch a layer, a user kernel whose CUDA
+        // launches may start early), where the device takes the kernel.
+        if dev.register_kernel(&NORM_GEMV_SILU_ADD).is_ok() {
+            let (calls, _) = stack.fused_calls(h, layers);
+            steps.push((format!("decode fused h={h} L={layers}"), calls));
+        }
+        for (name, calls) in steps {
+            workload(dev, cfg, out, &name, &calls)?;
+            if cfg.trace.is_some() {
+                logs.push(trace_one(dev, &name, &calls)?);
             }
-            logs.push(log);
         }
     }
     Ok(())
+}
+
+/// The trace of one node-timed replay of `calls`: a node span per launch.
+fn trace_one(dev: &Device, name: &str, calls: &[OpCall]) -> Res<seam::TraceLog> {
+    let g = capture(dev, calls, true)?;
+    dev.set_tracing(true);
+    g.replay().map_err(err)?;
+    dev.set_tracing(false);
+    let log = dev.take_trace_log(name).map_err(err)?;
+    if log.node_spans.len() != calls.len() {
+        return Err(format!(
+            "{name} trace: {} node spans for {} launches",
+            log.node_spans.len(),
+            calls.len()
+        ));
+    }
+    Ok(log)
 }
 
 fn capture(dev: &Device, calls: &[OpCall], nodes: bool) -> Res<Graph> {

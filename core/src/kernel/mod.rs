@@ -316,7 +316,10 @@ impl KernelDef {
 /// };
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CudaSource(&'static str);
+pub struct CudaSource {
+    source: &'static str,
+    early: bool,
+}
 
 impl CudaSource {
     /// Trust `source` as a kernel's CUDA C.
@@ -331,12 +334,41 @@ impl CudaSource {
     /// corrupts device memory outside its buffers.
     #[allow(unsafe_code)] // the marker of trust the type exists for
     pub const unsafe fn trusted(source: &'static str) -> CudaSource {
-        CudaSource(source)
+        CudaSource {
+            source,
+            early: false,
+        }
+    }
+
+    /// The same source, whose launches the CUDA backend may start before
+    /// the launch before them has ended (programmatic dependent launch, on
+    /// devices of compute capability 9.0 and newer): a launch's blocks are
+    /// then scheduled, and may prefetch, while the one before drains. The
+    /// other backends launch it as any kernel.
+    ///
+    /// # Safety
+    /// Besides what [`CudaSource::trusted`] asks: on every path, the kernel
+    /// calls `seam_prior_wait()` (the CUDA prelude's) before it reads or
+    /// writes any memory an earlier launch may write or read, except
+    /// through `seam_prefetch_l2` (a prefetch into L2, where writes land).
+    /// A kernel that touches such memory first races with the launch
+    /// before it.
+    #[allow(unsafe_code)] // a further promise about the trusted source
+    pub const unsafe fn starts_early(self) -> CudaSource {
+        CudaSource {
+            source: self.source,
+            early: true,
+        }
     }
 
     /// The source text.
     pub const fn source(self) -> &'static str {
-        self.0
+        self.source
+    }
+
+    /// Whether its launches may start early ([`CudaSource::starts_early`]).
+    pub const fn early(self) -> bool {
+        self.early
     }
 }
 

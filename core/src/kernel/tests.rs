@@ -279,12 +279,18 @@ fn kernels_are_their_definitions() {
     assert_eq!(format!("{a:?}"), "Kernel(a)");
 }
 
-/// A trusted CUDA source is the text it was given. Mutation:
-/// `CudaSource::source` → `""` / `"xyzzy"` → red.
+/// A trusted CUDA source is the text it was given, and starts early only
+/// where it says so. Mutations: `CudaSource::source` → `""` / `"xyzzy"`,
+/// `early` → `true` / `false` → red.
 #[test]
 #[allow(unsafe_code)] // the marker of trust `CudaSource` exists for
 fn cuda_sources_keep_their_text() {
     // SAFETY: never compiled or launched; only its text is read.
     let src = unsafe { CudaSource::trusted("extern \"C\" __global__ void k() {}") };
     assert_eq!(src.source(), "extern \"C\" __global__ void k() {}");
+    assert!(!src.early());
+    // SAFETY: as above.
+    let early = unsafe { src.starts_early() };
+    assert!(early.early());
+    assert_eq!(early.source(), src.source());
 }

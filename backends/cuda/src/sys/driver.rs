@@ -132,6 +132,9 @@ pub struct Stream {
     /// one is destroyed with this stream.
     pub(super) bodies: RefCell<Vec<cu::CUstream>>,
     pub(super) spare: RefCell<Vec<cu::CUstream>>,
+    /// Whether a launch whose kernel may start early does (programmatic
+    /// dependent launch; off until the backend allows it).
+    early_starts: bool,
 }
 
 // SAFETY: a stream handle is usable from any thread with its context
@@ -154,7 +157,16 @@ impl Stream {
             context,
             bodies: RefCell::new(Vec::new()),
             spare: RefCell::new(Vec::new()),
+            early_starts: false,
         })
+    }
+
+    /// Let launches whose kernel may start early
+    /// (`seam::kernel::CudaSource::starts_early`) start before the launch
+    /// before them ends: only where the kernels are compiled for a target
+    /// whose code holds the wait they call.
+    pub fn allow_early_starts(&mut self, on: bool) {
+        self.early_starts = on;
     }
 
     /// The stream work is captured on now: the innermost open body's, or
@@ -357,6 +369,36 @@ impl StreamDriver for Stream {
         let mut args = l.args(self);
         let mut ptrs = args.pointers();
         let ((gx, gy, gz), (bx, by, bz)) = (l.grid(), l.block());
+        if self.early_starts && l.early_start() {
+            // SAFETY: an all-zero launch attribute is a valid value of the
+            // C struct (an id and a union of integers); both fields are set
+            // below.
+            let mut attr: cu::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+            attr.id =
+                cu::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            attr.value.programmaticStreamSerializationAllowed = 1;
+            let config = cu::CUlaunchConfig {
+                gridDimX: gx,
+                gridDimY: gy,
+                gridDimZ: gz,
+                blockDimX: bx,
+                blockDimY: by,
+                blockDimZ: bz,
+                sharedMemBytes: 0,
+                hStream: self.capturing(),
+                attrs: &mut attr,
+                numAttrs: 1,
+            };
+            // SAFETY: as for `cuLaunchKernel` below (the same entry point,
+            // shape, stream and argument array); `config` and the one
+            // attribute it points at live through the call. The kernel
+            // waits for the launch before it where it touches memory that
+            // launch may use (`CudaSource::starts_early`'s promise, made by
+            // whoever trusted its source; `l.early_start()` is read from it).
+            return check("cuLaunchKernelEx", unsafe {
+                cu::cuLaunchKernelEx(&config, l.function().f, ptrs.as_mut_ptr(), ptr::null_mut())
+            });
+        }
         // SAFETY: a KernelLaunch (made only by seam-streamgraph, after
         // checking the launch against the op, C12) holds the op's entry point
         // and one live allocation per parameter, each large enough for what

@@ -83,6 +83,8 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuGraphExecKernelNodeSetParams_v2",
     "cuGraphKernelNodeSetParams_v2",
     "cuGetErrorString",
+    // Launches that may start before the one before ends (CUDA 11.8).
+    "cuLaunchKernelEx",
 ];
 
 /// Event entry points device timing uses. Probed apart from
@@ -112,6 +114,18 @@ const CONDITIONAL_SYMBOLS: &[&str] = &[
 
 /// What turns conditional nodes off (`conditional_nodes`).
 pub const CONDITIONAL_ENV: &str = "SEAM_CUDA_CONDITIONAL";
+
+/// What turns early starts off (`early_starts`): `0`.
+pub const EARLY_START_ENV: &str = "SEAM_CUDA_EARLY_START";
+
+/// Whether kernels whose CUDA source may start early
+/// (`seam::kernel::CudaSource::starts_early`) are launched so: unless
+/// [`EARLY_START_ENV`] is `0`, read once per process (the backend also
+/// needs a target that compiles the prelude's wait, `Target::waits_in_kernel`).
+pub fn early_starts() -> bool {
+    static EARLY: OnceLock<bool> = OnceLock::new();
+    *EARLY.get_or_init(|| !turned_off(std::env::var(EARLY_START_ENV).ok().as_deref()))
+}
 
 /// What turns kept execs off (`keep_execs`): `0`.
 pub const KEEP_EXECS_ENV: &str = "SEAM_CUDA_KEEP_EXECS";
@@ -225,7 +239,8 @@ pub fn events() -> Result<(), String> {
         .clone()
 }
 
-/// Whether a switch's value ([`CONDITIONAL_ENV`], [`KEEP_EXECS_ENV`])
+/// Whether a switch's value ([`CONDITIONAL_ENV`], [`KEEP_EXECS_ENV`],
+/// [`EARLY_START_ENV`])
 /// turns its feature off: `0` alone (unset or anything else leaves it on).
 fn turned_off(value: Option<&str>) -> bool {
     value == Some("0")

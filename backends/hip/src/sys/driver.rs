@@ -205,6 +205,8 @@ impl StreamDriver for Stream {
         })
     }
 
+    /// A launch that may start early (`KernelLaunch::early_start`) is
+    /// launched as any other: HIP has no programmatic dependent launch.
     fn launch_kernel(&self, l: &KernelLaunch<'_, Self>) -> Result<(), ErrorKind> {
         let mut args = l.args(self);
         let mut ptrs = args.pointers();
