@@ -21,6 +21,9 @@
 //   stampbp  stampb with the stamps launched at the device's highest
 //            priority (cudaLaunchAttributePriority, the graph instantiated
 //            with cudaGraphInstantiateFlagUseNodePriority)
+//   stampj   stampb with each stamp joined one launch later: kernel i + 1
+//            also depends on the stamp that ran beside kernel i, so no
+//            more than two stamps are ever outstanding
 //   cupti    the plain graph with CUPTI activity records of every kernel
 //            (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, each record carrying
 //            its graph node id), buffers flushed once per round; the
@@ -97,8 +100,8 @@ __global__ void wide(float* x, unsigned long long* starts, int i, unsigned ns) {
     if (blockIdx.x == 0 && threadIdx.x == 0) x[0] += 1.0f;
 }
 
-enum Arm { PLAIN, EVENTS, STAMPK, STAMPN, STAMPB, STAMPBP, ARMS };
-static const char* NAMES[] = {"plain", "events", "stampk", "stampn", "stampb", "stampbp"};
+enum Arm { PLAIN, EVENTS, STAMPK, STAMPN, STAMPB, STAMPBP, STAMPJ, ARMS };
+static const char* NAMES[] = {"plain", "events", "stampk", "stampn", "stampb", "stampbp", "stampj"};
 
 #define CD(x)                                                                      \
     do {                                                                           \
@@ -129,7 +132,11 @@ static void* driver_symbol(const char* name) {
     return f;
 }
 
-static void side_stamp(cudaStream_t s, unsigned long long* stamps, int i, bool high) {
+// `join` (stampj): the work captured next also depends on the stamp
+// before this one (`*join`, which ran beside the launch just captured), so
+// a stamp is waited for one launch later; `*join` becomes this stamp.
+static void side_stamp(cudaStream_t s, unsigned long long* stamps, int i, bool high,
+                       CUgraphNode* join = nullptr) {
     static GetInfo get_info = (GetInfo)driver_symbol("cuStreamGetCaptureInfo_v3");
     static UpdateDeps update_deps = (UpdateDeps)driver_symbol("cuStreamUpdateCaptureDependencies_v2");
     CUstreamCaptureStatus st;
@@ -153,6 +160,12 @@ static void side_stamp(cudaStream_t s, unsigned long long* stamps, int i, bool h
     } else {
         stamp<<<1, 1, 0, s>>>(stamps, i);
     }
+    if (join) {
+        CD(get_info((CUstream)s, &st, nullptr, nullptr, &deps, nullptr, &n));
+        CUgraphNode mine = deps[0];
+        if (*join) saved.push_back(*join);
+        *join = mine;
+    }
     CD(update_deps((CUstream)s, saved.data(), nullptr, saved.size(),
                    CU_STREAM_SET_CAPTURE_DEPENDENCIES));
 }
@@ -171,7 +184,9 @@ static cudaGraphExec_t capture(Arm arm, int n, cudaStream_t s, float* x,
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     if (arm == EVENTS) CK(cudaEventRecordWithFlags(evs[0], s, cudaEventRecordExternal));
     if (arm == STAMPN) stamp<<<1, 1, 0, s>>>(stamps, 0);
-    if (arm == STAMPB || arm == STAMPBP) side_stamp(s, stamps, 0, arm == STAMPBP);
+    CUgraphNode join = nullptr;
+    CUgraphNode* j = arm == STAMPJ ? &join : nullptr;
+    if (arm == STAMPB || arm == STAMPBP || arm == STAMPJ) side_stamp(s, stamps, 0, arm == STAMPBP, j);
     for (int i = 0; i < n; i++) {
         if (arm == STAMPK)
             scale_add_stamped<<<1, 1, 0, s>>>(x, stamps, i);
@@ -179,7 +194,8 @@ static cudaGraphExec_t capture(Arm arm, int n, cudaStream_t s, float* x,
             scale_add<<<1, 1, 0, s>>>(x);
         if (arm == EVENTS) CK(cudaEventRecordWithFlags(evs[i + 1], s, cudaEventRecordExternal));
         if (arm == STAMPN) stamp<<<1, 1, 0, s>>>(stamps, i + 1);
-        if (arm == STAMPB || arm == STAMPBP) side_stamp(s, stamps, i + 1, arm == STAMPBP);
+        if (arm == STAMPB || arm == STAMPBP || arm == STAMPJ)
+            side_stamp(s, stamps, i + 1, arm == STAMPBP, j);
     }
     CK(cudaStreamEndCapture(s, &g));
     return instantiate(g, s, arm == STAMPBP);
@@ -192,11 +208,12 @@ static cudaGraphExec_t capture_wide(Arm arm, int n, cudaStream_t s, float* x,
                                     unsigned blocks, unsigned threads, unsigned ns) {
     cudaGraph_t g;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    CUgraphNode join = nullptr;
     for (int i = 0; i <= n; i++) {
         if (arm == STAMPN)
             stamp<<<1, 1, 0, s>>>(stamps, i);
         else if (arm != PLAIN)
-            side_stamp(s, stamps, i, arm == STAMPBP);
+            side_stamp(s, stamps, i, arm == STAMPBP, arm == STAMPJ ? &join : nullptr);
         if (i < n) wide<<<blocks, threads, 0, s>>>(x, starts, i, ns);
     }
     CK(cudaStreamEndCapture(s, &g));
@@ -324,7 +341,7 @@ int main(int argc, char** argv) {
            bad, spans[500], spans.back(), h[1999] - h[0]);
     // Side-branch stamps at N = 1000: in order, in the second replay of a
     // fresh exec (the first may load what it uses).
-    for (Arm arm : {STAMPB, STAMPBP}) {
+    for (Arm arm : {STAMPB, STAMPBP, STAMPJ}) {
         std::vector<unsigned long long> st(1001);
         e = capture(arm, 1000, s, x, stamps, none);
         for (int r = 0; r < 2; r++) CK(cudaGraphLaunch(e, s));
@@ -345,18 +362,18 @@ int main(int argc, char** argv) {
     unsigned long long* starts;
     CK(cudaMalloc(&starts, 1024 * 8));
     printf("kernels,blocks,arm,us_per_replay_median,stamp_lag_after_next_start_ns_median,min,max,"
-           "span_median_ns,span_max_ns\n");
+           "span_median_ns,span_max_ns,longest_span_at\n");
     struct Shape {
         int n;
         unsigned blocks, threads, ns;
     };
     for (Shape sh : {Shape{100, 1056, 256, 3000}, Shape{1000, 1, 1, 0}}) {
-        for (Arm arm : {PLAIN, STAMPN, STAMPB, STAMPBP}) {
+        for (Arm arm : {PLAIN, STAMPN, STAMPB, STAMPBP, STAMPJ}) {
             e = capture_wide(arm, sh.n, s, x, stamps, starts, sh.blocks, sh.threads, sh.ns);
             time_replays(e, s, 10);
             double us = time_replays(e, s, 100);
             if (arm == PLAIN) {
-                printf("%d,%u,%s,%.2f,,,,,\n", sh.n, sh.blocks, NAMES[arm], us);
+                printf("%d,%u,%s,%.2f,,,,,,\n", sh.n, sh.blocks, NAMES[arm], us);
                 CK(cudaGraphExecDestroy(e));
                 continue;
             }
@@ -365,12 +382,16 @@ int main(int argc, char** argv) {
             CK(cudaMemcpy(go.data(), starts, go.size() * 8, cudaMemcpyDeviceToHost));
             // stamp i (i >= 1) follows kernel i - 1; kernel i (i < n) starts then
             std::vector<long long> lag, sp;
+            int at = 0;
             for (int i = 1; i < sh.n; i++) lag.push_back((long long)st[i] - (long long)go[i]);
-            for (int i = 0; i < sh.n; i++) sp.push_back((long long)st[i + 1] - (long long)st[i]);
+            for (int i = 0; i < sh.n; i++) {
+                sp.push_back((long long)st[i + 1] - (long long)st[i]);
+                if (sp.back() > sp[at]) at = i;
+            }
             std::sort(lag.begin(), lag.end());
             std::sort(sp.begin(), sp.end());
-            printf("%d,%u,%s,%.2f,%lld,%lld,%lld,%lld,%lld\n", sh.n, sh.blocks, NAMES[arm], us,
-                   lag[lag.size() / 2], lag.front(), lag.back(), sp[sp.size() / 2], sp.back());
+            printf("%d,%u,%s,%.2f,%lld,%lld,%lld,%lld,%lld,%d\n", sh.n, sh.blocks, NAMES[arm], us,
+                   lag[lag.size() / 2], lag.front(), lag.back(), sp[sp.size() / 2], sp.back(), at);
             CK(cudaGraphExecDestroy(e));
         }
     }
