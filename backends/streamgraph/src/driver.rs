@@ -147,9 +147,15 @@ pub trait StreamDriver: GraphDriver + Send {
     /// depend on it: the stream's capture dependencies are read before the
     /// launch and set back after it (CUDA `cuStreamGetCaptureInfo` and
     /// `cuStreamUpdateCaptureDependencies`, HIP the same calls by HIP's
-    /// names). Node timing's stamp kernels are recorded so, and no launch
-    /// waits for a stamp ([`StreamDriver::node_stamps`]).
-    fn launch_beside(&self, launch: &KernelLaunch<'_, Self>) -> Result<Self::Node, ErrorKind>;
+    /// names), with `join` (a node recorded beside earlier, if any) added:
+    /// the next captured work waits for that one. Node timing's stamp
+    /// kernels are recorded so, each joined one launch later
+    /// ([`StreamDriver::node_stamps`]).
+    fn launch_beside(
+        &self,
+        launch: &KernelLaunch<'_, Self>,
+        join: Option<&Self::Node>,
+    ) -> Result<Self::Node, ErrorKind>;
     /// Replace the parameters of kernel node `node` of `graph` with
     /// `launch`'s (grid, block, function and packed arguments), where `at`
     /// says: in one exec instantiated from `graph` (CUDA

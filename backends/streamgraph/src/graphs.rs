@@ -164,6 +164,11 @@ impl<D: StreamDriver> StreamGraphs<D> {
         self.recording_stamps.as_ref().map(Vec::len)
     }
 
+    /// The node of the open capture's last stamp kernel, if any.
+    pub fn last_stamp(&self) -> Option<&D::Node> {
+        self.recording_stamps.as_ref().and_then(|s| s.last())
+    }
+
     /// Keep the node of the open capture's stamp kernel
     /// [`next_stamp`](StreamGraphs::next_stamp) named.
     pub fn record_stamp(&mut self, node: D::Node) {

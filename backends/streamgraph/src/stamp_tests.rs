@@ -23,14 +23,16 @@ fn stamps_launched(d: &FakeDriver) -> usize {
 
 /// Three launches, node-timed with stamps: the capture records one event
 /// node and four stamp kernels (into the scratch word), each beside the
-/// launches, then the graph gets a buffer of four stamps and its four stamp
+/// launches and each joined one launch later (the launch after the next
+/// waits for it), then the graph gets a buffer of four stamps and its four stamp
 /// nodes are set to it, in the graph, before it is instantiated; every
 /// traced replay has three node spans tagged with it, tiling its span in
 /// capture order from its event node, each as long as its launch (1 ms: no
 /// launch waits for a stamp); a rebind keeps them; a graph captured with
 /// node timing off records no stamp; the stamp buffer is freed with its
 /// graph. Mutations: `stamp` skipped after a launch, or launched in line
-/// (`launch_kernel`: spans of 2 ms), `set_stamps` setting nothing or
+/// (`launch_kernel`: spans of 2 ms), or joining nothing (`None`),
+/// `set_stamps` setting nothing or
 /// setting after instantiating, `read_marks` reading the events instead,
 /// `read_stamps` not chaining the starts, the stamp buffer never freed →
 /// red.
@@ -64,6 +66,11 @@ fn stamp_kernels_time_every_launch_of_a_traced_replay() {
         set_in_graph(&d),
         [0, 2, 4, 6],
         "the stamp nodes, between the launches"
+    );
+    assert_eq!(
+        d.beside_joins(),
+        [(0, None), (2, Some(0)), (4, Some(2)), (6, Some(4))],
+        "each stamp beside the launches, joined by the launch after the next"
     );
     assert!(set_before_instantiating(&log), "{log:?}");
     let last_alloc = log.iter().rev().find(|c| matches!(c, Call::Alloc { .. }));

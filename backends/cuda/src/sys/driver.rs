@@ -425,7 +425,11 @@ impl StreamDriver for Stream {
         })
     }
 
-    fn launch_beside(&self, l: &KernelLaunch<'_, Self>) -> Result<KernelNode, ErrorKind> {
+    fn launch_beside(
+        &self,
+        l: &KernelLaunch<'_, Self>,
+        join: Option<&KernelNode>,
+    ) -> Result<KernelNode, ErrorKind> {
         let at = self.capturing();
         let (_, deps, n) = super::conditional::capture_info(at)?;
         let mut before: Vec<cu::CUgraphNode> = if n == 0 || deps.is_null() {
@@ -438,10 +442,12 @@ impl StreamDriver for Stream {
         };
         self.launch_kernel(l)?;
         let node = self.captured_node()?;
-        // SAFETY: the stream is live and capturing; `before` holds `n` nodes
-        // of its capture's graph (its dependencies before the launch, still
-        // in the graph: nodes are never removed from a capture) and is read
-        // during the call; no edge data (null), as in the capture.
+        before.extend(join.map(|j| j.0));
+        // SAFETY: the stream is live and capturing; `before` holds nodes of
+        // its capture's graph (its dependencies before the launch, and a
+        // node recorded beside earlier in the same capture: nodes are never
+        // removed from a capture) and is read during the call; no edge data
+        // (null), as in the capture.
         check("cuStreamUpdateCaptureDependencies", unsafe {
             cu::cuStreamUpdateCaptureDependencies_v2(
                 at,
@@ -474,8 +480,9 @@ impl StreamDriver for Stream {
     }
 
     /// Yes: on an H100, a stamp kernel beside each of 1000 dependent
-    /// one-thread kernels made a replay 1.70× the plain one, a stamp kernel
-    /// between them 1.95×, an event record node 3.23× (docs/tracing.md).
+    /// one-thread kernels, joined one launch later, made a replay 1.41× the
+    /// plain one, a stamp kernel between them 1.93×, an event record node
+    /// 3.23× (docs/tracing.md).
     fn node_stamps(&self) -> bool {
         true
     }

@@ -239,7 +239,11 @@ impl StreamDriver for Stream {
 
     /// Never called while [`node_stamps`](StreamDriver::node_stamps) is
     /// false; written and type-checked, never run on an AMD GPU.
-    fn launch_beside(&self, l: &KernelLaunch<'_, Self>) -> Result<KernelNode, ErrorKind> {
+    fn launch_beside(
+        &self,
+        l: &KernelLaunch<'_, Self>,
+        join: Option<&KernelNode>,
+    ) -> Result<KernelNode, ErrorKind> {
         let (_, deps, n) = self.capture_info()?;
         let mut before: Vec<hip::hipGraphNode_t> = if n == 0 || deps.is_null() {
             Vec::new()
@@ -251,6 +255,7 @@ impl StreamDriver for Stream {
         };
         self.launch_kernel(l)?;
         let node = self.captured_node()?;
+        before.extend(join.map(|j| j.0));
         self.set_capture_dependencies(&mut before)?;
         Ok(node)
     }

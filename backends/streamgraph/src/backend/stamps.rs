@@ -3,9 +3,11 @@
 //! event node, then a one-thread stamp kernel ([`STAMP`]) that writes the
 //! device clock, then one after each launch, each beside the launches
 //! ([`StreamDriver::launch_beside`]): a stamp depends on the work before
-//! it, and the next launch depends on that work too, not on the stamp. So
-//! stamp `i + 1` runs when launch `i` completed, alongside launch `i + 1`,
-//! and no launch waits for a stamp. While the capture is open each stamp
+//! it, and the next launch depends on that work and on the stamp before
+//! this one, not on this one. So stamp `i + 1` runs when launch `i`
+//! completed, alongside launch `i + 1`, and launch `i + 2` waits for it:
+//! no launch waits for the stamp beside it, and no stamp waits behind the
+//! launches after it for a place on the device. While the capture is open each stamp
 //! writes into a scratch word of the backend's own (a capture may not
 //! allocate); when it ends, before the graph is instantiated, the graph
 //! gets a buffer of its own and every stamp node is set, in the graph
@@ -15,10 +17,14 @@
 //! start event by the event node.
 //!
 //! Why: on an H100, stamp kernels beside each of 1000 dependent one-thread
-//! kernels made a replay 1.70× the plain one, stamp kernels between them
-//! 1.95×, event record nodes 3.23×; beside 100 wide kernels a stamp ran
-//! 160 ns before the next kernel's first block started, between them 770
-//! ns (`bench/probes/node_timing_probe.cu`; docs/tracing.md).
+//! kernels, each joined one launch later, made a replay 1.41× the plain
+//! one, beside and never joined 1.62×, between the kernels 1.93×, event
+//! record nodes 3.23×; beside 100 wide kernels a stamp ran 160 ns before
+//! the next kernel's first block started, between them 770 ns
+//! (`bench/probes/node_timing_probe.cu`; docs/tracing.md). Never joined,
+//! a stamp beside a launch that may start early waited behind the next
+//! launch's early blocks: in a traced decode step one span held two
+//! layers and a later one almost none.
 
 use super::StreamBackend;
 use crate::driver::{Compiler, NodeIn, StreamDriver, VendorBlas};
@@ -91,7 +97,7 @@ impl<D: StreamDriver, C: Compiler<D>, B: VendorBlas<D>> StreamBackend<D, C, B> {
             let f = self.kernel(&launch)?;
             let kl =
                 KernelLaunch::new(&self.driver, f, &launch, BufferList::from_slice(&[scratch]))?;
-            self.driver.launch_beside(&kl)
+            self.driver.launch_beside(&kl, self.graphs.last_stamp())
         })();
         match marked {
             Ok(node) => self.graphs.record_stamp(node),

@@ -221,6 +221,10 @@ struct State {
     /// The next `captured_node` answers with the previous capture's node at
     /// the same index: a node of another graph.
     misreport_node: bool,
+    /// Each node recorded beside the captured work: its index in its
+    /// capture, and the node it joined (the index of one recorded beside
+    /// before it), if any.
+    beside_joins: Vec<(usize, Option<usize>)>,
     /// Things a real driver would punish, as they happened.
     violations: Vec<String>,
 }
@@ -369,6 +373,12 @@ impl FakeDriver {
     /// Every graph launch queued so far: the exec and what it runs.
     pub fn runs(&self) -> Vec<(u32, Vec<FakeKernel>)> {
         self.s().runs.clone()
+    }
+
+    /// Each node recorded beside the captured work, in order: its index in
+    /// its capture and the index of the node it joined.
+    pub fn beside_joins(&self) -> Vec<(usize, Option<usize>)> {
+        self.s().beside_joins.clone()
     }
 
     /// Make the driver ask for an idle stream before a patch (as HIP's does).

@@ -116,7 +116,11 @@ impl StreamDriver for FakeDriver {
         Ok(())
     }
 
-    fn launch_beside(&self, l: &KernelLaunch<'_, Self>) -> Result<FakeNode, ErrorKind> {
+    fn launch_beside(
+        &self,
+        l: &KernelLaunch<'_, Self>,
+        join: Option<&FakeNode>,
+    ) -> Result<FakeNode, ErrorKind> {
         if !self.s().capturing {
             return Err(ErrorKind::driver(
                 "launch_beside",
@@ -126,6 +130,16 @@ impl StreamDriver for FakeDriver {
         self.launch_kernel(l)?;
         let node = self.captured_node()?;
         let mut s = self.s();
+        // A join must name a node recorded beside earlier in this capture.
+        if let Some(j) = join {
+            let ok = j.capture == s.capture && s.recorded.get(j.index).is_some_and(|k| k.beside);
+            if !ok {
+                s.violations.push(format!(
+                    "{j:?} joined: not a node beside the work of this capture"
+                ));
+            }
+        }
+        s.beside_joins.push((node.index, join.map(|j| j.index)));
         if let Some(k) = s.recorded.last_mut() {
             k.beside = true;
         }
