@@ -6,8 +6,8 @@
 //! it, and the next launch depends on that work and on the stamp before
 //! this one, not on this one. So stamp `i + 1` runs when launch `i`
 //! completed, alongside launch `i + 1`, and launch `i + 2` waits for it:
-//! no launch waits for the stamp beside it, and no stamp waits behind the
-//! launches after it for a place on the device. While the capture is open each stamp
+//! no launch waits for the stamp beside it, and no launch after the next
+//! is scheduled ahead of a stamp. While the capture is open each stamp
 //! writes into a scratch word of the backend's own (a capture may not
 //! allocate); when it ends, before the graph is instantiated, the graph
 //! gets a buffer of its own and every stamp node is set, in the graph
