@@ -24,6 +24,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "read_f32.cuh"
+
 template <unsigned Q, unsigned U>
 __global__ void __launch_bounds__(256) fused(const float* x, const float* wn, const float* w, float* y, unsigned h,
                                              float eps) {
@@ -193,25 +195,6 @@ __global__ void splitk_epilogue(const float* x, float* y, const float* part, con
     float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sq, (float)h), eps)));
     z = __fmul_rn(z, inv);
     y[c] = __fadd_rn(x[c], z / __fadd_rn(1.0f, expf(-z)));
-}
-
-__global__ void read_f32(const float* w, float* partial, unsigned long long n) {
-    __shared__ float sums[256];
-    unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-    unsigned long long t = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-    float acc = 0.0f;
-    const float4* q = (const float4*)w;
-    for (unsigned long long i = t; i < n / 4; i += stride) {
-        float4 v = q[i];
-        acc += (v.x + v.y) + (v.z + v.w);
-    }
-    sums[threadIdx.x] = acc;
-    __syncthreads();
-    for (unsigned int h = 128; h > 0; h >>= 1) {
-        if (threadIdx.x < h) sums[threadIdx.x] += sums[threadIdx.x + h];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) partial[blockIdx.x] = sums[0];
 }
 
 static float *W[8], *X, *WN, *Y, *P, *PART, *SSP;

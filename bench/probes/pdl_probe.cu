@@ -20,6 +20,8 @@
 #include <vector>
 #include <cuda_runtime.h>
 
+#include "read_f32.cuh"
+
 #include "../../kernels/cuda/params.cu"
 #include "../../kernels/user/norm_gemv_silu_add.cu"
 
@@ -31,25 +33,6 @@
             exit(1);                                                                     \
         }                                                                                \
     } while (0)
-
-__global__ void read_f32(const float* w, float* partial, unsigned long long n) {
-    __shared__ float sums[256];
-    unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-    unsigned long long t = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-    float acc = 0.0f;
-    const float4* q = (const float4*)w;
-    for (unsigned long long i = t; i < n / 4; i += stride) {
-        float4 v = q[i];
-        acc += (v.x + v.y) + (v.z + v.w);
-    }
-    sums[threadIdx.x] = acc;
-    __syncthreads();
-    for (unsigned int s = 128; s > 0; s >>= 1) {
-        if (threadIdx.x < s) sums[threadIdx.x] += sums[threadIdx.x + s];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) partial[blockIdx.x] = sums[0];
-}
 
 enum Arm { PLAIN, PDL, READ, ARMS };
 static const char* NAMES[] = {"fused, plain launches", "fused, early start (PDL)", "read_f32 (the read floor)"};
