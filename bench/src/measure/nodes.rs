@@ -109,10 +109,14 @@ fn device(
         let stack = Stack::new(dev, h, layers)?;
         let mut steps = vec![(format!("decode h={h} L={layers}"), stack.calls(h, layers))];
         // The fused step (one launch a layer, a user kernel whose CUDA
-        // launches may start early), where the device takes the kernel.
-        if dev.register_kernel(&NORM_GEMV_SILU_ADD).is_ok() {
-            let (calls, _) = stack.fused_calls(h, layers);
-            steps.push((format!("decode fused h={h} L={layers}"), calls));
+        // launches may start early), where the device takes the kernel;
+        // where it does not, a line says why.
+        match dev.register_kernel(&NORM_GEMV_SILU_ADD) {
+            Ok(()) => {
+                let (calls, _) = stack.fused_calls(h, layers);
+                steps.push((format!("decode fused h={h} L={layers}"), calls));
+            }
+            Err(e) => out.comment(&format!("decode fused h={h} L={layers}: not measured: {e}")),
         }
         for (name, calls) in steps {
             workload(dev, cfg, out, &name, &calls)?;
