@@ -14,7 +14,10 @@ use std::path::Path;
 mod spirv;
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // Read at run time: a build script compiled for another checkout that
+    // shares this target directory must still read this one's files.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR is set by cargo");
+    let root = Path::new(&manifest);
     let out = std::env::var("OUT_DIR").expect("OUT_DIR is set by cargo");
     // The prelude is core's (the WGSL view of `seam::Params`, which user
     // kernels are checked against at registration too).

@@ -457,7 +457,8 @@ fn split_sum(h: usize, splits: usize, term: &Term) -> f32 {
 /// partial sums (in the workspace) and applies the epilogue. Below it, and
 /// in WGSL at every width (its workgroups cannot wait for each other),
 /// each workgroup takes `4 · quads` columns over every row (k-slices of
-/// `256 / quads`, a shared-memory tree) and leaves the workspace alone.
+/// `256 / quads` invocations a quad each; in WGSL at quads = 2, 32 of one
+/// column each; a shared-memory tree) and leaves the workspace alone.
 ///
 /// Tolerance: the catalogue's f32 GEMM bound, `1e-4 + 1e-4 · |ref|`. CUDA
 /// and the CPU compute the same correctly rounded steps and fused
