@@ -58,13 +58,14 @@ pub fn digested_outputs(case: &str) -> Option<Vec<(OpKind, DType)>> {
         "c13_rebind_makes_launches_dependent" => vec![(Copy, F32)],
         // Every (op, dtype) workload of the catalogue, over views.
         "c11_views_at_odd_offsets_agree_with_cpu" => crate::workloads::all_pairs(),
-        // Every buffer of each user kernel's samples (its tolerance).
-        "c11_user_kernel_agrees_with_cpu" | "c4_user_kernel_eager_and_captured_identical" => {
-            crate::kernels()
-                .iter()
-                .filter_map(|&k| Some((User(seam::Kernel::new(k)), k.dtype()?)))
-                .collect()
-        }
+        // Every buffer of each user kernel's samples (its tolerance), in
+        // one launch or a chain of them.
+        "c11_user_kernel_agrees_with_cpu"
+        | "c11_user_kernel_chain_agrees_with_cpu"
+        | "c4_user_kernel_eager_and_captured_identical" => crate::kernels()
+            .iter()
+            .filter_map(|&k| Some((User(seam::Kernel::new(k)), k.dtype()?)))
+            .collect(),
         _ => return None,
     })
 }

@@ -30,23 +30,23 @@ pub const ALIGNED_GUARD: usize = 16;
 
 /// One launch of a kernel over fresh buffers: binding `k` is `views[k]`,
 /// `guard` elements into `buffers[k]` of `lens[k]` elements.
-struct Setup {
-    buffers: Vec<BufferId>,
-    lens: Vec<usize>,
-    views: Vec<View>,
-    call: OpCall,
-    guard: usize,
+pub(super) struct Setup {
+    pub(super) buffers: Vec<BufferId>,
+    pub(super) lens: Vec<usize>,
+    pub(super) views: Vec<View>,
+    pub(super) call: OpCall,
+    pub(super) guard: usize,
     seed: u64,
 }
 
-fn dtype_of(def: &KernelDef, k: usize) -> DType {
+pub(super) fn dtype_of(def: &KernelDef, k: usize) -> DType {
     match def.bindings[k].role {
         Role::Fixed(d) => d,
         Role::Input => def.dtype().unwrap_or(DType::F32),
     }
 }
 
-fn needs(def: &KernelDef, p: &Params) -> Vec<u64> {
+pub(super) fn needs(def: &KernelDef, p: &Params) -> Vec<u64> {
     let mut out = vec![0; def.bindings.len()];
     (def.extents)(p, &mut out);
     out
@@ -79,7 +79,7 @@ fn guards(def: &KernelDef, k: usize, guard: usize, seed: u64) -> (Vec<u8>, Vec<u
     (rng.bytes(dt, guard, 100.0), rng.bytes(dt, guard, 100.0))
 }
 
-fn setup(
+pub(super) fn setup(
     d: &Device,
     def: &'static KernelDef,
     p: Params,
@@ -125,11 +125,11 @@ fn refill(d: &Device, def: &KernelDef, s: &Setup, seed: u64) -> seam::Result<()>
 }
 
 /// Every buffer's bytes, in binding order.
-fn snapshot(d: &Device, s: &Setup) -> seam::Result<Vec<Vec<u8>>> {
+pub(super) fn snapshot(d: &Device, s: &Setup) -> seam::Result<Vec<Vec<u8>>> {
     s.buffers.iter().map(|&b| d.read_bytes(b)).collect()
 }
 
-fn free(d: &Device, s: Setup) -> seam::Result<()> {
+pub(super) fn free(d: &Device, s: Setup) -> seam::Result<()> {
     s.buffers.into_iter().try_for_each(|b| d.free(b))
 }
 
@@ -144,9 +144,24 @@ fn oracle(
     p: Params,
     seed: u64,
 ) -> Result<Vec<Vec<u8>>, Failure> {
+    oracle_fed(reference, def, p, seed, &[])
+}
+
+/// [`oracle`] with the views of some bindings given instead: `(k, bytes)`
+/// puts `bytes` (the whole view) in binding `k` before the launch.
+pub(super) fn oracle_fed(
+    reference: fn() -> Device,
+    def: &'static KernelDef,
+    p: Params,
+    seed: u64,
+    fed: &[(usize, Vec<u8>)],
+) -> Result<Vec<Vec<u8>>, Failure> {
     let r = reference();
     r.register_kernel(def)?;
     let s = setup(&r, def, p, seed, 0)?;
+    for (k, bytes) in fed {
+        r.write_bytes(s.buffers[*k], 0, bytes)?;
+    }
     r.launch(&s.call)?;
     Ok(snapshot(&r, &s)?)
 }
@@ -165,7 +180,7 @@ fn agree(
 }
 
 /// [`agree`] for binding `k` alone.
-fn agree_binding(
+pub(super) fn agree_binding(
     def: &KernelDef,
     s: &Setup,
     k: usize,

@@ -11,6 +11,7 @@ mod conditional_misuse;
 mod conditional_spans;
 mod extents;
 mod gemm_shapes;
+mod kernel_chain;
 mod kernel_sources;
 mod kernels;
 mod lifetimes;
@@ -111,6 +112,7 @@ pub static KERNEL_CASES: &[Case] = &[
     kernels::C2_USER_KERNEL_KEEPS_STREAM_ORDER,
     kernels::C4_USER_KERNEL_EAGER_AND_CAPTURED_IDENTICAL,
     kernels::C11_USER_KERNEL_AGREES_WITH_CPU,
+    kernel_chain::C11_USER_KERNEL_CHAIN_AGREES_WITH_CPU,
     kernels::C12_USER_KERNEL_BAD_LAUNCHES_REFUSED,
 ];
 

@@ -550,6 +550,13 @@ pub const MUTATIONS: &[Mutation] = &[
         what: "the CPU backend reads and writes a user kernel's views from byte 0",
     },
     Mutation {
+        case: "c11_user_kernel_chain_agrees_with_cpu",
+        file: PROGRAM,
+        find: "    (next..hi).for_each(run);",
+        replace: "    (next..hi).rev().for_each(run);",
+        what: "replay runs the recorded list in reverse (a link reads its input before the launch that writes it)",
+    },
+    Mutation {
         case: "c12_user_kernel_bad_launches_refused",
         file: VAL,
         find: "        if offset > buffer_len || end.is_none_or(|e| e > buffer_len) {",
