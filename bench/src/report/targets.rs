@@ -38,12 +38,6 @@ const fn side(arm: &'static str, device: &'static str, mode: &'static str) -> Si
 /// same metric of the side `against`.
 #[derive(Clone, Copy, Debug)]
 enum Judge {
-    /// `a / b ≤ bound`, both taken per `per` (node, launch).
-    RatioAtMost {
-        against: Side,
-        bound: f64,
-        per: &'static str,
-    },
     /// `a / b` shown as information, not judged (no bound).
     Ratio { against: Side, per: &'static str },
     /// `a ≤ bound` µs per `per`.
@@ -350,15 +344,6 @@ fn judge(input: &Input, t: &Target, build: &str, tag: &str) -> Verdict {
     };
     let pair = |against: &Side| Some((value(&t.subject)?, value(against)?));
     let verdict = match t.judge {
-        Judge::RatioAtMost {
-            against,
-            bound,
-            per,
-        } => pair(&against).map(|(a, b)| {
-            limit(&target, a / b, bound, "×", |x| {
-                format!("{} µs vs {} µs per {per} = {x:.3}×", us(a), us(b))
-            })
-        }),
         Judge::Ratio { against, per } => pair(&against).map(|(a, b)| Verdict {
             target: target.clone(),
             measured: format!("{} µs vs {} µs per {per} = {:.3}×", us(a), us(b), a / b),
