@@ -58,8 +58,12 @@ fn view_of<'a>(def: &KernelDef, s: &Setup, k: usize, bytes: &'a [u8]) -> &'a [u8
 /// No other case chains a kernel's own launches. A kernel that may start
 /// before the launch before it has ended (`CudaSource::starts_early`) and
 /// reads before `seam_prior_wait()` reads its predecessor's output early
-/// only here; a backend that leaves out the barrier between two dependent
-/// dispatches of one kernel shows it here first.
+/// only here: `norm_gemv_silu_add.cu` with both its waits deleted was red
+/// here, captured, and green in every other user-kernel case, on one H100
+/// and one H200 (docs/results/h100-0ca65c1, h200-0ca65c1: "sample 0
+/// (captured), link 1 of 4: binding `y`"). A backend that leaves out the
+/// barrier between two dependent dispatches of one kernel shows it here
+/// too (the Vulkan barrier audit).
 ///
 /// Mutation: replay runs the recorded launches in reverse
 /// (`(next..hi).for_each(run)` → `(next..hi).rev().for_each(run)` in the

@@ -31,8 +31,8 @@ pub const ALIGNED_GUARD: usize = 16;
 /// One launch of a kernel over fresh buffers: binding `k` is `views[k]`,
 /// `guard` elements into `buffers[k]` of `lens[k]` elements.
 pub(super) struct Setup {
-    pub(super) buffers: Vec<BufferId>,
-    pub(super) lens: Vec<usize>,
+    buffers: Vec<BufferId>,
+    lens: Vec<usize>,
     pub(super) views: Vec<View>,
     pub(super) call: OpCall,
     pub(super) guard: usize,
