@@ -39,8 +39,8 @@ fn feeds(def: &KernelDef, need: &[u64]) -> Vec<(usize, usize)> {
 
 /// Binding `k`'s view in `bytes`, the whole buffer of setup `s`.
 fn view_of<'a>(def: &KernelDef, s: &Setup, k: usize, bytes: &'a [u8]) -> &'a [u8] {
-    let guard = s.guard * dtype_of(def, k).size();
-    &bytes[guard..bytes.len() - guard]
+    let size = dtype_of(def, k).size();
+    &bytes[s.guard * size..bytes.len() - s.after * size]
 }
 
 /// Every sample of the kernel, [`LINKS`] launches deep, eager and captured,

@@ -29,13 +29,15 @@ pub const GUARD: usize = 3;
 pub const ALIGNED_GUARD: usize = 16;
 
 /// One launch of a kernel over fresh buffers: binding `k` is `views[k]`,
-/// `guard` elements into `buffers[k]` of `lens[k]` elements.
+/// `guard` elements into `buffers[k]` of `lens[k]` elements, with `after`
+/// elements after it.
 pub(super) struct Setup {
     buffers: Vec<BufferId>,
     lens: Vec<usize>,
     pub(super) views: Vec<View>,
     pub(super) call: OpCall,
     pub(super) guard: usize,
+    pub(super) after: usize,
     seed: u64,
 }
 
@@ -72,13 +74,14 @@ fn contents(def: &KernelDef, need: &[u64], seed: u64) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// The bytes of binding `k`'s guard elements (before, after).
-fn guards(def: &KernelDef, k: usize, guard: usize, seed: u64) -> (Vec<u8>, Vec<u8>) {
-    let mut rng = Rng::new(seed ^ 0x6A4D ^ (k as u64) << 32);
+/// The bytes of binding `k`'s guard elements of setup `s` (before, after).
+fn guards(def: &KernelDef, k: usize, s: &Setup) -> (Vec<u8>, Vec<u8>) {
+    let mut rng = Rng::new(s.seed ^ 0x6A4D ^ (k as u64) << 32);
     let dt = dtype_of(def, k);
-    (rng.bytes(dt, guard, 100.0), rng.bytes(dt, guard, 100.0))
+    (rng.bytes(dt, s.guard, 100.0), rng.bytes(dt, s.after, 100.0))
 }
 
+/// [`placed`] with `guard` elements on either side of each view.
 pub(super) fn setup(
     d: &Device,
     def: &'static KernelDef,
@@ -86,8 +89,22 @@ pub(super) fn setup(
     seed: u64,
     guard: usize,
 ) -> seam::Result<Setup> {
+    placed(d, def, p, seed, guard, guard)
+}
+
+/// One launch over fresh buffers, each view `guard` elements into its
+/// buffer with `after` elements after it (none: the view ends where its
+/// buffer does).
+fn placed(
+    d: &Device,
+    def: &'static KernelDef,
+    p: Params,
+    seed: u64,
+    guard: usize,
+    after: usize,
+) -> seam::Result<Setup> {
     let need = needs(def, &p);
-    let lens: Vec<usize> = need.iter().map(|&n| n as usize + 2 * guard).collect();
+    let lens: Vec<usize> = need.iter().map(|&n| n as usize + guard + after).collect();
     let buffers = lens
         .iter()
         .enumerate()
@@ -104,6 +121,7 @@ pub(super) fn setup(
         views,
         call: ops::user(def, &[], p),
         guard,
+        after,
         seed,
     };
     refill(d, def, &s, seed)?;
@@ -118,7 +136,7 @@ pub(super) fn setup(
 fn refill(d: &Device, def: &KernelDef, s: &Setup, seed: u64) -> seam::Result<()> {
     let need: Vec<u64> = s.views.iter().map(|v| v.len.unwrap_or(0) as u64).collect();
     for (k, view) in contents(def, &need, seed).into_iter().enumerate() {
-        let (before, after) = guards(def, k, s.guard, s.seed);
+        let (before, after) = guards(def, k, s);
         d.write_bytes(s.buffers[k], 0, &[before, view, after].concat())?;
     }
     Ok(())
@@ -189,7 +207,7 @@ pub(super) fn agree_binding(
     what: &str,
 ) -> Result<(), Failure> {
     let (b, dt) = (&def.bindings[k], dtype_of(def, k));
-    let (lo, hi) = (s.guard * dt.size(), got.len() - s.guard * dt.size());
+    let (lo, hi) = (s.guard * dt.size(), got.len() - s.after * dt.size());
     if b.zeroed {
         // A workspace comes back as it went in, whatever the oracle left.
         if let Some(i) = got[lo..hi].iter().position(|&byte| byte != 0) {
@@ -206,7 +224,7 @@ pub(super) fn agree_binding(
         compare(dt, tol, &got[lo..hi], want)
             .map_err(|e| Failure(format!("{}: {what}: binding `{}`: {e}", def.name, b.name)))?;
     }
-    let (before, after) = guards(def, k, s.guard, s.seed);
+    let (before, after) = guards(def, k, s);
     check!(
         got[..lo] == before[..] && got[hi..] == after[..],
         "{}: {what}: binding `{}` changed outside its view",
@@ -232,8 +250,19 @@ fn capture_one(d: &Device, call: &OpCall) -> seam::Result<seam::Graph> {
 }
 
 /// Every sample of the kernel agrees with its CPU implementation, eager
-/// and captured, over views at odd offsets and again over 16-byte aligned
-/// ones, touching nothing outside them.
+/// and captured, over views at odd offsets, again over 16-byte aligned
+/// ones, and again at odd offsets with each view ending where its buffer
+/// ends, touching nothing outside them.
+///
+/// The flush placement is the only one where a view's last elements are
+/// its buffer's: a backend that binds or bounds-checks a buffer short of
+/// its end (a range rounded down, a length off by one) reads zeros or
+/// drops writes there and nowhere else. Its buffers are allocated with
+/// checked mode off (checked allocations carry a guard past their end).
+/// On lavapipe, the Vulkan backend's descriptors bound 16 bytes short of
+/// each buffer's end (`.range(vk::WHOLE_SIZE)` → `size − 16` in
+/// `sets.rs`) were red in this placement alone, all three of seam's
+/// kernels eager and captured, and green in every other user-kernel case.
 ///
 /// The aligned placement is what reaches a vector path: on an H100
 /// (docs/results/h100-6671f36) a fault planted in `norm_gemv_silu_add.cu`'s
@@ -262,11 +291,23 @@ pub const C11_USER_KERNEL_AGREES_WITH_CPU: Case = Case {
         for (i, &p) in def.samples.iter().enumerate() {
             let seed = 0xC11 + i as u64;
             let want = oracle(cx.reference, def, p, seed)?;
-            for guard in [GUARD, ALIGNED_GUARD] {
-                let s = setup(&cx.dev, def, p, seed, guard)?;
+            for (guard, after) in [(GUARD, GUARD), (ALIGNED_GUARD, ALIGNED_GUARD), (GUARD, 0)] {
+                // The runner checks every user-kernel trial (`set_checked`),
+                // whose allocations carry a canary guard past their end: a
+                // flush view is allocated unchecked, so that its buffer's end
+                // is the backend's too, and launched checked.
+                cx.dev.set_checked(after != 0);
+                let s = placed(&cx.dev, def, p, seed, guard, after);
+                cx.dev.set_checked(true);
+                let s = s?;
                 cx.run(|d| d.launch(&s.call))?;
                 let got = snapshot(&cx.dev, &s)?;
-                let what = format!("sample {i} ({}, views {guard} elements in)", cx.mode);
+                let flush = if after == 0 {
+                    ", flush with their buffers' ends"
+                } else {
+                    ""
+                };
+                let what = format!("sample {i} ({}, views {guard} elements in{flush})", cx.mode);
                 agree(def, &s, &got, &want, &what)?;
                 got.iter().for_each(|b| cx.digest_bytes(b));
                 free(&cx.dev, s)?;
