@@ -11,7 +11,9 @@
 // committed kernel's of the same Q (identical order: bit for bit). Also
 // split-K layouts (below: 512 contiguous bytes of a row per warp, the
 // k range split over blocks) in two launches or in one, compared with the
-// committed kernel within a relative difference. Rounds alternate the arms;
+// committed kernel within a relative difference; split-K by rows in flight
+// per warp (U), and writing the partial sums only (no count, no finish:
+// what the finish costs). Rounds alternate the arms;
 // the median over rounds is printed.
 // nvcc -O3 -std=c++17 -arch=sm_90 -diag-suppress 186 fused_probe.cu -lcublas
 // ./a.out [rounds [H ...]] (H multiples of 128; default 4096 8192)
@@ -104,7 +106,7 @@ __global__ void __launch_bounds__(256) fused(const float* x, const float* wn, co
 // and the residual. LAST = 1: one launch; each block counts itself done
 // on cnt[tile] after a fence, and the block that counts last does the
 // epilogue for its tile and resets the count.
-template <unsigned KS, bool LAST>
+template <unsigned KS, unsigned LAST, unsigned U = 4>
 __global__ void __launch_bounds__(256) splitk(const float* x, const float* wn, const float* w, float* y, float* part,
                                               float* ssp, unsigned* cnt, unsigned h, float eps) {
     __shared__ float4 red[8][32];
@@ -116,17 +118,17 @@ __global__ void __launch_bounds__(256) splitk(const float* x, const float* wn, c
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     float ss = 0.0f;
     unsigned k = k0 + wp;
-    for (; k + 24u < k1; k += 32u) {
-        float4 b[4];
-        float xs[4], ws[4];
+    for (; k + 8u * (U - 1u) < k1; k += 8u * U) {
+        float4 b[U];
+        float xs[U], ws[U];
 #pragma unroll
-        for (unsigned u = 0; u < 4u; ++u) {
+        for (unsigned u = 0; u < U; ++u) {
             b[u] = *reinterpret_cast<const float4*>(w + (unsigned long long)(k + u * 8u) * h + col);
             xs[u] = x[k + u * 8u];
             ws[u] = wn[k + u * 8u];
         }
 #pragma unroll
-        for (unsigned u = 0; u < 4u; ++u) {
+        for (unsigned u = 0; u < U; ++u) {
             float a = __fmul_rn(xs[u], ws[u]);
             acc.x = __fmaf_rn(a, b[u].x, acc.x);
             acc.y = __fmaf_rn(a, b[u].y, acc.y);
@@ -162,7 +164,7 @@ __global__ void __launch_bounds__(256) splitk(const float* x, const float* wn, c
             ssp[tile * KS + ks] = t;
         }
     }
-    if (!LAST) return;
+    if (LAST != 1u) return;
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(&cnt[tile], 1u) == KS - 1u;
@@ -238,14 +240,19 @@ static void launch_cublas(int i, unsigned h) {
 }
 
 
-template <unsigned KS, bool LAST>
+template <unsigned KS, unsigned LAST, unsigned U = 4>
 static void launch_splitk(int i, unsigned h) {
     dim3 grid(h / 128u, KS);
-    splitk<KS, LAST><<<grid, 256>>>(X, WN, W[i % 8], Y, PART, SSP, CNT, h, 1e-5f);
-    if (!LAST) splitk_epilogue<KS><<<(h + 255u) / 256u, 256>>>(X, Y, PART, SSP, h, 1e-5f);
+    splitk<KS, LAST, U><<<grid, 256>>>(X, WN, W[i % 8], Y, PART, SSP, CNT, h, 1e-5f);
+    if (LAST == 0u) splitk_epilogue<KS><<<(h + 255u) / 256u, 256>>>(X, Y, PART, SSP, h, 1e-5f);
 }
-#define SPLITK2(KS) Arm{"split-K " #KS ", 2 launches", 0, launch_splitk<KS, false>, {}}
-#define SPLITK1(KS) Arm{"split-K " #KS ", last block", 0, launch_splitk<KS, true>, {}}
+#define SPLITK2(KS) Arm{"split-K " #KS ", 2 launches", 0, launch_splitk<KS, 0u>, {}}
+#define SPLITK1(KS) Arm{"split-K " #KS ", last block", 0, launch_splitk<KS, 1u>, {}}
+// The same, U rows' loads in flight per warp instead of four.
+#define SPLITKU(KS, U) Arm{"split-K " #KS ", last block, U=" #U, 0, launch_splitk<KS, 1u, U>, {}}
+// Partial sums only (no count, no epilogue): the GEMV part of the layer,
+// so the difference to SPLITK1 is what finishing in the last block costs.
+#define SPLITK0(KS) Arm{"split-K " #KS ", partials only", 0, launch_splitk<KS, 2u>, {}}
 #define FUSED(Q, U) Arm{#Q " quads, U=" #U, Q, launch_fused<Q, U>, {}}
 
 int main(int argc, char** argv) {
@@ -271,8 +278,8 @@ int main(int argc, char** argv) {
         cudaMalloc(&WN, h * 4);
         cudaMalloc(&Y, h * 4);
         cudaMalloc(&P, 1024 * 4);
-        cudaMalloc(&PART, 16 * h * 4);
-        cudaMalloc(&SSP, 1024 * 4);
+        cudaMalloc(&PART, 32 * h * 4);
+        cudaMalloc(&SSP, 4096 * 4);
         cudaMalloc(&CNT, 1024 * 4);
         cudaMemset(CNT, 0, 1024 * 4);
         cudaMemcpy(X, hx.data(), h * 4, cudaMemcpyHostToDevice);
@@ -287,13 +294,15 @@ int main(int argc, char** argv) {
             FUSED(32, 4), FUSED(32, 8),
             SPLITK2(4), SPLITK2(8), SPLITK2(16),
             SPLITK1(4), SPLITK1(8), SPLITK1(16),
+            SPLITKU(8, 2), SPLITKU(8, 8), SPLITKU(16, 8), SPLITKU(32, 4),
+            SPLITK0(8), SPLITK0(16),
         };
         // Outputs: every U of one Q bit for bit like U = 0.
         std::vector<float> ref(h), got(h), ref0(h);
         unsigned ref_q = 0;
         for (auto& a : arms) {
             if (a.q == 0) {
-                if (strncmp(a.name, "split", 5) != 0) continue;
+                if (strncmp(a.name, "split", 5) != 0 || strstr(a.name, "partials")) continue;
                 a.launch(0, h);
                 a.launch(0, h);  // twice: the count must have been reset
                 cudaMemcpy(got.data(), Y, h * 4, cudaMemcpyDeviceToHost);

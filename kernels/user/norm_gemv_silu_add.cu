@@ -9,7 +9,7 @@
 // are cut into T = ⌈h / 128⌉ tiles of 128 and the rows into KS = 32 / Q
 // ranges of ⌈h / KS⌉; block b takes tile b / KS and range b % KS. Lane l
 // of warp w sums columns 128·tile + 4l … + 3 over rows k0 + w, k0 + w + 8,
-// … of its range (one fma per product, in row order, four rows' 16-byte
+// … of its range (one fma per product, in row order, eight rows' 16-byte
 // loads of W in flight: each warp reads 512 contiguous bytes of a row),
 // and Σx² over the same rows alongside. The 8 warps' sums are added in
 // warp order and stored in the workspace with the range's Σx²; then the
@@ -39,7 +39,11 @@
 // still read as written. On one H100, 32 layers at h = 4096 in one graph:
 // 834.5 µs a replay launched plainly, 808.1 launched so (prefetching 4
 // rows; none: 823.8, 16: 826.5); no change at 8192
-// (`bench/probes/pdl_probe.cu`).
+// (`bench/probes/pdl_probe.cu`). Each warp then keeps eight rows' loads
+// in flight (SEAM_LAYER_ROWS): the same probe on one H100, 789.1 against
+// 808.1 µs with four at h = 4096, 2824 against 2835 at 8192; in the
+// benchmark's graph 795 against 811–816 µs and 2832–2836 against
+// 2848–2856 (1.040× against 1.064× the read of the same weights).
 //
 // The CPU implementation reproduces both orders and the fmas; only expf
 // (2 ulp) differs.
@@ -48,6 +52,11 @@
 #define SEAM_LAYER_SPLIT_FROM 2048u
 #ifndef SEAM_LAYER_PREFETCH
 #define SEAM_LAYER_PREFETCH 4u
+#endif
+// Rows of W whose loads each warp of the split layout has in flight
+// before their products (the order of the products does not depend on it).
+#ifndef SEAM_LAYER_ROWS
+#define SEAM_LAYER_ROWS 8u
 #endif
 
 template <bool VEC>
@@ -75,19 +84,19 @@ __device__ void norm_gemv_silu_add(const float* x, const float* wn, const float*
     }
     seam_prior_wait();
     if (VEC && col < h) {
-        // Four rows' loads in flight before their products: the same
-        // products in the same order as the loop below.
-        for (; k + 24u < k1; k += 32u) {
-            float4 b[4];
-            float xs[4], ns[4];
+        // SEAM_LAYER_ROWS rows' loads in flight before their products: the
+        // same products in the same order as the loop below.
+        for (; k + 8u * (SEAM_LAYER_ROWS - 1u) < k1; k += 8u * SEAM_LAYER_ROWS) {
+            float4 b[SEAM_LAYER_ROWS];
+            float xs[SEAM_LAYER_ROWS], ns[SEAM_LAYER_ROWS];
 #pragma unroll
-            for (unsigned u = 0; u < 4u; ++u) {
+            for (unsigned u = 0; u < SEAM_LAYER_ROWS; ++u) {
                 b[u] = *reinterpret_cast<const float4*>(w + (unsigned long long)(k + 8u * u) * h + col);
                 xs[u] = x[k + 8u * u];
                 ns[u] = wn[k + 8u * u];
             }
 #pragma unroll
-            for (unsigned u = 0; u < 4u; ++u) {
+            for (unsigned u = 0; u < SEAM_LAYER_ROWS; ++u) {
                 float a = __fmul_rn(xs[u], ns[u]);
                 acc.x = __fmaf_rn(a, b[u].x, acc.x);
                 acc.y = __fmaf_rn(a, b[u].y, acc.y);
