@@ -33,8 +33,8 @@ pub fn set_kernels(kernels: &'static [&'static seam::KernelDef]) {
 }
 
 /// The user kernels of this run ([`set_kernels`]); by default seam's own
-/// ([`seam_kernels::user::ALL`]: RoPE, a fused residual-add-rms_norm and
-/// a fused decode layer).
+/// ([`seam_kernels::user::ALL`]: RoPE, a fused residual-add-rms_norm, a
+/// fused decode layer, and the same layer in two launches).
 pub fn kernels() -> &'static [&'static seam::KernelDef] {
     KERNELS.get_or_init(|| seam_kernels::user::ALL)
 }

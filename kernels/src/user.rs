@@ -1,4 +1,4 @@
-//! Three user kernels an LLM decode step uses, each as WGSL, CUDA C and Rust
+//! User kernels an LLM decode step uses, each as WGSL, CUDA C and Rust
 //! (the CPU backend runs the Rust, and so it is the oracle every other
 //! device is compared with, C11): what the conformance suite certifies by
 //! default (`seam_conformance::harness::certify` runs its user-kernel cases
@@ -13,6 +13,9 @@
 //!   written back to `r`, then `out = h / sqrt(mean(h²) + eps) · w`.
 //! - [`NORM_GEMV_SILU_ADD`]: a whole layer of the benchmark's decode stack,
 //!   `y = x + silu(rms_norm(x) · wn · W)`, in one launch instead of four.
+//! - [`LAYER_PARTIAL`] and [`LAYER_FINISH`]: the same layer in two launches,
+//!   its rows split over workgroups (WGSL and Rust only: where one launch
+//!   cannot split the rows; CUDA's one launch does).
 
 use seam::kernel::{CudaSource, Field, KernelDef, ParamError, MAX_GRID_EDGE};
 use seam::ops::{Access, Binding};
@@ -514,7 +517,16 @@ pub static NORM_GEMV_SILU_ADD: KernelDef = KernelDef {
 
 /// Every kernel here, as `seam_conformance::harness::certify_with` takes
 /// them (seam's own suite certifies these by default).
-pub static ALL: &[&KernelDef] = &[&ROPE, &ADD_RMS_NORM, &NORM_GEMV_SILU_ADD];
+pub static ALL: &[&KernelDef] = &[
+    &ROPE,
+    &ADD_RMS_NORM,
+    &NORM_GEMV_SILU_ADD,
+    &LAYER_PARTIAL,
+    &LAYER_FINISH,
+];
+
+mod split;
+pub use split::{layer_finish_cpu, layer_partial_cpu, split_partials, LAYER_FINISH, LAYER_PARTIAL};
 
 #[cfg(test)]
 mod tests;

@@ -21,7 +21,7 @@ pub use loops::{loop_overhead, LoopConfig};
 pub use nodes::{node_overhead, NodeConfig};
 
 use arms::{copy_bandwidth, profile};
-use workloads::{chain, decode, decode_fused, Stack};
+use workloads::{chain, decode, decode_fused, decode_split, Stack};
 
 use crate::csv::Row;
 use crate::stats::summarize;
@@ -285,6 +285,21 @@ fn backend(slot: &DeviceSlot, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
             }
         }
     };
+    // The same layers in two launches each, where one launch cannot split
+    // the rows (every backend but CUDA).
+    let split_arm = leak(&format!("{arm}-split"));
+    let split_kernels = device != "cuda"
+        && !cfg.hiddens.is_empty()
+        && match dev
+            .register_kernel(&seam_kernels::user::LAYER_PARTIAL)
+            .and_then(|()| dev.register_kernel(&seam_kernels::user::LAYER_FINISH))
+        {
+            Ok(()) => true,
+            Err(e) => {
+                out.comment(&format!("{split_arm} {device}: not measured: {e}"));
+                false
+            }
+        };
     for &h in &cfg.hiddens {
         if device != "cuda" && h > cfg.other_hidden_max {
             out.comment(&format!(
@@ -322,6 +337,18 @@ fn backend(slot: &DeviceSlot, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
                 if let Err(e) = decode_fused(&dev, &stack, fused, cfg, out) {
                     out.comment(&format!(
                         "{fused_arm} {device} decode H={h} L={l}: skipped: {e}"
+                    ));
+                }
+            }
+            if split_kernels {
+                let split = Meta {
+                    arm: split_arm,
+                    nodes: 2 * l,
+                    ..m
+                };
+                if let Err(e) = decode_split(&dev, &stack, split, cfg, out) {
+                    out.comment(&format!(
+                        "{split_arm} {device} decode H={h} L={l}: skipped: {e}"
                     ));
                 }
             }

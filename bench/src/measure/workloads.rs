@@ -7,7 +7,9 @@ use super::paired::{versus_raw, RawChain};
 use super::update::{updates, Swap};
 use super::{err, randoms, submit, Config, Meta, Res, Sink};
 use seam::{ops, BufferId, Device, OpCall, Params};
-use seam_kernels::user::{layer_quads, layer_workspace, NORM_GEMV_SILU_ADD};
+use seam_kernels::user::{
+    layer_quads, layer_workspace, split_partials, LAYER_FINISH, LAYER_PARTIAL, NORM_GEMV_SILU_ADD,
+};
 
 /// The chain's call list and a check of one eager step and one replay
 /// against the host (scale_add is bit-exact, C11).
@@ -187,6 +189,47 @@ impl Stack {
     }
 }
 
+impl Stack {
+    /// The same layers, each two launches: [`LAYER_PARTIAL`] and
+    /// [`LAYER_FINISH`] through the partial sums in `part`, the residual
+    /// moving between x and the first temporary as in
+    /// [`Stack::fused_calls`].
+    pub(super) fn split_calls(
+        &self,
+        h: u64,
+        layers: u64,
+        part: &seam::Buffer<f32>,
+    ) -> (Vec<OpCall>, &seam::Buffer<f32>) {
+        let h = h as u32;
+        let pp = Params::dims(h, layer_quads(h), 0);
+        let p = pp.with_scalars(1e-5, 0.0);
+        let (a, b) = (&self.x, &self.t[0]);
+        let calls = (0..layers as usize)
+            .flat_map(|i| {
+                let (src, dst) = if i % 2 == 0 { (a, b) } else { (b, a) };
+                [
+                    ops::user(
+                        &LAYER_PARTIAL,
+                        &[
+                            src.id().into(),
+                            self.wn.id().into(),
+                            self.w[i].id().into(),
+                            part.id().into(),
+                        ],
+                        pp,
+                    ),
+                    ops::user(
+                        &LAYER_FINISH,
+                        &[src.id().into(), part.id().into(), dst.id().into()],
+                        p,
+                    ),
+                ]
+            })
+            .collect();
+        (calls, if layers % 2 == 1 { b } else { a })
+    }
+}
+
 /// `calls` run eagerly from the stack's input, read from `result`; where
 /// the device captures, the same calls captured and replayed once from the
 /// same input must give it bit for bit (C4). Returns the eager result.
@@ -234,12 +277,44 @@ pub(super) fn decode_fused(
     out: &mut dyn Sink,
 ) -> Res<()> {
     let (calls, last) = s.fused_calls(m.hidden, m.layers);
+    decode_layers(dev, s, &calls, last, m, cfg, out)
+}
+
+/// The decode step in two launches a layer ([`Stack::split_calls`]),
+/// checked and timed as [`decode_fused`].
+pub(super) fn decode_split(
+    dev: &Device,
+    s: &Stack,
+    m: Meta,
+    cfg: &Config,
+    out: &mut dyn Sink,
+) -> Res<()> {
+    let h = m.hidden as u32;
+    let part = dev
+        .buffer::<f32>(split_partials(h, layer_quads(h)) as usize)
+        .map_err(err)?;
+    let (calls, last) = s.split_calls(m.hidden, m.layers, &part);
+    decode_layers(dev, s, &calls, last, m, cfg, out)
+}
+
+/// A decode step of fused layers (`calls`, the last writing `last`):
+/// eager and replayed agree bit for bit, both agree with the four-launch
+/// step within 1e-3 relative; then timed like the step.
+fn decode_layers(
+    dev: &Device,
+    s: &Stack,
+    calls: &[OpCall],
+    last: &seam::Buffer<f32>,
+    m: Meta,
+    cfg: &Config,
+    out: &mut dyn Sink,
+) -> Res<()> {
     let unfused = {
         dev.write(s.x.id(), 0, &s.x0).map_err(err)?;
         submit(dev, &s.calls(m.hidden, m.layers)).map_err(err)?;
         s.x.read().map_err(err)?
     };
-    let eager = eager_and_replayed(dev, s, &calls, last, "fused decode step")?;
+    let eager = eager_and_replayed(dev, s, calls, last, "fused decode step")?;
     if let Some(i) = eager
         .iter()
         .zip(&unfused)
@@ -250,7 +325,7 @@ pub(super) fn decode_fused(
             eager[i], unfused[i]
         ));
     }
-    measure(dev, &calls, m, cfg, out)
+    measure(dev, calls, m, cfg, out)
 }
 
 /// One decode step eager and one replayed from the same input agree bit for bit (C4).

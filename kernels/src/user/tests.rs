@@ -2,8 +2,9 @@
 //! parameter checks, and their WGSL against naga.
 
 use super::{
-    add_rms_norm_cpu, layer_quads, layer_workspace, norm_gemv_silu_add_cpu, rope_cpu, rope_freqs,
-    sincos, sliced_sum, split_sum, Term, ADD_RMS_NORM, ALL, LAYER_MAX_H, LAYER_SPLIT_FROM,
+    add_rms_norm_cpu, layer_finish_cpu, layer_partial_cpu, layer_quads, layer_workspace,
+    norm_gemv_silu_add_cpu, rope_cpu, rope_freqs, sincos, sliced_sum, split_partials, split_sum,
+    Term, ADD_RMS_NORM, ALL, LAYER_FINISH, LAYER_MAX_H, LAYER_PARTIAL, LAYER_SPLIT_FROM,
     NORM_GEMV_SILU_ADD, ROPE, ROPE_MAX_POS,
 };
 use seam::kernel::KernelDef;
@@ -140,6 +141,64 @@ fn norm_gemv_silu_add_is_the_layer() {
     }
 }
 
+/// The layer in two launches is the layer: [`LAYER_PARTIAL`]'s sums,
+/// added in range order, are the CUDA split's dot products bit for bit
+/// (the same rows in the same order, [`split_sum`]), the partial sums
+/// cover every word of `part`, and [`LAYER_FINISH`] after it agrees with
+/// f64 math, at widths with a last tile of a few columns, no multiple of 4,
+/// and an eps large enough that dropping it shows.
+#[test]
+fn layer_partial_and_finish_are_the_layer() {
+    for (h, quads, eps) in [
+        (1usize, 2u32, 1e-5f32),
+        (7, 4, 0.5),
+        (130, 2, 0.25),
+        (300, 4, 1e-5),
+        (2052, 2, 1e-5),
+    ] {
+        let x: Vec<f32> = (0..h).map(|i| (i as f32 * 0.37).sin()).collect();
+        let wn: Vec<f32> = (0..h).map(|i| 0.5 + (i % 7) as f32 / 7.0).collect();
+        let w: Vec<f32> = (0..h * h).map(|i| (i as f32 * 0.013).cos() * 0.2).collect();
+        let n = 32 / quads as usize;
+        assert_eq!(split_partials(h as u32, quads), (n * h) as u64);
+        let nan = vec![f32::NAN; n * h];
+        let mut b = vec![bytes(&x), bytes(&wn), bytes(&w), bytes(&nan)];
+        layer_partial_cpu(&Params::dims(h as u32, quads, 0), &mut b);
+        let part = f32s(&b[3]);
+        assert!(
+            part.iter().all(|v| v.is_finite()),
+            "h {h}: a word of part left unwritten"
+        );
+        let a: Vec<f32> = x.iter().zip(&wn).map(|(x, w)| x * w).collect();
+        for c in 0..h {
+            let z = (0..n).fold(0f32, |z, i| z + part[i * h + c]);
+            let want = split_sum(h, n, &|k, acc| a[k].mul_add(w[k * h + c], acc));
+            assert_eq!(
+                z.to_bits(),
+                want.to_bits(),
+                "h {h} column {c}: {z} != {want}"
+            );
+        }
+        let p = Params::dims(h as u32, quads, 0).with_scalars(eps, 0.0);
+        let mut f = vec![bytes(&x), b[3].clone(), vec![0; h * 4]];
+        layer_finish_cpu(&p, &mut f);
+        let y = f32s(&f[2]);
+        let ms = x.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / h as f64;
+        let inv = 1.0 / (ms + eps as f64).sqrt();
+        for c in 0..h {
+            let z: f64 = (0..h)
+                .map(|k| x[k] as f64 * inv * wn[k] as f64 * w[k * h + c] as f64)
+                .sum();
+            let want = x[c] as f64 + z / (1.0 + (-z).exp());
+            assert!(
+                (y[c] as f64 - want).abs() < 1e-5 * (1.0 + want.abs()),
+                "h {h} quads {quads} column {c}: {} != {want}",
+                y[c]
+            );
+        }
+    }
+}
+
 /// Below [`LAYER_SPLIT_FROM`] the CPU implementation adds in the column
 /// slices' order, from it in the split's (as the CUDA kernel switches), and
 /// the two orders differ for these inputs, so the switch is seen; the CUDA
@@ -240,6 +299,20 @@ fn checks_refuse_what_the_kernels_cannot_run() {
     }
     for e in [-1e-5, f32::NAN, f32::INFINITY] {
         assert_eq!(layer(&eps(64, 4, e)).unwrap_err().name, "eps");
+    }
+    // The two launches of the same layer take the same widths and quads,
+    // and the finish the same eps.
+    let (partial, finish) = (LAYER_PARTIAL.check.unwrap(), LAYER_FINISH.check.unwrap());
+    for check in [partial, finish] {
+        assert!(check(&eps(LAYER_MAX_H, 2, 0.0)).is_ok());
+        assert_eq!(check(&eps(0, 4, 0.0)).unwrap_err().name, "h");
+        assert_eq!(check(&eps(LAYER_MAX_H + 1, 4, 0.0)).unwrap_err().name, "h");
+        for q in [0, 1, 3, 8] {
+            assert_eq!(check(&eps(64, q, 0.0)).unwrap_err().name, "quads");
+        }
+    }
+    for e in [-1e-5, f32::NAN, f32::INFINITY] {
+        assert_eq!(finish(&eps(64, 4, e)).unwrap_err().name, "eps");
     }
     for def in ALL {
         def.well_formed().unwrap();

@@ -1,0 +1,47 @@
+// layer_finish: the rest of one decode layer after [`layer_partial`]
+// (d0 = h, d1 = quads Q (2 or 4), s0 = eps):
+//   y[c] = x[c] + silu(z · inv),  z = Σ over ks < 32 / Q of part[ks][c],
+//   inv = 1 / sqrt(Σx² / h + eps).
+// Every workgroup of 256 adds Σx² itself (invocation t takes x[t],
+// x[t + 256], …, then a tree halves the 256 sums: add_rms_norm's order),
+// then invocation t of workgroup b finishes column 256·b + t, adding the
+// ranges in order from zero.
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> part: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+
+var<workgroup> sums: array<f32, 256>;
+
+// exp_accurate: params.wgsl (the shared prelude).
+
+@compute @workgroup_size(256)
+fn layer_finish_f32(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) li: u32,
+) {
+    let h = p.d0;
+    let ksn = 32u / p.d1;
+    var s = 0.0;
+    for (var k = li; k < h; k += 256u) {
+        let v = x[p.o0 + k];
+        s += v * v;
+    }
+    sums[li] = s;
+    workgroupBarrier();
+    for (var half = 128u; half > 0u; half >>= 1u) {
+        if (li < half) {
+            sums[li] += sums[li + half];
+        }
+        workgroupBarrier();
+    }
+    let c = wid.x * 256u + li;
+    if (c < h) {
+        var z = 0.0;
+        for (var i = 0u; i < ksn; i++) {
+            z += part[p.o1 + i * h + c];
+        }
+        let inv = 1.0 / sqrt(sums[0] / f32(h) + p.s0);
+        let zn = z * inv;
+        y[p.o2 + c] = x[p.o0 + c] + zn / (1.0 + exp_accurate(-zn));
+    }
+}
