@@ -261,8 +261,9 @@ fn capture_one(d: &Device, call: &OpCall) -> seam::Result<seam::Graph> {
 /// checked mode off (checked allocations carry a guard past their end).
 /// On lavapipe, the Vulkan backend's descriptors bound 16 bytes short of
 /// each buffer's end (`.range(vk::WHOLE_SIZE)` → `size − 16` in
-/// `sets.rs`) were red in this placement alone, all three of seam's
-/// kernels eager and captured, and green in every other user-kernel case.
+/// `sets.rs`) were red in this placement alone, for each of the three
+/// user kernels seam had then, eager and captured, and green in every
+/// other user-kernel case.
 ///
 /// The aligned placement is what reaches a vector path: on an H100
 /// (docs/results/h100-6671f36) a fault planted in `norm_gemv_silu_add.cu`'s

@@ -48,6 +48,32 @@ mod tests {
         assert!(!is_required(""));
     }
 
+    /// The same, whatever this process's environment: the test binary runs
+    /// [`required_devices_are_the_environments`] again in a child process
+    /// whose environment names two devices, so a run without the variable
+    /// (a developer's, a mutation campaign's) still sees `required_devices`
+    /// → `vec![]` and `is_required` → `false` red. (Such a run left the
+    /// first mutant alive: cargo-mutants over core, 2026-12-06.)
+    #[test]
+    fn required_devices_are_read_from_a_named_environment() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .env(REQUIRE_ENV, " cpu:0 , vulkan:0")
+            .args([
+                "--exact",
+                "testing::required::tests::required_devices_are_the_environments",
+                "--test-threads",
+                "1",
+            ])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "the child run: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     #[test]
     fn required_list_is_split_on_commas_and_trimmed() {
         assert_eq!(
