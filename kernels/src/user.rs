@@ -350,6 +350,13 @@ fn layer_grid(p: &Params) -> [u32; 3] {
 }
 
 fn layer_check(p: &Params) -> Result<(), ParamError> {
+    layer_shape_check(p)?;
+    eps_check(p)
+}
+
+/// `h` (d0) within [`LAYER_MAX_H`] and `quads` (d1) 2 or 4: what every
+/// form of the layer takes.
+fn layer_shape_check(p: &Params) -> Result<(), ParamError> {
     if p.d0 == 0 || p.d0 > LAYER_MAX_H {
         return refuse("h", format!("{} is not in 1..={LAYER_MAX_H}", p.d0));
     }
@@ -359,7 +366,7 @@ fn layer_check(p: &Params) -> Result<(), ParamError> {
             format!("{} is neither 2 nor 4 (column quads a workgroup)", p.d1),
         );
     }
-    eps_check(p)
+    Ok(())
 }
 
 /// The quads [`NORM_GEMV_SILU_ADD`] should take at width `h`: 4 (8 row

@@ -6,43 +6,17 @@
 //! applies the norm, silu and the residual. Together: the same layer,
 //! `y = x + silu(rms_norm(x) · wn · W)`.
 
-use super::{f32s, refuse, store, tree_sum, LAYER_MAX_H};
-use seam::kernel::{Field, KernelDef, ParamError};
+use super::{
+    f32s, layer_check, layer_shape_check, layer_splits, store, tree_sum, LAYER_TILE, LAYER_WG,
+};
+use seam::kernel::{Field, KernelDef};
 use seam::ops::{Access, Binding};
 use seam::{DType, Params, Tolerance};
 
-/// Columns a workgroup of [`LAYER_PARTIAL`] owns.
-const TILE: u64 = 128;
-/// Invocations per workgroup of both kernels.
-const WG: u64 = 256;
-
-/// Row ranges for `quads` (2 → 16, 4 → 8), as the CUDA split.
-fn ranges(quads: u32) -> u64 {
-    32 / quads.max(1) as u64
-}
-
 /// f32 words of the partial sums at width `h` with `quads`: one row of
-/// `h` per range.
+/// `h` per range (`32 / quads` ranges, as the CUDA split).
 pub fn split_partials(h: u32, quads: u32) -> u64 {
-    ranges(quads) * h as u64
-}
-
-fn check(p: &Params) -> Result<(), ParamError> {
-    if p.d0 == 0 || p.d0 > LAYER_MAX_H {
-        return refuse("h", format!("{} is not in 1..={LAYER_MAX_H}", p.d0));
-    }
-    if p.d1 != 2 && p.d1 != 4 {
-        return refuse(
-            "quads",
-            format!("{} is neither 2 nor 4 (16 or 8 row ranges)", p.d1),
-        );
-    }
-    Ok(())
-}
-
-fn finish_check(p: &Params) -> Result<(), ParamError> {
-    check(p)?;
-    super::eps_check(p)
+    layer_splits(quads) * h as u64
 }
 
 fn partial_extents(p: &Params, out: &mut [u64]) {
@@ -54,8 +28,8 @@ fn partial_extents(p: &Params, out: &mut [u64]) {
 }
 
 fn partial_grid(p: &Params) -> [u32; 3] {
-    let tiles = (p.d0 as u64).div_ceil(TILE).max(1);
-    [(tiles * ranges(p.d1)) as u32, 1, 1]
+    let tiles = (p.d0 as u64).div_ceil(LAYER_TILE).max(1);
+    [(tiles * layer_splits(p.d1)) as u32, 1, 1]
 }
 
 fn finish_extents(p: &Params, out: &mut [u64]) {
@@ -66,7 +40,7 @@ fn finish_extents(p: &Params, out: &mut [u64]) {
 }
 
 fn finish_grid(p: &Params) -> [u32; 3] {
-    [(p.d0 as u64).div_ceil(WG).max(1) as u32, 1, 1]
+    [(p.d0 as u64).div_ceil(LAYER_WG as u64).max(1) as u32, 1, 1]
 }
 
 /// The CPU implementation: what `layer_partial.wgsl` computes, in its
@@ -74,7 +48,7 @@ fn finish_grid(p: &Params) -> [u32; 3] {
 /// then added in group order).
 pub fn layer_partial_cpu(p: &Params, b: &mut [Vec<u8>]) {
     let h = p.d0 as usize;
-    let n = ranges(p.d1) as usize;
+    let n = layer_splits(p.d1) as usize;
     let x = f32s(&b[0]);
     let wn = f32s(&b[1]);
     let w = f32s(&b[2]);
@@ -101,7 +75,7 @@ pub fn layer_partial_cpu(p: &Params, b: &mut [Vec<u8>]) {
 /// order (Σx² as `add_rms_norm` adds it, the ranges from zero in order).
 pub fn layer_finish_cpu(p: &Params, b: &mut [Vec<u8>]) {
     let h = p.d0 as usize;
-    let n = ranges(p.d1) as usize;
+    let n = layer_splits(p.d1) as usize;
     let x = f32s(&b[0]);
     let part = f32s(&b[1]);
     let ss = tree_sum(x[..h].iter().map(|v| v * v));
@@ -135,9 +109,9 @@ pub static LAYER_PARTIAL: KernelDef = KernelDef {
     ],
     reads: &[Field::D0, Field::D1],
     extents: partial_extents,
-    workgroup_size: [WG as u32, 1, 1],
+    workgroup_size: [LAYER_WG as u32, 1, 1],
     grid: partial_grid,
-    check: Some(check),
+    check: Some(layer_shape_check),
     allows_aliasing: false,
     tolerance: Tolerance::Relative {
         rel: 1e-4,
@@ -174,9 +148,9 @@ pub static LAYER_FINISH: KernelDef = KernelDef {
     ],
     reads: &[Field::D0, Field::D1, Field::S0],
     extents: finish_extents,
-    workgroup_size: [WG as u32, 1, 1],
+    workgroup_size: [LAYER_WG as u32, 1, 1],
     grid: finish_grid,
-    check: Some(finish_check),
+    check: Some(layer_check),
     allows_aliasing: false,
     tolerance: Tolerance::Relative {
         rel: 1e-5,
