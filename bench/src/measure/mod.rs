@@ -351,6 +351,16 @@ fn backend(slot: &DeviceSlot, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
                         "{split_arm} {device} decode H={h} L={l}: skipped: {e}"
                     ));
                 }
+                let gemv = Meta {
+                    workload: "partial",
+                    nodes: l,
+                    ..split
+                };
+                if let Err(e) = read::layer_gemv(&dev, &stack, gemv, cfg, out) {
+                    out.comment(&format!(
+                        "{split_arm} {device} layer GEMV H={h} L={l}: skipped: {e}"
+                    ));
+                }
             }
             let m = Meta {
                 workload: "read",

@@ -7,13 +7,19 @@
 //! `graph`, `e2e_us`). A user kernel, so the same definition runs on every
 //! backend through seam: CUDA C with 16-byte loads where the view is
 //! 16-byte aligned, WGSL with four loads in flight per invocation.
+//!
+//! [`layer_gemv`] splits the two-launch layer's time between its GEMV and
+//! the barriers between layers, on backends that run it (workloads
+//! `partial` and `partial-chain`).
 
 use super::arms::{replays, Replays};
+use super::update::median;
 use super::workloads::Stack;
 use super::{err, Config, Meta, Res, Sink};
 use seam::kernel::{CudaSource, Field, KernelDef, ParamError};
 use seam::ops::{Access, Binding};
-use seam::{ops, DType, Device, Params, Tolerance};
+use seam::{ops, DType, Device, Graph, OpCall, Params, Tolerance};
+use seam_kernels::user::{layer_quads, split_partials};
 
 /// Workgroups of `read_f32` (about eight per SM on the H200's 132).
 const GROUPS: u32 = 1024;
@@ -177,5 +183,94 @@ pub(super) fn read_floor(
         return Err("read_f32 gave a non-finite partial sum".into());
     }
     out.row(m.row("graph", "e2e_us", &e2e));
+    Ok(())
+}
+
+/// Rounds of [`layer_gemv`]: each replays both graphs, in alternating order.
+const ROUNDS: usize = 6;
+
+/// The two-launch layer's GEMV alone (`layer_partial_f32`, the first of its
+/// two launches), `m.layers` launches over the stack's weights from the
+/// same input, as two graphs replayed in alternating rounds (ABBA):
+/// - workload `partial`: each launch writes its own partial sums, so no
+///   launch touches what another wrote: no barrier between them where the
+///   backend records barriers only at hazards (Vulkan), and the launches
+///   may overlap;
+/// - workload `partial-chain`: every launch writes the same partial sums,
+///   so each waits for the one before (a barrier each on Vulkan), as the
+///   decode step's layers do.
+///
+/// Rows: `graph`/`e2e_us` for each, and `partial-chain`/`x_free`, the
+/// per-round ratio chain ÷ free of the rounds' medians. The last layer's
+/// partial sums must be the same bits in both graphs.
+pub(super) fn layer_gemv(
+    dev: &Device,
+    s: &Stack,
+    m: Meta,
+    cfg: &Config,
+    out: &mut dyn Sink,
+) -> Res<()> {
+    let h = m.hidden as u32;
+    let words = split_partials(h, layer_quads(h)) as usize;
+    let parts = (0..m.layers)
+        .map(|_| dev.buffer::<f32>(words))
+        .collect::<seam::Result<Vec<_>>>()
+        .map_err(err)?;
+    let shared = &parts[0];
+    let capture = |calls: Vec<OpCall>| -> Res<Graph> {
+        let scope = dev.capture().map_err(err)?;
+        for c in &calls {
+            dev.launch(c).map_err(err)?;
+        }
+        scope.end_graph().map_err(err)
+    };
+    let layers = 0..m.layers as usize;
+    let free = capture(
+        layers
+            .clone()
+            .map(|i| s.partial_call(h, i, s.input(), &parts[i]))
+            .collect(),
+    )?;
+    let chain = capture(
+        layers
+            .map(|i| s.partial_call(h, i, s.input(), shared))
+            .collect(),
+    )?;
+    let last = parts.last().expect("at least one layer");
+    free.replay().map_err(err)?;
+    let want = last.read().map_err(err)?;
+    chain.replay().map_err(err)?;
+    let got = shared.read().map_err(err)?;
+    if let Some(i) = want
+        .iter()
+        .zip(&got)
+        .position(|(a, b)| a.to_bits() != b.to_bits() || !a.is_finite())
+    {
+        return Err(format!(
+            "layer_partial_f32: the chained graph's last partial sums differ from the free one's at {i}: {} vs {}",
+            got[i], want[i]
+        ));
+    }
+    let budget = cfg.budget_us / (2 * ROUNDS) as f64;
+    let (mut a, mut b, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+    for r in 0..ROUNDS {
+        let (fa, ca) = if r % 2 == 0 {
+            let fa = replays(dev, &free, budget)?.e2e;
+            (fa, replays(dev, &chain, budget)?.e2e)
+        } else {
+            let ca = replays(dev, &chain, budget)?.e2e;
+            (replays(dev, &free, budget)?.e2e, ca)
+        };
+        ratio.push(median(&ca) / median(&fa));
+        a.extend(fa);
+        b.extend(ca);
+    }
+    out.row(m.row("graph", "e2e_us", &a));
+    let chained = Meta {
+        workload: "partial-chain",
+        ..m
+    };
+    out.row(chained.row("graph", "e2e_us", &b));
+    out.row(chained.row("graph", "x_free", &ratio));
     Ok(())
 }

@@ -201,23 +201,13 @@ impl Stack {
         part: &seam::Buffer<f32>,
     ) -> (Vec<OpCall>, &seam::Buffer<f32>) {
         let h = h as u32;
-        let pp = Params::dims(h, layer_quads(h), 0);
-        let p = pp.with_scalars(1e-5, 0.0);
+        let p = Params::dims(h, layer_quads(h), 0).with_scalars(1e-5, 0.0);
         let (a, b) = (&self.x, &self.t[0]);
         let calls = (0..layers as usize)
             .flat_map(|i| {
                 let (src, dst) = if i % 2 == 0 { (a, b) } else { (b, a) };
                 [
-                    ops::user(
-                        &LAYER_PARTIAL,
-                        &[
-                            src.id().into(),
-                            self.wn.id().into(),
-                            self.w[i].id().into(),
-                            part.id().into(),
-                        ],
-                        pp,
-                    ),
+                    self.partial_call(h, i, src, part),
                     ops::user(
                         &LAYER_FINISH,
                         &[src.id().into(), part.id().into(), dst.id().into()],
@@ -227,6 +217,35 @@ impl Stack {
             })
             .collect();
         (calls, if layers % 2 == 1 { b } else { a })
+    }
+}
+
+impl Stack {
+    /// Layer `i`'s [`LAYER_PARTIAL`] launch (width `h`): the partial sums
+    /// of `src` (normed by the stack's weights) times layer `i`'s weight,
+    /// into `part`.
+    pub(super) fn partial_call(
+        &self,
+        h: u32,
+        i: usize,
+        src: &seam::Buffer<f32>,
+        part: &seam::Buffer<f32>,
+    ) -> OpCall {
+        ops::user(
+            &LAYER_PARTIAL,
+            &[
+                src.id().into(),
+                self.wn.id().into(),
+                self.w[i].id().into(),
+                part.id().into(),
+            ],
+            Params::dims(h, layer_quads(h), 0),
+        )
+    }
+
+    /// The stack's input buffer.
+    pub(super) fn input(&self) -> &seam::Buffer<f32> {
+        &self.x
     }
 }
 

@@ -85,6 +85,7 @@ pub fn markdown(input: &Input) -> String {
     }
     versus_raw_table(input, &mut md);
     decode_table(input, &mut md);
+    layer_gemv_table(input, &mut md);
     update_table(input, &mut md);
     profile_table(input, &mut md);
     md
@@ -205,6 +206,91 @@ fn decode_table(input: &Input, md: &mut String) {
                 ratio(Some(g.median_us), read),
             ));
         }
+    }
+    md.push('\n');
+}
+
+/// The row of `arm` on `device` for (`workload`, `hidden`, `layers`), mode
+/// `graph`, `metric`.
+fn graph_row<'a>(
+    input: &'a Input,
+    (arm, device): (&str, &str),
+    workload: &str,
+    (hidden, layers): (u64, u64),
+    metric: &str,
+) -> Option<&'a Row> {
+    input.rows.iter().find(|r| {
+        r.arm == arm
+            && r.device == device
+            && r.mode == "graph"
+            && r.workload == workload
+            && r.hidden == hidden
+            && r.layers == layers
+            && r.metric == metric
+    })
+}
+
+/// The two-launch layer's time, split: its GEMV launches alone without
+/// and with a barrier between layers (workloads `partial` and
+/// `partial-chain`, alternated in one process), the device's own read of
+/// the same weights, and the whole two-launch step.
+fn layer_gemv_table(input: &Input, md: &mut String) {
+    let mut cases: Vec<&Row> = input
+        .rows
+        .iter()
+        .filter(|r| r.workload == "partial" && r.mode == "graph" && r.metric == "e2e_us")
+        .collect();
+    if cases.is_empty() {
+        return;
+    }
+    cases.sort_by_key(|r| (r.device.clone(), r.layers, r.hidden));
+    md.push_str(
+        "## The two-launch layer, taken apart\n\n\
+         The `-split` arms' layer is `layer_partial_f32` (the GEMV, partial sums over row \
+         ranges) then `layer_finish_f32`. Here the L partial launches alone, replayed as two \
+         graphs in alternating rounds in one process: *free*, each launch writing its own \
+         partial sums (no hazard, so no barrier between launches where the backend records \
+         barriers only at hazards; the launches may overlap), and *chained*, every launch \
+         writing the same partial sums (a barrier before each, as between the step's layers). \
+         Read = the same device's `read_f32` over the same weights (no barriers either). \
+         Chained ÷ free: the median over the rounds of the per-round ratio of medians (the \
+         largest round in brackets). Per layer: (chained − free) ÷ L, the barrier and the \
+         drain and refill around it; (step − chained) ÷ L, the finish launch with its \
+         barrier.\n\n\
+         | arm | L | H | read | free | free ÷ read | chained | chained ÷ free | \
+         barrier / layer | two-launch step | finish / layer |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in cases {
+        let key = (r.hidden, r.layers);
+        let who = (r.arm.as_str(), r.device.as_str());
+        let get = |arm: &str, w: &str, m: &str| graph_row(input, (arm, who.1), w, key, m);
+        let base = who.0.strip_suffix("-split").unwrap_or(who.0);
+        let read = get(base, "read", "e2e_us").map(|x| x.median_us);
+        let chain = get(who.0, "partial-chain", "e2e_us").map(|x| x.median_us);
+        let x_free = get(who.0, "partial-chain", "x_free")
+            .map(|x| format!("{:.3}× ({:.3}×)", x.median_us, x.p99_us))
+            .unwrap_or_else(|| "–".into());
+        let step = get(who.0, "decode", "e2e_us").map(|x| x.median_us);
+        let per_layer = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => format!("{:.2}", (a - b) / r.layers as f64),
+            _ => "–".into(),
+        };
+        md.push_str(&format!(
+            "| {} {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            r.arm,
+            r.device,
+            r.layers,
+            r.hidden,
+            opt(read),
+            us(r.median_us),
+            ratio(Some(r.median_us), read),
+            opt(chain),
+            x_free,
+            per_layer(chain, Some(r.median_us)),
+            opt(step),
+            per_layer(step, chain),
+        ));
     }
     md.push('\n');
 }

@@ -22,7 +22,7 @@ pub(super) fn r(
         mode: mode.into(),
         workload: wl.into(),
         elems,
-        hidden: if wl == "decode" || wl == "read" {
+        hidden: if matches!(wl, "decode" | "read" | "partial" | "partial-chain") {
             elems
         } else {
             0

@@ -427,3 +427,79 @@ fn each_seam_arm_is_judged_against_its_own_cuda_replay() {
         "the fused decode arm judged on the chain"
     );
 }
+
+/// The two-launch layer's split table: one line per arm, device and step
+/// with the GEMV free and chained, the device's own read of the same
+/// weights (not another device's), the rounds' ratio, the barrier and the
+/// finish per layer. Mutations: read another device's read, swap the
+/// per-layer differences, drop the table → red.
+#[test]
+fn the_two_launch_layer_is_taken_apart_per_device() {
+    let (l, h) = (32, 4096);
+    let mut rows = vec![
+        input::r("seam", "cuda", "graph", "read", h, l, l, "e2e_us", 700.0),
+        input::r("seam", "vulkan", "graph", "read", h, l, l, "e2e_us", 750.0),
+        input::r(
+            "seam-split",
+            "vulkan",
+            "graph",
+            "decode",
+            h,
+            l,
+            2 * l,
+            "e2e_us",
+            1100.0,
+        ),
+        input::r(
+            "seam-split",
+            "vulkan",
+            "graph",
+            "partial",
+            h,
+            l,
+            l,
+            "e2e_us",
+            810.0,
+        ),
+    ];
+    rows.push(input::r(
+        "seam-split",
+        "vulkan",
+        "graph",
+        "partial-chain",
+        h,
+        l,
+        l,
+        "e2e_us",
+        906.0,
+    ));
+    let mut ratio = input::r(
+        "seam-split",
+        "vulkan",
+        "graph",
+        "partial-chain",
+        h,
+        l,
+        l,
+        "x_free",
+        1.118,
+    );
+    ratio.p99_us = 1.2;
+    rows.push(ratio);
+    let md = markdown(&Input {
+        rows,
+        comments: Vec::new(),
+    });
+    assert!(md.contains("## The two-launch layer, taken apart"), "{md}");
+    assert!(
+        md.contains(
+            "| seam-split vulkan | 32 | 4096 | 750.0 | 810.0 | 1.08× | 906.0 | 1.118× (1.200×) | 3.00 | 1100 | 6.06 |"
+        ),
+        "{md}"
+    );
+    let none = markdown(&Input {
+        rows: Vec::new(),
+        comments: Vec::new(),
+    });
+    assert!(!none.contains("taken apart"), "{none}");
+}
