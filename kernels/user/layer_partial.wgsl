@@ -40,16 +40,24 @@ fn layer_partial_f32(
     var acc = vec4<f32>(0.0);
     var k = k0 + grp;
     if (c0 + 96u < h) {
-        for (; k + 24u < k1; k += 32u) {
+        for (; k + 56u < k1; k += 64u) {
             let i0 = p.o2 + k * h + c0;
             let b0 = cols(i0);
             let b1 = cols(i0 + 8u * h);
             let b2 = cols(i0 + 16u * h);
             let b3 = cols(i0 + 24u * h);
+            let b4 = cols(i0 + 32u * h);
+            let b5 = cols(i0 + 40u * h);
+            let b6 = cols(i0 + 48u * h);
+            let b7 = cols(i0 + 56u * h);
             acc = fma(vec4<f32>(x[p.o0 + k] * wn[p.o1 + k]), b0, acc);
             acc = fma(vec4<f32>(x[p.o0 + k + 8u] * wn[p.o1 + k + 8u]), b1, acc);
             acc = fma(vec4<f32>(x[p.o0 + k + 16u] * wn[p.o1 + k + 16u]), b2, acc);
             acc = fma(vec4<f32>(x[p.o0 + k + 24u] * wn[p.o1 + k + 24u]), b3, acc);
+            acc = fma(vec4<f32>(x[p.o0 + k + 32u] * wn[p.o1 + k + 32u]), b4, acc);
+            acc = fma(vec4<f32>(x[p.o0 + k + 40u] * wn[p.o1 + k + 40u]), b5, acc);
+            acc = fma(vec4<f32>(x[p.o0 + k + 48u] * wn[p.o1 + k + 48u]), b6, acc);
+            acc = fma(vec4<f32>(x[p.o0 + k + 56u] * wn[p.o1 + k + 56u]), b7, acc);
         }
     }
     for (; k < k1; k += 8u) {
