@@ -15,7 +15,9 @@
 //!   `y = x + silu(rms_norm(x) · wn · W)`, in one launch instead of four.
 //! - [`LAYER_PARTIAL`] and [`LAYER_FINISH`]: the same layer in two launches,
 //!   its rows split over workgroups (WGSL and Rust only: where one launch
-//!   cannot split the rows; CUDA's one launch does).
+//!   cannot split the rows; CUDA's one launch does); [`LAYER_FOLD`] folds
+//!   one layer's finish into the next layer's partial sums, so that L
+//!   layers take L + 1 launches.
 
 use seam::kernel::{CudaSource, Field, KernelDef, ParamError, MAX_GRID_EDGE};
 use seam::ops::{Access, Binding};
@@ -530,10 +532,14 @@ pub static ALL: &[&KernelDef] = &[
     &NORM_GEMV_SILU_ADD,
     &LAYER_PARTIAL,
     &LAYER_FINISH,
+    &LAYER_FOLD,
 ];
 
 mod split;
-pub use split::{layer_finish_cpu, layer_partial_cpu, split_partials, LAYER_FINISH, LAYER_PARTIAL};
+pub use split::{
+    layer_finish_cpu, layer_fold_cpu, layer_partial_cpu, split_partials, LAYER_FINISH, LAYER_FOLD,
+    LAYER_PARTIAL,
+};
 
 #[cfg(test)]
 mod tests;

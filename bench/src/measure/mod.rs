@@ -21,7 +21,7 @@ pub use loops::{loop_overhead, LoopConfig};
 pub use nodes::{node_overhead, NodeConfig};
 
 use arms::{copy_bandwidth, profile};
-use workloads::{chain, decode, decode_fused, decode_split, Stack};
+use workloads::{chain, decode, decode_fold, decode_fused, decode_split, Stack};
 
 use crate::csv::Row;
 use crate::stats::summarize;
@@ -286,13 +286,16 @@ fn backend(slot: &DeviceSlot, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
         }
     };
     // The same layers in two launches each, where one launch cannot split
-    // the rows (every backend but CUDA).
+    // the rows (every backend but CUDA), and in L + 1 launches, each
+    // layer's finish folded into the next layer's partial sums.
     let split_arm = leak(&format!("{arm}-split"));
+    let fold_arm = leak(&format!("{arm}-fold"));
     let split_kernels = device != "cuda"
         && !cfg.hiddens.is_empty()
         && match dev
             .register_kernel(&seam_kernels::user::LAYER_PARTIAL)
             .and_then(|()| dev.register_kernel(&seam_kernels::user::LAYER_FINISH))
+            .and_then(|()| dev.register_kernel(&seam_kernels::user::LAYER_FOLD))
         {
             Ok(()) => true,
             Err(e) => {
@@ -349,6 +352,16 @@ fn backend(slot: &DeviceSlot, cfg: &Config, out: &mut dyn Sink) -> Res<()> {
                 if let Err(e) = decode_split(&dev, &stack, split, cfg, out) {
                     out.comment(&format!(
                         "{split_arm} {device} decode H={h} L={l}: skipped: {e}"
+                    ));
+                }
+                let fold = Meta {
+                    arm: fold_arm,
+                    nodes: l + 1,
+                    ..m
+                };
+                if let Err(e) = decode_fold(&dev, &stack, fold, cfg, out) {
+                    out.comment(&format!(
+                        "{fold_arm} {device} decode H={h} L={l}: skipped: {e}"
                     ));
                 }
                 let gemv = Meta {

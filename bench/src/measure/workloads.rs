@@ -8,7 +8,8 @@ use super::update::{updates, Swap};
 use super::{err, randoms, submit, Config, Meta, Res, Sink};
 use seam::{ops, BufferId, Device, OpCall, Params};
 use seam_kernels::user::{
-    layer_quads, layer_workspace, split_partials, LAYER_FINISH, LAYER_PARTIAL, NORM_GEMV_SILU_ADD,
+    layer_quads, layer_workspace, split_partials, LAYER_FINISH, LAYER_FOLD, LAYER_PARTIAL,
+    NORM_GEMV_SILU_ADD,
 };
 
 /// The chain's call list and a check of one eager step and one replay
@@ -221,6 +222,48 @@ impl Stack {
 }
 
 impl Stack {
+    /// The same layers in L + 1 launches: [`LAYER_PARTIAL`] of the first,
+    /// a [`LAYER_FOLD`] for each next (the layer before's finish and this
+    /// one's partial sums), [`LAYER_FINISH`] of the last. The partial sums
+    /// alternate between `parts`, the residual between x and the first
+    /// temporary as in [`Stack::fused_calls`].
+    pub(super) fn fold_calls(
+        &self,
+        h: u64,
+        layers: u64,
+        parts: [&seam::Buffer<f32>; 2],
+    ) -> (Vec<OpCall>, &seam::Buffer<f32>) {
+        let h = h as u32;
+        let p = Params::dims(h, layer_quads(h), 0).with_scalars(1e-5, 0.0);
+        let xs = [&self.x, &self.t[0]];
+        let n = layers as usize;
+        let mut calls = vec![self.partial_call(h, 0, xs[0], parts[0])];
+        for i in 1..n {
+            calls.push(ops::user(
+                &LAYER_FOLD,
+                &[
+                    xs[(i - 1) % 2].id().into(),
+                    parts[(i - 1) % 2].id().into(),
+                    self.wn.id().into(),
+                    self.w[i].id().into(),
+                    xs[i % 2].id().into(),
+                    parts[i % 2].id().into(),
+                ],
+                p,
+            ));
+        }
+        calls.push(ops::user(
+            &LAYER_FINISH,
+            &[
+                xs[(n - 1) % 2].id().into(),
+                parts[(n - 1) % 2].id().into(),
+                xs[n % 2].id().into(),
+            ],
+            p,
+        ));
+        (calls, xs[n % 2])
+    }
+
     /// Layer `i`'s [`LAYER_PARTIAL`] launch (width `h`): the partial sums
     /// of `src` (normed by the stack's weights) times layer `i`'s weight,
     /// into `part`.
@@ -313,6 +356,25 @@ pub(super) fn decode_split(
         .buffer::<f32>(split_partials(h, layer_quads(h)) as usize)
         .map_err(err)?;
     let (calls, last) = s.split_calls(m.hidden, m.layers, &part);
+    decode_layers(dev, s, &calls, last, m, cfg, out)
+}
+
+/// The decode step in L + 1 launches ([`Stack::fold_calls`]), checked and
+/// timed as [`decode_fused`].
+pub(super) fn decode_fold(
+    dev: &Device,
+    s: &Stack,
+    m: Meta,
+    cfg: &Config,
+    out: &mut dyn Sink,
+) -> Res<()> {
+    let h = m.hidden as u32;
+    let words = split_partials(h, layer_quads(h)) as usize;
+    let (p0, p1) = (
+        dev.buffer::<f32>(words).map_err(err)?,
+        dev.buffer::<f32>(words).map_err(err)?,
+    );
+    let (calls, last) = s.fold_calls(m.hidden, m.layers, [&p0, &p1]);
     decode_layers(dev, s, &calls, last, m, cfg, out)
 }
 

@@ -77,18 +77,21 @@ pub(super) fn read_floor_verdicts(input: &Input) -> Vec<Verdict> {
     v
 }
 
-/// The arm that runs the layers of `arm` in two launches each where one
-/// launch cannot split the rows (`seam-fused` → `seam-split`): measured on
-/// every backend but cuda, and judged against `arm`'s cuda replay.
-fn split_sibling(arm: &str) -> Option<String> {
+/// The arms that run the layers of `arm` where one launch cannot split the
+/// rows: in two launches each (`seam-fused` → `seam-split`) and in L + 1
+/// launches, each finish folded into the next layer (`seam-fold`);
+/// measured on every backend but cuda, and judged against `arm`'s cuda
+/// replay.
+fn split_siblings(arm: &str) -> Vec<String> {
     arm.strip_suffix("-fused")
-        .map(|base| format!("{base}-split"))
+        .map(|base| vec![format!("{base}-split"), format!("{base}-fold")])
+        .unwrap_or_default()
 }
 
 /// The decode targets across backends, at L = 32 and every H ≥ 4096
 /// measured, for each seam arm: its vulkan replay ≤ 1.10× its cuda one,
 /// its wgpu replay ≤ 1.25× its cuda one (for a fused arm, its two-launch
-/// sibling's vulkan and wgpu replays too, [`split_sibling`]), and its cuda
+/// siblings' vulkan and wgpu replays too, [`split_siblings`]), and its cuda
 /// replay ≤ 0.90× PyTorch's CUDAGraph replay (a separate process:
 /// cross-process ratio).
 pub(super) fn cross_verdicts(input: &Input) -> Vec<Verdict> {
@@ -106,7 +109,7 @@ pub(super) fn cross_verdicts(input: &Input) -> Vec<Verdict> {
             let Some(cu) = replay(&arm, "cuda", h) else {
                 continue;
             };
-            let arms = std::iter::once(arm.clone()).chain(split_sibling(&arm));
+            let arms = std::iter::once(arm.clone()).chain(split_siblings(&arm));
             for other_arm in arms {
                 for (device, bound) in [("vulkan", 1.10), ("wgpu", 1.25)] {
                     if let Some(other) = replay(&other_arm, device, h) {

@@ -2,10 +2,10 @@
 //! parameter checks, and their WGSL against naga.
 
 use super::{
-    add_rms_norm_cpu, layer_finish_cpu, layer_partial_cpu, layer_quads, layer_workspace,
-    norm_gemv_silu_add_cpu, rope_cpu, rope_freqs, sincos, sliced_sum, split_partials, split_sum,
-    Term, ADD_RMS_NORM, ALL, LAYER_FINISH, LAYER_MAX_H, LAYER_PARTIAL, LAYER_SPLIT_FROM,
-    NORM_GEMV_SILU_ADD, ROPE, ROPE_MAX_POS,
+    add_rms_norm_cpu, layer_finish_cpu, layer_fold_cpu, layer_partial_cpu, layer_quads,
+    layer_workspace, norm_gemv_silu_add_cpu, rope_cpu, rope_freqs, sincos, sliced_sum,
+    split_partials, split_sum, Term, ADD_RMS_NORM, ALL, LAYER_FINISH, LAYER_MAX_H, LAYER_PARTIAL,
+    LAYER_SPLIT_FROM, NORM_GEMV_SILU_ADD, ROPE, ROPE_MAX_POS,
 };
 use seam::kernel::KernelDef;
 use seam::Params;
@@ -194,6 +194,68 @@ fn layer_partial_and_finish_are_the_layer() {
                 (y[c] as f64 - want).abs() < 1e-5 * (1.0 + want.abs()),
                 "h {h} quads {quads} column {c}: {} != {want}",
                 y[c]
+            );
+        }
+    }
+}
+
+/// A stack folded (partial, a fold for each next layer, finish) is the
+/// stack in two launches a layer bit for bit: each fold writes the
+/// layer before's output as [`LAYER_FINISH`] does and the next partial
+/// sums as [`LAYER_PARTIAL`] does, reading the previous partial sums, not
+/// the new ones, and every word of both outputs.
+#[test]
+fn a_folded_stack_is_the_two_launch_stack() {
+    for (h, quads, eps, layers) in [
+        (1usize, 2u32, 1e-5f32, 2usize),
+        (7, 4, 0.5, 3),
+        (130, 2, 0.25, 3),
+        (300, 4, 1e-5, 2),
+    ] {
+        let n = 32 / quads as usize;
+        let p = Params::dims(h as u32, quads, 0).with_scalars(eps, 0.0);
+        let x0: Vec<f32> = (0..h).map(|i| (i as f32 * 0.37).sin()).collect();
+        let wn: Vec<f32> = (0..h).map(|i| 0.5 + (i % 7) as f32 / 7.0).collect();
+        let ws: Vec<Vec<f32>> = (0..layers)
+            .map(|l| {
+                (0..h * h)
+                    .map(|i| ((i + 31 * l) as f32 * 0.013).cos() * 0.2)
+                    .collect()
+            })
+            .collect();
+        let nan = |len: usize| bytes(&vec![f32::NAN; len]);
+        let partial = |x: &[u8], w: &[f32]| {
+            let mut b = vec![x.to_vec(), bytes(&wn), bytes(w), nan(n * h)];
+            layer_partial_cpu(&p, &mut b);
+            b.pop().unwrap()
+        };
+        let finish = |x: &[u8], part: &[u8]| {
+            let mut b = vec![x.to_vec(), part.to_vec(), nan(h)];
+            layer_finish_cpu(&p, &mut b);
+            b.pop().unwrap()
+        };
+        let mut two = bytes(&x0);
+        for w in &ws {
+            let part = partial(&two, w);
+            two = finish(&two, &part);
+        }
+        let (mut x, mut part) = (bytes(&x0), partial(&bytes(&x0), &ws[0]));
+        for w in &ws[1..] {
+            let mut b = vec![x, part, bytes(&wn), bytes(w), nan(h), nan(n * h)];
+            layer_fold_cpu(&p, &mut b);
+            part = b.pop().unwrap();
+            x = b.pop().unwrap();
+        }
+        let folded = finish(&x, &part);
+        let (a, b) = (f32s(&folded), f32s(&two));
+        assert!(a.iter().all(|v| v.is_finite()), "h {h}: {a:?}");
+        for c in 0..h {
+            assert_eq!(
+                a[c].to_bits(),
+                b[c].to_bits(),
+                "h {h} column {c}: {} != {}",
+                a[c],
+                b[c]
             );
         }
     }

@@ -349,8 +349,8 @@ fn the_read_floor_is_the_fastest_read_of_the_same_weights() {
 /// step, the fused one) is judged on its own: its cuda replay against the
 /// read floor and PyTorch (≤ 0.90×), its vulkan and wgpu replays against
 /// its own cuda replay (≤ 1.10×, ≤ 1.25×), never against another arm's;
-/// the fused arm's two-launch sibling (`seam-split`, no cuda replay of its
-/// own) against the fused arm's cuda replay.
+/// the fused arm's siblings (`seam-split`, `seam-fold`, no cuda replay of
+/// their own) against the fused arm's cuda replay.
 #[test]
 fn each_seam_arm_is_judged_against_its_own_cuda_replay() {
     let (l, h) = (32, 4096);
@@ -363,6 +363,7 @@ fn each_seam_arm_is_judged_against_its_own_cuda_replay() {
         ("seam-fused", "wgpu", 2700.0),
         ("seam-split", "vulkan", 2400.0),
         ("seam-split", "wgpu", 2500.0),
+        ("seam-fold", "vulkan", 2300.0),
         ("torch", "cuda", 2400.0),
     ] {
         rows.push(input::r(arm, dev, "graph", "decode", h, l, l, "e2e_us", us));
@@ -410,6 +411,11 @@ fn each_seam_arm_is_judged_against_its_own_cuda_replay() {
     );
     assert_eq!(
         met("seam-split wgpu replay ≤ 1.25× seam-fused cuda"),
+        Some(true)
+    );
+    // And in L + 1 launches, each finish folded into the next layer.
+    assert_eq!(
+        met("seam-fold vulkan replay ≤ 1.1× seam-fused cuda"),
         Some(true)
     );
     assert_eq!(met("seam-fused cuda replay ≤ 0.90× PyTorch"), Some(true));
