@@ -13,7 +13,8 @@
 // `layer_finish`'s steps, into workgroup memory; the workgroups of tile 0
 // also store them to `xo` (the ranges cover every row once). Then the GEMV
 // over the range in `layer_partial`'s layout and order (eight rows' loads
-// in flight).
+// in flight). Both sums of the first part issue eight loads before adding
+// them, in the same order.
 @group(0) @binding(0) var<storage, read> xp: array<f32>;
 @group(0) @binding(1) var<storage, read> pp: array<f32>;
 @group(0) @binding(2) var<storage, read> wn: array<f32>;
@@ -50,7 +51,26 @@ fn layer_fold_f32(
     let k1 = min(k0 + r, h);
 
     var s = 0.0;
-    for (var k = li; k < h; k += 256u) {
+    var k = li;
+    for (; k + 1792u < h; k += 2048u) {
+        let v0 = xp[p.o0 + k];
+        let v1 = xp[p.o0 + k + 256u];
+        let v2 = xp[p.o0 + k + 512u];
+        let v3 = xp[p.o0 + k + 768u];
+        let v4 = xp[p.o0 + k + 1024u];
+        let v5 = xp[p.o0 + k + 1280u];
+        let v6 = xp[p.o0 + k + 1536u];
+        let v7 = xp[p.o0 + k + 1792u];
+        s += v0 * v0;
+        s += v1 * v1;
+        s += v2 * v2;
+        s += v3 * v3;
+        s += v4 * v4;
+        s += v5 * v5;
+        s += v6 * v6;
+        s += v7 * v7;
+    }
+    for (; k < h; k += 256u) {
         let v = xp[p.o0 + k];
         s += v * v;
     }
@@ -63,22 +83,37 @@ fn layer_fold_f32(
         workgroupBarrier();
     }
     let inv = 1.0 / sqrt(sums[0] / f32(h) + p.s0);
-    for (var k = k0 + li; k < k1; k += 256u) {
+    for (var kr = k0 + li; kr < k1; kr += 256u) {
         var z = 0.0;
-        for (var i = 0u; i < ksn; i++) {
-            z += pp[p.o1 + i * h + k];
+        for (var i = 0u; i < ksn; i += 8u) {
+            let q0 = pp[p.o1 + (i + 0u) * h + kr];
+            let q1 = pp[p.o1 + (i + 1u) * h + kr];
+            let q2 = pp[p.o1 + (i + 2u) * h + kr];
+            let q3 = pp[p.o1 + (i + 3u) * h + kr];
+            let q4 = pp[p.o1 + (i + 4u) * h + kr];
+            let q5 = pp[p.o1 + (i + 5u) * h + kr];
+            let q6 = pp[p.o1 + (i + 6u) * h + kr];
+            let q7 = pp[p.o1 + (i + 7u) * h + kr];
+            z += q0;
+            z += q1;
+            z += q2;
+            z += q3;
+            z += q4;
+            z += q5;
+            z += q6;
+            z += q7;
         }
         let zn = z * inv;
-        let xk = xp[p.o0 + k] + zn / (1.0 + exp_accurate(-zn));
+        let xk = xp[p.o0 + kr] + zn / (1.0 + exp_accurate(-zn));
         if (tile == 0u) {
-            xo[p.o4 + k] = xk;
+            xo[p.o4 + kr] = xk;
         }
-        a[k - k0] = xk * wn[p.o2 + k];
+        a[kr - k0] = xk * wn[p.o2 + kr];
     }
     workgroupBarrier();
 
     var acc = vec4<f32>(0.0);
-    var k = k0 + grp;
+    k = k0 + grp;
     if (c0 + 96u < h) {
         for (; k + 56u < k1; k += 64u) {
             let i0 = p.o3 + k * h + c0;

@@ -7,7 +7,7 @@
 // b % KS. Invocation (lane l = i % 32, group g = i / 32) sums columns
 // 128·tile + l + 32·j (j < 4: every load of 32 invocations reads 128
 // contiguous bytes of a row) over rows k0 + g, k0 + g + 8, … of its range,
-// one fma per product in row order, four rows' loads in flight; the 8
+// one fma per product in row order, eight rows' loads in flight; the 8
 // groups' sums are added in group order. The same order as the CUDA
 // kernel's split (`norm_gemv_silu_add.cu`) up to the ranges' sum.
 @group(0) @binding(0) var<storage, read> x: array<f32>;
