@@ -13,9 +13,9 @@ fn a_traced_run_writes_a_trace_that_parses_back_with_every_replay() {
     let (report, traces) = run_all(&p, RunOptions { trace: true }, |_, _| {});
     assert!(report.summary.ok(), "{}", report.summary.line());
     // Five C1 cases, and c1_user_kernel_replay_reexecutes once per user
-    // kernel of the run (seam's five).
+    // kernel of the run (seam's six).
     let kernels = seam_conformance::kernels().len();
-    assert_eq!(kernels, 5, "seam's user kernels");
+    assert_eq!(kernels, 6, "seam's user kernels");
     assert_eq!(traces.len(), 5 + kernels, "one trace log per C1 trial");
 
     let path = std::env::temp_dir().join(format!("seam-trace-{}.json", std::process::id()));
