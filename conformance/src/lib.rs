@@ -34,7 +34,8 @@ pub fn set_kernels(kernels: &'static [&'static seam::KernelDef]) {
 
 /// The user kernels of this run ([`set_kernels`]); by default seam's own
 /// ([`seam_kernels::user::ALL`]: RoPE, a fused residual-add-rms_norm, a
-/// fused decode layer, and the same layer in two launches).
+/// fused decode layer, the same layer in two launches, and a launch that
+/// finishes one layer and sums the next one's rows).
 pub fn kernels() -> &'static [&'static seam::KernelDef] {
     KERNELS.get_or_init(|| seam_kernels::user::ALL)
 }
