@@ -210,6 +210,9 @@ pub(super) fn layer_gemv(
     cfg: &Config,
     out: &mut dyn Sink,
 ) -> Res<()> {
+    if m.layers == 0 {
+        return Err("no layers: the GEMV launches need at least one".into());
+    }
     let h = m.hidden as u32;
     let words = split_partials(h, layer_quads(h)) as usize;
     let parts = (0..m.layers)
@@ -236,7 +239,7 @@ pub(super) fn layer_gemv(
             .map(|i| s.partial_call(h, i, s.input(), shared))
             .collect(),
     )?;
-    let last = parts.last().expect("at least one layer");
+    let last = &parts[parts.len() - 1];
     free.replay().map_err(err)?;
     let want = last.read().map_err(err)?;
     chain.replay().map_err(err)?;

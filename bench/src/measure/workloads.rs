@@ -226,7 +226,7 @@ impl Stack {
     /// a [`LAYER_FOLD`] for each next (the layer before's finish and this
     /// one's partial sums), [`LAYER_FINISH`] of the last. The partial sums
     /// alternate between `parts`, the residual between x and the first
-    /// temporary as in [`Stack::fused_calls`].
+    /// temporary as in [`Stack::fused_calls`]. `layers` ≥ 1.
     pub(super) fn fold_calls(
         &self,
         h: u64,
@@ -368,6 +368,9 @@ pub(super) fn decode_fold(
     cfg: &Config,
     out: &mut dyn Sink,
 ) -> Res<()> {
+    if m.layers == 0 {
+        return Err("no layers: a folded step needs at least one".into());
+    }
     let h = m.hidden as u32;
     let words = split_partials(h, layer_quads(h)) as usize;
     let (p0, p1) = (
