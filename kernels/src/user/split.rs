@@ -48,6 +48,18 @@ fn fold_extents(p: &Params, out: &mut [u64]) {
     out[..6].copy_from_slice(&[h, part, h, h * h, h, part]);
 }
 
+/// The samples of the kernels that finish a layer ([`LAYER_FINISH`],
+/// [`LAYER_FOLD`]): [`LAYER_PARTIAL`]'s widths and quads, each with an
+/// eps (0, a large one and the usual).
+const FINISH_SAMPLES: &[Params] = &[
+    Params::dims(1, 2, 0).with_scalars(1e-5, 0.0),
+    Params::dims(7, 4, 0).with_scalars(0.5, 0.0),
+    Params::dims(300, 2, 0).with_scalars(1e-5, 0.0),
+    Params::dims(514, 2, 0).with_scalars(0.0, 0.0),
+    Params::dims(1000, 4, 0).with_scalars(0.25, 0.0),
+    Params::dims(2052, 4, 0).with_scalars(1e-5, 0.0),
+];
+
 fn finish_grid(p: &Params) -> [u32; 3] {
     [(p.d0 as u64).div_ceil(LAYER_WG as u64).max(1) as u32, 1, 1]
 }
@@ -186,14 +198,7 @@ pub static LAYER_FINISH: KernelDef = KernelDef {
     wgsl: Some(include_str!("../../user/layer_finish.wgsl")),
     cuda: None,
     cpu: Some(layer_finish_cpu),
-    samples: &[
-        Params::dims(1, 2, 0).with_scalars(1e-5, 0.0),
-        Params::dims(7, 4, 0).with_scalars(0.5, 0.0),
-        Params::dims(300, 2, 0).with_scalars(1e-5, 0.0),
-        Params::dims(514, 2, 0).with_scalars(0.0, 0.0),
-        Params::dims(1000, 4, 0).with_scalars(0.25, 0.0),
-        Params::dims(2052, 4, 0).with_scalars(1e-5, 0.0),
-    ],
+    samples: FINISH_SAMPLES,
 };
 
 /// One layer's [`LAYER_FINISH`] folded into the next layer's
@@ -235,12 +240,5 @@ pub static LAYER_FOLD: KernelDef = KernelDef {
     wgsl: Some(include_str!("../../user/layer_fold.wgsl")),
     cuda: None,
     cpu: Some(layer_fold_cpu),
-    samples: &[
-        Params::dims(1, 2, 0).with_scalars(1e-5, 0.0),
-        Params::dims(7, 4, 0).with_scalars(0.5, 0.0),
-        Params::dims(300, 2, 0).with_scalars(1e-5, 0.0),
-        Params::dims(514, 2, 0).with_scalars(0.0, 0.0),
-        Params::dims(1000, 4, 0).with_scalars(0.25, 0.0),
-        Params::dims(2052, 4, 0).with_scalars(1e-5, 0.0),
-    ],
+    samples: FINISH_SAMPLES,
 };
