@@ -12,9 +12,8 @@
 // tree halves the 256 sums) and finishes the rows of its range, in
 // `layer_finish`'s steps, into workgroup memory; the workgroups of tile 0
 // also store them to `xo` (the ranges cover every row once). Then the GEMV
-// over the range in `layer_partial`'s layout and order, eight rows' loads
-// in flight a step and the next step's issued before this step's fmas (the
-// first step's before the finish). Both sums of the first part issue eight loads before adding
+// over the range in `layer_partial`'s layout and order (eight rows' loads
+// in flight). Both sums of the first part issue eight loads before adding
 // them, in the same order.
 @group(0) @binding(0) var<storage, read> xp: array<f32>;
 @group(0) @binding(1) var<storage, read> pp: array<f32>;
@@ -50,31 +49,6 @@ fn layer_fold_f32(
     let r = (h + ksn - 1u) / ksn;
     let k0 = min(ks * r, h);
     let k1 = min(k0 + r, h);
-
-    // The first eight rows' loads of the GEMV, issued before the finish:
-    // they depend on nothing the finish computes, so they are in flight
-    // while it runs (CUDA's kernel gets the same from its early start).
-    let full = c0 + 96u < h;
-    let g0 = k0 + grp;
-    var b0 = vec4<f32>(0.0);
-    var b1 = vec4<f32>(0.0);
-    var b2 = vec4<f32>(0.0);
-    var b3 = vec4<f32>(0.0);
-    var b4 = vec4<f32>(0.0);
-    var b5 = vec4<f32>(0.0);
-    var b6 = vec4<f32>(0.0);
-    var b7 = vec4<f32>(0.0);
-    if (full && g0 + 56u < k1) {
-        let i0 = p.o3 + g0 * h + c0;
-        b0 = cols(i0);
-        b1 = cols(i0 + 8u * h);
-        b2 = cols(i0 + 16u * h);
-        b3 = cols(i0 + 24u * h);
-        b4 = cols(i0 + 32u * h);
-        b5 = cols(i0 + 40u * h);
-        b6 = cols(i0 + 48u * h);
-        b7 = cols(i0 + 56u * h);
-    }
 
     var s = 0.0;
     var k = li;
@@ -138,34 +112,28 @@ fn layer_fold_f32(
     }
     workgroupBarrier();
 
-    // The GEMV, each step's eight rows loaded during the step before (the
-    // first step's before the finish), added in row order as before.
     var acc = vec4<f32>(0.0);
-    k = g0;
-    if (full) {
+    k = k0 + grp;
+    if (c0 + 96u < h) {
         for (; k + 56u < k1; k += 64u) {
-            let c = array<vec4<f32>, 8>(b0, b1, b2, b3, b4, b5, b6, b7);
-            let kn = k + 64u;
-            if (kn + 56u < k1) {
-                let i0 = p.o3 + kn * h + c0;
-                b0 = cols(i0);
-                b1 = cols(i0 + 8u * h);
-                b2 = cols(i0 + 16u * h);
-                b3 = cols(i0 + 24u * h);
-                b4 = cols(i0 + 32u * h);
-                b5 = cols(i0 + 40u * h);
-                b6 = cols(i0 + 48u * h);
-                b7 = cols(i0 + 56u * h);
-            }
+            let i0 = p.o3 + k * h + c0;
+            let b0 = cols(i0);
+            let b1 = cols(i0 + 8u * h);
+            let b2 = cols(i0 + 16u * h);
+            let b3 = cols(i0 + 24u * h);
+            let b4 = cols(i0 + 32u * h);
+            let b5 = cols(i0 + 40u * h);
+            let b6 = cols(i0 + 48u * h);
+            let b7 = cols(i0 + 56u * h);
             let j = k - k0;
-            acc = fma(vec4<f32>(a[j]), c[0], acc);
-            acc = fma(vec4<f32>(a[j + 8u]), c[1], acc);
-            acc = fma(vec4<f32>(a[j + 16u]), c[2], acc);
-            acc = fma(vec4<f32>(a[j + 24u]), c[3], acc);
-            acc = fma(vec4<f32>(a[j + 32u]), c[4], acc);
-            acc = fma(vec4<f32>(a[j + 40u]), c[5], acc);
-            acc = fma(vec4<f32>(a[j + 48u]), c[6], acc);
-            acc = fma(vec4<f32>(a[j + 56u]), c[7], acc);
+            acc = fma(vec4<f32>(a[j]), b0, acc);
+            acc = fma(vec4<f32>(a[j + 8u]), b1, acc);
+            acc = fma(vec4<f32>(a[j + 16u]), b2, acc);
+            acc = fma(vec4<f32>(a[j + 24u]), b3, acc);
+            acc = fma(vec4<f32>(a[j + 32u]), b4, acc);
+            acc = fma(vec4<f32>(a[j + 40u]), b5, acc);
+            acc = fma(vec4<f32>(a[j + 48u]), b6, acc);
+            acc = fma(vec4<f32>(a[j + 56u]), b7, acc);
         }
     }
     for (; k < k1; k += 8u) {
