@@ -13,6 +13,8 @@
 //
 // nvcc -O3 -std=c++17 -arch=sm_90 -DSEAM_LAYER_PREFETCH=4 pdl_probe.cu -o pdl_probe
 // ./pdl_probe [rounds [H ...]]   (default 7 rounds, H = 4096 8192)
+// -DSEAM_PROBE_QUADS=2u or 4u forces the quads (d1) the layer takes at
+// every H (else the committed choice, `layer_quads`).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -45,12 +47,17 @@ int main(int argc, char** argv) {
     const int L = 32;
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
-    printf("# %s, %d SMs, SEAM_LAYER_PREFETCH %u\n", prop.name, prop.multiProcessorCount, SEAM_LAYER_PREFETCH);
+    printf("# %s, %d SMs, SEAM_LAYER_PREFETCH %u, SEAM_LAYER_ROWS %u\n", prop.name, prop.multiProcessorCount,
+           SEAM_LAYER_PREFETCH, SEAM_LAYER_ROWS);
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     for (unsigned h : hs) {
         size_t elems = (size_t)h * h;
+#ifdef SEAM_PROBE_QUADS
+        unsigned quads = SEAM_PROBE_QUADS;
+#else
         unsigned quads = (h + 15) / 16 >= 512 ? 4u : 2u;
+#endif
         unsigned tiles = (h + 127) / 128, ks = 32 / quads;
         size_t ws_words = (size_t)tiles * ks * 129 + tiles;
         std::vector<float*> w(L);

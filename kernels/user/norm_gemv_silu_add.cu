@@ -9,7 +9,7 @@
 // are cut into T = ⌈h / 128⌉ tiles of 128 and the rows into KS = 32 / Q
 // ranges of ⌈h / KS⌉; block b takes tile b / KS and range b % KS. Lane l
 // of warp w sums columns 128·tile + 4l … + 3 over rows k0 + w, k0 + w + 8,
-// … of its range (one fma per product, in row order, eight rows' 16-byte
+// … of its range (one fma per product, in row order, four rows' 16-byte
 // loads of W in flight: each warp reads 512 contiguous bytes of a row),
 // and Σx² over the same rows alongside. The 8 warps' sums are added in
 // warp order and stored in the workspace with the range's Σx²; then the
@@ -39,11 +39,13 @@
 // still read as written. On one H100, 32 layers at h = 4096 in one graph:
 // 834.5 µs a replay launched plainly, 808.1 launched so (prefetching 4
 // rows; none: 823.8, 16: 826.5); no change at 8192
-// (`bench/probes/pdl_probe.cu`). Each warp then keeps eight rows' loads
-// in flight (SEAM_LAYER_ROWS): the same probe on one H100, 789.1 against
-// 808.1 µs with four at h = 4096, 2824 against 2835 at 8192; in the
-// benchmark's graph 795 against 811–816 µs and 2832–2836 against
-// 2848–2856 (1.040× against 1.064× the read of the same weights).
+// (`bench/probes/pdl_probe.cu`). Each warp then keeps SEAM_LAYER_ROWS
+// rows' loads in flight. The two are chosen on the H200: prefetching 2
+// rows with 4 in flight, 602.4 µs at h = 4096 and 2005.6 at 8192 (1.097×
+// and 1.012× the read of the same weights), against 609.0 and 2024.0 with
+// 4 and 8, 606.6 and 2013.3 with 2 and 8, 613.8 and 2022.1 with 4 and 4
+// (the same probe, each build alternated; the H100 chose 4 and 8 there:
+// 789.1 µs at 4096, against 808.1 with 4 and 4).
 //
 // The CPU implementation reproduces both orders and the fmas; only expf
 // (2 ulp) differs.
@@ -51,12 +53,12 @@
 #define SEAM_LAYER_TILE 128u
 #define SEAM_LAYER_SPLIT_FROM 2048u
 #ifndef SEAM_LAYER_PREFETCH
-#define SEAM_LAYER_PREFETCH 4u
+#define SEAM_LAYER_PREFETCH 2u
 #endif
 // Rows of W whose loads each warp of the split layout has in flight
 // before their products (the order of the products does not depend on it).
 #ifndef SEAM_LAYER_ROWS
-#define SEAM_LAYER_ROWS 8u
+#define SEAM_LAYER_ROWS 4u
 #endif
 
 template <bool VEC>
