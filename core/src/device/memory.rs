@@ -97,24 +97,20 @@ impl Device {
             call: "write_bytes",
             ..e
         })?;
+        // Whole elements only; the count is what the message and the write
+        // both use, so a wrong count shows in the message.
+        let count = bytes.len() / dtype.size();
         if !bytes.len().is_multiple_of(dtype.size()) {
             return Err(self.err(
                 "write_bytes",
                 ErrorKind::SizeMismatch {
                     what: "write_bytes (bytes not a whole number of elements)",
-                    expected: bytes.len() / dtype.size() * dtype.size(),
+                    expected: count * dtype.size(),
                     found: bytes.len(),
                 },
             ));
         }
-        self.write_bytes_typed(
-            "write_bytes",
-            id,
-            dtype,
-            offset,
-            bytes.len() / dtype.size(),
-            bytes,
-        )
+        self.write_bytes_typed("write_bytes", id, dtype, offset, count, bytes)
     }
 
     fn write_bytes_typed(

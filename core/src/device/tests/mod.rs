@@ -269,7 +269,10 @@ fn node_timing_unavailable_is_refused_and_named() {
 }
 
 /// `write_bytes` writes whole elements of the buffer's type, up to its
-/// end. Mutation: `bytes.len() / size` → `*` (the element count) → red.
+/// end. The element count is checked only for zero where the write is
+/// checked (the range is checked in `calls.rs` from the bytes), so a wrong
+/// count shows in the refusal's message, which is computed from it:
+/// mutations of `count`'s `/` (→ `*`, `%`) → red at `expected: 4` below.
 #[test]
 fn write_bytes_counts_elements_of_the_buffers_type() {
     let d = device();
@@ -279,7 +282,7 @@ fn write_bytes_counts_elements_of_the_buffers_type() {
     d.write_bytes(b, 3, &[0u8; 4]).unwrap();
     assert!(d.write_bytes(b, 3, &[0u8; 8]).is_err());
     // Not a whole number of elements: refused, saying the largest that is.
-    // Mutation: the message's `/ size` → `* size` → red.
+    // Mutation: the message's `* size` → `/ size` or `+ size` → red.
     let e = d.write_bytes(b, 0, &[0u8; 6]).unwrap_err();
     assert!(
         matches!(
